@@ -1,0 +1,1 @@
+//! The URL-seen set: a concurrent Bloom filter (being built).

@@ -1,0 +1,1 @@
+//! The synthetic web used by tests and benchmarks (being built).
