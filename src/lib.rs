@@ -1,11 +1,21 @@
 //! `crawler` as a library: the whole crawl pipeline, usable from tests, benches and the CLI.
 //!
 //! Data flows one way: seeds → frontier → fetch workers → extractor → normalizer →
-//! scope rules → seen-set → frontier. Each stage is one module with one job; `crawl`
+//! scope rules → seen-set → frontier. Each stage is one module with one job; [`crawl`]
 //! wires them together and owns shutdown. `main.rs` only parses the command line, loads
 //! the configuration, runs the crawl and maps errors to exit codes.
 
+pub mod config;
+pub mod crawl;
 pub mod extract;
+pub mod fetch;
+pub mod frontier;
+pub mod normalize;
+pub mod output;
+pub mod progress;
 pub mod quantity;
+pub mod seeds;
 pub mod seen;
 pub mod testweb;
+
+pub use crawl::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};

@@ -1,1 +1,302 @@
-fn main() {}
+//! The `crawler` command: parses the command line, loads the configuration, runs the
+//! crawl (or a helper subcommand) and maps the outcome to an exit code:
+//! 0 finished (or stopped cleanly), 1 finished with fetch failures, 2 usage or fatal error.
+//! Everything else lives in the library.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use crawler::config::Config;
+use crawler::progress::ProgressMode;
+use crawler::quantity::{parse_byte_size, parse_count};
+use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
+
+/// A web crawler built around a concurrent Bloom-filter URL-seen set.
+///
+/// Crawls from a seed list, fetching each URL at most once, politely per host, and
+/// writes one JSON record per URL to OUT/pages.jsonl and a summary to OUT/summary.json.
+#[derive(Parser, Debug)]
+#[command(version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    crawl: CrawlArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show the seen-set (Bloom filter) the crawler would build for a crawl size, with
+    /// the memory/false-positive trade-off, before writing config.toml.
+    Plan(PlanArgs),
+    /// Print the canonical form of each URL (arguments, or stdin lines), or why it is
+    /// rejected: the form the seen-set deduplicates on.
+    Normalize {
+        /// URLs to normalize; reads one per line from stdin when none are given.
+        urls: Vec<String>,
+    },
+    /// Print the effective configuration (defaults, --config file, --set overrides).
+    Config {
+        /// Configuration file (TOML).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override a config key, e.g. --set crawl.max_depth=5 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+}
+
+#[derive(Args, Debug)]
+struct PlanArgs {
+    /// Number of URLs the crawl will take on (1e8, 100000000, 100_000_000, 100M).
+    #[arg(long, value_name = "N", value_parser = parse_count_arg)]
+    max_urls: u64,
+    /// Target false-positive probability, e.g. 0.001.
+    #[arg(
+        long,
+        value_name = "P",
+        conflicts_with = "memory",
+        required_unless_present = "memory"
+    )]
+    fpp: Option<f64>,
+    /// Memory budget for the filter, e.g. 256MiB or 1GiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    memory: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct CrawlArgs {
+    /// Seed list: one http(s) URL per line; '#' comments and blank lines are allowed.
+    #[arg(long, value_name = "FILE")]
+    seeds: Option<PathBuf>,
+    /// Most URLs the crawl takes on, seeds included (1e8, 100000000, 100_000_000, 100M).
+    /// Also sizes the seen-set. Overrides crawl.max_urls.
+    #[arg(long, value_name = "N", value_parser = parse_count_arg)]
+    max_urls: Option<u64>,
+    /// Configuration file (TOML); see config.toml in the repository for every key and
+    /// its default. Without it, the built-in defaults apply.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Output directory (overrides output.dir).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Continue the unfinished crawl in the output directory.
+    #[arg(long, conflicts_with = "fresh")]
+    resume: bool,
+    /// Discard an unfinished crawl in the output directory and start again.
+    #[arg(long)]
+    fresh: bool,
+    /// Total fetches in flight (overrides crawl.concurrency).
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+    /// Override any config key, e.g. --set politeness.per_host_rps=2 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Progress display: auto (a bar on a terminal, lines otherwise), lines or quiet.
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "lines", "quiet"])]
+    progress: String,
+}
+
+fn parse_count_arg(text: &str) -> Result<u64, String> {
+    parse_count(text).map_err(|e| e.to_string())
+}
+
+fn parse_size_arg(text: &str) -> Result<u64, String> {
+    parse_byte_size(text).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("crawler: {}", one_line(&error));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn one_line(error: &anyhow::Error) -> String {
+    error
+        .chain()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Some(Command::Plan(args)) => plan(args),
+        Some(Command::Normalize { urls }) => normalize(urls),
+        Some(Command::Config { config, set }) => {
+            let config = Config::load(config.as_deref(), &set)?;
+            print!("{}", config.to_toml());
+            Ok(ExitCode::SUCCESS)
+        }
+        None => crawl(cli.crawl),
+    }
+}
+
+fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let plan = match (args.fpp, args.memory) {
+        (Some(p), _) => crawler::seen::Plan::for_fpp(args.max_urls, p),
+        (None, Some(bytes)) => crawler::seen::Plan::for_memory(args.max_urls, bytes),
+        (None, None) => bail!("plan: give --fpp P or --memory SIZE"),
+    }
+    .context("plan")?;
+    println!("{}", plan.report());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn normalize(urls: Vec<String>) -> anyhow::Result<ExitCode> {
+    let inputs: Vec<String> = if urls.is_empty() {
+        std::io::stdin()
+            .lines()
+            .collect::<Result<_, _>>()
+            .context("stdin")?
+    } else {
+        urls
+    };
+    let mut rejected = 0;
+    for input in inputs.iter().filter(|l| !l.trim().is_empty()) {
+        match crawler::normalize::normalize_str(input) {
+            Ok(url) => println!("{url}"),
+            Err(reason) => {
+                rejected += 1;
+                println!("rejected: {reason}: {input:?}");
+            }
+        }
+    }
+    Ok(if rejected > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
+    let Some(seeds_path) = args.seeds.as_deref() else {
+        bail!("--seeds FILE is required to crawl (see crawler --help)");
+    };
+    let mut overrides = args.set.clone();
+    if let Some(n) = args.max_urls {
+        overrides.push(format!("crawl.max_urls={n}"));
+    }
+    if let Some(n) = args.concurrency {
+        overrides.push(format!("crawl.concurrency={n}"));
+    }
+    let mut config = Config::load(args.config.as_deref(), &overrides)?;
+    if let Some(out) = &args.out {
+        config.output.dir = out.clone();
+    }
+    let seeds = crawler::seeds::read_seeds(seeds_path)?;
+    for bad in &seeds.bad {
+        eprintln!("{bad}");
+    }
+    prepare_output_dir(&config.output.dir, args.resume, args.fresh)?;
+    let progress = match args.progress.as_str() {
+        "lines" => ProgressMode::Lines,
+        "quiet" => ProgressMode::Quiet,
+        _ => ProgressMode::Auto,
+    };
+    let shutdown = ShutdownHandle::new();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let summary = runtime.block_on(async {
+        tokio::spawn(watch_signals(shutdown.clone()));
+        run_crawl(CrawlRequest {
+            config: config.clone(),
+            seeds: seeds.urls,
+            progress,
+            shutdown,
+        })
+        .await
+    })?;
+    eprintln!("{}", summary.human());
+    eprintln!(
+        "output: {} and {}",
+        config.output.dir.join("pages.jsonl").display(),
+        config.output.dir.join("summary.json").display()
+    );
+    if summary.stopped {
+        eprintln!(
+            "stopped before the end: {} URLs were still queued or in flight",
+            summary.queued_left
+        );
+    }
+    Ok(if summary.failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Refuses to mix a new crawl into the records of an earlier one.
+fn prepare_output_dir(dir: &Path, resume: bool, fresh: bool) -> anyhow::Result<()> {
+    let pages = dir.join("pages.jsonl");
+    let has_records = std::fs::metadata(&pages).is_ok_and(|m| m.len() > 0);
+    if resume {
+        bail!(
+            "{}: --resume needs a checkpoint, and this crawl has none; use --fresh to start again",
+            dir.display()
+        );
+    }
+    if has_records && !fresh {
+        bail!(
+            "{}: holds records of an earlier crawl; use --fresh to discard them, or another --out",
+            dir.display()
+        );
+    }
+    if fresh {
+        for name in ["pages.jsonl", "summary.json"] {
+            let path = dir.join(name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// First Ctrl-C or SIGTERM: stop cleanly. Second Ctrl-C: exit at once.
+async fn watch_signals(shutdown: ShutdownHandle) {
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    loop {
+        #[cfg(unix)]
+        let terminated = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let terminated = std::future::pending::<()>();
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => { if r.is_err() { return; } }
+            _ = terminated => {}
+        }
+        if shutdown.is_stopping() {
+            eprintln!("crawler: second interrupt, exiting now");
+            std::process::exit(130);
+        }
+        eprintln!("crawler: stopping: finishing fetches in flight (Ctrl-C again to exit now)");
+        shutdown.stop();
+    }
+}

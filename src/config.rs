@@ -1,0 +1,715 @@
+//! The crawl's configuration: `config.toml`, then `--set section.key=value` overrides,
+//! then the dedicated CLI flags, validated once at start.
+//!
+//! Guarantees: every key has a documented default (the repo's `config.toml` lists them
+//! all); an unknown key, a value of the wrong type or an impossible value is refused
+//! before any work starts, with the file (or `--set`) and the key named. Overrides are
+//! applied to the TOML document *before* it is deserialized, so `--set` accepts exactly
+//! what the file accepts and is checked by the same rules.
+//!
+//! The seen-set's size comes from the planner in [`crate::seen`]: `[seen] fpp` or
+//! `[seen] memory` (one of them) together with `crawl.max_urls`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::quantity::{parse_byte_size, parse_count};
+
+/// Why the configuration was refused. Every variant names where the problem is.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read config: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("--set {assignment:?}: expected section.key=value, e.g. --set crawl.max_depth=5")]
+    SetSyntax { assignment: String },
+    #[error("--set {key}: unknown section {section:?}; sections are: {known}")]
+    UnknownSection {
+        key: String,
+        section: String,
+        known: String,
+    },
+    #[error("--set {key}: unknown key {name:?} in [{section}]; its keys are: {known}")]
+    UnknownKey {
+        key: String,
+        section: String,
+        name: String,
+        known: String,
+    },
+    #[error("{origin}: {key}: {message}")]
+    Invalid {
+        origin: String,
+        key: String,
+        message: String,
+    },
+}
+
+/// A URL count that accepts the same forms as `--max-urls` (`1e8`, `100M`, an integer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Count(pub u64);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Float(f64),
+            Text(String),
+        }
+        match Raw::deserialize(de)? {
+            Raw::Int(v) if v >= 0 => Ok(Count(v as u64)),
+            Raw::Int(v) => Err(serde::de::Error::custom(format!(
+                "{v} is negative; a count must be ≥ 0"
+            ))),
+            Raw::Float(v) => parse_count(&format!("{v:e}"))
+                .map(Count)
+                .map_err(serde::de::Error::custom),
+            Raw::Text(s) => parse_count(&s).map(Count).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A byte size that accepts an integer or a string such as `"10MiB"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Text(String),
+        }
+        match Raw::deserialize(de)? {
+            Raw::Int(v) if v >= 0 => Ok(ByteSize(v as u64)),
+            Raw::Int(v) => Err(serde::de::Error::custom(format!(
+                "{v} is negative; a size must be ≥ 0"
+            ))),
+            Raw::Text(s) => parse_byte_size(&s)
+                .map(ByteSize)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `[crawl]`: what is crawled and how each fetch behaves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CrawlSection {
+    pub max_urls: Count,
+    pub max_depth: u32,
+    pub concurrency: usize,
+    pub user_agent: String,
+    pub max_body_bytes: ByteSize,
+    pub timeout_secs: f64,
+    pub connect_timeout_secs: f64,
+    pub max_redirects: u32,
+    pub retries: u32,
+    pub content_types: Vec<String>,
+    pub follow_nofollow: bool,
+    pub parse_threads: usize,
+    pub shutdown_grace_secs: f64,
+}
+
+impl Default for CrawlSection {
+    fn default() -> Self {
+        CrawlSection {
+            max_urls: Count(1_000_000),
+            max_depth: 16,
+            concurrency: 64,
+            user_agent: concat!("crawler/", env!("CARGO_PKG_VERSION")).to_string(),
+            max_body_bytes: ByteSize(10 << 20),
+            timeout_secs: 30.0,
+            connect_timeout_secs: 10.0,
+            max_redirects: 5,
+            retries: 2,
+            content_types: vec!["text/html".into(), "application/xhtml+xml".into()],
+            follow_nofollow: false,
+            parse_threads: 0,
+            shutdown_grace_secs: 5.0,
+        }
+    }
+}
+
+/// `[politeness]`: how hard one host may be hit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolitenessSection {
+    pub per_host_rps: f64,
+    pub per_host_burst: u32,
+    pub per_host_concurrency: u32,
+    pub respect_robots: bool,
+    pub enabled: bool,
+}
+
+impl Default for PolitenessSection {
+    fn default() -> Self {
+        PolitenessSection {
+            per_host_rps: 1.0,
+            per_host_burst: 1,
+            per_host_concurrency: 2,
+            respect_robots: true,
+            enabled: true,
+        }
+    }
+}
+
+/// `[seen]`: the URL-seen Bloom filter's sizing. One of `fpp` or `memory`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct SeenSection {
+    pub fpp: Option<f64>,
+    pub memory: Option<ByteSize>,
+}
+
+/// `[checkpoint]`: how often the crawl state is made durable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckpointSection {
+    pub interval_secs: f64,
+}
+
+impl Default for CheckpointSection {
+    fn default() -> Self {
+        CheckpointSection {
+            interval_secs: 300.0,
+        }
+    }
+}
+
+/// `[output]`: where records go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputSection {
+    pub dir: PathBuf,
+    pub format: String,
+    pub progress_interval_secs: f64,
+}
+
+impl Default for OutputSection {
+    fn default() -> Self {
+        OutputSection {
+            dir: PathBuf::from("crawl-out"),
+            format: "jsonl".into(),
+            progress_interval_secs: 5.0,
+        }
+    }
+}
+
+/// `[network]`: name resolution overrides, like curl's `--resolve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkSection {
+    pub resolve: BTreeMap<String, String>,
+}
+
+/// The whole configuration, after validation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub crawl: CrawlSection,
+    pub politeness: PolitenessSection,
+    pub seen: SeenSection,
+    pub checkpoint: CheckpointSection,
+    pub output: OutputSection,
+    pub network: NetworkSection,
+}
+
+/// The keys of each section, for `--set` errors. A unit test keeps this in step with
+/// the structs above.
+pub const SECTIONS: &[(&str, &[&str])] = &[
+    (
+        "crawl",
+        &[
+            "max_urls",
+            "max_depth",
+            "concurrency",
+            "user_agent",
+            "max_body_bytes",
+            "timeout_secs",
+            "connect_timeout_secs",
+            "max_redirects",
+            "retries",
+            "content_types",
+            "follow_nofollow",
+            "parse_threads",
+            "shutdown_grace_secs",
+        ],
+    ),
+    (
+        "politeness",
+        &[
+            "per_host_rps",
+            "per_host_burst",
+            "per_host_concurrency",
+            "respect_robots",
+            "enabled",
+        ],
+    ),
+    ("seen", &["fpp", "memory"]),
+    ("checkpoint", &["interval_secs"]),
+    ("output", &["dir", "format", "progress_interval_secs"]),
+    ("network", &["resolve"]),
+];
+
+/// A resolve rule: a host pattern (`example.test` or `*.test`) and the address to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveRule {
+    pub pattern: String,
+    pub addr: std::net::SocketAddr,
+}
+
+impl ResolveRule {
+    /// Whether `host` (already lowercase) matches: `*.test` matches `a.test` and
+    /// `b.a.test` but not `test` itself.
+    pub fn matches(&self, host: &str) -> bool {
+        match self.pattern.strip_prefix("*.") {
+            Some(suffix) => {
+                host.len() > suffix.len() + 1
+                    && host.ends_with(suffix)
+                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+            }
+            None => host == self.pattern,
+        }
+    }
+}
+
+impl Config {
+    /// Loads `path` (or the defaults when `None`) and applies `--set` overrides.
+    pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
+        let (origin, mut table) = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                    origin: path.display().to_string(),
+                    message: one_line(&e.to_string()),
+                })?;
+                (path.display().to_string(), table)
+            }
+            None => ("defaults".to_string(), toml::Table::new()),
+        };
+        for assignment in overrides {
+            apply_override(&mut table, assignment)?;
+        }
+        let origin = if overrides.is_empty() {
+            origin
+        } else {
+            format!("{origin} with --set overrides")
+        };
+        let config: Config =
+            Config::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError::Parse {
+                origin: origin.clone(),
+                message: one_line(&e.to_string()),
+            })?;
+        config.validate(&origin)?;
+        Ok(config)
+    }
+
+    /// Parses a TOML document (used by tests and by [`Config::load`]).
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_string(),
+            message: one_line(&e.to_string()),
+        })?;
+        config.validate(origin)?;
+        Ok(config)
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        let c = &self.crawl;
+        if c.max_urls.0 == 0 {
+            return Err(invalid(
+                "crawl.max_urls",
+                "must be at least 1 (the seeds count)".into(),
+            ));
+        }
+        if c.concurrency == 0 || c.concurrency > 100_000 {
+            return Err(invalid(
+                "crawl.concurrency",
+                format!("{} is out of range 1..=100000", c.concurrency),
+            ));
+        }
+        if c.user_agent.trim().is_empty() || c.user_agent.contains(['\r', '\n']) {
+            return Err(invalid(
+                "crawl.user_agent",
+                "must be one non-empty line".into(),
+            ));
+        }
+        if c.max_body_bytes.0 == 0 {
+            return Err(invalid(
+                "crawl.max_body_bytes",
+                "must be greater than 0".into(),
+            ));
+        }
+        for (key, value) in [
+            ("crawl.timeout_secs", c.timeout_secs),
+            ("crawl.connect_timeout_secs", c.connect_timeout_secs),
+        ] {
+            if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
+                return Err(invalid(
+                    key,
+                    format!("{value} is not in (0, 86400] seconds"),
+                ));
+            }
+        }
+        if !(c.shutdown_grace_secs.is_finite() && c.shutdown_grace_secs >= 0.0) {
+            return Err(invalid(
+                "crawl.shutdown_grace_secs",
+                "must be ≥ 0 seconds".into(),
+            ));
+        }
+        if c.max_redirects > 100 {
+            return Err(invalid(
+                "crawl.max_redirects",
+                format!("{} is more than 100", c.max_redirects),
+            ));
+        }
+        if c.retries > 100 {
+            return Err(invalid(
+                "crawl.retries",
+                format!("{} is more than 100", c.retries),
+            ));
+        }
+        if c.content_types.is_empty() || c.content_types.iter().any(|t| !t.contains('/')) {
+            return Err(invalid(
+                "crawl.content_types",
+                "must list MIME types such as \"text/html\"".into(),
+            ));
+        }
+        let p = &self.politeness;
+        if !(p.per_host_rps.is_finite() && p.per_host_rps > 0.0) {
+            return Err(invalid(
+                "politeness.per_host_rps",
+                format!(
+                    "{} must be a positive number of requests per second",
+                    p.per_host_rps
+                ),
+            ));
+        }
+        if p.per_host_burst == 0 {
+            return Err(invalid(
+                "politeness.per_host_burst",
+                "must be at least 1".into(),
+            ));
+        }
+        if p.per_host_concurrency == 0 {
+            return Err(invalid(
+                "politeness.per_host_concurrency",
+                "must be at least 1".into(),
+            ));
+        }
+        match (self.seen.fpp, self.seen.memory) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("seen", "set either fpp or memory, not both".into()))
+            }
+            (Some(fpp), None) if !(fpp > 0.0 && fpp < 1.0) => {
+                return Err(invalid(
+                    "seen.fpp",
+                    format!("{fpp} is outside (0, 1); 0.001 is a common choice"),
+                ))
+            }
+            _ => {}
+        }
+        if !(self.checkpoint.interval_secs.is_finite() && self.checkpoint.interval_secs > 0.0) {
+            return Err(invalid(
+                "checkpoint.interval_secs",
+                "must be a positive number of seconds".into(),
+            ));
+        }
+        if self.output.format != "jsonl" {
+            return Err(invalid(
+                "output.format",
+                format!("{:?} is not supported; use \"jsonl\"", self.output.format),
+            ));
+        }
+        if !(self.output.progress_interval_secs.is_finite()
+            && self.output.progress_interval_secs > 0.0)
+        {
+            return Err(invalid(
+                "output.progress_interval_secs",
+                "must be a positive number of seconds".into(),
+            ));
+        }
+        self.resolve_rules_with_origin(origin)?;
+        Ok(())
+    }
+
+    /// The `[network] resolve` map as checked rules.
+    pub fn resolve_rules(&self) -> Result<Vec<ResolveRule>, ConfigError> {
+        self.resolve_rules_with_origin("config")
+    }
+
+    fn resolve_rules_with_origin(&self, origin: &str) -> Result<Vec<ResolveRule>, ConfigError> {
+        let mut rules = Vec::new();
+        for (pattern, addr) in &self.network.resolve {
+            let key = format!("network.resolve.{pattern:?}");
+            let pattern_lc = pattern.to_ascii_lowercase();
+            let body = pattern_lc.strip_prefix("*.").unwrap_or(&pattern_lc);
+            if body.is_empty()
+                || body.contains('*')
+                || !body
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+            {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    key,
+                    message: "a host pattern is a host name or *.suffix".into(),
+                });
+            }
+            let addr = addr.parse().map_err(|_| ConfigError::Invalid {
+                origin: origin.to_string(),
+                key: key.clone(),
+                message: format!("{addr:?} is not an IP:port address such as \"127.0.0.1:8080\""),
+            })?;
+            rules.push(ResolveRule {
+                pattern: pattern_lc,
+                addr,
+            });
+        }
+        // Exact names before wildcards, longer wildcards before shorter ones.
+        rules.sort_by_key(|r| {
+            (
+                r.pattern.starts_with("*."),
+                std::cmp::Reverse(r.pattern.len()),
+            )
+        });
+        Ok(rules)
+    }
+
+    /// The configuration as TOML, for `crawler config` and the checkpoint's record.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+    }
+}
+
+fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), ConfigError> {
+    let syntax = || ConfigError::SetSyntax {
+        assignment: assignment.to_string(),
+    };
+    let (key, value) = assignment.split_once('=').ok_or_else(syntax)?;
+    let key = key.trim();
+    let (section, rest) = key.split_once('.').ok_or_else(syntax)?;
+    let known_sections = || {
+        SECTIONS
+            .iter()
+            .map(|(s, _)| *s)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some((_, keys)) = SECTIONS.iter().find(|(s, _)| *s == section) else {
+        return Err(ConfigError::UnknownSection {
+            key: key.to_string(),
+            section: section.to_string(),
+            known: known_sections(),
+        });
+    };
+    // `network.resolve."*.test"=…` addresses a map entry; everything else is a plain key.
+    let (name, map_key) = match rest.split_once('.') {
+        Some((name, map_key)) => (name, Some(map_key.trim_matches('"'))),
+        None => (rest, None),
+    };
+    if !keys.contains(&name) || (map_key.is_some() && name != "resolve") {
+        return Err(ConfigError::UnknownKey {
+            key: key.to_string(),
+            section: section.to_string(),
+            name: rest.to_string(),
+            known: keys.join(", "),
+        });
+    }
+    let value = parse_override_value(value.trim());
+    let section_table = table
+        .entry(section.to_string())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let toml::Value::Table(section_table) = section_table else {
+        return Err(ConfigError::Invalid {
+            origin: "config".into(),
+            key: section.into(),
+            message: "is not a table".into(),
+        });
+    };
+    match map_key {
+        Some(map_key) => {
+            let map = section_table
+                .entry(name.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let toml::Value::Table(map) = map else {
+                return Err(ConfigError::Invalid {
+                    origin: "config".into(),
+                    key: format!("{section}.{name}"),
+                    message: "is not a table".into(),
+                });
+            };
+            map.insert(map_key.to_string(), value);
+        }
+        None => {
+            section_table.insert(name.to_string(), value);
+        }
+    }
+    Ok(())
+}
+
+/// A `--set` value is read as TOML when it is valid TOML (`5`, `true`, `["a"]`,
+/// `{ "*.test" = "127.0.0.1:1" }`) and as a plain string otherwise, so that
+/// `--set crawl.user_agent=mybot/1.0` needs no quoting.
+fn parse_override_value(text: &str) -> toml::Value {
+    let doc = format!("v = {text}");
+    match toml::from_str::<toml::Table>(&doc) {
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or(toml::Value::String(text.to_string())),
+        Err(_) => toml::Value::String(text.to_string()),
+    }
+}
+
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '|' || c == '^' || c == ' '))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl fmt::Display for ResolveRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} -> {}", self.pattern, self.addr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        let c = Config::load(None, &[]).unwrap();
+        assert_eq!(c.crawl.max_urls, Count(1_000_000));
+        assert_eq!(c.crawl.concurrency, 64);
+    }
+
+    #[test]
+    fn section_key_list_matches_structs() {
+        let value = toml::Value::try_from(Config {
+            seen: SeenSection {
+                fpp: Some(0.01),
+                memory: Some(ByteSize(1)),
+            },
+            ..Config::default()
+        })
+        .unwrap();
+        let toml::Value::Table(top) = value else {
+            panic!()
+        };
+        assert_eq!(top.len(), SECTIONS.len());
+        for (section, keys) in SECTIONS {
+            let toml::Value::Table(t) = &top[*section] else {
+                panic!("{section}")
+            };
+            let mut found: Vec<&str> = t.keys().map(String::as_str).collect();
+            let mut expected: Vec<&str> = keys.to_vec();
+            found.sort();
+            expected.sort();
+            assert_eq!(found, expected, "[{section}]");
+        }
+    }
+
+    #[test]
+    fn overrides_apply_with_types() {
+        let c = Config::load(
+            None,
+            &[
+                "crawl.max_depth=3".into(),
+                "crawl.user_agent=mybot/1.0".into(),
+                "crawl.max_urls=1e6".into(),
+                "crawl.max_body_bytes=64KiB".into(),
+                "politeness.respect_robots=false".into(),
+                "network.resolve.\"*.test\"=127.0.0.1:9".into(),
+                "seen.memory=1MiB".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.crawl.max_depth, 3);
+        assert_eq!(c.crawl.user_agent, "mybot/1.0");
+        assert_eq!(c.crawl.max_urls, Count(1_000_000));
+        assert_eq!(c.crawl.max_body_bytes, ByteSize(65536));
+        assert!(!c.politeness.respect_robots);
+        assert_eq!(c.seen.memory, Some(ByteSize(1 << 20)));
+        let rules = c.resolve_rules().unwrap();
+        assert!(rules[0].matches("h1.test"));
+        assert!(!rules[0].matches("test"));
+        assert!(!rules[0].matches("h1.testx"));
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_their_section() {
+        let e = Config::load(None, &["crawl.max_dept=3".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("max_dept") && e.contains("max_depth") && e.contains("[crawl]"),
+            "{e}"
+        );
+        let e = Config::load(None, &["crawling.x=3".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("crawling") && e.contains("politeness"), "{e}");
+        let e = Config::load(None, &["nonsense".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("section.key=value"), "{e}");
+    }
+
+    #[test]
+    fn file_errors_name_the_key() {
+        let e = Config::from_toml_str("[crawl]\nmax_depht = 3\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("c.toml") && e.contains("max_depht"), "{e}");
+        let e = Config::from_toml_str("[crawl]\nconcurrency = \"many\"\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("concurrency") || e.contains("line 2"), "{e}");
+        let e = Config::from_toml_str("[seen]\nfpp = 1.5\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("seen.fpp") && e.contains("outside (0, 1)"),
+            "{e}"
+        );
+        let e = Config::from_toml_str("[seen]\nfpp = 0.01\nmemory = \"1MiB\"\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not both"), "{e}");
+        let e = Config::from_toml_str("[network.resolve]\n\"*.test\" = \"nowhere\"\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("network.resolve") && e.contains("nowhere"),
+            "{e}"
+        );
+        let e = Config::from_toml_str("[politeness]\nper_host_rps = 0\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("per_host_rps"), "{e}");
+    }
+}

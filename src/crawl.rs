@@ -1,0 +1,960 @@
+//! The crawl: wires seeds, frontier, fetch tasks, the parse pool, the seen-set and the
+//! output together, and owns termination and shutdown.
+//!
+//! One dispatcher task owns the frontier and is the only writer of the seen-set and of the
+//! accepted-URL count. That makes the two promises of the crawl exact rather than
+//! probable: no URL is queued twice (insert-and-queue is one step in one task), and no
+//! more than `max_urls` URLs are ever accepted (the count is checked before each insert,
+//! with no race at the boundary). The expensive work runs elsewhere: fetches are tokio
+//! tasks sharing one client, and HTML parsing runs on a small pool of OS threads
+//! (`parse_threads`, default one per core) so that it never blocks the async reactor.
+//! Parse threads also resolve, normalize and deduplicate a page's links and drop those
+//! the seen-set already `contains` (a lock-free read), so the dispatcher only inserts the
+//! few links that are probably new.
+//!
+//! Termination is explicit: the crawl is over when the frontier has nothing queued and
+//! nothing in flight. Shutdown (Ctrl-C, SIGTERM, or [`ShutdownHandle::stop`]) stops
+//! dispatching, gives in-flight fetches `shutdown_grace_secs` to finish, records them, and
+//! returns a summary marked `stopped`.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use url::Url;
+
+use crate::config::Config;
+use crate::extract::{extract_links, ExtractOptions};
+use crate::fetch::{FetchError, Fetched, Fetcher};
+use crate::frontier::{Dispatch, Frontier, FrontierPolicy, QueuedUrl};
+use crate::normalize::{canonicalize, host_key};
+use crate::output::{rfc3339, write_atomically, OutputSender, OutputWriter, PageRecord};
+use crate::progress::{Progress, ProgressMode};
+use crate::seen::{Plan, SeenSet, SeenStats};
+
+/// Why a crawl could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CrawlError {
+    #[error("seen-set: {0}")]
+    Plan(#[from] crate::seen::PlanError),
+    #[error("seen-set: {0}")]
+    Seen(#[from] crate::seen::SeenError),
+    #[error("{0}")]
+    Fetch(#[from] crate::fetch::FetchSetupError),
+    #[error("output: {0}")]
+    Output(#[from] crate::output::OutputError),
+    #[error("{path}: cannot create output directory: {source}")]
+    OutputDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no seed URL to crawl")]
+    NoSeeds,
+}
+
+/// Counters shared by every stage; read by the progress display and the summary.
+#[derive(Debug, Default)]
+pub struct CrawlCounters {
+    /// URLs taken on (seeds included): never more than `max_urls`.
+    pub accepted: AtomicU64,
+    /// Accepted URLs that reached their end (a record was written).
+    pub finished: AtomicU64,
+    /// Responses with a 2xx status.
+    pub ok: AtomicU64,
+    /// Redirect responses.
+    pub redirects: AtomicU64,
+    /// 4xx responses.
+    pub client_errors: AtomicU64,
+    /// 5xx or 429 responses after all retries.
+    pub server_errors: AtomicU64,
+    /// No response after all retries (timeouts, refused connections…).
+    pub network_errors: AtomicU64,
+    /// Retries scheduled.
+    pub retries: AtomicU64,
+    /// Body bytes received.
+    pub bytes: AtomicU64,
+    /// Pages parsed for links.
+    pub parsed: AtomicU64,
+    /// Links found in parsed pages.
+    pub links_found: AtomicU64,
+    /// Links dropped because they are not http(s) (mailto:, javascript:, …).
+    pub links_not_http: AtomicU64,
+    /// Links that did not resolve to a URL.
+    pub links_invalid: AtomicU64,
+    /// Links not followed because of rel=nofollow.
+    pub links_nofollow: AtomicU64,
+    /// Links already seen (in the seen-set, or repeated on one page).
+    pub links_seen: AtomicU64,
+    /// Links not queued because they were deeper than `max_depth`.
+    pub links_too_deep: AtomicU64,
+    /// Links not queued because `max_urls` had been reached.
+    pub links_over_cap: AtomicU64,
+    /// Redirect chains cut at `max_redirects`.
+    pub redirects_over_limit: AtomicU64,
+    /// Expected number of new URLs wrongly reported as seen, in millionths.
+    pub false_positive_micros: AtomicU64,
+    /// CPU time of the parse threads, in nanoseconds.
+    pub parse_cpu_ns: AtomicU64,
+}
+
+impl CrawlCounters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+    fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+    /// Fetch failures that make the exit code 1.
+    pub fn failures(&self) -> u64 {
+        Self::get(&self.server_errors) + Self::get(&self.network_errors)
+    }
+}
+
+/// Stops a running crawl from outside (signal handlers, tests).
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl ShutdownHandle {
+    pub fn new() -> Self {
+        ShutdownHandle {
+            tx: Arc::new(watch::channel(false).0),
+        }
+    }
+    /// Asks the crawl to stop taking new work and finish.
+    pub fn stop(&self) {
+        self.tx.send_replace(true);
+    }
+    pub fn is_stopping(&self) -> bool {
+        *self.tx.borrow()
+    }
+    fn subscribe(&self) -> watch::Receiver<bool> {
+        self.tx.subscribe()
+    }
+}
+
+impl Default for ShutdownHandle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What the crawl needs besides its configuration.
+pub struct CrawlRequest {
+    pub config: Config,
+    pub seeds: Vec<Url>,
+    pub progress: ProgressMode,
+    pub shutdown: ShutdownHandle,
+}
+
+/// `OUT/summary.json`, and what the CLI prints at the end.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrawlSummary {
+    pub stopped: bool,
+    pub elapsed_secs: f64,
+    pub max_urls: u64,
+    pub accepted: u64,
+    pub finished: u64,
+    pub queued_left: u64,
+    pub ok: u64,
+    pub redirects: u64,
+    pub client_errors: u64,
+    pub server_errors: u64,
+    pub network_errors: u64,
+    pub failures: u64,
+    pub retries: u64,
+    pub bytes: u64,
+    pub pages_per_sec: f64,
+    pub parsed: u64,
+    pub links_found: u64,
+    pub links_not_http: u64,
+    pub links_invalid: u64,
+    pub links_nofollow: u64,
+    pub links_seen: u64,
+    pub links_too_deep: u64,
+    pub links_over_cap: u64,
+    pub redirects_over_limit: u64,
+    pub hosts: usize,
+    pub top_hosts: Vec<HostCount>,
+    pub seen_m_bits: u64,
+    pub seen_k: u32,
+    pub seen_bytes: u64,
+    pub seen_insertions: u64,
+    pub seen_fill: f64,
+    pub seen_estimated_fpp: f64,
+    pub estimated_false_positive_skips: f64,
+    pub parse_cpu_secs: f64,
+    pub output_dir: PathBuf,
+}
+
+/// URLs ever queued per host, for spotting traps.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostCount {
+    pub host: String,
+    pub queued_total: u64,
+    pub queued_now: usize,
+}
+
+impl CrawlSummary {
+    /// The human summary printed at the end of a crawl.
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            s,
+            "{}: {} of {} URLs done in {:.1} s ({:.0} pages/s), {} accepted, {} left in the frontier",
+            if self.stopped { "stopped" } else { "finished" },
+            self.finished,
+            self.max_urls,
+            self.elapsed_secs,
+            self.pages_per_sec,
+            self.accepted,
+            self.queued_left
+        );
+        let _ = writeln!(
+            s,
+            "responses: {} ok, {} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}",
+            self.ok,
+            self.redirects,
+            self.client_errors,
+            self.server_errors,
+            self.network_errors,
+            self.retries,
+            crate::quantity::HumanBytes(self.bytes)
+        );
+        let _ = writeln!(
+            s,
+            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid",
+            self.links_found,
+            self.links_seen,
+            self.links_too_deep,
+            self.links_over_cap,
+            self.links_nofollow,
+            self.links_not_http,
+            self.links_invalid
+        );
+        let _ = write!(
+            s,
+            "seen-set: {} URLs, fill {:.4}, estimated fpp {:.2e}, ~{:.1} new URLs skipped as false positives",
+            self.seen_insertions,
+            self.seen_fill,
+            self.seen_estimated_fpp,
+            self.estimated_false_positive_skips
+        );
+        s
+    }
+}
+
+/// A finished fetch, reported to the dispatcher.
+struct Completion {
+    dispatch: Dispatch,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    /// The URL reached its end: write `record`, queue the new ones among `candidates`.
+    Done {
+        record: Box<PageRecord>,
+        candidates: Candidates,
+    },
+    /// Try again after `delay`.
+    Retry { delay: Duration },
+}
+
+/// URLs found by one fetch, all at the same depth.
+#[derive(Default)]
+struct Candidates {
+    urls: Vec<Url>,
+    depth: u32,
+    redirect_hops: u32,
+}
+
+struct ParseJob {
+    dispatch: Dispatch,
+    url: Url,
+    fetched: Fetched,
+    record: Box<PageRecord>,
+}
+
+/// What fetch tasks share. Only fetch tasks hold the parse-job sender, so the parse
+/// threads see their channel close once the last fetch task is gone.
+struct Shared {
+    config: Config,
+    fetcher: Fetcher,
+    counters: Arc<CrawlCounters>,
+    completions: mpsc::UnboundedSender<Completion>,
+    parse_jobs: crossbeam_channel::Sender<ParseJob>,
+}
+
+/// What parse threads share.
+struct ParseShared {
+    config: Config,
+    seen: Arc<SeenSet>,
+    counters: Arc<CrawlCounters>,
+    completions: mpsc::UnboundedSender<Completion>,
+}
+
+/// Runs a crawl to its end (or until shut down) and returns its summary.
+pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError> {
+    let CrawlRequest {
+        config,
+        seeds,
+        progress,
+        shutdown,
+    } = request;
+    if seeds.is_empty() {
+        return Err(CrawlError::NoSeeds);
+    }
+    let started = Instant::now();
+    let out_dir = config.output.dir.clone();
+    std::fs::create_dir_all(&out_dir).map_err(|source| CrawlError::OutputDir {
+        path: out_dir.clone(),
+        source,
+    })?;
+    let plan = seen_plan(&config)?;
+    tracing::info!("seen-set: {}", plan.summary());
+    let seen = Arc::new(SeenSet::new(plan)?);
+    let fetcher = Fetcher::new(&config)?;
+    let counters = Arc::new(CrawlCounters::default());
+    let (output_writer, output) = OutputWriter::start(&out_dir, 4096)?;
+    let (completions_tx, completions_rx) = mpsc::unbounded_channel();
+    let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
+
+    let parse_shared = Arc::new(ParseShared {
+        config: config.clone(),
+        seen: seen.clone(),
+        counters: counters.clone(),
+        completions: completions_tx.clone(),
+    });
+    let shared = Arc::new(Shared {
+        config: config.clone(),
+        fetcher,
+        counters: counters.clone(),
+        completions: completions_tx,
+        parse_jobs: parse_tx,
+    });
+    let parse_threads = match config.crawl.parse_threads {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+    let mut parse_handles = Vec::new();
+    for i in 0..parse_threads {
+        let rx = parse_rx.clone();
+        let shared = parse_shared.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("parse-{i}"))
+            .spawn(move || parse_loop(rx, shared))
+            .map_err(|source| CrawlError::OutputDir {
+                path: out_dir.clone(),
+                source,
+            })?;
+        parse_handles.push(handle);
+    }
+    drop(parse_rx);
+    drop(parse_shared);
+
+    let mut frontier = Frontier::new(FrontierPolicy::from_config(&config.politeness));
+    let mut dispatcher = Dispatcher {
+        max_urls: config.crawl.max_urls.0,
+        seen: seen.clone(),
+        counters: counters.clone(),
+        batch_out: Vec::new(),
+    };
+    let seed_candidates = Candidates {
+        urls: seeds,
+        depth: 0,
+        redirect_hops: 0,
+    };
+    dispatcher.admit(&mut frontier, seed_candidates, None);
+
+    let mut display = Progress::start(
+        progress,
+        config.crawl.max_urls.0,
+        Duration::from_secs_f64(config.output.progress_interval_secs),
+    );
+    let stopped = dispatcher
+        .run(
+            &mut frontier,
+            shared.clone(),
+            completions_rx,
+            &output,
+            &shutdown,
+            &mut display,
+        )
+        .await?;
+    drop(shared);
+    for handle in parse_handles {
+        let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+    }
+    drop(output);
+    let written = tokio::task::spawn_blocking(move || output_writer.finish())
+        .await
+        .map_err(|_| crate::output::OutputError::Stopped)??;
+    tracing::debug!("{written} records written");
+
+    let summary = summarize(
+        &config,
+        &frontier,
+        &counters,
+        seen.stats(),
+        seen.plan(),
+        started.elapsed(),
+        stopped,
+    );
+    display.finish(
+        &counters,
+        &seen.stats(),
+        frontier.queued(),
+        frontier.in_flight(),
+    );
+    let json = serde_json::to_vec_pretty(&summary).unwrap_or_default();
+    write_atomically(&out_dir.join("summary.json"), &json)?;
+    Ok(summary)
+}
+
+/// The seen-set's plan from `[seen]` and `max_urls` (fpp 0.001 when neither is set).
+pub fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
+    let n = config.crawl.max_urls.0;
+    match (config.seen.fpp, config.seen.memory) {
+        (_, Some(memory)) => Plan::for_memory(n, memory.0),
+        (Some(fpp), None) => Plan::for_fpp(n, fpp),
+        (None, None) => Plan::for_fpp(n, 0.001),
+    }
+}
+
+struct Dispatcher {
+    max_urls: u64,
+    seen: Arc<SeenSet>,
+    counters: Arc<CrawlCounters>,
+    batch_out: Vec<bool>,
+}
+
+impl Dispatcher {
+    /// The dispatch loop. Returns whether the crawl was stopped before its end.
+    async fn run(
+        &mut self,
+        frontier: &mut Frontier,
+        shared: Arc<Shared>,
+        mut completions: mpsc::UnboundedReceiver<Completion>,
+        output: &OutputSender,
+        shutdown: &ShutdownHandle,
+        display: &mut Progress,
+    ) -> Result<bool, CrawlError> {
+        let concurrency = shared.config.crawl.concurrency as u64;
+        let grace = Duration::from_secs_f64(shared.config.crawl.shutdown_grace_secs);
+        let mut stop_rx = shutdown.subscribe();
+        let mut stopping = shutdown.is_stopping();
+        let mut grace_deadline: Option<Instant> = None;
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut tick = tokio::time::interval(display.interval());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            if !stopping {
+                let now = Instant::now();
+                while frontier.in_flight() < concurrency {
+                    let Some(dispatch) = frontier.pop_ready(now) else {
+                        break;
+                    };
+                    let shared = shared.clone();
+                    tasks.spawn(fetch_task(shared, dispatch));
+                }
+            }
+            if frontier.is_finished() {
+                return Ok(false);
+            }
+            if stopping && frontier.in_flight() == 0 {
+                return Ok(true);
+            }
+            if stopping && grace_deadline.is_none() {
+                grace_deadline = Some(Instant::now() + grace);
+            }
+            let wake = if stopping || frontier.in_flight() >= concurrency {
+                None
+            } else {
+                frontier.next_ready_at()
+            };
+            tokio::select! {
+                Some(completion) = completions.recv() => {
+                    self.handle(frontier, completion, output).await?;
+                    // Drain what else has arrived before dispatching again.
+                    while let Ok(completion) = completions.try_recv() {
+                        self.handle(frontier, completion, output).await?;
+                    }
+                }
+                _ = sleep_until_opt(wake) => {}
+                _ = sleep_until_opt(grace_deadline) => {
+                    // In-flight fetches did not finish in time: abandon them. Their URLs
+                    // are not recorded, so a resumed crawl fetches them again.
+                    tasks.abort_all();
+                    return Ok(true);
+                }
+                changed = stop_rx.changed(), if !stopping => {
+                    if changed.is_err() || *stop_rx.borrow() {
+                        stopping = true;
+                        tracing::info!("stopping: waiting for {} fetches in flight", frontier.in_flight());
+                    }
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                _ = tick.tick() => {
+                    display.update(&self.counters, &self.seen.stats(), frontier.queued(), frontier.in_flight());
+                }
+            }
+        }
+    }
+
+    async fn handle(
+        &mut self,
+        frontier: &mut Frontier,
+        completion: Completion,
+        output: &OutputSender,
+    ) -> Result<(), CrawlError> {
+        let Completion { dispatch, outcome } = completion;
+        match outcome {
+            Outcome::Retry { delay } => {
+                CrawlCounters::add(&self.counters.retries, 1);
+                frontier.retry(dispatch, delay);
+            }
+            Outcome::Done {
+                mut record,
+                candidates,
+            } => {
+                let parent = dispatch.item.url.clone();
+                let new = self.admit(frontier, candidates, Some(parent));
+                record.new_links = new;
+                frontier.complete(dispatch.host);
+                CrawlCounters::add(&self.counters.finished, 1);
+                output.send(*record).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Inserts candidates into the seen-set and queues the new ones, never past
+    /// `max_urls`. Returns how many were queued.
+    fn admit(
+        &mut self,
+        frontier: &mut Frontier,
+        candidates: Candidates,
+        parent: Option<String>,
+    ) -> u64 {
+        let Candidates {
+            urls,
+            depth,
+            redirect_hops,
+        } = candidates;
+        if urls.is_empty() {
+            return 0;
+        }
+        let accepted = CrawlCounters::get(&self.counters.accepted);
+        let room = self.max_urls.saturating_sub(accepted) as usize;
+        let mut queued = 0u64;
+        if room < urls.len() {
+            // At the cap, links are taken one by one in page order so that exactly
+            // `max_urls` are accepted; the rest are counted and dropped.
+            let mut consider = 0;
+            for url in &urls {
+                if queued as usize == room {
+                    break;
+                }
+                consider += 1;
+                if self.seen.insert_new(url.as_str().as_bytes()) {
+                    queued += 1;
+                    self.push(frontier, url, depth, redirect_hops, &parent);
+                } else {
+                    CrawlCounters::add(&self.counters.links_seen, 1);
+                }
+            }
+            CrawlCounters::add(
+                &self.counters.links_over_cap,
+                (urls.len() - consider) as u64,
+            );
+        } else {
+            let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
+            self.seen.insert_new_batch(&keys, &mut self.batch_out);
+            let fresh: Vec<bool> = std::mem::take(&mut self.batch_out);
+            for (url, &is_new) in urls.iter().zip(&fresh) {
+                if is_new {
+                    queued += 1;
+                    self.push(frontier, url, depth, redirect_hops, &parent);
+                } else {
+                    CrawlCounters::add(&self.counters.links_seen, 1);
+                }
+            }
+            self.batch_out = fresh;
+        }
+        if queued > 0 {
+            CrawlCounters::add(&self.counters.accepted, queued);
+            // Each new URL was a query that could have been a false positive.
+            let fpp = self.seen.stats().estimated_fpp;
+            CrawlCounters::add(
+                &self.counters.false_positive_micros,
+                (fpp * queued as f64 * 1e6).round() as u64,
+            );
+        }
+        queued
+    }
+
+    fn push(
+        &self,
+        frontier: &mut Frontier,
+        url: &Url,
+        depth: u32,
+        redirect_hops: u32,
+        parent: &Option<String>,
+    ) {
+        frontier.push(
+            &host_key(url),
+            QueuedUrl {
+                url: url.as_str().to_string(),
+                depth,
+                parent: parent.clone(),
+                redirect_hops,
+                attempts: 0,
+            },
+        );
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Exponential backoff for retry number `attempt` (0-based): 0.5 s, 1 s, 2 s, … capped.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(500u64.saturating_mul(1 << attempt.min(10))).min(MAX_RETRY_DELAY)
+}
+
+/// A server asking for more than this is retried after this anyway (or not at all
+/// once retries run out).
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
+
+fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
+    Box::new(PageRecord {
+        url: item.url.clone(),
+        final_url: None,
+        status: None,
+        content_type: None,
+        bytes: 0,
+        depth: item.depth,
+        parent: item.parent.clone(),
+        links: 0,
+        new_links: 0,
+        fetched_at: String::new(),
+        elapsed_ms: 0,
+        error: None,
+        attempts: item.attempts + 1,
+        truncated: false,
+    })
+}
+
+async fn fetch_task(shared: Arc<Shared>, dispatch: Dispatch) {
+    let outcome = fetch_outcome(&shared, &dispatch).await;
+    match outcome {
+        FetchStep::Finished(outcome) => {
+            let _ = shared.completions.send(Completion { dispatch, outcome });
+        }
+        FetchStep::Parse(job) => {
+            // The parse threads own the job from here and report the completion.
+            let job = job.into_job(dispatch);
+            if let Err(crossbeam_channel::SendError(job)) = shared.parse_jobs.send(job) {
+                let mut record = job.record;
+                record.error = Some("crawl shutting down before the page was parsed".into());
+                let _ = shared.completions.send(Completion {
+                    dispatch: job.dispatch,
+                    outcome: Outcome::Done {
+                        record,
+                        candidates: Candidates::default(),
+                    },
+                });
+            }
+        }
+    }
+}
+
+enum FetchStep {
+    Finished(Outcome),
+    /// Boxed partial job; its `dispatch` is filled in by the caller.
+    Parse(Box<ParseJobParts>),
+}
+
+struct ParseJobParts {
+    url: Url,
+    fetched: Fetched,
+    record: Box<PageRecord>,
+}
+
+impl ParseJobParts {
+    fn into_job(self, dispatch: Dispatch) -> ParseJob {
+        ParseJob {
+            dispatch,
+            url: self.url,
+            fetched: self.fetched,
+            record: self.record,
+        }
+    }
+}
+
+async fn fetch_outcome(shared: &Shared, dispatch: &Dispatch) -> FetchStep {
+    let item = &dispatch.item;
+    let config = &shared.config.crawl;
+    let counters = &shared.counters;
+    let mut record = base_record(item);
+    let started = Instant::now();
+    let done = |mut record: Box<PageRecord>, candidates: Candidates| {
+        record.elapsed_ms = started.elapsed().as_millis() as u64;
+        record.fetched_at = rfc3339(SystemTime::now());
+        FetchStep::Finished(Outcome::Done { record, candidates })
+    };
+    let url = match Url::parse(&item.url) {
+        Ok(url) => url,
+        Err(e) => {
+            record.error = Some(format!("unparsable queued URL: {e}"));
+            CrawlCounters::add(&counters.network_errors, 1);
+            return done(record, Candidates::default());
+        }
+    };
+    let can_retry = item.attempts < config.retries;
+    let fetched = match shared.fetcher.fetch(&url).await {
+        Ok(fetched) => fetched,
+        Err(error) => return fetch_failed(counters, error, can_retry, item, record, done),
+    };
+    CrawlCounters::add(&counters.bytes, fetched.bytes);
+    record.status = Some(fetched.status);
+    record.content_type = fetched.content_type.clone();
+    record.bytes = fetched.bytes;
+    record.truncated = fetched.truncated;
+    record.final_url = Some(item.url.clone());
+    let status = fetched.status;
+    if status >= 500 || status == 429 {
+        if can_retry {
+            let delay = fetched
+                .retry_after
+                .unwrap_or_default()
+                .max(backoff(item.attempts))
+                .min(MAX_RETRY_DELAY);
+            return FetchStep::Finished(Outcome::Retry { delay });
+        }
+        CrawlCounters::add(&counters.server_errors, 1);
+        record.error = Some(format!(
+            "HTTP {status} after {} attempts",
+            item.attempts + 1
+        ));
+        return done(record, Candidates::default());
+    }
+    if fetched.is_redirect() {
+        CrawlCounters::add(&counters.redirects, 1);
+        let Some(location) = fetched.location.as_deref() else {
+            record.error = Some("redirect without a Location header".into());
+            return done(record, Candidates::default());
+        };
+        let mut target = match url.join(location.trim()) {
+            Ok(target) => target,
+            Err(e) => {
+                record.error = Some(format!("redirect to an invalid URL {location:?}: {e}"));
+                return done(record, Candidates::default());
+            }
+        };
+        if let Err(reason) = canonicalize(&mut target) {
+            record.error = Some(format!("redirect to {location:?}: {reason}"));
+            return done(record, Candidates::default());
+        }
+        record.final_url = Some(target.as_str().to_string());
+        if item.redirect_hops >= config.max_redirects {
+            CrawlCounters::add(&counters.redirects_over_limit, 1);
+            record.error = Some(format!(
+                "redirect chain longer than max_redirects = {}",
+                config.max_redirects
+            ));
+            return done(record, Candidates::default());
+        }
+        record.links = 1;
+        let candidates = Candidates {
+            urls: vec![target],
+            depth: item.depth,
+            redirect_hops: item.redirect_hops + 1,
+        };
+        return done(record, candidates);
+    }
+    if (400..500).contains(&status) {
+        CrawlCounters::add(&counters.client_errors, 1);
+    } else if (200..300).contains(&status) {
+        CrawlCounters::add(&counters.ok, 1);
+    }
+    if fetched.body.is_some() {
+        record.elapsed_ms = started.elapsed().as_millis() as u64;
+        record.fetched_at = rfc3339(SystemTime::now());
+        return FetchStep::Parse(Box::new(ParseJobParts {
+            url,
+            fetched,
+            record,
+        }));
+    }
+    done(record, Candidates::default())
+}
+
+fn fetch_failed(
+    counters: &CrawlCounters,
+    error: FetchError,
+    can_retry: bool,
+    item: &QueuedUrl,
+    mut record: Box<PageRecord>,
+    done: impl FnOnce(Box<PageRecord>, Candidates) -> FetchStep,
+) -> FetchStep {
+    if error.is_transient() && can_retry {
+        return FetchStep::Finished(Outcome::Retry {
+            delay: backoff(item.attempts),
+        });
+    }
+    CrawlCounters::add(&counters.network_errors, 1);
+    record.error = Some(error.message);
+    done(record, Candidates::default())
+}
+
+/// A parse thread: extracts, resolves and normalizes links, drops the ones already seen,
+/// and reports the completion to the dispatcher.
+fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShared>) {
+    let started_cpu = thread_cpu_ns();
+    let options = ExtractOptions {
+        follow_nofollow: shared.config.crawl.follow_nofollow,
+    };
+    let max_depth = shared.config.crawl.max_depth;
+    let counters = &shared.counters;
+    let mut on_page: HashSet<String> = HashSet::new();
+    while let Ok(job) = jobs.recv() {
+        let ParseJob {
+            dispatch,
+            url,
+            fetched,
+            mut record,
+        } = job;
+        let body = fetched.body.as_deref().unwrap_or_default();
+        let extracted = extract_links(body, &url, fetched.charset.as_deref(), &options);
+        CrawlCounters::add(&counters.parsed, 1);
+        record.links = extracted.links.len() as u64;
+        CrawlCounters::add(&counters.links_found, record.links);
+        CrawlCounters::add(&counters.links_nofollow, extracted.nofollow_skipped as u64);
+        CrawlCounters::add(&counters.links_invalid, extracted.invalid as u64);
+        let depth = dispatch.item.depth + 1;
+        let mut candidates = Candidates {
+            urls: Vec::new(),
+            depth,
+            redirect_hops: 0,
+        };
+        let follow = !(fetched.header_nofollow || extracted.meta_nofollow)
+            || shared.config.crawl.follow_nofollow;
+        if !follow {
+            CrawlCounters::add(&counters.links_nofollow, record.links);
+        } else if depth > max_depth {
+            CrawlCounters::add(&counters.links_too_deep, record.links);
+        } else {
+            on_page.clear();
+            let (mut not_http, mut seen) = (0u64, 0u64);
+            for mut link in extracted.links {
+                if canonicalize(&mut link).is_err() {
+                    not_http += 1;
+                    continue;
+                }
+                if on_page.contains(link.as_str()) || shared.seen.contains(link.as_str().as_bytes())
+                {
+                    seen += 1;
+                    continue;
+                }
+                on_page.insert(link.as_str().to_string());
+                candidates.urls.push(link);
+            }
+            CrawlCounters::add(&counters.links_not_http, not_http);
+            CrawlCounters::add(&counters.links_seen, seen);
+        }
+        let _ = shared.completions.send(Completion {
+            dispatch,
+            outcome: Outcome::Done { record, candidates },
+        });
+    }
+    CrawlCounters::add(
+        &counters.parse_cpu_ns,
+        thread_cpu_ns().saturating_sub(started_cpu),
+    );
+}
+
+/// CPU time consumed by the calling thread.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_THREAD_CPUTIME_ID is
+    // always available on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn summarize(
+    config: &Config,
+    frontier: &Frontier,
+    c: &CrawlCounters,
+    stats: SeenStats,
+    plan: &Plan,
+    elapsed: Duration,
+    stopped: bool,
+) -> CrawlSummary {
+    let get = CrawlCounters::get;
+    let finished = get(&c.finished);
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    CrawlSummary {
+        stopped,
+        elapsed_secs: elapsed.as_secs_f64(),
+        max_urls: config.crawl.max_urls.0,
+        accepted: get(&c.accepted),
+        finished,
+        queued_left: frontier.queued() + frontier.in_flight(),
+        ok: get(&c.ok),
+        redirects: get(&c.redirects),
+        client_errors: get(&c.client_errors),
+        server_errors: get(&c.server_errors),
+        network_errors: get(&c.network_errors),
+        failures: c.failures(),
+        retries: get(&c.retries),
+        bytes: get(&c.bytes),
+        pages_per_sec: finished as f64 / secs,
+        parsed: get(&c.parsed),
+        links_found: get(&c.links_found),
+        links_not_http: get(&c.links_not_http),
+        links_invalid: get(&c.links_invalid),
+        links_nofollow: get(&c.links_nofollow),
+        links_seen: get(&c.links_seen),
+        links_too_deep: get(&c.links_too_deep),
+        links_over_cap: get(&c.links_over_cap),
+        redirects_over_limit: get(&c.redirects_over_limit),
+        hosts: frontier.host_count(),
+        top_hosts: frontier
+            .top_hosts(10)
+            .into_iter()
+            .map(|(host, queued_total, queued_now)| HostCount {
+                host,
+                queued_total,
+                queued_now,
+            })
+            .collect(),
+        seen_m_bits: stats.m_bits,
+        seen_k: stats.k,
+        seen_bytes: plan.bytes,
+        seen_insertions: stats.insertions,
+        seen_fill: stats.fill,
+        seen_estimated_fpp: stats.estimated_fpp,
+        estimated_false_positive_skips: get(&c.false_positive_micros) as f64 / 1e6,
+        parse_cpu_secs: get(&c.parse_cpu_ns) as f64 / 1e9,
+        output_dir: config.output.dir.clone(),
+    }
+}

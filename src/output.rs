@@ -1,0 +1,228 @@
+//! Records of fetched pages: `OUT/pages.jsonl`, one JSON object per line, and
+//! `OUT/summary.json` at the end.
+//!
+//! Records travel through a bounded channel to one writer thread. The channel applies
+//! back-pressure instead of dropping: a slow disk slows the crawl, it never loses a
+//! record. The writer owns the file, buffers it, and flushes on request, which is what a
+//! checkpoint needs to know how many records are durable.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+/// One line of `pages.jsonl`: the outcome of one accepted URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageRecord {
+    /// The canonical URL that was requested.
+    pub url: String,
+    /// Where the response came from; for a redirect, the canonical target it pointed to.
+    pub final_url: Option<String>,
+    /// HTTP status, or `None` when no response arrived (or the URL was not fetched).
+    pub status: Option<u16>,
+    pub content_type: Option<String>,
+    /// Body bytes received (after decompression), up to `max_body_bytes`.
+    pub bytes: u64,
+    pub depth: u32,
+    pub parent: Option<String>,
+    /// Links found in the page (after resolving, before deduplication).
+    pub links: u64,
+    /// Links this page added to the frontier.
+    pub new_links: u64,
+    /// RFC 3339 time the response (or the final error) arrived.
+    pub fetched_at: String,
+    pub elapsed_ms: u64,
+    /// Why the page has no usable response, or why its links were not taken.
+    pub error: Option<String>,
+    /// Fetch attempts made (1 unless retried).
+    pub attempts: u32,
+    /// The body was cut at `max_body_bytes`.
+    pub truncated: bool,
+}
+
+/// Why output could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("output writer stopped")]
+    Stopped,
+}
+
+enum Message {
+    Record(Box<PageRecord>),
+    Flush(oneshot::Sender<Result<u64, String>>),
+}
+
+/// The sending side; cheap to clone.
+#[derive(Clone)]
+pub struct OutputSender {
+    tx: mpsc::Sender<Message>,
+}
+
+impl OutputSender {
+    /// Queues a record, waiting if the writer is behind.
+    pub async fn send(&self, record: PageRecord) -> Result<(), OutputError> {
+        self.tx
+            .send(Message::Record(Box::new(record)))
+            .await
+            .map_err(|_| OutputError::Stopped)
+    }
+
+    /// Flushes everything sent so far to the OS and returns the number of records
+    /// written since the writer started.
+    pub async fn flush(&self) -> Result<u64, OutputError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Message::Flush(tx))
+            .await
+            .map_err(|_| OutputError::Stopped)?;
+        rx.await
+            .map_err(|_| OutputError::Stopped)?
+            .map_err(|e| OutputError::Io {
+                path: PathBuf::from("pages.jsonl"),
+                source: std::io::Error::other(e),
+            })
+    }
+}
+
+/// The writer thread.
+pub struct OutputWriter {
+    handle: JoinHandle<Result<u64, OutputError>>,
+}
+
+impl OutputWriter {
+    /// Opens (appending) `dir/pages.jsonl` and starts the writer.
+    pub fn start(dir: &Path, capacity: usize) -> Result<(OutputWriter, OutputSender), OutputError> {
+        let path = dir.join("pages.jsonl");
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|source| OutputError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let handle = std::thread::Builder::new()
+            .name("output".into())
+            .spawn(move || write_loop(file, path, rx))
+            .map_err(|source| OutputError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        Ok((OutputWriter { handle }, OutputSender { tx }))
+    }
+
+    /// Waits for the writer to drain and close (all senders must be dropped first).
+    pub fn finish(self) -> Result<u64, OutputError> {
+        self.handle.join().unwrap_or(Err(OutputError::Stopped))
+    }
+}
+
+fn write_loop(
+    file: File,
+    path: PathBuf,
+    mut rx: mpsc::Receiver<Message>,
+) -> Result<u64, OutputError> {
+    let io = |source| OutputError::Io {
+        path: path.clone(),
+        source,
+    };
+    let mut out = BufWriter::with_capacity(1 << 16, file);
+    let mut written: u64 = 0;
+    let mut line = Vec::with_capacity(512);
+    while let Some(message) = rx.blocking_recv() {
+        match message {
+            Message::Record(record) => {
+                line.clear();
+                serde_json::to_writer(&mut line, &record)
+                    .map_err(|e| io(std::io::Error::other(e)))?;
+                line.push(b'\n');
+                out.write_all(&line).map_err(io)?;
+                written += 1;
+            }
+            Message::Flush(reply) => {
+                let result = out.flush().map(|()| written).map_err(|e| e.to_string());
+                let _ = reply.send(result);
+            }
+        }
+    }
+    out.flush().map_err(io)?;
+    out.get_ref().sync_data().map_err(io)?;
+    Ok(written)
+}
+
+/// Formats a time as RFC 3339 UTC with milliseconds.
+pub fn rfc3339(time: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+/// Writes `contents` to `path` through a temporary file and a rename, so a reader never
+/// sees half a file.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), OutputError> {
+    let tmp = path.with_extension("tmp");
+    let io = |source| OutputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = File::create(&tmp).map_err(io)?;
+    file.write_all(contents).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(i: u64) -> PageRecord {
+        PageRecord {
+            url: format!("http://a.test/{i}"),
+            final_url: None,
+            status: Some(200),
+            content_type: Some("text/html".into()),
+            bytes: i,
+            depth: 1,
+            parent: Some("http://a.test/".into()),
+            links: 3,
+            new_links: 1,
+            fetched_at: rfc3339(std::time::SystemTime::UNIX_EPOCH),
+            elapsed_ms: 5,
+            error: None,
+            attempts: 1,
+            truncated: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn every_record_is_written_even_with_a_tiny_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, tx) = OutputWriter::start(dir.path(), 1).unwrap();
+        for i in 0..1000 {
+            tx.send(record(i)).await.unwrap();
+        }
+        assert_eq!(tx.flush().await.unwrap(), 1000);
+        drop(tx);
+        let written = tokio::task::spawn_blocking(move || writer.finish())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(written, 1000);
+        let text = std::fs::read_to_string(dir.path().join("pages.jsonl")).unwrap();
+        let lines: Vec<PageRecord> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1000);
+        assert_eq!(lines[999], record(999));
+        assert_eq!(lines[0].fetched_at, "1970-01-01T00:00:00.000Z");
+    }
+}
