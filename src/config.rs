@@ -608,6 +608,15 @@ mod tests {
     }
 
     #[test]
+    fn repository_config_documents_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+        let file = Config::load(Some(&path), &[]).unwrap();
+        let mut expected = Config::default();
+        expected.seen.fpp = Some(0.001);
+        assert_eq!(file, expected);
+    }
+
+    #[test]
     fn section_key_list_matches_structs() {
         let value = toml::Value::try_from(Config {
             seen: SeenSection {

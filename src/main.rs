@@ -203,6 +203,7 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     for bad in &seeds.bad {
         eprintln!("{bad}");
     }
+    seeds.require_some(seeds_path)?;
     prepare_output_dir(&config.output.dir, args.resume, args.fresh)?;
     let progress = match args.progress.as_str() {
         "lines" => ProgressMode::Lines,

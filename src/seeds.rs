@@ -58,21 +58,28 @@ pub struct Seeds {
     pub duplicates: usize,
 }
 
-/// Reads a seed file.
+/// Reads a seed file. An empty result is not an error here, so that the caller can
+/// report the bad lines first; see [`Seeds::require_some`].
 pub fn read_seeds(path: &Path) -> Result<Seeds, SeedsError> {
     let bytes = std::fs::read(path).map_err(|source| SeedsError::Read {
         path: path.to_path_buf(),
         source,
     })?;
     let text = String::from_utf8_lossy(&bytes);
-    let seeds = parse_seeds(&text, path);
-    if seeds.urls.is_empty() {
-        return Err(SeedsError::Empty {
-            path: path.to_path_buf(),
-            bad: seeds.bad.len(),
-        });
+    Ok(parse_seeds(&text, path))
+}
+
+impl Seeds {
+    /// The fatal error for a list without a single usable seed.
+    pub fn require_some(&self, path: &Path) -> Result<(), SeedsError> {
+        if self.urls.is_empty() {
+            return Err(SeedsError::Empty {
+                path: path.to_path_buf(),
+                bad: self.bad.len(),
+            });
+        }
+        Ok(())
     }
-    Ok(seeds)
 }
 
 /// Parses seed text; `path` is only used in messages.
@@ -127,7 +134,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.txt");
         std::fs::write(&path, "# nothing\nftp://x/\n").unwrap();
-        let e = read_seeds(&path).unwrap_err().to_string();
+        let seeds = read_seeds(&path).unwrap();
+        let e = seeds.require_some(&path).unwrap_err().to_string();
         assert!(e.contains("no valid seed") && e.contains("1 bad"), "{e}");
         let e = read_seeds(&dir.path().join("missing.txt"))
             .unwrap_err()

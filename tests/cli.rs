@@ -1,0 +1,221 @@
+//! The command line's contract: accepted forms, documented errors and exit codes.
+//! These run the real binary; none of them touches the network.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn crawler(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crawler"))
+        .args(args)
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run crawler")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = crawler(&["--help"], dir.path());
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--seeds",
+        "--max-urls",
+        "--config",
+        "--out",
+        "--resume",
+        "--fresh",
+        "--concurrency",
+        "--set",
+        "plan",
+        "normalize",
+    ] {
+        assert!(text.contains(flag), "--help lacks {flag}:\n{text}");
+    }
+}
+
+#[test]
+fn max_urls_rejects_bad_forms_and_shows_the_accepted_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
+    let o = crawler(&["--seeds", "s.txt", "--max-urls", "lots"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("1e8") && e.contains("100M") && e.contains("100_000_000"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_seed_lines_are_reported_and_no_valid_seed_is_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("seeds.txt"),
+        "# c\n\nftp://files.test/x\nnot a url\n",
+    )
+    .unwrap();
+    let o = crawler(&["--seeds", "seeds.txt", "--max-urls", "10"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("seeds.txt:3: not an http(s) URL: \"ftp://files.test/x\""),
+        "{e}"
+    );
+    assert!(e.contains("seeds.txt:4: not a URL"), "{e}");
+    assert!(e.contains("no valid seed"), "{e}");
+}
+
+#[test]
+fn missing_seed_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = crawler(&["--seeds", "nope.txt", "--max-urls", "10"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nope.txt"), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_config_is_refused_with_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        ("[crawl]\nmax_depht = 3\n", &["bad.toml", "max_depht"]),
+        (
+            "[crawl]\nconcurrency = \"many\"\n",
+            &["bad.toml", "concurrency"],
+        ),
+        ("[seen]\nfpp = 2.0\n", &["bad.toml", "seen.fpp"]),
+        ("[crawl\n", &["bad.toml"]),
+        (
+            "[politeness]\nper_host_concurrency = 0\n",
+            &["per_host_concurrency"],
+        ),
+    ];
+    for (text, needles) in cases {
+        std::fs::write(dir.path().join("bad.toml"), text).unwrap();
+        let o = crawler(
+            &[
+                "--seeds",
+                "s.txt",
+                "--max-urls",
+                "10",
+                "--config",
+                "bad.toml",
+            ],
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "{text}");
+        let e = stderr(&o);
+        for needle in *needles {
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+        assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    }
+}
+
+#[test]
+fn unknown_set_key_names_it_and_lists_the_section() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
+    let o = crawler(
+        &[
+            "--seeds",
+            "s.txt",
+            "--max-urls",
+            "10",
+            "--set",
+            "politeness.rps=3",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("\"rps\"") && e.contains("per_host_rps"), "{e}");
+    let o = crawler(
+        &["--seeds", "s.txt", "--max-urls", "10", "--set", "oops"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("section.key=value"), "{}", stderr(&o));
+}
+
+#[test]
+fn config_subcommand_prints_effective_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = crawler(&["config", "--set", "crawl.max_depth=7"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("max_depth = 7"), "{text}");
+}
+
+#[test]
+fn normalize_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = crawler(
+        &["normalize", "HTTP://Example.COM:80/a/./b#x", "mailto:x@y.z"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        text,
+        "http://example.com/a/b\nrejected: not an http(s) URL: \"mailto:x@y.z\"\n"
+    );
+}
+
+#[test]
+fn earlier_output_is_not_overwritten_without_fresh() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    std::fs::write(dir.path().join("out/pages.jsonl"), "{}\n").unwrap();
+    let o = crawler(
+        &["--seeds", "s.txt", "--max-urls", "10", "--out", "out"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("--fresh"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/pages.jsonl")).unwrap(),
+        "{}\n"
+    );
+}
+
+#[test]
+fn unreachable_seed_finishes_with_exit_code_1() {
+    // Port 9 on loopback: nothing listens, the connection is refused at once.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.txt"), "http://down.test/\n").unwrap();
+    let o = crawler(
+        &[
+            "--seeds",
+            "s.txt",
+            "--max-urls",
+            "10",
+            "--out",
+            "out",
+            "--progress",
+            "quiet",
+            "--set",
+            "network.resolve.\"*.test\"=127.0.0.1:9",
+            "--set",
+            "crawl.retries=0",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let pages = std::fs::read_to_string(dir.path().join("out/pages.jsonl")).unwrap();
+    assert_eq!(pages.lines().count(), 1);
+    assert!(
+        pages.contains("\"error\":\"") && pages.contains("refused"),
+        "{pages}"
+    );
+    let summary = std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap();
+    assert!(summary.contains("\"network_errors\": 1"), "{summary}");
+}
