@@ -73,8 +73,8 @@
 //!   declare `<base href="/b/c/">` (then a second, ignored `<base>`); on `h0`, `/frames/index`
 //!   is a frameset (`<frame src>` → `/frames/left`, `/frames/right`) and the home page holds
 //!   decoys — links inside a comment, `<script>`, `<style>` and `<textarea>` to
-//!   `/decoy/{comment,script,style,textarea}`, plus `mailto:`, `javascript:`, `tel:` and empty
-//!   hrefs — that a correct extractor ignores.
+//!   `/decoy/{comment,script,style,textarea}`, plus `mailto:`, `javascript:` and `tel:` links
+//!   and an `<a>` without href — that a correct extractor ignores.
 //!
 //! # Why built this way
 //! A concurrent crawler cannot promise global breadth-first order, so a tree with arbitrary

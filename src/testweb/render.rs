@@ -176,7 +176,7 @@ fn decoys(buf: &mut Vec<u8>) {
 <style>/* <a href=\"/decoy/style\">in a style</a> */</style>\n\
 <textarea><a href=\"/decoy/textarea\">in a textarea</a></textarea>\n\
 <a href=\"mailto:webmaster@h0.test\">mail</a> <a href=\"javascript:void(0)\">script</a> \
-<a href=\"tel:+15550100\">phone</a> <a name=\"no-href\">anchor</a> <a href=\"\">this page</a>\n",
+<a href=\"tel:+15550100\">phone</a> <a name=\"no-href\">anchor</a>\n",
     );
 }
 
