@@ -90,6 +90,13 @@ mod testweb {
     }
 
     #[test]
+    fn advanced_variant_links_resolve_to_the_generated_targets() {
+        let mut spec = WebSpec::small(5);
+        spec.features.advanced_variants = true;
+        check_web(&Web::new(spec));
+    }
+
+    #[test]
     fn plain_links_resolve_to_the_generated_targets() {
         let web = Web::new(WebSpec {
             features: Features::none(),

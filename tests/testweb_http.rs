@@ -373,4 +373,26 @@ mod testweb {
         // module's report.
         assert!(per_page < 5_000.0, "{per_page} µs per page");
     }
+
+    #[test]
+    fn advanced_variant_urls_serve_their_page() {
+        let mut spec = WebSpec::small(2);
+        spec.features.advanced_variants = true;
+        let (web, server) = start(spec);
+        let mut c = Client::connect(server.addr());
+        let page = web.render("http://h0.test/p/1", 0).expect("page").body;
+        for path in [
+            "/p/1?utm_source=testweb&utm_medium=link",
+            "/p/1?gclid=abc123",
+            "/p/1?",
+            "/p/1?jsessionid=0123abcd",
+            "/%70/1",
+        ] {
+            let reply = c.get("h0.test", path);
+            assert_eq!((reply.status, &reply.body), (200, &page), "{path}");
+        }
+        assert_eq!(c.get("h0.test", "/p/1?utm_source=other").status, 404);
+        let paths: Vec<String> = server.log().iter().map(|r| r.path.clone()).collect();
+        assert_eq!(paths[2], "/p/1?", "the request log keeps an empty query");
+    }
 }

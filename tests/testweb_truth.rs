@@ -425,4 +425,35 @@ mod testweb {
             Some(80)
         );
     }
+
+    #[test]
+    fn advanced_variants_are_urls_of_their_own_unless_fully_normalized() {
+        let mut spec = WebSpec::small(2);
+        spec.features.advanced_variants = true;
+        let web = Web::new(spec);
+        let basic = web.ground_truth(&web.seeds(), &CrawlRules::default());
+        assert!(
+            basic.count(PageKind::Variant) > 50,
+            "{}",
+            basic.count(PageKind::Variant)
+        );
+        for page in basic.pages().filter(|p| p.kind == PageKind::Variant) {
+            assert_eq!((page.requests, page.status), (1, Some(200)));
+            assert_eq!(web.layer_of(&page.url), Some(page.depth));
+        }
+        assert!(
+            basic.get("http://h0.test/p/1?").is_some()
+                || basic.urls().iter().any(|u| u.ends_with('?'))
+        );
+        let full = web.ground_truth(
+            &web.seeds(),
+            &CrawlRules {
+                full_normalization: true,
+                ..CrawlRules::default()
+            },
+        );
+        assert_eq!(full.count(PageKind::Variant), 0);
+        let urls = full.urls();
+        assert!(web.tree_urls().iter().all(|u| urls.contains(u)));
+    }
 }

@@ -51,9 +51,23 @@ pub enum Page {
     /// A month of the calendar trap, as a month index (`/calendar/{year}/{month:02}`).
     Calendar(u32),
     Special(Special),
+    /// Another spelling of tree page `k` that only full normalization (issue 5) folds into
+    /// `/p/{k}`: see [`ADVANCED_VARIANTS`]. Same answer and body as `/p/{k}`.
+    TreeVariant(u32, u8),
     /// `/robots.txt`: served, never linked, not part of the ground truth's pages.
     Robots,
 }
+
+/// Query strings (or the percent-encoded path) of the advanced variants of `/p/{k}`, as the
+/// `url` crate spells them (it keeps all of these): tracking parameters, a click id, an empty
+/// query, a session id, and `%70` for `p`.
+pub const ADVANCED_VARIANTS: &[&str] = &[
+    "?utm_source=testweb&utm_medium=link",
+    "?gclid=abc123",
+    "?",
+    "?jsessionid=0123abcd",
+    "%70",
+];
 
 /// The special pages hung on known hosts at known layers (see the module doc of `testweb`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
@@ -181,6 +195,8 @@ pub enum PageKind {
     Big,
     NonHtml,
     Trap,
+    /// An advanced-variant spelling of a tree page (a distinct URL unless fully normalized).
+    Variant,
     /// Every other special HTML page (redirect ends, children of special pages, nofollow
     /// targets, robots-private pages, decoys, frames).
     Special,
@@ -409,6 +425,12 @@ impl Graph {
         };
         match node.page {
             Page::Tree(k) => k < shape.pages,
+            Page::TreeVariant(k, v) => {
+                self.features().advanced_variants
+                    && k > 0
+                    && k < shape.pages
+                    && usize::from(v) < ADVANCED_VARIANTS.len()
+            }
             Page::Calendar(m) => {
                 self.features().trap && node.host == self.trap_host() && m < CALENDAR_MONTHS
             }
@@ -457,7 +479,7 @@ impl Graph {
     /// is its crawl depth when all home pages are seeds.
     pub fn layer(&self, node: Node) -> u32 {
         match node.page {
-            Page::Tree(k) => self.shapes[node.host as usize].layer(k),
+            Page::Tree(k) | Page::TreeVariant(k, _) => self.shapes[node.host as usize].layer(k),
             Page::Calendar(m) => 1 + m.abs_diff(CALENDAR_ENTRY),
             Page::Special(s) => special_layer(s),
             Page::Robots => 0,
@@ -475,10 +497,12 @@ impl Graph {
             })
         };
         match node.page {
-            Page::Tree(k) => self.shapes[node.host as usize].parent(k).map(|p| Node {
-                host: node.host,
-                page: Page::Tree(p),
-            }),
+            Page::Tree(k) | Page::TreeVariant(k, _) => {
+                self.shapes[node.host as usize].parent(k).map(|p| Node {
+                    host: node.host,
+                    page: Page::Tree(p),
+                })
+            }
             Page::Calendar(m) => {
                 if m == CALENDAR_ENTRY {
                     Some(Node::home(node.host))
@@ -522,6 +546,7 @@ impl Graph {
         match node.page {
             Page::Tree(0) => PageKind::Home,
             Page::Tree(_) => PageKind::Tree,
+            Page::TreeVariant(..) => PageKind::Variant,
             Page::Calendar(_) => PageKind::Trap,
             Page::Robots => PageKind::Special,
             Page::Special(s) => match s {
@@ -576,6 +601,22 @@ impl Graph {
                 push_u32_str(s, u32::from(n));
             }
             Page::Special(sp) => s.push_str(special_path(sp)),
+            Page::TreeVariant(k, v) => {
+                let variant = ADVANCED_VARIANTS
+                    .get(usize::from(v))
+                    .copied()
+                    .unwrap_or("?");
+                if variant.starts_with('?') {
+                    s.push_str("/p/");
+                    push_u32_str(s, k);
+                    s.push_str(variant);
+                } else {
+                    s.push('/');
+                    s.push_str(variant);
+                    s.push('/');
+                    push_u32_str(s, k);
+                }
+            }
             Page::Robots => s.push_str("/robots.txt"),
         }
     }
@@ -609,6 +650,9 @@ impl Graph {
     /// canonical spellings are routed: a crawler that requests `/p/./12` or `/p/012` has a
     /// normalization bug, and the 404 it gets shows up in the request log.
     pub fn route(&self, host: u32, path_and_query: &str) -> Option<Node> {
+        if let Some(node) = self.route_variant(host, path_and_query) {
+            return Some(node);
+        }
         let page = if path_and_query == "/" {
             Page::Tree(0)
         } else if path_and_query == "/robots.txt" {
@@ -644,6 +688,38 @@ impl Graph {
         self.exists(node).then_some(node)
     }
 
+    fn route_variant(&self, host: u32, path_and_query: &str) -> Option<Node> {
+        if !self.features().advanced_variants {
+            return None;
+        }
+        let (k, v) = if let Some(rest) = path_and_query.strip_prefix("/p/") {
+            let at = rest.find('?')?;
+            let v = ADVANCED_VARIANTS.iter().position(|q| *q == &rest[at..])?;
+            (parse_decimal(&rest[..at])?, v)
+        } else {
+            let rest = path_and_query.strip_prefix('/')?;
+            let (enc, k) = rest.split_once('/')?;
+            let v = ADVANCED_VARIANTS.iter().position(|q| *q == enc)?;
+            (parse_decimal(k)?, v)
+        };
+        let node = Node {
+            host,
+            page: Page::TreeVariant(k, v as u8),
+        };
+        self.exists(node).then_some(node)
+    }
+
+    /// The node whose page content a node serves (a variant serves its tree page's).
+    pub fn content_node(&self, node: Node) -> Node {
+        match node.page {
+            Page::TreeVariant(k, _) => Node {
+                host: node.host,
+                page: Page::Tree(k),
+            },
+            _ => node,
+        }
+    }
+
     // ---------------------------------------------------------------- links
 
     /// The links of an HTML page, in document order, duplicates included; empty for pages
@@ -654,7 +730,7 @@ impl Graph {
         let at = |page| Node { host, page };
         let home = Link::new(Node::home(host), Role::Home);
         match node.page {
-            Page::Tree(k) => self.tree_links(host, k, out),
+            Page::Tree(k) | Page::TreeVariant(k, _) => self.tree_links(host, k, out),
             Page::Calendar(m) => {
                 out.push(home);
                 for next in [m.checked_sub(1), m.checked_add(1)].into_iter().flatten() {
@@ -793,6 +869,19 @@ impl Graph {
             if self.features().nofollow && rng.below(8) == 0 {
                 link.rel = Rel::Nofollow;
             }
+            // Advanced variants only replace duplicates of forward links, so a variant URL is
+            // linked only by pages of its page's previous layer, like the page itself: its
+            // first discovery is at the page's depth in any crawl order.
+            if let (true, Role::Forward, Page::Tree(c)) = (
+                self.features().advanced_variants,
+                link.role,
+                link.target.page,
+            ) {
+                if c > 0 && rng.below(4) == 0 {
+                    let v = rng.below(ADVANCED_VARIANTS.len() as u64) as u8;
+                    link.target.page = Page::TreeVariant(c, v);
+                }
+            }
             out.push(link);
         }
         if self.features().variants {
@@ -904,7 +993,7 @@ impl Graph {
             body: BodyKind::Fixed(body),
         };
         match node.page {
-            Page::Tree(_) | Page::Calendar(_) => html,
+            Page::Tree(_) | Page::TreeVariant(..) | Page::Calendar(_) => html,
             Page::Robots => robots::head(self, node.host, attempt),
             Page::Special(s) => match s {
                 ChainStart => redirect(301, Page::Special(ChainStep2)),

@@ -75,6 +75,11 @@
 //!   decoys — links inside a comment, `<script>`, `<style>` and `<textarea>` to
 //!   `/decoy/{comment,script,style,textarea}`, plus `mailto:`, `javascript:` and `tel:` links
 //!   and an `<a>` without href — that a correct extractor ignores.
+//! - `advanced_variants` (opt-in, for the normalization issue): a quarter of the duplicate
+//!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
+//!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
+//!   served with `/p/{k}`'s bytes. With `CrawlRules::full_normalization` they are `/p/{k}`;
+//!   without, each is a URL of its own at `/p/{k}`'s depth.
 //!
 //! # Why built this way
 //! A concurrent crawler cannot promise global breadth-first order, so a tree with arbitrary
@@ -156,8 +161,10 @@ pub struct Features {
     pub robots: bool,
     pub variants: bool,
     pub nofollow: bool,
-    /// Reserved for the normalization issue (`utm_*` parameters, `%7E`-style encodings,
-    /// session ids); generates nothing yet.
+    /// Spellings only full normalization folds (the normalization issue): some duplicate
+    /// links to `/p/{k}` become `/p/{k}?utm_source=…&utm_medium=…`, `?gclid=…`, a bare `?`,
+    /// `?jsessionid=…` or `/%70/{k}`, served with the page's own bytes. See
+    /// `CrawlRules::full_normalization`.
     pub advanced_variants: bool,
     /// Adds `/slow/too-slow` (60 s), for tests that set a short crawler timeout.
     pub too_slow: bool,
@@ -183,7 +190,8 @@ impl Features {
         "too_slow",
     ];
 
-    /// Every feature except the opt-in `too_slow` and the not-yet-built `advanced_variants`.
+    /// Every feature except the opt-in `too_slow` and `advanced_variants` (which needs the
+    /// crawler's full normalization to be fetched once per page).
     pub fn all() -> Features {
         Features {
             redirects: true,
@@ -501,7 +509,7 @@ mod tests {
                     Role::Forward => {
                         assert_eq!(tl, layer + 1, "{node:?} → {t:?}");
                         // Forward links into a closed page come only from its tree parent.
-                        if let Page::Tree(k) = t.page {
+                        if let Page::Tree(k) | Page::TreeVariant(k, _) = t.page {
                             assert!(
                                 g.is_open(t.host, k) || g.tree_parent(t) == Some(node),
                                 "{node:?} → closed {t:?}"
@@ -548,6 +556,21 @@ mod tests {
     fn small_web_is_layered() {
         check_layered(&Web::new(WebSpec::small(7)));
         check_layered(&Web::new(WebSpec::small(8)));
+    }
+
+    #[test]
+    fn advanced_variants_are_layered() {
+        let mut spec = WebSpec::small(9);
+        spec.features.advanced_variants = true;
+        let web = Web::new(spec);
+        check_layered(&web);
+        let variant_links = web
+            .tree_urls()
+            .iter()
+            .flat_map(|u| web.links_of(u).unwrap_or_default())
+            .filter(|l| web.kind_of(&l.url) == Some(PageKind::Variant))
+            .count();
+        assert!(variant_links > 100, "{variant_links}");
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub const TEXT_BODY: &[u8] = b"Plain text is not parsed for links, even when it 
 
 fn page_code(page: Page) -> u64 {
     match page {
-        Page::Tree(k) => u64::from(k),
+        Page::Tree(k) | Page::TreeVariant(k, _) => u64::from(k),
         Page::Calendar(m) => (1 << 40) | u64::from(m),
         Page::Special(s) => (2 << 40) ^ special_code(s),
         Page::Robots => 3 << 40,
@@ -86,19 +86,23 @@ pub fn has_base(graph: &Graph, node: Node) -> bool {
 
 /// Renders the HTML page of `node` with its `links` into `buf`.
 pub fn html(graph: &Graph, node: Node, links: &[Link], buf: &mut Vec<u8>) {
+    // A variant URL serves its page's very bytes.
+    let node = graph.content_node(node);
     let spec = &graph.spec;
     let variants = spec.features.variants;
     let target = spec.page_bytes;
     buf.reserve(target + links.len() * 80 + 512);
     let mut path = String::with_capacity(32);
     graph.push_path(&mut path, node.page);
+    // Scratch for each target's path, reused across links.
+    let mut scratch = String::with_capacity(32);
 
     if node.page == Page::Special(Special::Frameset) {
         buf.extend_from_slice(b"<!DOCTYPE html>\n<html><head><title>frames</title></head>\n<frameset cols=\"50%,50%\">\n");
         let mut spelled = Vec::with_capacity(64);
         for (i, link) in links.iter().enumerate() {
             spelled.clear();
-            spell(graph, node, &path, 1, link, i as u64, &mut spelled);
+            spell(graph, node, 1, link, i as u64, &mut scratch, &mut spelled);
             buf.extend_from_slice(b"<frame src=\"");
             buf.extend_from_slice(&spelled);
             buf.extend_from_slice(b"\">\n");
@@ -154,7 +158,15 @@ pub fn html(graph: &Graph, node: Node, links: &[Link], buf: &mut Vec<u8>) {
             buf.extend_from_slice(b"</p>\n");
         }
         spelled.clear();
-        spell(graph, node, &path, dir_depth, link, i as u64, &mut spelled);
+        spell(
+            graph,
+            node,
+            dir_depth,
+            link,
+            i as u64,
+            &mut scratch,
+            &mut spelled,
+        );
         write_tag(buf, link, &spelled, variants, i as u64, spec.seed);
     }
     let end = b"\n</body></html>\n";
@@ -199,19 +211,20 @@ fn depth_of_dir(path: &str) -> usize {
 fn spell(
     graph: &Graph,
     source: Node,
-    source_path: &str,
     dir_depth: usize,
     link: &Link,
     index: u64,
+    path: &mut String,
     out: &mut Vec<u8>,
 ) {
     let target = link.target;
-    let mut path = String::with_capacity(32);
-    graph.push_path(&mut path, target.page);
+    path.clear();
+    graph.push_path(path, target.page);
+    let path = &*path;
     let absolute = |out: &mut Vec<u8>| {
         out.extend_from_slice(b"http://");
         push_host(out, target.host, false);
-        out.extend_from_slice(path.as_bytes());
+        push_escaped(out, path.as_bytes());
     };
     if !graph.spec.features.variants {
         absolute(out);
@@ -231,12 +244,12 @@ fn spell(
             out.extend_from_slice(b"HTTP://");
             push_host(out, target.host, true);
             out.extend_from_slice(b":80");
-            out.extend_from_slice(path.as_bytes());
+            push_escaped(out, path.as_bytes());
         }
         2 => {
             out.extend_from_slice(b"//");
             push_host(out, target.host, false);
-            out.extend_from_slice(path.as_bytes());
+            push_escaped(out, path.as_bytes());
         }
         3 => {
             absolute(out);
@@ -247,7 +260,7 @@ fn spell(
             // `&#104;` is `h`: attribute values are entity-decoded before resolution.
             out.extend_from_slice(b"&#104;ttp:&#x2F;/");
             push_host(out, target.host, false);
-            out.extend_from_slice(path.as_bytes());
+            push_escaped(out, path.as_bytes());
         }
         5 => {
             // The WHATWG parser strips leading/trailing spaces and removes tabs and newlines
@@ -255,9 +268,9 @@ fn spell(
             out.extend_from_slice(b"  http://");
             push_host(out, target.host, false);
             let (first, rest) = path.split_at(1);
-            out.extend_from_slice(first.as_bytes());
+            push_escaped(out, first.as_bytes());
             out.push(b'\t');
-            out.extend_from_slice(rest.as_bytes());
+            push_escaped(out, rest.as_bytes());
             out.extend_from_slice(b"\n ");
         }
         6 | 7 => {
@@ -265,23 +278,36 @@ fn spell(
             for _ in 0..dir_depth {
                 out.extend_from_slice(b"../");
             }
-            out.extend_from_slice(&path.as_bytes()[1..]);
+            push_escaped(out, &path.as_bytes()[1..]);
             if out.is_empty() {
                 out.extend_from_slice(b"./");
             }
         }
         8 => {
             out.extend_from_slice(b"/x/..");
-            out.extend_from_slice(path.as_bytes());
+            push_escaped(out, path.as_bytes());
         }
         9 => {
             out.extend_from_slice(b"/.");
-            out.extend_from_slice(path.as_bytes());
+            push_escaped(out, path.as_bytes());
         }
         _ => {
             // Root-relative, the most common spelling on the real web.
-            out.extend_from_slice(path.as_bytes());
-            let _ = source_path;
+            push_escaped(out, path.as_bytes());
+        }
+    }
+}
+
+/// Appends a URL piece for an attribute value: `&` (in queries) becomes `&amp;`, which the
+/// extractor must decode.
+fn push_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
+    for part in bytes.split_inclusive(|&b| b == b'&') {
+        match part.split_last() {
+            Some((b'&', head)) => {
+                out.extend_from_slice(head);
+                out.extend_from_slice(b"&amp;");
+            }
+            _ => out.extend_from_slice(part),
         }
     }
 }

@@ -28,6 +28,11 @@ pub struct CrawlRules {
     pub max_body_bytes: u64,
     /// Request timeout: a page slower than this counts as a timeout (only `/slow/too-slow`).
     pub timeout: Duration,
+    /// The crawler's normalization also strips tracking and session parameters and a trailing
+    /// `?`, and decodes percent-encoded unreserved characters (the normalization issue): then
+    /// the advanced variants of a page are that page. Off: they are distinct URLs, each
+    /// fetched once.
+    pub full_normalization: bool,
 }
 
 impl Default for CrawlRules {
@@ -40,6 +45,7 @@ impl Default for CrawlRules {
             retries: 2,
             max_body_bytes: 10 * 1024 * 1024,
             timeout: Duration::from_secs(30),
+            full_normalization: false,
         }
     }
 }
@@ -269,7 +275,12 @@ pub fn compute(
             {
                 continue;
             }
-            relax(link.target, (depth + 1, 0), &mut heap);
+            let target = if rules.full_normalization {
+                graph.content_node(link.target)
+            } else {
+                link.target
+            };
+            relax(target, (depth + 1, 0), &mut heap);
         }
     }
     GroundTruth {
