@@ -98,7 +98,9 @@ use std::collections::BTreeSet;
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
 pub use server::{RequestRecord, TestWebServer};
-pub use truth::{CrawlRules, ExpectedPage, GroundTruth};
+pub use truth::{
+    max_concurrency, requests_per_url, CrawlRules, ExpectedPage, GroundTruth, LogDiff,
+};
 
 use graph::{Graph, Node, Page, Rel};
 

@@ -289,3 +289,98 @@ pub fn compute(
         robots_hosts,
     }
 }
+
+/// How a server request log differs from the ground truth (robots.txt requests left out).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogDiff {
+    /// Expected URLs never requested.
+    pub missing: Vec<String>,
+    /// URLs requested that the truth does not expect at all (disallowed ones included).
+    pub unexpected: Vec<String>,
+    /// (URL, expected requests, actual requests) where both are > 0 but differ.
+    pub wrong_count: Vec<(String, u32, u32)>,
+}
+
+impl LogDiff {
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.unexpected.is_empty() && self.wrong_count.is_empty()
+    }
+}
+
+impl std::fmt::Display for LogDiff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const SHOW: usize = 20;
+        write!(
+            f,
+            "{} missing, {} unexpected, {} with a wrong request count",
+            self.missing.len(),
+            self.unexpected.len(),
+            self.wrong_count.len()
+        )?;
+        for url in self.missing.iter().take(SHOW) {
+            write!(f, "\n  missing    {url}")?;
+        }
+        for url in self.unexpected.iter().take(SHOW) {
+            write!(f, "\n  unexpected {url}")?;
+        }
+        for (url, want, got) in self.wrong_count.iter().take(SHOW) {
+            write!(f, "\n  requested {got}× (expected {want}×) {url}")?;
+        }
+        Ok(())
+    }
+}
+
+/// URL (`http://{host}{path}`) → number of requests in a log, robots.txt left out.
+pub fn requests_per_url(log: &[super::RequestRecord]) -> BTreeMap<String, u32> {
+    let mut counts = BTreeMap::new();
+    for record in log.iter().filter(|r| r.path != "/robots.txt") {
+        *counts.entry(record.url()).or_insert(0) += 1;
+    }
+    counts
+}
+
+impl GroundTruth {
+    /// Compares a server log with the truth: every expected URL requested exactly its
+    /// expected number of times, nothing else requested. `assert!(d.is_empty(), "{d}")`.
+    pub fn diff_log(&self, log: &[super::RequestRecord]) -> LogDiff {
+        let actual = requests_per_url(log);
+        let expected = self.expected_requests();
+        let mut diff = LogDiff::default();
+        for (url, &want) in &expected {
+            match actual.get(url) {
+                None => diff.missing.push(url.clone()),
+                Some(&got) if got != want => diff.wrong_count.push((url.clone(), want, got)),
+                Some(_) => {}
+            }
+        }
+        diff.unexpected = actual
+            .keys()
+            .filter(|url| !expected.contains_key(*url))
+            .cloned()
+            .collect();
+        diff
+    }
+}
+
+/// The largest number of requests in progress at once in `log`, counting only requests for
+/// which `include` is true (for example one host's). Server-side intervals lie inside the
+/// client's, so this never exceeds the client's true concurrency.
+pub fn max_concurrency(
+    log: &[super::RequestRecord],
+    include: impl Fn(&super::RequestRecord) -> bool,
+) -> usize {
+    let mut events: Vec<(std::time::Duration, i32)> = Vec::new();
+    for r in log.iter().filter(|r| include(r)) {
+        events.push((r.started, 1));
+        events.push((r.finished, -1));
+    }
+    // At equal times an end comes before a start: back-to-back requests do not overlap.
+    events.sort();
+    let mut now = 0i32;
+    let mut max = 0i32;
+    for (_, delta) in events {
+        now += delta;
+        max = max.max(now);
+    }
+    max as usize
+}
