@@ -395,4 +395,23 @@ mod testweb {
         let paths: Vec<String> = server.log().iter().map(|r| r.path.clone()).collect();
         assert_eq!(paths[2], "/p/1?", "the request log keeps an empty query");
     }
+
+    #[test]
+    fn page_level_nofollow_signals() {
+        let (_web, server) = start(WebSpec {
+            features: Features {
+                meta_robots: true,
+                ..Features::none()
+            },
+            ..WebSpec::small(3)
+        });
+        let mut c = Client::connect(server.addr());
+        let header = c.get("h2.test", "/nofollow/header");
+        assert_eq!(header.header("x-robots-tag"), Some("noarchive, nofollow"));
+        let meta = c.get("h2.test", "/nofollow/meta");
+        assert!(meta.header("x-robots-tag").is_none());
+        assert!(String::from_utf8_lossy(&meta.body)
+            .contains("<meta name=\"robots\" content=\"noindex, NOFOLLOW\">"));
+        assert_eq!(c.get("h2.test", "/nofollow/meta-child").status, 200);
+    }
 }

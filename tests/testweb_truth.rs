@@ -456,4 +456,33 @@ mod testweb {
         let urls = full.urls();
         assert!(web.tree_urls().iter().all(|u| urls.contains(u)));
     }
+
+    #[test]
+    fn page_level_nofollow_by_hand() {
+        let web = tiny(
+            5,
+            5,
+            Features {
+                meta_robots: true,
+                ..Features::none()
+            },
+        );
+        let obey = web.ground_truth(&web.seeds(), &CrawlRules::default());
+        let ignore = web.ground_truth(
+            &web.seeds(),
+            &CrawlRules {
+                follow_nofollow: true,
+                ..CrawlRules::default()
+            },
+        );
+        for page in ["/nofollow/meta", "/nofollow/header"] {
+            let url = format!("http://h2.test{page}");
+            let child = format!("{url}-child");
+            assert!(
+                obey.get(&url).is_some() && obey.get(&child).is_none(),
+                "{page}"
+            );
+            assert_eq!(ignore.get(&child).map(|p| p.depth), Some(2), "{page}");
+        }
+    }
 }

@@ -106,6 +106,10 @@ pub enum Special {
     NofollowA,
     NofollowB,
     Lookalike,
+    MetaNofollow,
+    MetaNofollowChild,
+    HeaderNofollow,
+    HeaderNofollowChild,
     PrivatePage,
     PrivateOpen,
     PrivateDoc,
@@ -156,6 +160,10 @@ const SPECIAL_PATHS: &[(Special, &str)] = &[
     (Special::NofollowA, "/nofollow/a"),
     (Special::NofollowB, "/nofollow/b"),
     (Special::Lookalike, "/nofollow/lookalike"),
+    (Special::MetaNofollow, "/nofollow/meta"),
+    (Special::MetaNofollowChild, "/nofollow/meta-child"),
+    (Special::HeaderNofollow, "/nofollow/header"),
+    (Special::HeaderNofollowChild, "/nofollow/header-child"),
     (Special::PrivatePage, "/private/page"),
     (Special::PrivateOpen, "/private/open"),
     (Special::PrivateDoc, "/private/doc.html"),
@@ -261,6 +269,8 @@ pub struct Head {
     /// For 3xx: the node the `Location` header points to.
     pub redirect: Option<Node>,
     pub delay: Option<Duration>,
+    /// An `X-Robots-Tag` header to send.
+    pub x_robots_tag: Option<&'static str>,
     pub body: BodyKind,
 }
 
@@ -460,6 +470,9 @@ impl Graph {
             Big | BeyondCap => (f.big, 4),
             Png | Pdf | Text | Xhtml | XhtmlChild | HiddenInFiles => (f.non_html, 0),
             NofollowA | NofollowB | Lookalike => (f.nofollow, 2),
+            MetaNofollow | MetaNofollowChild | HeaderNofollow | HeaderNofollowChild => {
+                (f.meta_robots, 2)
+            }
             PrivatePage | PrivateOpen | PrivateDoc | AfterPrivatePage | AfterPrivateOpen
             | AfterPrivateDoc => (f.robots, 0),
             DecoyComment | DecoyScript | DecoyStyle | DecoyTextarea | Frameset | FrameLeft
@@ -535,6 +548,8 @@ impl Graph {
                 AfterPrivateOpen => at(Page::Special(PrivateOpen)),
                 AfterPrivateDoc => at(Page::Special(PrivateDoc)),
                 FrameLeft | FrameRight => at(Page::Special(Frameset)),
+                MetaNofollowChild => at(Page::Special(MetaNofollow)),
+                HeaderNofollowChild => at(Page::Special(HeaderNofollow)),
                 _ => Some(Node::home(node.host)),
             },
             Page::Robots => None,
@@ -759,6 +774,8 @@ impl Graph {
                     PrivatePage => Some(AfterPrivatePage),
                     PrivateOpen => Some(AfterPrivateOpen),
                     PrivateDoc => Some(AfterPrivateDoc),
+                    MetaNofollow => Some(MetaNofollowChild),
+                    HeaderNofollow => Some(HeaderNofollowChild),
                     // The big page: home in its first bytes, this one in its last bytes.
                     Big => Some(BeyondCap),
                     _ => None,
@@ -920,6 +937,8 @@ impl Graph {
             NofollowA,
             NofollowB,
             Lookalike,
+            MetaNofollow,
+            HeaderNofollow,
             PrivatePage,
             PrivateOpen,
             PrivateDoc,
@@ -966,6 +985,7 @@ impl Graph {
             content_type: HTML,
             redirect: None,
             delay: None,
+            x_robots_tag: None,
             body: BodyKind::Html,
         };
         let message = |status, text| Head {
@@ -973,6 +993,7 @@ impl Graph {
             content_type: PLAIN,
             redirect: None,
             delay: None,
+            x_robots_tag: None,
             body: BodyKind::Message(text),
         };
         let redirect = |status, page| Head {
@@ -983,6 +1004,7 @@ impl Graph {
                 page,
             }),
             delay: None,
+            x_robots_tag: None,
             body: BodyKind::Message("moved\n"),
         };
         let fixed = |content_type, body| Head {
@@ -990,6 +1012,7 @@ impl Graph {
             content_type,
             redirect: None,
             delay: None,
+            x_robots_tag: None,
             body: BodyKind::Fixed(body),
         };
         match node.page {
@@ -1043,9 +1066,22 @@ impl Graph {
                     content_type: "application/xhtml+xml",
                     ..html
                 },
+                HeaderNofollow => Head {
+                    x_robots_tag: Some("noarchive, nofollow"),
+                    ..html
+                },
                 _ => html,
             },
         }
+    }
+
+    /// Whether the page as a whole says nofollow (`<meta name="robots">` in its body or an
+    /// `X-Robots-Tag` header): none of its links is followed unless nofollow is ignored.
+    pub fn page_nofollow(&self, node: Node) -> bool {
+        matches!(
+            node.page,
+            Page::Special(Special::MetaNofollow | Special::HeaderNofollow)
+        )
     }
 
     /// Whether the server must count requests to this node (its answer depends on it).
@@ -1082,8 +1118,8 @@ fn special_layer(s: Special) -> u32 {
     use Special::*;
     match s {
         ChainEndChild | Flaky503Child | Flaky429Child | SlowChild | BeyondCap | XhtmlChild
-        | HiddenInFiles | AfterPrivatePage | AfterPrivateOpen | AfterPrivateDoc | FrameLeft
-        | FrameRight => 2,
+        | HiddenInFiles | MetaNofollowChild | HeaderNofollowChild | AfterPrivatePage
+        | AfterPrivateOpen | AfterPrivateDoc | FrameLeft | FrameRight => 2,
         _ => 1,
     }
 }

@@ -75,6 +75,10 @@
 //!   decoys — links inside a comment, `<script>`, `<style>` and `<textarea>` to
 //!   `/decoy/{comment,script,style,textarea}`, plus `mailto:`, `javascript:` and `tel:` links
 //!   and an `<a>` without href — that a correct extractor ignores.
+//! - `meta_robots` (opt-in), on `h{2%n}`: `/nofollow/meta` (`<meta name="robots"
+//!   content="noindex, NOFOLLOW">`) and `/nofollow/header` (`X-Robots-Tag: noarchive,
+//!   nofollow`), each linking a child (`/nofollow/meta-child`, `/nofollow/header-child`)
+//!   reachable only through it.
 //! - `advanced_variants` (opt-in, for the normalization issue): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
@@ -170,6 +174,10 @@ pub struct Features {
     pub advanced_variants: bool,
     /// Adds `/slow/too-slow` (60 s), for tests that set a short crawler timeout.
     pub too_slow: bool,
+    /// Adds page-level nofollow (the politeness issue): `/nofollow/meta` says
+    /// `<meta name="robots" content="noindex, NOFOLLOW">`, `/nofollow/header` sends
+    /// `X-Robots-Tag: noarchive, nofollow`; their children are reachable only through them.
+    pub meta_robots: bool,
 }
 
 /// An unknown name in a feature list.
@@ -190,10 +198,12 @@ impl Features {
         "nofollow",
         "advanced_variants",
         "too_slow",
+        "meta_robots",
     ];
 
-    /// Every feature except the opt-in `too_slow` and `advanced_variants` (which needs the
-    /// crawler's full normalization to be fetched once per page).
+    /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
+    /// crawler's full normalization to be fetched once per page) and `meta_robots` (needs
+    /// the crawler to honour page-level nofollow).
     pub fn all() -> Features {
         Features {
             redirects: true,
@@ -207,6 +217,7 @@ impl Features {
             nofollow: true,
             advanced_variants: false,
             too_slow: false,
+            meta_robots: false,
         }
     }
 
@@ -227,6 +238,7 @@ impl Features {
             "nofollow" => &mut self.nofollow,
             "advanced_variants" | "advanced-variants" => &mut self.advanced_variants,
             "too_slow" | "too-slow" => &mut self.too_slow,
+            "meta_robots" | "meta-robots" => &mut self.meta_robots,
             _ => return None,
         })
     }

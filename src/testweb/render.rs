@@ -118,6 +118,9 @@ pub fn html(graph: &Graph, node: Node, links: &[Link], buf: &mut Vec<u8>) {
     push_host(buf, node.host, false);
     buf.extend_from_slice(path.as_bytes());
     buf.extend_from_slice(b"</title>");
+    if node.page == Page::Special(Special::MetaNofollow) {
+        buf.extend_from_slice(b"<meta name=\"robots\" content=\"noindex, NOFOLLOW\">");
+    }
     if base {
         buf.extend_from_slice(b"<base href=\"");
         buf.extend_from_slice(BASE_PATH.as_bytes());

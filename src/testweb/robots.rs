@@ -29,6 +29,7 @@ pub fn head(graph: &Graph, host: u32, attempt: u32) -> Head {
         content_type: PLAIN,
         redirect: None,
         delay: None,
+        x_robots_tag: None,
         body: BodyKind::Fixed(body.as_bytes()),
     };
     if !graph.spec.features.robots {

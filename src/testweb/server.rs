@@ -367,6 +367,11 @@ async fn respond(shared: &Shared, node: Node) -> Response<WebBody> {
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(head.content_type));
+    if let Some(tag) = head.x_robots_tag {
+        response
+            .headers_mut()
+            .insert("x-robots-tag", HeaderValue::from_static(tag));
+    }
     if let Some(target) = head.redirect {
         if let Ok(value) = HeaderValue::from_str(&location(graph, node, target)) {
             response.headers_mut().insert(LOCATION, value);

@@ -20,6 +20,8 @@ use super::robots;
 pub struct CrawlRules {
     pub max_depth: u32,
     pub respect_robots: bool,
+    /// Follow links marked nofollow: by `rel`, and (with `features.meta_robots`) whole pages
+    /// marked by `<meta name="robots">` or `X-Robots-Tag`.
     pub follow_nofollow: bool,
     pub max_redirects: u32,
     /// Extra attempts after a 5xx, 429 or timeout.
@@ -259,7 +261,12 @@ pub fn compute(
         }
         let is_html = head.content_type.starts_with("text/html")
             || head.content_type.starts_with("application/xhtml+xml");
-        if !(200..300).contains(&head.status) || !is_html || depth >= rules.max_depth {
+        let page_nofollow = graph.page_nofollow(node) && !rules.follow_nofollow;
+        if !(200..300).contains(&head.status)
+            || !is_html
+            || depth >= rules.max_depth
+            || page_nofollow
+        {
             continue;
         }
         links.clear();
