@@ -653,11 +653,12 @@ impl Graph {
         if bytes.len() < 7 || !bytes[0].eq_ignore_ascii_case(&b'h') {
             return None;
         }
-        let suffix = &name[name.len() - 5..];
-        if !suffix.eq_ignore_ascii_case(".test") {
+        // Compare bytes first: only once the ends are known ASCII is slicing the str safe
+        // (the header comes from outside and need not be ASCII).
+        if !bytes[bytes.len() - 5..].eq_ignore_ascii_case(b".test") {
             return None;
         }
-        let host = parse_decimal(&name[1..name.len() - 5])?;
+        let host = parse_decimal(name.get(1..name.len() - 5)?)?;
         (host < self.hosts()).then_some(host)
     }
 
@@ -1202,6 +1203,10 @@ mod tests {
         assert_eq!(g.host_index("h03.test"), None);
         assert_eq!(g.host_index("example.com"), None);
         assert_eq!(g.host_index(""), None);
+        assert_eq!(g.host_index("hé.test"), None);
+        assert_eq!(g.host_index("h1.tesé"), None);
+        assert_eq!(g.host_index("h.test"), None);
+        assert_eq!(g.host_index("h99999999999.test"), None);
         assert_eq!(g.route(0, "/"), Some(Node::home(0)));
         assert_eq!(g.route(0, "/p/12").map(|n| n.page), Some(Page::Tree(12)));
         assert_eq!(g.route(0, "/p/012"), None);
@@ -1269,6 +1274,22 @@ mod tests {
             g.path(Page::Calendar(CALENDAR_ENTRY + 2)),
             "/calendar/2027/01"
         );
+    }
+
+    proptest::proptest! {
+        /// Request bytes come from outside: routing must never panic, whatever they are.
+        #[test]
+        fn routing_never_panics(host in "\\PC{0,20}", path in "\\PC{0,40}") {
+            let mut spec = WebSpec::small(1);
+            spec.features.advanced_variants = true;
+            let g = Graph::new(spec);
+            let _ = g.host_index(&host);
+            for h in 0..5 {
+                let _ = g.route(h, &path);
+                let _ = g.route(h, &format!("/p/{path}"));
+                let _ = g.route(h, &format!("/calendar/{path}"));
+            }
+        }
     }
 
     #[test]
