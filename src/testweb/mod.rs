@@ -13,6 +13,24 @@
 //!   first discovered at its shortest depth in *any* crawl order, so "every page within
 //!   `max_depth` fetched exactly once" is exact for a concurrent crawler.
 //!
+//! # Use in a test
+//! ```
+//! use std::sync::Arc;
+//! use crawler::testweb::{CrawlRules, TestWebServer, Web, WebSpec};
+//!
+//! let web = Arc::new(Web::new(WebSpec::small(42)));
+//! let server = TestWebServer::start(Arc::clone(&web))?;
+//! let (pattern, addr) = server.resolve_entry(); // [network] resolve = { "*.test" = "127.0.0.1:PORT" }
+//! assert_eq!(pattern, "*.test");
+//! // … crawl web.seeds() with the crawler, its config resolving *.test to `addr` …
+//! let rules = CrawlRules { respect_robots: false, ..CrawlRules::default() };
+//! let truth = web.ground_truth(&web.seeds(), &rules);
+//! let diff = truth.diff_log(&server.log()); // after a real crawl: assert!(diff.is_empty(), "{diff}")
+//! assert_eq!(diff.missing.len(), truth.urls().len()); // nothing was crawled here
+//! server.shutdown();
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! # Hosts and URLs
 //! Hosts are virtual: `h0.test` … `h{n-1}.test`, all served by one listener on 127.0.0.1 and
 //! routed by the `Host` header (port ignored, any case). The crawler reaches them with
