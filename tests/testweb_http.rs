@@ -10,7 +10,7 @@ mod testweb {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use crawler::testweb::{Features, TestWebServer, Web, WebSpec, BIG_PAGE_BYTES};
+    use crawler::testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec, BIG_PAGE_BYTES};
     use url::Url;
 
     struct Reply {
@@ -431,5 +431,21 @@ mod testweb {
         assert!(String::from_utf8_lossy(&meta.body)
             .contains("<meta name=\"robots\" content=\"noindex, NOFOLLOW\">"));
         assert_eq!(c.get("h2.test", "/nofollow/meta-child").status, 200);
+    }
+
+    #[test]
+    fn log_can_be_turned_off_and_requests_are_still_counted() {
+        let web = Arc::new(Web::new(WebSpec::small(3)));
+        let options = ServerOptions {
+            log_requests: false,
+            ..ServerOptions::default()
+        };
+        let server = TestWebServer::start_with(web, options).expect("server");
+        let mut c = Client::connect(server.addr());
+        for path in ["/", "/p/1", "/nowhere"] {
+            c.get("h0.test", path);
+        }
+        assert_eq!(server.request_count(), 3);
+        assert!(server.log().is_empty());
     }
 }

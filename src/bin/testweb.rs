@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use crawler::testweb::{Features, RequestRecord, TestWebServer, Web, WebSpec};
+use crawler::testweb::{Features, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
 
 #[derive(Parser, Debug)]
 #[command(about = "Serve the synthetic web used by the crawler's tests and benchmarks")]
@@ -87,7 +87,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let server = match TestWebServer::start_on(Arc::clone(&web), args.port) {
+    // Without --log nobody reads the log: do not let it grow for the whole run.
+    let options = ServerOptions {
+        port: args.port,
+        log_requests: args.log.is_some(),
+    };
+    let server = match TestWebServer::start_with(Arc::clone(&web), options) {
         Ok(s) => s,
         Err(e) => {
             eprintln!(
@@ -132,11 +137,11 @@ fn main() -> ExitCode {
         eprintln!("testweb: cannot wait for Ctrl-C: {e}");
     }
     let log = server.log();
+    let served = server.request_count();
     let cpu = server.cpu_time();
     server.shutdown();
     println!(
-        "testweb: served {} requests, server CPU {:.3} s",
-        log.len(),
+        "testweb: served {served} requests, server CPU {:.3} s",
         cpu.as_secs_f64()
     );
     if let Some(path) = &args.log {

@@ -119,7 +119,7 @@ use std::collections::BTreeSet;
 
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
-pub use server::{RequestRecord, TestWebServer};
+pub use server::{RequestRecord, ServerOptions, TestWebServer};
 pub use truth::{
     max_concurrency, requests_per_url, CrawlRules, ExpectedPage, GroundTruth, LogDiff,
 };

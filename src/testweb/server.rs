@@ -58,9 +58,30 @@ impl RequestRecord {
     }
 }
 
+/// How to run a [`TestWebServer`].
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Keep the request log. A benchmark that only needs counts can turn it off so the
+    /// server adds nothing to the process's memory (the count is kept either way).
+    pub log_requests: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            port: 0,
+            log_requests: true,
+        }
+    }
+}
+
 struct Shared {
     web: Arc<Web>,
     started: Instant,
+    log_requests: bool,
+    requests: AtomicU64,
     log: Mutex<Vec<RequestRecord>>,
     /// Requests seen so far per stateful page (flaky pages, robots.txt).
     attempts: Mutex<HashMap<Node, u32>>,
@@ -90,7 +111,18 @@ impl TestWebServer {
 
     /// Like [`TestWebServer::start`] on a chosen port (0 = ephemeral).
     pub fn start_on(web: Arc<Web>, port: u16) -> std::io::Result<TestWebServer> {
-        let listener = StdListener::bind(("127.0.0.1", port))?;
+        Self::start_with(
+            web,
+            ServerOptions {
+                port,
+                ..ServerOptions::default()
+            },
+        )
+    }
+
+    /// Starts with explicit [`ServerOptions`].
+    pub fn start_with(web: Arc<Web>, options: ServerOptions) -> std::io::Result<TestWebServer> {
+        let listener = StdListener::bind(("127.0.0.1", options.port))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -99,7 +131,13 @@ impl TestWebServer {
         let shared = Arc::new(Shared {
             web,
             started: Instant::now(),
-            log: Mutex::new(Vec::with_capacity(4096)),
+            log_requests: options.log_requests,
+            requests: AtomicU64::new(0),
+            log: Mutex::new(Vec::with_capacity(if options.log_requests {
+                4096
+            } else {
+                0
+            })),
             attempts: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(0),
         });
@@ -131,14 +169,14 @@ impl TestWebServer {
         ("*.test".to_string(), self.addr.to_string())
     }
 
-    /// Every request received so far, in arrival order.
+    /// Every request received so far, in arrival order (empty when the log is off).
     pub fn log(&self) -> Vec<RequestRecord> {
         lock(&self.shared.log).clone()
     }
 
-    /// Number of requests received so far (cheaper than `log().len()`).
+    /// Number of requests received so far (counted even when the log is off).
     pub fn request_count(&self) -> usize {
-        lock(&self.shared.log).len()
+        self.shared.requests.load(Ordering::Relaxed) as usize
     }
 
     /// Time since the server started, on the clock of `RequestRecord::started`.
@@ -260,13 +298,11 @@ async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<WebBody>, Infallible> {
     let started = shared.started.elapsed();
-    let host_value = req
-        .headers()
-        .get(HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| req.uri().authority().map(|a| a.as_str()))
-        .unwrap_or("");
-    let host = strip_port(host_value).to_ascii_lowercase();
+    shared.requests.fetch_add(1, Ordering::Relaxed);
+    if !shared.log_requests {
+        return Ok(answer(&shared, &req).await);
+    }
+    let host = strip_port(host_header(&req)).to_ascii_lowercase();
     let path = req
         .uri()
         .path_and_query()
@@ -277,10 +313,6 @@ async fn handle(
         .headers()
         .get(USER_AGENT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let graph = &shared.web.graph;
-    let node = graph
-        .host_index(host_value)
-        .and_then(|h| graph.route(h, &path));
     let index = {
         let mut log = lock(&shared.log);
         log.push(RequestRecord {
@@ -299,16 +331,39 @@ async fn handle(
         index,
         status: 0,
     };
-    let response = match (req.method(), node) {
-        (&Method::GET | &Method::HEAD, Some(node)) => respond(&shared, node).await,
+    let response = answer(&shared, &req).await;
+    completion.status = response.status().as_u16();
+    drop(completion);
+    Ok(response)
+}
+
+/// The `Host` header, or the authority of an absolute-form request target.
+fn host_header(req: &Request<Incoming>) -> &str {
+    req.headers()
+        .get(HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("")
+}
+
+/// Routes a request and answers it.
+async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
+    let graph = &shared.web.graph;
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let node = graph
+        .host_index(host_header(req))
+        .and_then(|h| graph.route(h, path));
+    match (req.method(), node) {
+        (&Method::GET | &Method::HEAD, Some(node)) => respond(shared, node).await,
         (&Method::GET | &Method::HEAD, None) => {
             plain(StatusCode::NOT_FOUND, "no such page in the synthetic web\n")
         }
         _ => plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n"),
-    };
-    completion.status = response.status().as_u16();
-    drop(completion);
-    Ok(response)
+    }
 }
 
 fn strip_port(host: &str) -> &str {
