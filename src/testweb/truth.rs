@@ -391,3 +391,99 @@ pub fn max_concurrency(
     }
     max as usize
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testweb::graph::Rng;
+    use crate::testweb::{Features, WebSpec};
+
+    /// A crawl that takes its frontier in random order (the worst a concurrent crawler can
+    /// do) and keeps the depth of first discovery, like the crawler's seen-set.
+    fn random_order_crawl(
+        graph: &Graph,
+        seeds: &[Node],
+        rules: &CrawlRules,
+        order_seed: u64,
+    ) -> BTreeMap<String, u32> {
+        let mut rng = Rng::new(order_seed);
+        let mut seen: HashMap<Node, u32> = HashMap::new();
+        let mut frontier: Vec<(Node, u32, u32)> = Vec::new();
+        for &s in seeds {
+            if seen.insert(s, 0).is_none() {
+                frontier.push((s, 0, 0));
+            }
+        }
+        let mut links = Vec::new();
+        while !frontier.is_empty() {
+            let at = rng.below(frontier.len() as u64) as usize;
+            let (node, depth, hops) = frontier.swap_remove(at);
+            let (head, _) = simulate(graph, node, rules);
+            let Some(head) = head else { continue };
+            if let Some(target) = head.redirect.filter(|_| (300..400).contains(&head.status)) {
+                if hops < rules.max_redirects {
+                    if let std::collections::hash_map::Entry::Vacant(e) = seen.entry(target) {
+                        e.insert(depth);
+                        frontier.push((target, depth, hops + 1));
+                    }
+                }
+                continue;
+            }
+            if head.status != 200 || depth >= rules.max_depth || graph.page_nofollow(node) {
+                continue;
+            }
+            links.clear();
+            graph.links(node, &mut links);
+            for link in &links {
+                if link.rel == Rel::Nofollow
+                    || link.target.page == Page::Special(Special::BeyondCap)
+                {
+                    continue;
+                }
+                if let std::collections::hash_map::Entry::Vacant(e) = seen.entry(link.target) {
+                    e.insert(depth + 1);
+                    frontier.push((link.target, depth + 1, 0));
+                }
+            }
+        }
+        seen.into_iter().map(|(n, d)| (graph.url(n), d)).collect()
+    }
+
+    #[test]
+    fn any_crawl_order_finds_the_truth_with_home_seeds() {
+        let mut spec = WebSpec::small(31);
+        spec.features = Features {
+            robots: false,
+            advanced_variants: true,
+            meta_robots: true,
+            ..Features::all()
+        };
+        for (spec, max_depth) in [
+            (spec.clone(), 3),
+            (spec, 16),
+            (
+                WebSpec {
+                    hosts: 7,
+                    pages: 2_000,
+                    ..WebSpec::small(32)
+                },
+                3,
+            ),
+        ] {
+            let graph = Graph::new(spec);
+            let seeds: Vec<Node> = (0..graph.hosts()).map(Node::home).collect();
+            let rules = CrawlRules {
+                max_depth,
+                respect_robots: false,
+                ..CrawlRules::default()
+            };
+            let truth = compute(&graph, &seeds, &rules, true);
+            let expected: BTreeMap<String, u32> =
+                truth.pages().map(|p| (p.url.clone(), p.depth)).collect();
+            for order in 0..8 {
+                let got = random_order_crawl(&graph, &seeds, &rules, order);
+                assert_eq!(got, expected, "order {order}, max_depth {max_depth}");
+            }
+        }
+    }
+}
