@@ -1,1 +1,155 @@
-fn main() {}
+//! `testweb`: serve the synthetic web on its own, for trying the crawler by hand.
+//!
+//! Prints the listening address, the `[network] resolve` line to paste into the crawler's
+//! config and the seeds; serves until Ctrl-C; optionally writes the request log as JSON lines.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use crawler::testweb::{Features, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
+
+#[derive(Parser, Debug)]
+#[command(about = "Serve the synthetic web used by the crawler's tests and benchmarks")]
+struct Args {
+    /// Number of virtual hosts (h0.test, h1.test, ...).
+    #[arg(long, default_value_t = 50)]
+    hosts: usize,
+    /// Normal pages over all hosts (special pages come on top).
+    #[arg(long, default_value_t = 20_000)]
+    pages: usize,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Port on 127.0.0.1 (0 = any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Links per page, duplicates included.
+    #[arg(long, default_value_t = 80)]
+    links_per_page: usize,
+    /// Target page size in bytes.
+    #[arg(long, default_value_t = 16 * 1024)]
+    page_bytes: usize,
+    /// Comma-separated features: all, none, names, -name to remove
+    /// (redirects, errors, slow, big, non_html, trap, robots, variants, nofollow, too_slow).
+    #[arg(long, default_value = "all")]
+    features: String,
+    /// Write the seed URLs here, one per line.
+    #[arg(long)]
+    seeds_out: Option<PathBuf>,
+    /// Write the request log here as JSON lines when stopping.
+    #[arg(long)]
+    log: Option<PathBuf>,
+}
+
+fn record_json(r: &RequestRecord) -> serde_json::Value {
+    serde_json::json!({
+        "host": r.host,
+        "path": r.path,
+        "status": r.status,
+        "started_us": r.started.as_micros() as u64,
+        "finished_us": r.finished.as_micros() as u64,
+        "user_agent": r.user_agent,
+        "connection": r.connection,
+    })
+}
+
+fn write_log(path: &PathBuf, log: &[RequestRecord]) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for r in log {
+        writeln!(out, "{}", record_json(r))?;
+    }
+    out.flush()
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let features = match Features::parse(&args.features) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("--features: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let web = Arc::new(Web::new(WebSpec {
+        hosts: args.hosts.max(1),
+        pages: args.pages,
+        seed: args.seed,
+        links_per_page: args.links_per_page,
+        page_bytes: args.page_bytes,
+        features,
+    }));
+    let seeds = web.seeds();
+    if let Some(path) = &args.seeds_out {
+        if let Err(e) = std::fs::write(path, seeds.join("\n") + "\n") {
+            eprintln!("{}: cannot write seeds: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    // Without --log nobody reads the log: do not let it grow for the whole run.
+    let options = ServerOptions {
+        port: args.port,
+        log_requests: args.log.is_some(),
+    };
+    let server = match TestWebServer::start_with(Arc::clone(&web), options) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "127.0.0.1:{}: cannot listen: {e}; choose another --port",
+                args.port
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let (pattern, addr) = server.resolve_entry();
+    println!(
+        "testweb: serving {} hosts, {} pages (seed {}) on http://{}",
+        web.host_count(),
+        args.pages,
+        args.seed,
+        server.addr()
+    );
+    println!("paste into the crawler's config.toml:");
+    println!("[network]\nresolve = {{ \"{pattern}\" = \"{addr}\" }}");
+    match &args.seeds_out {
+        Some(path) => println!("seeds ({}) written to {}", seeds.len(), path.display()),
+        None => {
+            println!("seeds:");
+            for s in &seeds {
+                println!("{s}");
+            }
+        }
+    }
+    println!("Ctrl-C to stop");
+
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("testweb: cannot start a runtime to wait for Ctrl-C: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = runtime.block_on(tokio::signal::ctrl_c()) {
+        eprintln!("testweb: cannot wait for Ctrl-C: {e}");
+    }
+    let log = server.log();
+    let served = server.request_count();
+    let cpu = server.cpu_time();
+    server.shutdown();
+    println!(
+        "testweb: served {served} requests, server CPU {:.3} s",
+        cpu.as_secs_f64()
+    );
+    if let Some(path) = &args.log {
+        if let Err(e) = write_log(path, &log) {
+            eprintln!("{}: cannot write the request log: {e}", path.display());
+            return ExitCode::from(2);
+        }
+        println!("request log written to {}", path.display());
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,526 @@
+//! The HTTP server of the synthetic web: one listener on 127.0.0.1, every virtual host
+//! behind it (routed by the `Host` header), hyper http1 with keep-alive on a current-thread
+//! tokio runtime of its own OS thread.
+//!
+//! Its own thread and runtime let tests be sync or async, keep the server's work off the
+//! crawler's runtime, and make the server's CPU time measurable on its own
+//! ([`TestWebServer::cpu_time`]). Pages are rendered per request straight into one buffer;
+//! the request log is a `Vec` behind a mutex, appended at arrival and completed when the
+//! response is handed to hyper, so it stays in arrival order.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderValue, CONTENT_TYPE, HOST, LOCATION, USER_AGENT};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::sync::oneshot;
+
+use super::graph::{BodyKind, Graph, Node, Page, Special};
+use super::render;
+use super::Web;
+
+/// One request the server received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// Virtual host as requested, lower-cased, port removed (`h3.test`).
+    pub host: String,
+    /// Path and query exactly as requested.
+    pub path: String,
+    /// Status sent; 0 when the client went away (or the server stopped) before the answer.
+    pub status: u16,
+    /// Arrival, since the server started.
+    pub started: Duration,
+    /// When the response was handed to the connection (for streamed bodies, before the
+    /// body is written), since the server started. The interval lies inside the client's.
+    pub finished: Duration,
+    pub user_agent: Option<String>,
+    /// Which TCP connection carried it (numbered from 0 in accept order): keep-alive shows
+    /// as many records sharing one connection.
+    pub connection: u64,
+}
+
+impl RequestRecord {
+    /// `http://{host}{path}`: the canonical URL when the crawler requested a canonical URL.
+    pub fn url(&self) -> String {
+        format!("http://{}{}", self.host, self.path)
+    }
+}
+
+/// How to run a [`TestWebServer`].
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Keep the request log. A benchmark that only needs counts can turn it off so the
+    /// server adds nothing to the process's memory (the count is kept either way).
+    pub log_requests: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            port: 0,
+            log_requests: true,
+        }
+    }
+}
+
+struct Shared {
+    web: Arc<Web>,
+    started: Instant,
+    log_requests: bool,
+    requests: AtomicU64,
+    log: Mutex<Vec<RequestRecord>>,
+    /// Requests seen so far per stateful page (flaky pages, robots.txt).
+    attempts: Mutex<HashMap<Node, u32>>,
+    next_connection: AtomicU64,
+}
+
+/// Locks even if a panicking thread poisoned the mutex: the data (a log, counters) stays
+/// meaningful, and a test must see the log after a failure.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A running synthetic-web server; stopped by [`TestWebServer::shutdown`] or on drop.
+pub struct TestWebServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    cpu_clock: Option<libc::clockid_t>,
+}
+
+impl TestWebServer {
+    /// Binds 127.0.0.1 on an ephemeral port and serves `web` on a new thread.
+    pub fn start(web: Arc<Web>) -> std::io::Result<TestWebServer> {
+        Self::start_on(web, 0)
+    }
+
+    /// Like [`TestWebServer::start`] on a chosen port (0 = ephemeral).
+    pub fn start_on(web: Arc<Web>, port: u16) -> std::io::Result<TestWebServer> {
+        Self::start_with(
+            web,
+            ServerOptions {
+                port,
+                ..ServerOptions::default()
+            },
+        )
+    }
+
+    /// Starts with explicit [`ServerOptions`].
+    pub fn start_with(web: Arc<Web>, options: ServerOptions) -> std::io::Result<TestWebServer> {
+        let listener = StdListener::bind(("127.0.0.1", options.port))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let shared = Arc::new(Shared {
+            web,
+            started: Instant::now(),
+            log_requests: options.log_requests,
+            requests: AtomicU64::new(0),
+            log: Mutex::new(Vec::with_capacity(if options.log_requests {
+                4096
+            } else {
+                0
+            })),
+            attempts: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(0),
+        });
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let serving = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("testweb-server".into())
+            .spawn(move || runtime.block_on(serve(listener, serving, stop_rx)))?;
+        let cpu_clock = thread_cpu_clock(&thread);
+        Ok(TestWebServer {
+            addr,
+            shared,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+            cpu_clock,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// The crawler's `[network] resolve` entry: `("*.test", "127.0.0.1:PORT")`.
+    pub fn resolve_entry(&self) -> (String, String) {
+        ("*.test".to_string(), self.addr.to_string())
+    }
+
+    /// Every request received so far, in arrival order (empty when the log is off).
+    pub fn log(&self) -> Vec<RequestRecord> {
+        lock(&self.shared.log).clone()
+    }
+
+    /// Number of requests received so far (counted even when the log is off).
+    pub fn request_count(&self) -> usize {
+        self.shared.requests.load(Ordering::Relaxed) as usize
+    }
+
+    /// Time since the server started, on the clock of `RequestRecord::started`.
+    pub fn elapsed(&self) -> Duration {
+        self.shared.started.elapsed()
+    }
+
+    /// CPU time consumed so far by the server thread (all of the server's work happens on
+    /// it). `Duration::ZERO` where the thread clock is unavailable.
+    pub fn cpu_time(&self) -> Duration {
+        let Some(clock) = self.cpu_clock else {
+            return Duration::ZERO;
+        };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid out-pointer; `clock` belongs to a thread we have not joined
+        // yet (`self` still owns the handle), so the clock id is still valid.
+        let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+        if rc != 0 {
+            return Duration::ZERO;
+        }
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    /// Stops accepting, drops every open connection, joins the server thread.
+    pub fn shutdown(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            // The receiver is gone only if the server thread already ended.
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("testweb server thread panicked");
+            }
+        }
+        self.cpu_clock = None;
+    }
+}
+
+impl Drop for TestWebServer {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+fn thread_cpu_clock(thread: &JoinHandle<()>) -> Option<libc::clockid_t> {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the pthread_t comes from a live JoinHandle and `clock` is a valid out-pointer.
+    let rc = unsafe { libc::pthread_getcpuclockid(thread.as_pthread_t(), &mut clock) };
+    (rc == 0).then_some(clock)
+}
+
+async fn serve(listener: StdListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("testweb: cannot register listener: {e}");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    // Small responses must not wait for Nagle.
+                    let _ = stream.set_nodelay(true);
+                    let connection = shared.next_connection.fetch_add(1, Ordering::Relaxed);
+                    let shared = Arc::clone(&shared);
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req| handle(Arc::clone(&shared), connection, req));
+                        // Connection errors (client resets, half-sent requests) end only
+                        // that connection.
+                        let _ = http1::Builder::new()
+                            .keep_alive(true)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!("testweb: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+    // Returning drops the runtime, which drops every connection task.
+}
+
+/// Fills in the log record when the request ends, also when the client goes away first
+/// (the handler future is then dropped with `status` still 0).
+struct Completion<'a> {
+    shared: &'a Shared,
+    index: usize,
+    status: u16,
+}
+
+impl Drop for Completion<'_> {
+    fn drop(&mut self) {
+        let finished = self.shared.started.elapsed();
+        if let Some(record) = lock(&self.shared.log).get_mut(self.index) {
+            record.status = self.status;
+            record.finished = finished;
+        }
+    }
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    connection: u64,
+    req: Request<Incoming>,
+) -> Result<Response<WebBody>, Infallible> {
+    let started = shared.started.elapsed();
+    shared.requests.fetch_add(1, Ordering::Relaxed);
+    if !shared.log_requests {
+        return Ok(answer(&shared, &req).await);
+    }
+    let host = strip_port(host_header(&req)).to_ascii_lowercase();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/")
+        .to_string();
+    let user_agent = req
+        .headers()
+        .get(USER_AGENT)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let index = {
+        let mut log = lock(&shared.log);
+        log.push(RequestRecord {
+            host,
+            path,
+            status: 0,
+            started,
+            finished: started,
+            user_agent,
+            connection,
+        });
+        log.len() - 1
+    };
+    let mut completion = Completion {
+        shared: &shared,
+        index,
+        status: 0,
+    };
+    let response = answer(&shared, &req).await;
+    completion.status = response.status().as_u16();
+    drop(completion);
+    Ok(response)
+}
+
+/// The `Host` header, or the authority of an absolute-form request target.
+fn host_header(req: &Request<Incoming>) -> &str {
+    req.headers()
+        .get(HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("")
+}
+
+/// Routes a request and answers it.
+async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
+    let graph = &shared.web.graph;
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let node = graph
+        .host_index(host_header(req))
+        .and_then(|h| graph.route(h, path));
+    match (req.method(), node) {
+        (&Method::GET | &Method::HEAD, Some(node)) => respond(shared, node).await,
+        (&Method::GET | &Method::HEAD, None) => {
+            plain(StatusCode::NOT_FOUND, "no such page in the synthetic web\n")
+        }
+        _ => plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n"),
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<WebBody> {
+    let mut response = Response::new(WebBody::full(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+async fn respond(shared: &Shared, node: Node) -> Response<WebBody> {
+    let graph = &shared.web.graph;
+    let attempt = if graph.is_stateful(node) {
+        let mut attempts = lock(&shared.attempts);
+        let seen = attempts.entry(node).or_insert(0);
+        *seen += 1;
+        *seen - 1
+    } else {
+        0
+    };
+    let head = graph.head(node, attempt);
+    if let Some(delay) = head.delay {
+        tokio::time::sleep(delay).await;
+    }
+    let body = match head.body {
+        BodyKind::Html => {
+            let mut links = Vec::with_capacity(graph.spec.links_per_page + 8);
+            graph.links(node, &mut links);
+            let mut buf = Vec::with_capacity(graph.spec.page_bytes + links.len() * 80 + 1024);
+            render::html(graph, node, &links, &mut buf);
+            WebBody::full(Bytes::from(buf))
+        }
+        BodyKind::Big => {
+            let parts = render::big_parts(node.host, super::graph::BIG_PAGE_BYTES);
+            WebBody::Big {
+                prefix: Some(parts.prefix),
+                filler_left: parts.filler_len,
+                tail: Some(parts.tail),
+            }
+        }
+        BodyKind::Fixed(bytes) => WebBody::full(Bytes::from_static(bytes)),
+        BodyKind::Message(text) => WebBody::full(Bytes::from_static(text.as_bytes())),
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() =
+        StatusCode::from_u16(head.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(head.content_type));
+    if let Some(tag) = head.x_robots_tag {
+        response
+            .headers_mut()
+            .insert("x-robots-tag", HeaderValue::from_static(tag));
+    }
+    if let Some(target) = head.redirect {
+        if let Ok(value) = HeaderValue::from_str(&location(graph, node, target)) {
+            response.headers_mut().insert(LOCATION, value);
+        }
+    }
+    response
+}
+
+/// The `Location` a redirect sends. With variants some are relative or oddly spelled; they
+/// all resolve (against the request URL) to the target's canonical URL.
+pub(crate) fn location(graph: &Graph, source: Node, target: Node) -> String {
+    if graph.spec.features.variants && target.host == source.host {
+        match source.page {
+            Page::Special(Special::ChainStep2) => return "3".to_string(),
+            Page::Special(Special::ChainStep3) => {
+                let mut s = format!("HTTP://H{}.TEST:80", target.host);
+                graph.push_path(&mut s, target.page);
+                return s;
+            }
+            Page::Special(Special::LoopB) => return graph.path(target.page),
+            _ => {}
+        }
+    }
+    graph.url(target)
+}
+
+/// Response bodies: a whole buffer, or the big page streamed in 64 KiB blocks so that an
+/// 11 MiB answer costs no 11 MiB allocation.
+pub enum WebBody {
+    Full(Option<Bytes>),
+    Big {
+        prefix: Option<Bytes>,
+        filler_left: u64,
+        tail: Option<Bytes>,
+    },
+}
+
+impl WebBody {
+    fn full(bytes: Bytes) -> WebBody {
+        WebBody::Full(Some(bytes))
+    }
+
+    fn remaining(&self) -> u64 {
+        match self {
+            WebBody::Full(b) => b.as_ref().map_or(0, |b| b.len() as u64),
+            WebBody::Big {
+                prefix,
+                filler_left,
+                tail,
+            } => {
+                prefix.as_ref().map_or(0, |b| b.len() as u64)
+                    + filler_left
+                    + tail.as_ref().map_or(0, |b| b.len() as u64)
+            }
+        }
+    }
+}
+
+impl Body for WebBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        let chunk = match this {
+            WebBody::Full(bytes) => bytes.take(),
+            WebBody::Big {
+                prefix,
+                filler_left,
+                tail,
+            } => {
+                if let Some(p) = prefix.take() {
+                    Some(p)
+                } else if *filler_left > 0 {
+                    let block = render::filler_block();
+                    let take = (*filler_left).min(block.len() as u64) as usize;
+                    *filler_left -= take as u64;
+                    Some(block.slice(..take))
+                } else {
+                    tail.take()
+                }
+            }
+        };
+        Poll::Ready(chunk.map(|c| Ok(Frame::data(c))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining())
+    }
+}
