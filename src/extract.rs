@@ -401,14 +401,21 @@ static SEL_META: LazyLock<Selector> = LazyLock::new(|| selector("meta[name]"));
 
 type El<'r, 't> = Element<'r, 't>;
 
+const HTML_NS: &str = "http://www.w3.org/1999/xhtml";
+
 fn build_rewriter(
     encoding: AsciiCompatibleEncoding,
     state: Arc<Mutex<Collector>>,
     follow_nofollow: bool,
 ) -> HtmlRewriter<'static, Discard> {
-    // `a` and `area` obey rel=nofollow; frames have no rel.
-    let with_rel = |state: Arc<Mutex<Collector>>| {
+    // `a` and `area` obey rel=nofollow; frames have no rel. `<a>` is a link in any namespace
+    // (SVG has links too, and scraper's `a[href]` matches them all); the other elements only
+    // as HTML elements: an SVG element that happens to be called `iframe` is not a frame.
+    let with_rel = |state: Arc<Mutex<Collector>>, html_only: bool| {
         move |el: &mut El<'_, '_>| -> HandlerResult {
+            if html_only && el.namespace_uri() != HTML_NS {
+                return Ok(());
+            }
             let mut st = lock(&state);
             if !follow_nofollow
                 && el
@@ -424,6 +431,9 @@ fn build_rewriter(
     };
     let src = |state: Arc<Mutex<Collector>>| {
         move |el: &mut El<'_, '_>| -> HandlerResult {
+            if el.namespace_uri() != HTML_NS {
+                return Ok(());
+            }
             if let Some(src) = el.get_attribute("src") {
                 lock(&state).push_link(&src);
             }
@@ -432,6 +442,9 @@ fn build_rewriter(
     };
     let base_state = Arc::clone(&state);
     let base = move |el: &mut El<'_, '_>| -> HandlerResult {
+        if el.namespace_uri() != HTML_NS {
+            return Ok(());
+        }
         let mut st = lock(&base_state);
         if st.base.is_none() {
             if let Some(href) = el.get_attribute("href") {
@@ -444,6 +457,9 @@ fn build_rewriter(
     };
     let meta_state = Arc::clone(&state);
     let meta = move |el: &mut El<'_, '_>| -> HandlerResult {
+        if el.namespace_uri() != HTML_NS {
+            return Ok(());
+        }
         if let (Some(name), Some(content)) = (el.get_attribute("name"), el.get_attribute("content"))
         {
             if meta_robots_nofollow(&name, &content) {
@@ -462,11 +478,11 @@ fn build_rewriter(
         .with_strict(false)
         .append_element_content_handler(handler(
             &SEL_A,
-            ElementContentHandlers::default().element(with_rel(Arc::clone(&state))),
+            ElementContentHandlers::default().element(with_rel(Arc::clone(&state), false)),
         ))
         .append_element_content_handler(handler(
             &SEL_AREA,
-            ElementContentHandlers::default().element(with_rel(Arc::clone(&state))),
+            ElementContentHandlers::default().element(with_rel(Arc::clone(&state), true)),
         ))
         .append_element_content_handler(handler(
             &SEL_IFRAME,
