@@ -1,0 +1,287 @@
+//! End-to-end crawls of the synthetic web, checked against its ground truth and, above
+//! all, against the server's own request log: what the crawler really did.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crawler::config::Config;
+use crawler::output::PageRecord;
+use crawler::progress::ProgressMode;
+use crawler::testweb::{
+    max_concurrency, CrawlRules, Features, RequestRecord, TestWebServer, Web, WebSpec,
+};
+use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
+use url::Url;
+
+fn config_for(server: &TestWebServer, out: &Path) -> Config {
+    let mut config = Config::default();
+    let (pattern, addr) = server.resolve_entry();
+    config.network.resolve.insert(pattern, addr);
+    config.output.dir = out.to_path_buf();
+    config.politeness.respect_robots = false;
+    config.politeness.per_host_rps = 1000.0;
+    config.politeness.per_host_burst = 100;
+    config.politeness.per_host_concurrency = 4;
+    config.crawl.concurrency = 16;
+    config.crawl.retries = 1;
+    config
+}
+
+fn rules_for(config: &Config) -> CrawlRules {
+    CrawlRules {
+        max_depth: config.crawl.max_depth,
+        respect_robots: config.politeness.respect_robots,
+        follow_nofollow: config.crawl.follow_nofollow,
+        max_redirects: config.crawl.max_redirects,
+        retries: config.crawl.retries,
+        max_body_bytes: config.crawl.max_body_bytes.0,
+        timeout: Duration::from_secs_f64(config.crawl.timeout_secs),
+        ..CrawlRules::default()
+    }
+}
+
+fn crawl(config: &Config, seeds: &[String], shutdown: ShutdownHandle) -> CrawlSummary {
+    let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(run_crawl(CrawlRequest {
+            config: config.clone(),
+            seeds,
+            progress: ProgressMode::Quiet,
+            shutdown,
+        }))
+        .expect("crawl runs")
+}
+
+fn records(out: &Path) -> Vec<PageRecord> {
+    std::fs::read_to_string(out.join("pages.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn assert_each_url_recorded_once(records: &[PageRecord]) {
+    let mut seen = BTreeSet::new();
+    for r in records {
+        assert!(seen.insert(r.url.clone()), "recorded twice: {}", r.url);
+    }
+}
+
+#[test]
+fn every_reachable_page_is_fetched_exactly_once() {
+    let web = Arc::new(Web::new(WebSpec::small(11)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let config = config_for(&server, out.path());
+    let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
+    let log = server.log();
+    let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
+    let diff = truth.diff_log(&log);
+    assert!(diff.is_empty(), "server log vs ground truth: {diff}");
+
+    let records = records(out.path());
+    assert_each_url_recorded_once(&records);
+    let recorded: BTreeSet<String> = records.iter().map(|r| r.url.clone()).collect();
+    assert_eq!(recorded, truth.urls(), "pages.jsonl vs ground truth");
+    for r in &records {
+        let expected = truth.get(&r.url).unwrap();
+        assert_eq!(r.depth, expected.depth, "depth of {}", r.url);
+        assert_eq!(r.status, expected.status, "status of {}", r.url);
+    }
+    assert!(!summary.stopped);
+    assert_eq!(summary.accepted, truth.len() as u64);
+    assert_eq!(summary.finished, truth.len() as u64);
+    // The permanent 500 page is the one failure.
+    assert_eq!(summary.server_errors, 1, "{}", summary.human());
+    assert!(summary.redirects_over_limit >= 1, "the 12-hop chain is cut");
+    let summary_file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary_file["accepted"], truth.len() as u64);
+}
+
+#[test]
+fn max_depth_is_honoured_exactly() {
+    let web = Arc::new(Web::new(WebSpec::small(12)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path());
+    config.crawl.max_depth = 2;
+    crawl(&config, &web.seeds(), ShutdownHandle::new());
+    let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
+    let diff = truth.diff_log(&server.log());
+    assert!(diff.is_empty(), "{diff}");
+    let records = records(out.path());
+    assert!(records.iter().all(|r| r.depth <= 2));
+    assert!(records.iter().any(|r| r.depth == 2));
+    // The endless calendar is cut at depth 2: months Nov 2026 ± 1 at most.
+    let months = records
+        .iter()
+        .filter(|r| r.url.contains("/calendar/"))
+        .count();
+    assert!((1..=3).contains(&months), "{months} calendar pages");
+}
+
+#[test]
+fn max_urls_is_honoured_exactly() {
+    let web = Arc::new(Web::new(WebSpec::small(13)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path());
+    config.crawl.max_urls = crawler::config::Count(57);
+    let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
+    assert_eq!(summary.accepted, 57);
+    let records = records(out.path());
+    assert_eq!(records.len(), 57);
+    assert_each_url_recorded_once(&records);
+    let requested: BTreeSet<String> = server
+        .log()
+        .iter()
+        .filter(|r| r.path != "/robots.txt")
+        .map(RequestRecord::url)
+        .collect();
+    assert_eq!(requested.len(), 57);
+    assert!(summary.links_over_cap > 0);
+}
+
+#[test]
+fn trap_does_not_run_away_and_redirect_loops_end() {
+    let spec = WebSpec {
+        features: Features {
+            trap: true,
+            redirects: true,
+            ..Features::none()
+        },
+        ..WebSpec::small(14)
+    };
+    let web = Arc::new(Web::new(spec));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path());
+    config.crawl.max_depth = 6;
+    let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
+    let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
+    let diff = truth.diff_log(&server.log());
+    assert!(diff.is_empty(), "{diff}");
+    let log = server.log();
+    let per_url: BTreeMap<String, usize> = log.iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry(r.url()).or_default() += 1;
+        m
+    });
+    for url in ["/redirect/loop/a", "/redirect/loop/b", "/redirect/self"] {
+        let n = per_url
+            .iter()
+            .filter(|(u, _)| u.ends_with(url))
+            .map(|(_, n)| *n)
+            .sum::<usize>();
+        assert_eq!(n, 1, "{url} requested {n} times");
+    }
+    let months = log
+        .iter()
+        .filter(|r| r.path.starts_with("/calendar/"))
+        .count();
+    assert!(months <= 2 * 6, "{months} calendar months for max_depth 6");
+    assert!(!summary.stopped);
+}
+
+#[test]
+fn per_host_rate_and_concurrency_are_never_exceeded() {
+    let spec = WebSpec {
+        hosts: 3,
+        pages: 90,
+        features: Features {
+            slow: true,
+            ..Features::none()
+        },
+        ..WebSpec::small(15)
+    };
+    let web = Arc::new(Web::new(spec));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path());
+    let (rps, burst, per_host) = (25.0, 2u32, 2u32);
+    config.politeness.per_host_rps = rps;
+    config.politeness.per_host_burst = burst;
+    config.politeness.per_host_concurrency = per_host;
+    crawl(&config, &web.seeds(), ShutdownHandle::new());
+    let log = server.log();
+    let hosts: BTreeSet<String> = log.iter().map(|r| r.host.clone()).collect();
+    assert_eq!(hosts.len(), 3);
+    for host in &hosts {
+        let mut starts: Vec<Duration> = log
+            .iter()
+            .filter(|r| &r.host == host)
+            .map(|r| r.started)
+            .collect();
+        starts.sort();
+        assert!(starts.len() >= 20, "{host}: {} requests", starts.len());
+        // GCRA: in any window of length T at most burst + T·rps requests start. The
+        // server stamps arrival, which can lag the crawler's send by a little; 15 ms of
+        // slack absorbs that without hiding a real excess.
+        for i in 0..starts.len() {
+            for j in i + 1..starts.len() {
+                let window = (starts[j] - starts[i]).as_secs_f64() + 0.015;
+                let allowed = burst as f64 + window * rps;
+                assert!(
+                    (j - i + 1) as f64 <= allowed + 1e-9,
+                    "{host}: {} requests in {:.3} s (rate {rps}/s, burst {burst})",
+                    j - i + 1,
+                    window
+                );
+            }
+        }
+        let concurrent = max_concurrency(&log, |r| &r.host == host);
+        assert!(
+            concurrent <= per_host as usize,
+            "{host}: {concurrent} requests at once"
+        );
+    }
+}
+
+#[test]
+fn stop_finishes_in_flight_work_and_reports_stopped() {
+    let web = Arc::new(Web::new(WebSpec::small(16)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path());
+    config.politeness.per_host_rps = 20.0;
+    config.politeness.per_host_burst = 1;
+    let shutdown = ShutdownHandle::new();
+    let stopper = shutdown.clone();
+    let timer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        stopper.stop();
+    });
+    let started = std::time::Instant::now();
+    let summary = crawl(&config, &web.seeds(), shutdown);
+    timer.join().unwrap();
+    assert!(summary.stopped);
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "stop took {:?}",
+        started.elapsed()
+    );
+    let records = records(out.path());
+    assert_each_url_recorded_once(&records);
+    assert!(!records.is_empty());
+    assert!(summary.queued_left > 0);
+    // Every page the server answered is in the output, except answers that asked for a
+    // retry (the URL is still in the frontier) and the slow page, which may still have
+    // been in flight when the grace period ended.
+    let recorded: BTreeSet<String> = records.iter().map(|r| r.url.clone()).collect();
+    for r in server.log().iter().filter(|r| r.path != "/robots.txt") {
+        let url = r.url();
+        let pending_retry = r.status >= 500 || r.status == 429;
+        let slow = url.contains("/slow/");
+        assert!(
+            recorded.contains(&url) || pending_retry || slow,
+            "served but not recorded: {url}"
+        );
+    }
+}
