@@ -1,1 +1,217 @@
-fn main() {}
+//! Crawl-throughput benchmark: the synthetic web crawled end to end over loopback.
+//!
+//! The web (`WebSpec::bench`: 24 hosts, 30,000 pages of 16 KiB with 80 links) is served by
+//! the `testweb` binary in a *separate process*, so the crawler's CPU time and peak RSS are
+//! measured alone (getrusage of this process) while both still share the machine's cores.
+//! Politeness is off and concurrency is 64, as the issue specifies. Each run crawls the
+//! whole web; the figures printed are medians over the runs, plus the per-run table.
+//!
+//! CPU split: `fetch` is the tokio worker threads (reqwest/hyper, body reads), `parse` the
+//! parse threads (lol_html extraction, link resolution and normalization, seen-set
+//! pre-check), `dispatch` the thread that drives the crawl (frontier, seen-set inserts,
+//! output hand-off), `rest` everything else (output writer, allocator, start-up).
+//!
+//! Run: `cargo bench --bench crawl` (`-- --runs N` to change the number of runs).
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crawler::config::{Config, Count};
+use crawler::crawl::thread_cpu_ns;
+use crawler::progress::ProgressMode;
+use crawler::testweb::WebSpec;
+use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
+use url::Url;
+
+struct ServerProcess {
+    child: Child,
+    port: u16,
+}
+
+impl ServerProcess {
+    fn start(spec: &WebSpec) -> ServerProcess {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new(env!("CARGO_BIN_EXE_testweb"))
+            .args([
+                "--port",
+                &port.to_string(),
+                "--hosts",
+                &spec.hosts.to_string(),
+                "--pages",
+                &spec.pages.to_string(),
+                "--seed",
+                &spec.seed.to_string(),
+                "--links-per-page",
+                &spec.links_per_page.to_string(),
+                "--page-bytes",
+                &spec.page_bytes.to_string(),
+                "--features",
+                "none,variants,nofollow",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start testweb");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "testweb did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ServerProcess { child, port }
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rusage(who: i32) -> libc::rusage {
+    // SAFETY: getrusage fills the struct we own.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut usage);
+        usage
+    }
+}
+
+fn cpu_secs(u: &libc::rusage) -> f64 {
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+struct Run {
+    pages: u64,
+    secs: f64,
+    cpu: f64,
+    fetch_cpu: f64,
+    parse_cpu: f64,
+    dispatch_cpu: f64,
+    bytes: u64,
+}
+
+fn crawl_once(spec: &WebSpec, port: u16) -> Run {
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut config = Config::default();
+    config
+        .network
+        .resolve
+        .insert("*.test".into(), format!("127.0.0.1:{port}"));
+    config.output.dir = out.path().to_path_buf();
+    config.politeness.enabled = false;
+    config.politeness.respect_robots = false;
+    config.crawl.concurrency = 64;
+    config.crawl.max_urls = Count(1_000_000);
+    config.crawl.max_depth = 16;
+    let seeds: Vec<Url> = (0..spec.hosts)
+        .map(|h| Url::parse(&format!("http://h{h}.test/")).expect("seed"))
+        .collect();
+    let worker_cpu = Arc::new(AtomicU64::new(0));
+    let on_stop = worker_cpu.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_stop(move || {
+            on_stop.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
+        })
+        .build()
+        .expect("runtime");
+    let cpu_before = cpu_secs(&rusage(libc::RUSAGE_SELF));
+    let main_before = thread_cpu_ns();
+    let started = Instant::now();
+    let summary = runtime
+        .block_on(run_crawl(CrawlRequest {
+            config,
+            seeds,
+            progress: ProgressMode::Quiet,
+            shutdown: ShutdownHandle::new(),
+        }))
+        .expect("crawl");
+    let secs = started.elapsed().as_secs_f64();
+    let dispatch_cpu = (thread_cpu_ns() - main_before) as f64 / 1e9;
+    drop(runtime);
+    let cpu = cpu_secs(&rusage(libc::RUSAGE_SELF)) - cpu_before;
+    assert_eq!(summary.failures, 0, "{}", summary.human());
+    Run {
+        pages: summary.finished,
+        secs,
+        cpu,
+        fetch_cpu: worker_cpu.load(Ordering::Relaxed) as f64 / 1e9,
+        parse_cpu: summary.parse_cpu_secs,
+        dispatch_cpu,
+        bytes: summary.bytes,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5usize);
+    let spec = WebSpec::bench(7);
+    println!(
+        "crawl benchmark: {} hosts, {} pages of ~{} KiB with {} links, politeness off, concurrency 64, {} runs",
+        spec.hosts,
+        spec.pages,
+        spec.page_bytes / 1024,
+        spec.links_per_page,
+        runs
+    );
+    let server = ServerProcess::start(&spec);
+    // Warm-up: connection set-up paths, page cache, allocator.
+    let _ = crawl_once(&spec, server.port);
+    let mut table = Vec::new();
+    for i in 0..runs {
+        let run = crawl_once(&spec, server.port);
+        println!(
+            "run {i}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s",
+            run.pages,
+            run.secs,
+            run.pages as f64 / run.secs,
+            run.cpu / run.pages as f64 * 1000.0,
+            run.fetch_cpu / run.pages as f64 * 1000.0,
+            run.parse_cpu / run.pages as f64 * 1000.0,
+            run.dispatch_cpu / run.pages as f64 * 1000.0,
+            (run.cpu - run.fetch_cpu - run.parse_cpu - run.dispatch_cpu) / run.pages as f64 * 1000.0,
+            run.bytes as f64 / run.secs / 1e6
+        );
+        table.push(run);
+    }
+    server.stop();
+    let server_cpu = cpu_secs(&rusage(libc::RUSAGE_CHILDREN));
+    let total_pages: u64 = table.iter().map(|r| r.pages).sum::<u64>() * (runs as u64 + 1) / runs as u64;
+    let per_k = |f: &dyn Fn(&Run) -> f64| median(table.iter().map(|r| f(r) / r.pages as f64 * 1000.0).collect());
+    let peak_rss_mb = rusage(libc::RUSAGE_SELF).ru_maxrss as f64 / 1024.0;
+    println!("--- medians over {runs} runs ---");
+    println!(
+        "pages/s: {:.0}",
+        median(table.iter().map(|r| r.pages as f64 / r.secs).collect())
+    );
+    println!("crawler CPU s per 1000 pages: {:.3}", per_k(&|r| r.cpu));
+    println!(
+        "  fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}",
+        per_k(&|r| r.fetch_cpu),
+        per_k(&|r| r.parse_cpu),
+        per_k(&|r| r.dispatch_cpu),
+        per_k(&|r| r.cpu - r.fetch_cpu - r.parse_cpu - r.dispatch_cpu)
+    );
+    println!("crawler peak RSS: {peak_rss_mb:.1} MB");
+    println!(
+        "server (separate process) CPU s per 1000 pages: {:.3}",
+        server_cpu / total_pages as f64 * 1000.0
+    );
+}
