@@ -79,10 +79,11 @@
 //!   `/files/page.xhtml` (`application/xhtml+xml`, whose link `/files/xhtml-child` is followed).
 //! - `trap`, on `h{1%n}`: `/calendar/2026/11`, each month linking the previous and next month
 //!   forever (years 1–9999); month `m` sits at layer 1 + |m − Nov 2026|, so `max_depth` bounds it.
-//! - `robots`: every host serves `/robots.txt` (see `robots.rs`: `BadBot` group, 404, 503-then-ok,
-//!   `Allow` override, wildcards) and links `/private/page`, `/private/open`,
-//!   `/private/doc.html` from its home, each linking `/after-private/…` (reachable only through
-//!   them). Without the feature `/robots.txt` is 404 everywhere.
+//! - `robots`: every host serves `/robots.txt` (see `robots.rs`: `BadBot` group, 404,
+//!   503-then-ok, `Allow` override, wildcards; the opt-in `crawl_delay` adds `Crawl-delay: 1`
+//!   on `h3`, `h8`, …) and links `/private/page`, `/private/open`, `/private/doc.html` from its
+//!   home, each linking `/after-private/…` (reachable only through them). Without the feature
+//!   `/robots.txt` is 404 everywhere.
 //! - `nofollow`, on `h{2%n}`: `/nofollow/a` and `/nofollow/b` linked only with `rel` holding the
 //!   `nofollow` token (any case), `/nofollow/lookalike` with `rel="nofollowme"` (followed);
 //!   tree pages also carry `rel=nofollow` duplicates of links that appear plainly too.
@@ -196,6 +197,8 @@ pub struct Features {
     /// `<meta name="robots" content="noindex, NOFOLLOW">`, `/nofollow/header` sends
     /// `X-Robots-Tag: noarchive, nofollow`; their children are reachable only through them.
     pub meta_robots: bool,
+    /// With `robots`: the robots.txt of hosts `3, 8, 13, …` also says `Crawl-delay: 1`.
+    pub crawl_delay: bool,
 }
 
 /// An unknown name in a feature list.
@@ -217,11 +220,12 @@ impl Features {
         "advanced_variants",
         "too_slow",
         "meta_robots",
+        "crawl_delay",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
-    /// crawler's full normalization to be fetched once per page) and `meta_robots` (needs
-    /// the crawler to honour page-level nofollow).
+    /// crawler's full normalization to be fetched once per page), `meta_robots` (needs the
+    /// crawler to honour page-level nofollow) and `crawl_delay` (slows a host to 1 page/s).
     pub fn all() -> Features {
         Features {
             redirects: true,
@@ -236,6 +240,7 @@ impl Features {
             advanced_variants: false,
             too_slow: false,
             meta_robots: false,
+            crawl_delay: false,
         }
     }
 
@@ -257,6 +262,7 @@ impl Features {
             "advanced_variants" | "advanced-variants" => &mut self.advanced_variants,
             "too_slow" | "too-slow" => &mut self.too_slow,
             "meta_robots" | "meta-robots" => &mut self.meta_robots,
+            "crawl_delay" | "crawl-delay" => &mut self.crawl_delay,
             _ => return None,
         })
     }
