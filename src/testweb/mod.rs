@@ -104,6 +104,21 @@
 //!   served with `/p/{k}`'s bytes. With `CrawlRules::full_normalization` they are `/p/{k}`;
 //!   without, each is a URL of its own at `/p/{k}`'s depth.
 //!
+//! # Ground truth
+//! [`Web::ground_truth`] walks the graph from the seeds applying [`CrawlRules`] the way the
+//! crawler does: seeds depth 0; a link from a page of depth `d` is taken on if `d+1 ≤
+//! max_depth`; a redirect target keeps the depth and counts one hop, and is taken on only if
+//! its hops ≤ `max_redirects`; links only from 2xx `text/html` or `application/xhtml+xml`
+//! answers, `rel=nofollow` skipped unless `follow_nofollow`; 5xx, 429 and timeouts retried
+//! `retries` times (so `/error/500` costs `retries+1` requests, `/error/503-then-ok` 2);
+//! with `respect_robots`, URLs disallowed for user agent `*` are taken on but not requested
+//! (a 5xx robots.txt is assumed to recover; `User-agent` groups other than `*` never apply).
+//! [`GroundTruth::urls`] is what must be requested, [`GroundTruth::expected_requests`] how
+//! often, [`GroundTruth::diff_log`] compares a server log with it. The flaky pages assume a
+//! server that has not answered them before. [`GroundTruth::order_independent`] says whether
+//! the seeds were exactly the home pages, the case in which the truth holds for any crawl
+//! order (with other seeds it is the breadth-first answer).
+//!
 //! # Why built this way
 //! A concurrent crawler cannot promise global breadth-first order, so a tree with arbitrary
 //! back-edges would make the expected depth of a page depend on timing. The layered structure
@@ -135,7 +150,8 @@ pub struct WebSpec {
     /// Normal (tree) pages over all hosts, home pages included; special pages come on top.
     pub pages: usize,
     pub seed: u64,
-    /// Links per tree page, duplicates included.
+    /// Links per tree page, duplicates included (a page whose own unique links are more
+    /// than this keeps them all).
     pub links_per_page: usize,
     /// Target size of a tree page's body in bytes.
     pub page_bytes: usize,
