@@ -123,4 +123,91 @@ mod testweb {
             assert_eq!(web.links_of(&url), Some(Vec::new()));
         }
     }
+
+    /// The crawler's hot path streams with lol_html: the web must not trip it (no parsing
+    /// ambiguity errors) and lol_html with entity decoding must see the same links.
+    fn extract_lol_html(page_url: &str, body: &[u8]) -> Vec<ExpectedLink> {
+        use lol_html::{element, HtmlRewriter, Settings};
+        use std::cell::RefCell;
+        let base: RefCell<Option<String>> = RefCell::new(None);
+        let raw: RefCell<Vec<(String, bool)>> = RefCell::new(Vec::new());
+        let nofollow = |rel: Option<String>| {
+            rel.is_some_and(|rel| {
+                htmlize::unescape_attribute(rel)
+                    .split_ascii_whitespace()
+                    .any(|t| t.eq_ignore_ascii_case("nofollow"))
+            })
+        };
+        let settings = Settings::new()
+            .append_element_content_handler(element!("base[href]", |el| {
+                let mut base = base.borrow_mut();
+                if base.is_none() {
+                    *base = el.get_attribute("href");
+                }
+                Ok(())
+            }))
+            .append_element_content_handler(element!("a[href], area[href]", |el| {
+                if let Some(v) = el.get_attribute("href") {
+                    raw.borrow_mut()
+                        .push((v, nofollow(el.get_attribute("rel"))));
+                }
+                Ok(())
+            }))
+            .append_element_content_handler(element!("frame[src], iframe[src]", |el| {
+                if let Some(v) = el.get_attribute("src") {
+                    raw.borrow_mut()
+                        .push((v, nofollow(el.get_attribute("rel"))));
+                }
+                Ok(())
+            }));
+        let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
+        rewriter.write(body).expect("lol_html parses the page");
+        rewriter.end().expect("lol_html ends the page");
+        let page = Url::parse(page_url).expect("page URL");
+        let base = base
+            .into_inner()
+            .and_then(|b| page.join(&htmlize::unescape_attribute(b)).ok())
+            .unwrap_or(page);
+        raw.into_inner()
+            .into_iter()
+            .filter_map(|(v, nofollow)| {
+                let mut url = base.join(&htmlize::unescape_attribute(v)).ok()?;
+                url.set_fragment(None);
+                (url.scheme() == "http").then(|| ExpectedLink {
+                    url: url.to_string(),
+                    nofollow,
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lol_html_sees_the_same_links() {
+        let mut spec = WebSpec::small(6);
+        spec.features.advanced_variants = true;
+        spec.features.meta_robots = true;
+        let web = Web::new(spec);
+        let mut urls = web.tree_urls();
+        urls.extend(
+            web.special_pages()
+                .into_iter()
+                .map(|(u, _)| u)
+                .filter(|u| !u.ends_with("/big/page")),
+        );
+        for url in &urls {
+            let Some(page) = web.render(url, 1) else {
+                continue;
+            };
+            let html = page.content_type.starts_with("text/html")
+                || page.content_type.starts_with("application/xhtml+xml");
+            if !html || page.status != 200 {
+                continue;
+            }
+            assert_eq!(
+                Some(extract_lol_html(url, &page.body)),
+                web.links_of(url),
+                "{url}"
+            );
+        }
+    }
 }

@@ -79,10 +79,11 @@
 //!   `/files/page.xhtml` (`application/xhtml+xml`, whose link `/files/xhtml-child` is followed).
 //! - `trap`, on `h{1%n}`: `/calendar/2026/11`, each month linking the previous and next month
 //!   forever (years 1–9999); month `m` sits at layer 1 + |m − Nov 2026|, so `max_depth` bounds it.
-//! - `robots`: every host serves `/robots.txt` (see `robots.rs`: `BadBot` group, 404, 503-then-ok,
-//!   `Allow` override, wildcards) and links `/private/page`, `/private/open`,
-//!   `/private/doc.html` from its home, each linking `/after-private/…` (reachable only through
-//!   them). Without the feature `/robots.txt` is 404 everywhere.
+//! - `robots`: every host serves `/robots.txt` (see `robots.rs`: `BadBot` group, 404,
+//!   503-then-ok, `Allow` override, wildcards; the opt-in `crawl_delay` adds `Crawl-delay: 1`
+//!   on `h3`, `h8`, …) and links `/private/page`, `/private/open`, `/private/doc.html` from its
+//!   home, each linking `/after-private/…` (reachable only through them). Without the feature
+//!   `/robots.txt` is 404 everywhere.
 //! - `nofollow`, on `h{2%n}`: `/nofollow/a` and `/nofollow/b` linked only with `rel` holding the
 //!   `nofollow` token (any case), `/nofollow/lookalike` with `rel="nofollowme"` (followed);
 //!   tree pages also carry `rel=nofollow` duplicates of links that appear plainly too.
@@ -102,6 +103,21 @@
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
 //!   served with `/p/{k}`'s bytes. With `CrawlRules::full_normalization` they are `/p/{k}`;
 //!   without, each is a URL of its own at `/p/{k}`'s depth.
+//!
+//! # Ground truth
+//! [`Web::ground_truth`] walks the graph from the seeds applying [`CrawlRules`] the way the
+//! crawler does: seeds depth 0; a link from a page of depth `d` is taken on if `d+1 ≤
+//! max_depth`; a redirect target keeps the depth and counts one hop, and is taken on only if
+//! its hops ≤ `max_redirects`; links only from 2xx `text/html` or `application/xhtml+xml`
+//! answers, `rel=nofollow` skipped unless `follow_nofollow`; 5xx, 429 and timeouts retried
+//! `retries` times (so `/error/500` costs `retries+1` requests, `/error/503-then-ok` 2);
+//! with `respect_robots`, URLs disallowed for user agent `*` are taken on but not requested
+//! (a 5xx robots.txt is assumed to recover; `User-agent` groups other than `*` never apply).
+//! [`GroundTruth::urls`] is what must be requested, [`GroundTruth::expected_requests`] how
+//! often, [`GroundTruth::diff_log`] compares a server log with it. The flaky pages assume a
+//! server that has not answered them before. [`GroundTruth::order_independent`] says whether
+//! the seeds were exactly the home pages, the case in which the truth holds for any crawl
+//! order (with other seeds it is the breadth-first answer).
 //!
 //! # Why built this way
 //! A concurrent crawler cannot promise global breadth-first order, so a tree with arbitrary
@@ -134,7 +150,8 @@ pub struct WebSpec {
     /// Normal (tree) pages over all hosts, home pages included; special pages come on top.
     pub pages: usize,
     pub seed: u64,
-    /// Links per tree page, duplicates included.
+    /// Links per tree page, duplicates included (a page whose own unique links are more
+    /// than this keeps them all).
     pub links_per_page: usize,
     /// Target size of a tree page's body in bytes.
     pub page_bytes: usize,
@@ -196,6 +213,8 @@ pub struct Features {
     /// `<meta name="robots" content="noindex, NOFOLLOW">`, `/nofollow/header` sends
     /// `X-Robots-Tag: noarchive, nofollow`; their children are reachable only through them.
     pub meta_robots: bool,
+    /// With `robots`: the robots.txt of hosts `3, 8, 13, …` also says `Crawl-delay: 1`.
+    pub crawl_delay: bool,
 }
 
 /// An unknown name in a feature list.
@@ -217,11 +236,12 @@ impl Features {
         "advanced_variants",
         "too_slow",
         "meta_robots",
+        "crawl_delay",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
-    /// crawler's full normalization to be fetched once per page) and `meta_robots` (needs
-    /// the crawler to honour page-level nofollow).
+    /// crawler's full normalization to be fetched once per page), `meta_robots` (needs the
+    /// crawler to honour page-level nofollow) and `crawl_delay` (slows a host to 1 page/s).
     pub fn all() -> Features {
         Features {
             redirects: true,
@@ -236,6 +256,7 @@ impl Features {
             advanced_variants: false,
             too_slow: false,
             meta_robots: false,
+            crawl_delay: false,
         }
     }
 
@@ -257,6 +278,7 @@ impl Features {
             "advanced_variants" | "advanced-variants" => &mut self.advanced_variants,
             "too_slow" | "too-slow" => &mut self.too_slow,
             "meta_robots" | "meta-robots" => &mut self.meta_robots,
+            "crawl_delay" | "crawl-delay" => &mut self.crawl_delay,
             _ => return None,
         })
     }

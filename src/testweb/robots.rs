@@ -5,7 +5,8 @@
 //! 1. 404 (everything allowed);
 //! 2. 503 to the first request, then `*` disallowing `/private/` (for the "5xx robots blocks the
 //!    host until it recovers" test);
-//! 3. `Allow: /private/open` beating `Disallow: /private/` by being longer;
+//! 3. `Allow: /private/open` beating `Disallow: /private/` by being longer (with the opt-in
+//!    `crawl_delay` feature also `Crawl-delay: 1`);
 //! 4. wildcards: `Disallow: /private/*.html$` and `Disallow: /private/page`.
 //!
 //! Without the feature every host answers 404. The ground truth parses the very body the
@@ -19,6 +20,8 @@ const PLAIN: &str = "text/plain; charset=utf-8";
 const BODY_BADBOT: &str = "# h0-style robots.txt\nUser-agent: BadBot\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\n";
 const BODY_RECOVERED: &str = "User-agent: *\nDisallow: /private/\n";
 const BODY_ALLOW: &str = "User-agent: *\nAllow: /private/open\nDisallow: /private/\n";
+const BODY_ALLOW_DELAY: &str =
+    "User-agent: *\nCrawl-delay: 1\nAllow: /private/open\nDisallow: /private/\n";
 const BODY_WILDCARD: &str =
     "User-agent: *\nDisallow: /private/*.html$\nDisallow: /private/page\nDisallow:\n";
 
@@ -40,6 +43,7 @@ pub fn head(graph: &Graph, host: u32, attempt: u32) -> Head {
         1 => text(404, "no robots.txt here\n"),
         2 if attempt == 0 => text(503, "robots.txt temporarily unavailable\n"),
         2 => text(200, BODY_RECOVERED),
+        3 if graph.spec.features.crawl_delay => text(200, BODY_ALLOW_DELAY),
         3 => text(200, BODY_ALLOW),
         _ => text(200, BODY_WILDCARD),
     }
@@ -184,6 +188,14 @@ mod tests {
         assert_eq!(head(&g, 2, 0).status, 503);
         assert_eq!(head(&g, 2, 1).status, 200);
         assert_eq!(rules_for(&g, 2).len(), 1);
+        let mut delayed = WebSpec::small(1);
+        delayed.features.crawl_delay = true;
+        let delayed = Graph::new(delayed);
+        assert_eq!(
+            head(&delayed, 3, 0).body,
+            BodyKind::Fixed(BODY_ALLOW_DELAY.as_bytes())
+        );
+        assert_eq!(rules_for(&delayed, 3), rules_for(&g, 3));
         assert!(rules_for(&g, 1).is_empty());
         let mut off = WebSpec::small(1);
         off.features.robots = false;
