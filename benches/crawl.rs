@@ -155,6 +155,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    crawler::allocator::limit_malloc_arenas();
     let args: Vec<String> = std::env::args().collect();
     let runs = args
         .iter()
@@ -193,8 +194,16 @@ fn main() {
     }
     server.stop();
     let server_cpu = cpu_secs(&rusage(libc::RUSAGE_CHILDREN));
-    let total_pages: u64 = table.iter().map(|r| r.pages).sum::<u64>() * (runs as u64 + 1) / runs as u64;
-    let per_k = |f: &dyn Fn(&Run) -> f64| median(table.iter().map(|r| f(r) / r.pages as f64 * 1000.0).collect());
+    let total_pages: u64 =
+        table.iter().map(|r| r.pages).sum::<u64>() * (runs as u64 + 1) / runs as u64;
+    let per_k = |f: &dyn Fn(&Run) -> f64| {
+        median(
+            table
+                .iter()
+                .map(|r| f(r) / r.pages as f64 * 1000.0)
+                .collect(),
+        )
+    };
     let peak_rss_mb = rusage(libc::RUSAGE_SELF).ru_maxrss as f64 / 1024.0;
     println!("--- medians over {runs} runs ---");
     println!(

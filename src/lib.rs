@@ -5,6 +5,7 @@
 //! wires them together and owns shutdown. `main.rs` only parses the command line, loads
 //! the configuration, runs the crawl and maps errors to exit codes.
 
+pub mod allocator;
 pub mod config;
 pub mod crawl;
 pub mod extract;

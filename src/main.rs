@@ -136,6 +136,7 @@ fn parse_size_arg(text: &str) -> Result<u64, String> {
 }
 
 fn main() -> ExitCode {
+    crawler::allocator::limit_malloc_arenas();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -193,7 +194,8 @@ fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         ..WebSpec::small(args.seed)
     };
     let web = Arc::new(Web::new(spec));
-    let server = TestWebServer::start(web.clone()).context("demo: cannot start the synthetic web")?;
+    let server =
+        TestWebServer::start(web.clone()).context("demo: cannot start the synthetic web")?;
     let (pattern, addr) = server.resolve_entry();
     // Demo defaults: a fast but still polite crawl of the local web; --set wins.
     let mut overrides = vec![
