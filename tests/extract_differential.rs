@@ -72,6 +72,9 @@ const CASES: &[&str] = &[
     // Frames.
     r#"<frameset><frame src="f1.html"><frame src="f2.html"></frameset>"#,
     r#"<body><frame src="stray.html"><a href="x"></body>"#,
+    r#"<frameset><frameset><frame src=a></frameset><frame src=b></frameset><frame src=after>"#,
+    r#"<frameset></frameset><frame src="after-frameset">"#,
+    r#"<html><head><title>t</title></head><FRAMESET cols="50%,50%"><FRAME SRC=l><FRAME SRC=r><NOFRAMES><a href=nf></NOFRAMES></FRAMESET>"#,
     // Whitespace inside URLs.
     "<a href=\"\n  /new\tline\r\n \">x</a><a href=' http://abs.test/p  '>",
     // Invalid and unusual URLs.
