@@ -219,7 +219,8 @@ impl LinkExtractor {
                 tracing::debug!(url = %self.page_url, %err, "link extraction stopped early");
             }
         }
-        let collector = std::mem::take(&mut *lock(&self.state));
+        let mut collector = std::mem::take(&mut *lock(&self.state));
+        collector.input = Vec::new();
         collector.resolve(&self.page_url, self.encoding)
     }
 
@@ -248,8 +249,8 @@ impl LinkExtractor {
         let Some(rewriter) = self.rewriter.as_mut() else {
             return Ok(());
         };
-        let result = match self.transcoder.as_mut() {
-            None => rewriter.write(data),
+        let bytes = match self.transcoder.as_mut() {
+            None => data,
             Some((decoder, buf)) => {
                 buf.clear();
                 let needed = decoder
@@ -258,9 +259,12 @@ impl LinkExtractor {
                 buf.reserve(needed);
                 // With the buffer reserved to the decoder's maximum, one call consumes all.
                 let _ = decoder.decode_to_string(data, buf, last);
-                rewriter.write(buf.as_bytes())
+                buf.as_bytes()
             }
         };
+        // The handlers read attribute values from the copy (see `Collector::input`).
+        lock(&self.state).input.extend_from_slice(bytes);
+        let result = rewriter.write(bytes);
         result.map_err(|err| {
             // lol_html must not be used after an error; keep what was found.
             self.rewriter = None;
@@ -279,6 +283,9 @@ impl OutputSink for Discard {
 /// What the element handlers gather while the document streams by.
 #[derive(Debug, Default)]
 struct Collector {
+    /// Every byte given to lol_html so far: attribute values are sliced from here by their
+    /// source locations (no allocation per attribute).
+    input: Vec<u8>,
     /// Decoded link values, back to back: one allocation for the whole page.
     arena: String,
     /// `arena` ranges, one per link, in document order.
@@ -291,13 +298,14 @@ struct Collector {
     base: Option<String>,
 }
 
-impl Collector {
-    fn push_link(&mut self, raw: &str) {
-        let start = self.arena.len();
-        push_decoded(&mut self.arena, raw);
-        self.spans.push((start, self.arena.len()));
-    }
+/// Buffers one link value, entity-decoded, for resolution at the end.
+fn push_link(arena: &mut String, spans: &mut Vec<(usize, usize)>, raw: &str) {
+    let start = arena.len();
+    push_decoded(arena, raw);
+    spans.push((start, arena.len()));
+}
 
+impl Collector {
     fn resolve(self, page_url: &Url, encoding: &'static Encoding) -> Extracted {
         let query_encoding = encoding.output_encoding();
         let base = self
@@ -409,127 +417,173 @@ type El<'r, 't> = Element<'r, 't>;
 
 const HTML_NS: &str = "http://www.w3.org/1999/xhtml";
 
+/// The elements the rewriter reports, one handler each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `a[href]`: a link in any namespace (SVG has links too, and scraper's `a[href]`
+    /// matches them all); obeys `rel`.
+    A,
+    /// `area[href]`: obeys `rel`.
+    Area,
+    /// `iframe[src]`.
+    Iframe,
+    /// `frame[src]`: only inside a `<frameset>`.
+    Frame,
+    /// `frameset`: counted, for `Frame`.
+    Frameset,
+    /// `base[href]`: the first one sets the base.
+    Base,
+    /// `meta[name]`: robots directives.
+    Meta,
+}
+
+impl Kind {
+    fn selector(self) -> &'static Selector {
+        match self {
+            Kind::A => &SEL_A,
+            Kind::Area => &SEL_AREA,
+            Kind::Iframe => &SEL_IFRAME,
+            Kind::Frame => &SEL_FRAME,
+            Kind::Frameset => &SEL_FRAMESET,
+            Kind::Base => &SEL_BASE,
+            Kind::Meta => &SEL_META,
+        }
+    }
+}
+
+/// The raw value of attribute `name` (first occurrence, as in HTML), read from the input
+/// through lol_html's source locations: lol_html's own accessors allocate two or three
+/// strings per call, and this runs for every link. A valueless attribute (`<a href>`) is "".
+fn raw_attr<'i>(el: &El<'_, '_>, input: &'i [u8], name: &[u8]) -> Option<&'i [u8]> {
+    for attr in el.attributes() {
+        let Some(attr_name) = attr
+            .name_source_location()
+            .and_then(|loc| input.get(loc.bytes()))
+        else {
+            continue;
+        };
+        if attr_name.eq_ignore_ascii_case(name) {
+            return match attr.value_source_location() {
+                Some(loc) => input.get(loc.bytes()),
+                None => Some(&[]),
+            };
+        }
+    }
+    None
+}
+
+/// Raw attribute bytes as text, in the encoding lol_html was given.
+fn text<'a>(raw: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
+    if encoding == UTF_8 {
+        String::from_utf8_lossy(raw)
+    } else {
+        encoding.decode_without_bom_handling(raw).0
+    }
+}
+
+fn element_handler(
+    kind: Kind,
+    state: Arc<Mutex<Collector>>,
+    encoding: &'static Encoding,
+    follow_nofollow: bool,
+) -> impl FnMut(&mut El<'_, '_>) -> HandlerResult + Send + 'static {
+    move |el| {
+        // Only `<a>` is a link outside HTML: an SVG element called `iframe` is not a frame.
+        if kind != Kind::A && el.namespace_uri() != HTML_NS {
+            return Ok(());
+        }
+        let mut guard = lock(&state);
+        // Disjoint borrows: attribute values are read from `input` into the other fields.
+        let Collector {
+            input,
+            arena,
+            spans,
+            nofollow_skipped,
+            meta_nofollow,
+            frameset_depth,
+            base,
+        } = &mut *guard;
+        let input: &[u8] = input;
+        let attr = |name: &[u8]| raw_attr(el, input, name).map(|raw| text(raw, encoding));
+        match kind {
+            Kind::A | Kind::Area => {
+                if !follow_nofollow && attr(b"rel").is_some_and(|rel| rel_has_nofollow(&rel)) {
+                    *nofollow_skipped += 1;
+                } else if let Some(href) = attr(b"href") {
+                    push_link(arena, spans, &href);
+                }
+            }
+            Kind::Iframe => {
+                if let Some(src) = attr(b"src") {
+                    push_link(arena, spans, &src);
+                }
+            }
+            Kind::Frame => {
+                if *frameset_depth > 0 {
+                    if let Some(src) = attr(b"src") {
+                        push_link(arena, spans, &src);
+                    }
+                }
+            }
+            Kind::Base => {
+                if base.is_none() {
+                    if let Some(href) = attr(b"href") {
+                        let mut decoded = String::new();
+                        push_decoded(&mut decoded, &href);
+                        *base = Some(decoded);
+                    }
+                }
+            }
+            Kind::Meta => {
+                if let (Some(name), Some(content)) = (attr(b"name"), attr(b"content")) {
+                    if meta_robots_nofollow(&name, &content) {
+                        *meta_nofollow = true;
+                    }
+                }
+            }
+            Kind::Frameset => {
+                *frameset_depth += 1;
+                drop(guard);
+                let end_state = Arc::clone(&state);
+                // Fails only for `<frameset/>`, which the tree builder leaves open too.
+                let _ = el.on_end_tag(Box::new(move |_end| {
+                    let mut st = lock(&end_state);
+                    st.frameset_depth = st.frameset_depth.saturating_sub(1);
+                    Ok(())
+                }));
+            }
+        }
+        Ok(())
+    }
+}
+
 fn build_rewriter(
     encoding: AsciiCompatibleEncoding,
     state: Arc<Mutex<Collector>>,
     follow_nofollow: bool,
 ) -> HtmlRewriter<'static, Discard> {
-    // `a` and `area` obey rel=nofollow; frames have no rel. `<a>` is a link in any namespace
-    // (SVG has links too, and scraper's `a[href]` matches them all); the other elements only
-    // as HTML elements: an SVG element that happens to be called `iframe` is not a frame.
-    let with_rel = |state: Arc<Mutex<Collector>>, html_only: bool| {
-        move |el: &mut El<'_, '_>| -> HandlerResult {
-            if html_only && el.namespace_uri() != HTML_NS {
-                return Ok(());
-            }
-            let mut st = lock(&state);
-            if !follow_nofollow
-                && el
-                    .get_attribute("rel")
-                    .is_some_and(|r| rel_has_nofollow(&r))
-            {
-                st.nofollow_skipped += 1;
-            } else if let Some(href) = el.get_attribute("href") {
-                st.push_link(&href);
-            }
-            Ok(())
-        }
-    };
-    // `frames_only`: a `<frame>` is only an element inside a `<frameset>`.
-    let src = |state: Arc<Mutex<Collector>>, frames_only: bool| {
-        move |el: &mut El<'_, '_>| -> HandlerResult {
-            if el.namespace_uri() != HTML_NS {
-                return Ok(());
-            }
-            let mut st = lock(&state);
-            if frames_only && st.frameset_depth == 0 {
-                return Ok(());
-            }
-            if let Some(src) = el.get_attribute("src") {
-                st.push_link(&src);
-            }
-            Ok(())
-        }
-    };
-    let frameset_state = Arc::clone(&state);
-    let frameset = move |el: &mut El<'_, '_>| -> HandlerResult {
-        if el.namespace_uri() != HTML_NS {
-            return Ok(());
-        }
-        lock(&frameset_state).frameset_depth += 1;
-        let end_state = Arc::clone(&frameset_state);
-        // Fails only for `<frameset/>`, which the tree builder leaves open too.
-        let _ = el.on_end_tag(Box::new(move |_end| {
-            let mut st = lock(&end_state);
-            st.frameset_depth = st.frameset_depth.saturating_sub(1);
-            Ok(())
-        }));
-        Ok(())
-    };
-    let base_state = Arc::clone(&state);
-    let base = move |el: &mut El<'_, '_>| -> HandlerResult {
-        if el.namespace_uri() != HTML_NS {
-            return Ok(());
-        }
-        let mut st = lock(&base_state);
-        if st.base.is_none() {
-            if let Some(href) = el.get_attribute("href") {
-                let mut decoded = String::new();
-                push_decoded(&mut decoded, &href);
-                st.base = Some(decoded);
-            }
-        }
-        Ok(())
-    };
-    let meta_state = Arc::clone(&state);
-    let meta = move |el: &mut El<'_, '_>| -> HandlerResult {
-        if el.namespace_uri() != HTML_NS {
-            return Ok(());
-        }
-        if let (Some(name), Some(content)) = (el.get_attribute("name"), el.get_attribute("content"))
-        {
-            if meta_robots_nofollow(&name, &content) {
-                lock(&meta_state).meta_nofollow = true;
-            }
-        }
-        Ok(())
-    };
-
-    let handler = |sel: &'static LazyLock<Selector>, h: ElementContentHandlers<'static>| {
-        (Cow::Borrowed(&**sel), h)
-    };
-    let settings = Settings::new_send()
+    let mut settings = Settings::new_send()
         .with_encoding(encoding)
         // Never refuse a page over a parsing ambiguity: take lol_html's best guess.
-        .with_strict(false)
-        .append_element_content_handler(handler(
-            &SEL_A,
-            ElementContentHandlers::default().element(with_rel(Arc::clone(&state), false)),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_AREA,
-            ElementContentHandlers::default().element(with_rel(Arc::clone(&state), true)),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_IFRAME,
-            ElementContentHandlers::default().element(src(Arc::clone(&state), false)),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_FRAMESET,
-            ElementContentHandlers::default().element(frameset),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_FRAME,
-            ElementContentHandlers::default().element(src(Arc::clone(&state), true)),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_BASE,
-            ElementContentHandlers::default().element(base),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_META,
-            ElementContentHandlers::default().element(meta),
+        .with_strict(false);
+    for kind in [
+        Kind::A,
+        Kind::Area,
+        Kind::Iframe,
+        Kind::Frameset,
+        Kind::Frame,
+        Kind::Base,
+        Kind::Meta,
+    ] {
+        let handlers = ElementContentHandlers::default().element(element_handler(
+            kind,
+            Arc::clone(&state),
+            <&'static Encoding>::from(encoding),
+            follow_nofollow,
         ));
+        settings =
+            settings.append_element_content_handler((Cow::Borrowed(kind.selector()), handlers));
+    }
     HtmlRewriter::new(settings, Discard)
 }
 
