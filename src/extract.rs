@@ -2,12 +2,12 @@
 //!
 //! # What it does
 //! [`extract_links`] (or the streaming [`LinkExtractor`]) reads one HTML document and reports
-//! the targets of `a[href]`, `area[href]`, `frame[src]` (inside a `<frameset>`) and `iframe[src]`, in document
-//! order, resolved against the page's effective base URL. Duplicates are kept (the crawl's
-//! seen-set deduplicates), fragments are left in place (the normalizer drops them), and every
-//! scheme the URL parser accepts is returned (`javascript:`, `mailto:`, `data:` …: the
-//! normalizer keeps only http(s)); only values the URL parser rejects are dropped, and counted
-//! in [`Extracted::invalid`].
+//! the targets of `a[href]`, `area[href]`, `frame[src]` (inside a `<frameset>`) and
+//! `iframe[src]`, in document order, resolved against the page's effective base URL.
+//! Duplicates are kept (the crawl's seen-set deduplicates), fragments are left in place (the
+//! normalizer drops them), and every scheme the URL parser accepts is returned
+//! (`javascript:`, `mailto:`, `data:` …: the normalizer keeps only http(s)); only values the
+//! URL parser rejects are dropped, and counted in [`Extracted::invalid`].
 //!
 //! # Guarantees
 //! - Never panics, whatever the bytes: HTML is hostile input. Nothing here unwraps input.
@@ -51,18 +51,32 @@
 //!   transcoded to UTF-8 on the way in. Query strings are encoded with the document's encoding
 //!   when resolving, as the URL standard asks.
 //!
+//! - **Namespaces**: `<a>` is a link in any namespace (SVG has links; scraper's `a[href]`
+//!   matches them all); `area`, `frame`, `iframe`, `base` and `meta` count only as HTML
+//!   elements (an SVG element that happens to be called `iframe` is not a frame).
+//!
 //! # Known differences from scraper (and why they are acceptable)
-//! - Misnested formatting elements (`<a href><div></a>`, `<p><a href></p>text`): the tree
-//!   builder *clones* the `<a>` (adoption agency, "reconstruct the active formatting
-//!   elements"), so scraper reports one source link several times. We report each `<a>` tag in
-//!   the source once. The differential test collapses the clones on the reference side by
-//!   tagging each source start tag before tree building (see `tests/extract_support`).
-//! - Content the tree builder throws away in `<frameset>` documents (an `<a>` after a
-//!   `<frameset>`), and a `<frameset>` the tree builder ignores because body content came
-//!   first: we still report what the tags say. Real framesets are rare and the extra links
-//!   are harmless.
-//! - lol_html decides raw-text contexts without a full tree builder; in the few ambiguous
-//!   cases it resolves as the common case (`strict` off, so it never refuses a page).
+//! The differential test recognises each of these and checks that the mismatch disappears
+//! when the construct is renamed away (`tests/extract_support`), so nothing else hides
+//! behind them.
+//! - **Misnested `<a>`** (`<a href><div></a>`, `<p><a href></p>text`): the tree builder
+//!   *clones* the `<a>` (adoption agency, "reconstruct the active formatting elements"), so
+//!   scraper reports one source link several times. We report each `<a>` tag in the source
+//!   once, which is what the page says. This one is not a difference in the differential
+//!   test: the reference collapses clones by numbering source start tags before tree
+//!   building.
+//! - **Malformed foreign content**: lol_html tracks `<svg>`/`<math>` with a stack of
+//!   namespace changes, not the tree builder's stack of open elements. For well-formed SVG
+//!   and MathML it is exact; after `<svg><svg><p>`, `<a><svg></a>`, `<button><svg></button>`
+//!   or `<svg><title>…</title>` it can disagree with the tree builder about whether the
+//!   following `<script>`/`<style>`/`<textarea>`… content is raw text, so a link-like string
+//!   in such a script is reported or a link after such a `<style>` is missed.
+//! - **`<frameset>` documents**: the tree builder drops what a frameset cannot hold (an `<a>`
+//!   inside or after it) and ignores a `<frameset>` that follows body content, frames and
+//!   all; we report what the tags say. Framesets are obsolete and these are real URLs.
+//! - lol_html runs with `strict` off, so it never refuses a page over a parsing ambiguity; it
+//!   takes the common reading, which the differential test has not caught disagreeing
+//!   outside the cases above.
 //!
 //! # Why built this way
 //! The issue leaves about 330 µs of CPU per page for everything, so the hot path streams with
@@ -70,10 +84,16 @@
 //! pages (mean 12 KB, 295,149 links): scraper (parse + select) 223 µs per page, html5ever's
 //! tokenizer alone 151 µs, lol_html 49 µs, all finding the same links; `Url::join` adds about
 //! 0.2 µs per link. lol_html only fully lexes tags its selectors could match, which is why it
-//! is fast, and why the selectors are precompiled once ([`LazyLock`]) rather than per page.
+//! is fast; the selectors are parsed once ([`LazyLock`]), not per page, and there is no
+//! descendant combinator (`frameset frame[src]` makes lol_html track every element: ~7% slower
+//! on pages without frames, so the frameset depth is counted by hand).
 //! lol_html hands attribute values over raw, so entities are decoded here with
 //! `htmlize::unescape_attribute`, which implements the HTML5 attribute-value rules (and
-//! borrows when there is no `&`, the common case).
+//! borrows when there is no `&`, the common case). lol_html's attribute accessors allocate
+//! two or three strings per call, so values are sliced out of a copy of the input through
+//! their source locations instead (the copy costs a memcpy and one page of memory).
+//! `benches/extract.rs` measures all of this side by side: lol_html alone is the floor,
+//! `Url::join` the other big part; what this module adds on top is small.
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
