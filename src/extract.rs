@@ -414,24 +414,25 @@ fn lock(state: &Mutex<Collector>) -> MutexGuard<'_, Collector> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Parses a selector that is a constant of this module (not input).
-fn selector(source: &str) -> Selector {
-    source.parse().unwrap_or_else(|err| {
-        // Covered by every test: a typo here fails them all at once.
-        panic!("invalid built-in selector {source:?}: {err}")
-    })
+/// Parses a selector that is a constant of this module (not input). Never panics: a typo
+/// here would leave its elements unreported, which every test notices at once.
+fn selector(source: &str) -> Option<Selector> {
+    source
+        .parse()
+        .map_err(|err| tracing::error!(source, %err, "invalid built-in selector"))
+        .ok()
 }
 
-static SEL_A: LazyLock<Selector> = LazyLock::new(|| selector("a[href]"));
-static SEL_AREA: LazyLock<Selector> = LazyLock::new(|| selector("area[href]"));
-static SEL_IFRAME: LazyLock<Selector> = LazyLock::new(|| selector("iframe[src]"));
+static SEL_A: LazyLock<Option<Selector>> = LazyLock::new(|| selector("a[href]"));
+static SEL_AREA: LazyLock<Option<Selector>> = LazyLock::new(|| selector("area[href]"));
+static SEL_IFRAME: LazyLock<Option<Selector>> = LazyLock::new(|| selector("iframe[src]"));
 // Not `frameset frame[src]`: a descendant combinator makes lol_html track every element's
 // nesting, about 7% slower on ordinary pages that have no frames; the frameset depth is
 // counted by hand instead (see `build_rewriter`).
-static SEL_FRAME: LazyLock<Selector> = LazyLock::new(|| selector("frame[src]"));
-static SEL_FRAMESET: LazyLock<Selector> = LazyLock::new(|| selector("frameset"));
-static SEL_BASE: LazyLock<Selector> = LazyLock::new(|| selector("base[href]"));
-static SEL_META: LazyLock<Selector> = LazyLock::new(|| selector("meta[name]"));
+static SEL_FRAME: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frame[src]"));
+static SEL_FRAMESET: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frameset"));
+static SEL_BASE: LazyLock<Option<Selector>> = LazyLock::new(|| selector("base[href]"));
+static SEL_META: LazyLock<Option<Selector>> = LazyLock::new(|| selector("meta[name]"));
 
 type El<'r, 't> = Element<'r, 't>;
 
@@ -458,8 +459,18 @@ enum Kind {
 }
 
 impl Kind {
-    fn selector(self) -> &'static Selector {
-        match self {
+    const ALL: [Kind; 7] = [
+        Kind::A,
+        Kind::Area,
+        Kind::Iframe,
+        Kind::Frameset,
+        Kind::Frame,
+        Kind::Base,
+        Kind::Meta,
+    ];
+
+    fn selector(self) -> Option<&'static Selector> {
+        let selector: &'static LazyLock<Option<Selector>> = match self {
             Kind::A => &SEL_A,
             Kind::Area => &SEL_AREA,
             Kind::Iframe => &SEL_IFRAME,
@@ -467,7 +478,8 @@ impl Kind {
             Kind::Frameset => &SEL_FRAMESET,
             Kind::Base => &SEL_BASE,
             Kind::Meta => &SEL_META,
-        }
+        };
+        selector.as_ref()
     }
 }
 
@@ -586,23 +598,17 @@ fn build_rewriter(
         .with_encoding(encoding)
         // Never refuse a page over a parsing ambiguity: take lol_html's best guess.
         .with_strict(false);
-    for kind in [
-        Kind::A,
-        Kind::Area,
-        Kind::Iframe,
-        Kind::Frameset,
-        Kind::Frame,
-        Kind::Base,
-        Kind::Meta,
-    ] {
+    for kind in Kind::ALL {
+        let Some(selector) = kind.selector() else {
+            continue;
+        };
         let handlers = ElementContentHandlers::default().element(element_handler(
             kind,
             Arc::clone(&state),
             <&'static Encoding>::from(encoding),
             follow_nofollow,
         ));
-        settings =
-            settings.append_element_content_handler((Cow::Borrowed(kind.selector()), handlers));
+        settings = settings.append_element_content_handler((Cow::Borrowed(selector), handlers));
     }
     HtmlRewriter::new(settings, Discard)
 }
@@ -619,6 +625,13 @@ mod tests {
             .iter()
             .map(|u| u.to_string())
             .collect()
+    }
+
+    #[test]
+    fn extract_selectors_parse() {
+        for kind in Kind::ALL {
+            assert!(kind.selector().is_some(), "{kind:?}");
+        }
     }
 
     #[test]
