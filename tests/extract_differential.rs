@@ -333,8 +333,46 @@ fn foreign_block() -> impl Strategy<Value = String> {
         .prop_map(|(root, inner)| format!("<{root}>{}</{root}>", inner.concat()))
 }
 
-/// A document: pieces, then maybe cut short and maybe with some bytes overwritten.
+/// A generated document: tag soup or tidy markup.
 fn document() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![2 => soup_document(), 1 => tidy_document()]
+}
+
+/// Mostly well-formed markup: many links, so that order and counts are compared on long
+/// lists, not only on the few links that survive tag soup.
+fn tidy_document() -> impl Strategy<Value = Vec<u8>> {
+    let link = (
+        prop_oneof![Just("a"), Just("area"), Just("A")],
+        rel(),
+        attr_value(),
+    )
+        .prop_map(|(t, r, v)| format!("<{t}{r} href={v}>text</{t}>"));
+    let piece = prop_oneof![
+        10 => link,
+        2 => attr_value().prop_map(|v| format!("<iframe src={v}></iframe>")),
+        1 => attr_value().prop_map(|v| format!("<base href={v}>")),
+        3 => prop_oneof![
+            Just("<div>"), Just("</div>"), Just("<p>"), Just("</p>"), Just("<ul><li>"),
+            Just("</li></ul>"), Just("<table><tr><td>"), Just("</td></tr></table>"),
+            Just("<span>words &amp; more</span>"), Just("<br>"), Just("<img src=i.png>"),
+        ]
+        .prop_map(str::to_string),
+        2 => prop_oneof![Just("script"), Just("style"), Just("textarea"), Just("noscript")]
+            .prop_flat_map(|t| (Just(t), attr_value()))
+            .prop_map(|(t, v)| format!("<{t}>x <a href={v}> y</{t}>")),
+        1 => attr_value().prop_map(|v| format!("<!-- <a href={v}> -->")),
+    ];
+    prop::collection::vec(piece, 0..80).prop_map(|pieces| {
+        format!(
+            "<!DOCTYPE html><html><head><title>t</title></head><body>{}</body></html>",
+            pieces.concat()
+        )
+        .into_bytes()
+    })
+}
+
+/// Tag soup: pieces, then maybe cut short and maybe with some bytes overwritten.
+fn soup_document() -> impl Strategy<Value = Vec<u8>> {
     (
         prop::collection::vec(prop_oneof![12 => piece(), 1 => foreign_block()], 0..40),
         any::<prop::sample::Index>(),
