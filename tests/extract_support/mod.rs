@@ -18,6 +18,12 @@
 //! scraper's `Html::select` walks its node arena in creation order, which is source order for
 //! everything that is not a clone, so the reference order is document order too (foster
 //! parenting, which moves nodes in the tree, does not change it).
+//!
+//! # Known differences
+//! [`differential`] returns `Ok(Outcome::KnownDifference)` instead of `Err` only for the
+//! differences documented in `crawler::extract` (malformed `<svg>`/`<math>` foreign content,
+//! `<frameset>` documents), and only if the mismatch disappears when those tags are renamed
+//! away (`<svg` → `<xvg`): the rest of the page must still agree. Anything else is `Err`.
 
 #![allow(dead_code)] // each test binary uses a different part
 
