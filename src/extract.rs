@@ -2,12 +2,12 @@
 //!
 //! # What it does
 //! [`extract_links`] (or the streaming [`LinkExtractor`]) reads one HTML document and reports
-//! the targets of `a[href]`, `area[href]`, `frameset frame[src]` and `iframe[src]`, in document
-//! order, resolved against the page's effective base URL. Duplicates are kept (the crawl's
-//! seen-set deduplicates), fragments are left in place (the normalizer drops them), and every
-//! scheme the URL parser accepts is returned (`javascript:`, `mailto:`, `data:` …: the
-//! normalizer keeps only http(s)); only values the URL parser rejects are dropped, and counted
-//! in [`Extracted::invalid`].
+//! the targets of `a[href]`, `area[href]`, `frame[src]` (inside a `<frameset>`) and
+//! `iframe[src]`, in document order, resolved against the page's effective base URL.
+//! Duplicates are kept (the crawl's seen-set deduplicates), fragments are left in place (the
+//! normalizer drops them), and every scheme the URL parser accepts is returned
+//! (`javascript:`, `mailto:`, `data:` …: the normalizer keeps only http(s)); only values the
+//! URL parser rejects are dropped, and counted in [`Extracted::invalid`].
 //!
 //! # Guarantees
 //! - Never panics, whatever the bytes: HTML is hostile input. Nothing here unwraps input.
@@ -51,18 +51,32 @@
 //!   transcoded to UTF-8 on the way in. Query strings are encoded with the document's encoding
 //!   when resolving, as the URL standard asks.
 //!
+//! - **Namespaces**: `<a>` is a link in any namespace (SVG has links; scraper's `a[href]`
+//!   matches them all); `area`, `frame`, `iframe`, `base` and `meta` count only as HTML
+//!   elements (an SVG element that happens to be called `iframe` is not a frame).
+//!
 //! # Known differences from scraper (and why they are acceptable)
-//! - Misnested formatting elements (`<a href><div></a>`, `<p><a href></p>text`): the tree
-//!   builder *clones* the `<a>` (adoption agency, "reconstruct the active formatting
-//!   elements"), so scraper reports one source link several times. We report each `<a>` tag in
-//!   the source once. The differential test collapses the clones on the reference side by
-//!   tagging each source start tag before tree building (see `tests/extract_support`).
-//! - Content the tree builder throws away in `<frameset>` documents (an `<a>` after a
-//!   `<frameset>`), and a `<frameset>` the tree builder ignores because body content came
-//!   first: we still report what the tags say. Real framesets are rare and the extra links
-//!   are harmless.
-//! - lol_html decides raw-text contexts without a full tree builder; in the few ambiguous
-//!   cases it resolves as the common case (`strict` off, so it never refuses a page).
+//! The differential test recognises each of these and checks that the mismatch disappears
+//! when the construct is renamed away (`tests/extract_support`), so nothing else hides
+//! behind them.
+//! - **Misnested `<a>`** (`<a href><div></a>`, `<p><a href></p>text`): the tree builder
+//!   *clones* the `<a>` (adoption agency, "reconstruct the active formatting elements"), so
+//!   scraper reports one source link several times. We report each `<a>` tag in the source
+//!   once, which is what the page says. This one is not a difference in the differential
+//!   test: the reference collapses clones by numbering source start tags before tree
+//!   building.
+//! - **Malformed foreign content**: lol_html tracks `<svg>`/`<math>` with a stack of
+//!   namespace changes, not the tree builder's stack of open elements. For well-formed SVG
+//!   and MathML it is exact; after `<svg><svg><p>`, `<a><svg></a>`, `<button><svg></button>`
+//!   or `<svg><title>…</title>` it can disagree with the tree builder about whether the
+//!   following `<script>`/`<style>`/`<textarea>`… content is raw text, so a link-like string
+//!   in such a script is reported or a link after such a `<style>` is missed.
+//! - **`<frameset>` documents**: the tree builder drops what a frameset cannot hold (an `<a>`
+//!   inside or after it) and ignores a `<frameset>` that follows body content, frames and
+//!   all; we report what the tags say. Framesets are obsolete and these are real URLs.
+//! - lol_html runs with `strict` off, so it never refuses a page over a parsing ambiguity; it
+//!   takes the common reading, which the differential test has not caught disagreeing
+//!   outside the cases above.
 //!
 //! # Why built this way
 //! The issue leaves about 330 µs of CPU per page for everything, so the hot path streams with
@@ -70,10 +84,16 @@
 //! pages (mean 12 KB, 295,149 links): scraper (parse + select) 223 µs per page, html5ever's
 //! tokenizer alone 151 µs, lol_html 49 µs, all finding the same links; `Url::join` adds about
 //! 0.2 µs per link. lol_html only fully lexes tags its selectors could match, which is why it
-//! is fast, and why the selectors are precompiled once ([`LazyLock`]) rather than per page.
+//! is fast; the selectors are parsed once ([`LazyLock`]), not per page, and there is no
+//! descendant combinator (`frameset frame[src]` makes lol_html track every element: ~7% slower
+//! on pages without frames, so the frameset depth is counted by hand).
 //! lol_html hands attribute values over raw, so entities are decoded here with
 //! `htmlize::unescape_attribute`, which implements the HTML5 attribute-value rules (and
-//! borrows when there is no `&`, the common case).
+//! borrows when there is no `&`, the common case). lol_html's attribute accessors allocate
+//! two or three strings per call, so values are sliced out of a copy of the input through
+//! their source locations instead (the copy costs a memcpy and one page of memory).
+//! `benches/extract.rs` measures all of this side by side: lol_html alone is the floor,
+//! `Url::join` the other big part; what this module adds on top is small.
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
@@ -219,7 +239,8 @@ impl LinkExtractor {
                 tracing::debug!(url = %self.page_url, %err, "link extraction stopped early");
             }
         }
-        let collector = std::mem::take(&mut *lock(&self.state));
+        let mut collector = std::mem::take(&mut *lock(&self.state));
+        collector.input = Vec::new();
         collector.resolve(&self.page_url, self.encoding)
     }
 
@@ -248,8 +269,8 @@ impl LinkExtractor {
         let Some(rewriter) = self.rewriter.as_mut() else {
             return Ok(());
         };
-        let result = match self.transcoder.as_mut() {
-            None => rewriter.write(data),
+        let bytes = match self.transcoder.as_mut() {
+            None => data,
             Some((decoder, buf)) => {
                 buf.clear();
                 let needed = decoder
@@ -258,9 +279,12 @@ impl LinkExtractor {
                 buf.reserve(needed);
                 // With the buffer reserved to the decoder's maximum, one call consumes all.
                 let _ = decoder.decode_to_string(data, buf, last);
-                rewriter.write(buf.as_bytes())
+                buf.as_bytes()
             }
         };
+        // The handlers read attribute values from the copy (see `Collector::input`).
+        lock(&self.state).input.extend_from_slice(bytes);
+        let result = rewriter.write(bytes);
         result.map_err(|err| {
             // lol_html must not be used after an error; keep what was found.
             self.rewriter = None;
@@ -279,23 +303,29 @@ impl OutputSink for Discard {
 /// What the element handlers gather while the document streams by.
 #[derive(Debug, Default)]
 struct Collector {
+    /// Every byte given to lol_html so far: attribute values are sliced from here by their
+    /// source locations (no allocation per attribute).
+    input: Vec<u8>,
     /// Decoded link values, back to back: one allocation for the whole page.
     arena: String,
     /// `arena` ranges, one per link, in document order.
     spans: Vec<(usize, usize)>,
     nofollow_skipped: usize,
     meta_nofollow: bool,
+    /// Open `<frameset>` elements.
+    frameset_depth: usize,
     /// Decoded value of the first `<base href>`.
     base: Option<String>,
 }
 
-impl Collector {
-    fn push_link(&mut self, raw: &str) {
-        let start = self.arena.len();
-        push_decoded(&mut self.arena, raw);
-        self.spans.push((start, self.arena.len()));
-    }
+/// Buffers one link value, entity-decoded, for resolution at the end.
+fn push_link(arena: &mut String, spans: &mut Vec<(usize, usize)>, raw: &str) {
+    let start = arena.len();
+    push_decoded(arena, raw);
+    spans.push((start, arena.len()));
+}
 
+impl Collector {
     fn resolve(self, page_url: &Url, encoding: &'static Encoding) -> Extracted {
         let query_encoding = encoding.output_encoding();
         let base = self
@@ -384,122 +414,202 @@ fn lock(state: &Mutex<Collector>) -> MutexGuard<'_, Collector> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Parses a selector that is a constant of this module (not input).
-fn selector(source: &str) -> Selector {
-    source.parse().unwrap_or_else(|err| {
-        // Covered by every test: a typo here fails them all at once.
-        panic!("invalid built-in selector {source:?}: {err}")
-    })
+/// Parses a selector that is a constant of this module (not input). Never panics: a typo
+/// here would leave its elements unreported, which every test notices at once.
+fn selector(source: &str) -> Option<Selector> {
+    source
+        .parse()
+        .map_err(|err| tracing::error!(source, %err, "invalid built-in selector"))
+        .ok()
 }
 
-static SEL_A: LazyLock<Selector> = LazyLock::new(|| selector("a[href]"));
-static SEL_AREA: LazyLock<Selector> = LazyLock::new(|| selector("area[href]"));
-static SEL_IFRAME: LazyLock<Selector> = LazyLock::new(|| selector("iframe[src]"));
-static SEL_FRAME: LazyLock<Selector> = LazyLock::new(|| selector("frameset frame[src]"));
-static SEL_BASE: LazyLock<Selector> = LazyLock::new(|| selector("base[href]"));
-static SEL_META: LazyLock<Selector> = LazyLock::new(|| selector("meta[name]"));
+static SEL_A: LazyLock<Option<Selector>> = LazyLock::new(|| selector("a[href]"));
+static SEL_AREA: LazyLock<Option<Selector>> = LazyLock::new(|| selector("area[href]"));
+static SEL_IFRAME: LazyLock<Option<Selector>> = LazyLock::new(|| selector("iframe[src]"));
+// Not `frameset frame[src]`: a descendant combinator makes lol_html track every element's
+// nesting, about 7% slower on ordinary pages that have no frames; the frameset depth is
+// counted by hand instead (see `build_rewriter`).
+static SEL_FRAME: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frame[src]"));
+static SEL_FRAMESET: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frameset"));
+static SEL_BASE: LazyLock<Option<Selector>> = LazyLock::new(|| selector("base[href]"));
+static SEL_META: LazyLock<Option<Selector>> = LazyLock::new(|| selector("meta[name]"));
 
 type El<'r, 't> = Element<'r, 't>;
 
 const HTML_NS: &str = "http://www.w3.org/1999/xhtml";
+
+/// The elements the rewriter reports, one handler each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `a[href]`: a link in any namespace (SVG has links too, and scraper's `a[href]`
+    /// matches them all); obeys `rel`.
+    A,
+    /// `area[href]`: obeys `rel`.
+    Area,
+    /// `iframe[src]`.
+    Iframe,
+    /// `frame[src]`: only inside a `<frameset>`.
+    Frame,
+    /// `frameset`: counted, for `Frame`.
+    Frameset,
+    /// `base[href]`: the first one sets the base.
+    Base,
+    /// `meta[name]`: robots directives.
+    Meta,
+}
+
+impl Kind {
+    const ALL: [Kind; 7] = [
+        Kind::A,
+        Kind::Area,
+        Kind::Iframe,
+        Kind::Frameset,
+        Kind::Frame,
+        Kind::Base,
+        Kind::Meta,
+    ];
+
+    fn selector(self) -> Option<&'static Selector> {
+        let selector: &'static LazyLock<Option<Selector>> = match self {
+            Kind::A => &SEL_A,
+            Kind::Area => &SEL_AREA,
+            Kind::Iframe => &SEL_IFRAME,
+            Kind::Frame => &SEL_FRAME,
+            Kind::Frameset => &SEL_FRAMESET,
+            Kind::Base => &SEL_BASE,
+            Kind::Meta => &SEL_META,
+        };
+        selector.as_ref()
+    }
+}
+
+/// The raw value of attribute `name` (first occurrence, as in HTML), read from the input
+/// through lol_html's source locations: lol_html's own accessors allocate two or three
+/// strings per call, and this runs for every link. A valueless attribute (`<a href>`) is "".
+fn raw_attr<'i>(el: &El<'_, '_>, input: &'i [u8], name: &[u8]) -> Option<&'i [u8]> {
+    for attr in el.attributes() {
+        let Some(attr_name) = attr
+            .name_source_location()
+            .and_then(|loc| input.get(loc.bytes()))
+        else {
+            continue;
+        };
+        if attr_name.eq_ignore_ascii_case(name) {
+            return match attr.value_source_location() {
+                Some(loc) => input.get(loc.bytes()),
+                None => Some(&[]),
+            };
+        }
+    }
+    None
+}
+
+/// Raw attribute bytes as text, in the encoding lol_html was given.
+fn text<'a>(raw: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
+    if encoding == UTF_8 {
+        String::from_utf8_lossy(raw)
+    } else {
+        encoding.decode_without_bom_handling(raw).0
+    }
+}
+
+fn element_handler(
+    kind: Kind,
+    state: Arc<Mutex<Collector>>,
+    encoding: &'static Encoding,
+    follow_nofollow: bool,
+) -> impl FnMut(&mut El<'_, '_>) -> HandlerResult + Send + 'static {
+    move |el| {
+        // Only `<a>` is a link outside HTML: an SVG element called `iframe` is not a frame.
+        if kind != Kind::A && el.namespace_uri() != HTML_NS {
+            return Ok(());
+        }
+        let mut guard = lock(&state);
+        // Disjoint borrows: attribute values are read from `input` into the other fields.
+        let Collector {
+            input,
+            arena,
+            spans,
+            nofollow_skipped,
+            meta_nofollow,
+            frameset_depth,
+            base,
+        } = &mut *guard;
+        let input: &[u8] = input;
+        let attr = |name: &[u8]| raw_attr(el, input, name).map(|raw| text(raw, encoding));
+        match kind {
+            Kind::A | Kind::Area => {
+                if !follow_nofollow && attr(b"rel").is_some_and(|rel| rel_has_nofollow(&rel)) {
+                    *nofollow_skipped += 1;
+                } else if let Some(href) = attr(b"href") {
+                    push_link(arena, spans, &href);
+                }
+            }
+            Kind::Iframe => {
+                if let Some(src) = attr(b"src") {
+                    push_link(arena, spans, &src);
+                }
+            }
+            Kind::Frame => {
+                if *frameset_depth > 0 {
+                    if let Some(src) = attr(b"src") {
+                        push_link(arena, spans, &src);
+                    }
+                }
+            }
+            Kind::Base => {
+                if base.is_none() {
+                    if let Some(href) = attr(b"href") {
+                        let mut decoded = String::new();
+                        push_decoded(&mut decoded, &href);
+                        *base = Some(decoded);
+                    }
+                }
+            }
+            Kind::Meta => {
+                if let (Some(name), Some(content)) = (attr(b"name"), attr(b"content")) {
+                    if meta_robots_nofollow(&name, &content) {
+                        *meta_nofollow = true;
+                    }
+                }
+            }
+            Kind::Frameset => {
+                *frameset_depth += 1;
+                drop(guard);
+                let end_state = Arc::clone(&state);
+                // Fails only for `<frameset/>`, which the tree builder leaves open too.
+                let _ = el.on_end_tag(Box::new(move |_end| {
+                    let mut st = lock(&end_state);
+                    st.frameset_depth = st.frameset_depth.saturating_sub(1);
+                    Ok(())
+                }));
+            }
+        }
+        Ok(())
+    }
+}
 
 fn build_rewriter(
     encoding: AsciiCompatibleEncoding,
     state: Arc<Mutex<Collector>>,
     follow_nofollow: bool,
 ) -> HtmlRewriter<'static, Discard> {
-    // `a` and `area` obey rel=nofollow; frames have no rel. `<a>` is a link in any namespace
-    // (SVG has links too, and scraper's `a[href]` matches them all); the other elements only
-    // as HTML elements: an SVG element that happens to be called `iframe` is not a frame.
-    let with_rel = |state: Arc<Mutex<Collector>>, html_only: bool| {
-        move |el: &mut El<'_, '_>| -> HandlerResult {
-            if html_only && el.namespace_uri() != HTML_NS {
-                return Ok(());
-            }
-            let mut st = lock(&state);
-            if !follow_nofollow
-                && el
-                    .get_attribute("rel")
-                    .is_some_and(|r| rel_has_nofollow(&r))
-            {
-                st.nofollow_skipped += 1;
-            } else if let Some(href) = el.get_attribute("href") {
-                st.push_link(&href);
-            }
-            Ok(())
-        }
-    };
-    let src = |state: Arc<Mutex<Collector>>| {
-        move |el: &mut El<'_, '_>| -> HandlerResult {
-            if el.namespace_uri() != HTML_NS {
-                return Ok(());
-            }
-            if let Some(src) = el.get_attribute("src") {
-                lock(&state).push_link(&src);
-            }
-            Ok(())
-        }
-    };
-    let base_state = Arc::clone(&state);
-    let base = move |el: &mut El<'_, '_>| -> HandlerResult {
-        if el.namespace_uri() != HTML_NS {
-            return Ok(());
-        }
-        let mut st = lock(&base_state);
-        if st.base.is_none() {
-            if let Some(href) = el.get_attribute("href") {
-                let mut decoded = String::new();
-                push_decoded(&mut decoded, &href);
-                st.base = Some(decoded);
-            }
-        }
-        Ok(())
-    };
-    let meta_state = Arc::clone(&state);
-    let meta = move |el: &mut El<'_, '_>| -> HandlerResult {
-        if el.namespace_uri() != HTML_NS {
-            return Ok(());
-        }
-        if let (Some(name), Some(content)) = (el.get_attribute("name"), el.get_attribute("content"))
-        {
-            if meta_robots_nofollow(&name, &content) {
-                lock(&meta_state).meta_nofollow = true;
-            }
-        }
-        Ok(())
-    };
-
-    let handler = |sel: &'static LazyLock<Selector>, h: ElementContentHandlers<'static>| {
-        (Cow::Borrowed(&**sel), h)
-    };
-    let settings = Settings::new_send()
+    let mut settings = Settings::new_send()
         .with_encoding(encoding)
         // Never refuse a page over a parsing ambiguity: take lol_html's best guess.
-        .with_strict(false)
-        .append_element_content_handler(handler(
-            &SEL_A,
-            ElementContentHandlers::default().element(with_rel(Arc::clone(&state), false)),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_AREA,
-            ElementContentHandlers::default().element(with_rel(Arc::clone(&state), true)),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_IFRAME,
-            ElementContentHandlers::default().element(src(Arc::clone(&state))),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_FRAME,
-            ElementContentHandlers::default().element(src(Arc::clone(&state))),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_BASE,
-            ElementContentHandlers::default().element(base),
-        ))
-        .append_element_content_handler(handler(
-            &SEL_META,
-            ElementContentHandlers::default().element(meta),
+        .with_strict(false);
+    for kind in Kind::ALL {
+        let Some(selector) = kind.selector() else {
+            continue;
+        };
+        let handlers = ElementContentHandlers::default().element(element_handler(
+            kind,
+            Arc::clone(&state),
+            <&'static Encoding>::from(encoding),
+            follow_nofollow,
         ));
+        settings = settings.append_element_content_handler((Cow::Borrowed(selector), handlers));
+    }
     HtmlRewriter::new(settings, Discard)
 }
 
@@ -515,6 +625,13 @@ mod tests {
             .iter()
             .map(|u| u.to_string())
             .collect()
+    }
+
+    #[test]
+    fn extract_selectors_parse() {
+        for kind in Kind::ALL {
+            assert!(kind.selector().is_some(), "{kind:?}");
+        }
     }
 
     #[test]
