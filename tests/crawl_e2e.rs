@@ -95,6 +95,21 @@ fn every_reachable_page_is_fetched_exactly_once() {
         assert_eq!(r.depth, expected.depth, "depth of {}", r.url);
         assert_eq!(r.status, expected.status, "status of {}", r.url);
     }
+    let big = records
+        .iter()
+        .find(|r| r.url.ends_with("/big/page"))
+        .expect("big page recorded");
+    assert!(big.truncated, "the 11 MiB page is cut at max_body_bytes");
+    assert_eq!(big.bytes, config.crawl.max_body_bytes.0);
+    let not_html: Vec<&PageRecord> = records
+        .iter()
+        .filter(|r| {
+            let t = r.content_type.as_deref().unwrap_or_default();
+            t != "text/html" && t != "application/xhtml+xml"
+        })
+        .filter(|r| r.links > 0 && r.status.is_some_and(|s| s < 300))
+        .collect();
+    assert!(not_html.is_empty(), "non-HTML parsed: {not_html:?}");
     assert!(!summary.stopped);
     assert_eq!(summary.accepted, truth.len() as u64);
     assert_eq!(summary.finished, truth.len() as u64);
@@ -284,4 +299,46 @@ fn stop_finishes_in_flight_work_and_reports_stopped() {
             "served but not recorded: {url}"
         );
     }
+}
+
+#[test]
+fn timeouts_are_retried_then_recorded_as_failures() {
+    let spec = WebSpec {
+        features: Features {
+            slow: true,
+            too_slow: true,
+            ..Features::none()
+        },
+        ..WebSpec::small(17)
+    };
+    let web = Arc::new(Web::new(spec));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path());
+    config.crawl.timeout_secs = 1.0;
+    config.crawl.retries = 1;
+    let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
+    let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
+    let diff = truth.diff_log(&server.log());
+    assert!(diff.is_empty(), "{diff}");
+    let records = records(out.path());
+    let too_slow = records
+        .iter()
+        .find(|r| r.url.ends_with("/slow/too-slow"))
+        .expect("too-slow page recorded");
+    assert_eq!(too_slow.status, None);
+    assert_eq!(too_slow.attempts, 2);
+    let error = too_slow.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("timed out") || error.contains("timeout"),
+        "{error}"
+    );
+    assert_eq!(summary.network_errors, 1);
+    assert_eq!(summary.retries, 1);
+    // The 300 ms page is slower than most but well inside the timeout.
+    let slow = records
+        .iter()
+        .find(|r| r.url.ends_with("/slow/page"))
+        .unwrap();
+    assert_eq!(slow.status, Some(200));
 }
