@@ -150,6 +150,7 @@ pub struct PolitenessSection {
     pub per_host_burst: u32,
     pub per_host_concurrency: u32,
     pub respect_robots: bool,
+    pub robots_ttl_secs: f64,
     pub enabled: bool,
 }
 
@@ -160,6 +161,7 @@ impl Default for PolitenessSection {
             per_host_burst: 1,
             per_host_concurrency: 2,
             respect_robots: true,
+            robots_ttl_secs: 86_400.0,
             enabled: true,
         }
     }
@@ -254,6 +256,7 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
             "per_host_burst",
             "per_host_concurrency",
             "respect_robots",
+            "robots_ttl_secs",
             "enabled",
         ],
     ),
@@ -403,6 +406,12 @@ impl Config {
                     "{} must be a positive number of requests per second",
                     p.per_host_rps
                 ),
+            ));
+        }
+        if !(p.robots_ttl_secs.is_finite() && p.robots_ttl_secs > 0.0) {
+            return Err(invalid(
+                "politeness.robots_ttl_secs",
+                "must be a positive number of seconds".into(),
             ));
         }
         if p.per_host_burst == 0 {

@@ -31,10 +31,11 @@ use url::Url;
 use crate::config::Config;
 use crate::extract::{extract_links, ExtractOptions};
 use crate::fetch::{FetchError, Fetched, Fetcher};
-use crate::frontier::{Dispatch, Frontier, FrontierPolicy, QueuedUrl};
+use crate::frontier::{Dispatch, Frontier, FrontierPolicy, HostId, QueuedUrl, Work};
 use crate::normalize::{canonicalize, host_key};
 use crate::output::{rfc3339, write_atomically, OutputSender, OutputWriter, PageRecord};
 use crate::progress::{Progress, ProgressMode};
+use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
 use crate::seen::{Plan, SeenSet, SeenStats};
 
 /// Why a crawl could not run.
@@ -96,6 +97,12 @@ pub struct CrawlCounters {
     pub links_over_cap: AtomicU64,
     /// Redirect chains cut at `max_redirects`.
     pub redirects_over_limit: AtomicU64,
+    /// URLs not fetched because robots.txt disallows them.
+    pub disallowed: AtomicU64,
+    /// URLs given up because their host's robots.txt stayed unreachable.
+    pub robots_unavailable: AtomicU64,
+    /// robots.txt fetches made.
+    pub robots_fetches: AtomicU64,
     /// Expected number of new URLs wrongly reported as seen, in millionths.
     pub false_positive_micros: AtomicU64,
     /// CPU time of the parse threads, in nanoseconds.
@@ -180,6 +187,9 @@ pub struct CrawlSummary {
     pub links_too_deep: u64,
     pub links_over_cap: u64,
     pub redirects_over_limit: u64,
+    pub disallowed: u64,
+    pub robots_unavailable: u64,
+    pub robots_fetches: u64,
     pub hosts: usize,
     pub top_hosts: Vec<HostCount>,
     pub seen_m_bits: u64,
@@ -230,14 +240,16 @@ impl CrawlSummary {
         );
         let _ = writeln!(
             s,
-            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid",
+            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid; {} URLs disallowed by robots.txt, {} given up (robots.txt unreachable)",
             self.links_found,
             self.links_seen,
             self.links_too_deep,
             self.links_over_cap,
             self.links_nofollow,
             self.links_not_http,
-            self.links_invalid
+            self.links_invalid,
+            self.disallowed,
+            self.robots_unavailable
         );
         let _ = write!(
             s,
@@ -252,9 +264,15 @@ impl CrawlSummary {
 }
 
 /// A finished fetch, reported to the dispatcher.
-struct Completion {
-    dispatch: Dispatch,
-    outcome: Outcome,
+enum Completion {
+    Page {
+        dispatch: Dispatch,
+        outcome: Outcome,
+    },
+    Robots {
+        host: HostId,
+        outcome: RobotsOutcome,
+    },
 }
 
 enum Outcome {
@@ -458,11 +476,21 @@ impl Dispatcher {
             if !stopping {
                 let now = Instant::now();
                 while frontier.in_flight() < concurrency {
-                    let Some(dispatch) = frontier.pop_ready(now) else {
-                        break;
-                    };
-                    let shared = shared.clone();
-                    tasks.spawn(fetch_task(shared, dispatch));
+                    match frontier.pop_ready(now) {
+                        None => break,
+                        Some(Work::Fetch(dispatch)) => {
+                            tasks.spawn(fetch_task(shared.clone(), dispatch));
+                        }
+                        Some(Work::Robots { host, key }) => {
+                            CrawlCounters::add(&self.counters.robots_fetches, 1);
+                            tasks.spawn(robots_task(shared.clone(), host, key));
+                        }
+                        Some(Work::Disallowed(item)) => {
+                            CrawlCounters::add(&self.counters.disallowed, 1);
+                            self.record_unfetched(item, "disallowed by robots.txt", output)
+                                .await?;
+                        }
+                    }
                 }
             }
             if frontier.is_finished() {
@@ -508,13 +536,45 @@ impl Dispatcher {
         }
     }
 
+    /// Writes the record of an accepted URL that ends without a fetch.
+    async fn record_unfetched(
+        &mut self,
+        item: QueuedUrl,
+        reason: &str,
+        output: &OutputSender,
+    ) -> Result<(), CrawlError> {
+        let mut record = base_record(&item);
+        record.attempts = 0;
+        record.error = Some(reason.to_string());
+        record.fetched_at = rfc3339(SystemTime::now());
+        CrawlCounters::add(&self.counters.finished, 1);
+        output.send(*record).await?;
+        Ok(())
+    }
+
     async fn handle(
         &mut self,
         frontier: &mut Frontier,
         completion: Completion,
         output: &OutputSender,
     ) -> Result<(), CrawlError> {
-        let Completion { dispatch, outcome } = completion;
+        let (dispatch, outcome) = match completion {
+            Completion::Page { dispatch, outcome } => (dispatch, outcome),
+            Completion::Robots { host, outcome } => {
+                let reason = match &outcome {
+                    RobotsOutcome::Unavailable { reason } => {
+                        tracing::debug!("{}: {reason}", frontier.host_key(host));
+                        format!("{reason}; gave up after repeated attempts")
+                    }
+                    RobotsOutcome::Rules(_) => String::new(),
+                };
+                for item in frontier.robots_done(host, outcome) {
+                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
+                    self.record_unfetched(item, &reason, output).await?;
+                }
+                return Ok(());
+            }
+        };
         match outcome {
             Outcome::Retry { delay } => {
                 CrawlCounters::add(&self.counters.retries, 1);
@@ -660,7 +720,9 @@ async fn fetch_task(shared: Arc<Shared>, dispatch: Dispatch) {
     let outcome = fetch_outcome(&shared, &dispatch).await;
     match outcome {
         FetchStep::Finished(outcome) => {
-            let _ = shared.completions.send(Completion { dispatch, outcome });
+            let _ = shared
+                .completions
+                .send(Completion::Page { dispatch, outcome });
         }
         FetchStep::Parse(job) => {
             // The parse threads own the job from here and report the completion.
@@ -668,7 +730,7 @@ async fn fetch_task(shared: Arc<Shared>, dispatch: Dispatch) {
             if let Err(crossbeam_channel::SendError(job)) = shared.parse_jobs.send(job) {
                 let mut record = job.record;
                 record.error = Some("crawl shutting down before the page was parsed".into());
-                let _ = shared.completions.send(Completion {
+                let _ = shared.completions.send(Completion::Page {
                     dispatch: job.dispatch,
                     outcome: Outcome::Done {
                         record,
@@ -678,6 +740,14 @@ async fn fetch_task(shared: Arc<Shared>, dispatch: Dispatch) {
             }
         }
     }
+}
+
+async fn robots_task(shared: Arc<Shared>, host: HostId, key: String) {
+    let agent = agent_token(&shared.config.crawl.user_agent);
+    let outcome = fetch_robots(&shared.fetcher, &key, &agent).await;
+    let _ = shared
+        .completions
+        .send(Completion::Robots { host, outcome });
 }
 
 enum FetchStep {
@@ -874,7 +944,7 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
             CrawlCounters::add(&counters.links_not_http, not_http);
             CrawlCounters::add(&counters.links_seen, seen);
         }
-        let _ = shared.completions.send(Completion {
+        let _ = shared.completions.send(Completion::Page {
             dispatch,
             outcome: Outcome::Done { record, candidates },
         });
@@ -937,6 +1007,9 @@ fn summarize(
         links_too_deep: get(&c.links_too_deep),
         links_over_cap: get(&c.links_over_cap),
         redirects_over_limit: get(&c.redirects_over_limit),
+        disallowed: get(&c.disallowed),
+        robots_unavailable: get(&c.robots_unavailable),
+        robots_fetches: get(&c.robots_fetches),
         hosts: frontier.host_count(),
         top_hosts: frontier
             .top_hosts(10)

@@ -124,8 +124,19 @@ impl Fetcher {
         content_type.is_some_and(|t| self.content_types.iter().any(|c| c == t))
     }
 
-    /// One GET of `url`, body capped.
+    /// One GET of `url`, body capped at `max_body_bytes` and kept when it will be parsed.
     pub async fn fetch(&self, url: &Url) -> Result<Fetched, FetchError> {
+        self.fetch_capped(url, self.max_body_bytes, false).await
+    }
+
+    /// One GET of `url` with body cap `cap`; a 2xx body is kept whatever its type when
+    /// `keep_any_body` (robots.txt), else only when its type is parsed.
+    pub async fn fetch_capped(
+        &self,
+        url: &Url,
+        cap: u64,
+        keep_any_body: bool,
+    ) -> Result<Fetched, FetchError> {
         let mut response = self
             .client
             .get(url.clone())
@@ -142,18 +153,19 @@ impl Fetcher {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .any(robots_directives_nofollow);
-        let keep = (200..300).contains(&status) && self.parses(content_type.as_deref());
+        let keep =
+            (200..300).contains(&status) && (keep_any_body || self.parses(content_type.as_deref()));
         let mut body = keep.then(Vec::new);
         let mut bytes: u64 = 0;
         let mut truncated = false;
         while let Some(chunk) = response.chunk().await.map_err(classify)? {
-            let room = self.max_body_bytes - bytes;
+            let room = cap - bytes;
             let take = (chunk.len() as u64).min(room) as usize;
             if let Some(body) = body.as_mut() {
                 body.extend_from_slice(&chunk[..take]);
             }
             bytes += take as u64;
-            if take < chunk.len() || bytes >= self.max_body_bytes {
+            if take < chunk.len() || bytes >= cap {
                 // Stop reading: the rest is never downloaded. Dropping the response closes
                 // the connection, which is the price of not reading an oversized body.
                 truncated =

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::config::PolitenessSection;
+use crate::robots::{unavailable_backoff, RobotsOutcome, RobotsRules, MAX_UNAVAILABLE_ATTEMPTS};
 
 /// One accepted URL waiting to be fetched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +66,36 @@ pub struct Dispatch {
     pub item: QueuedUrl,
 }
 
+/// What the frontier hands out next.
+#[derive(Debug)]
+pub enum Work {
+    /// Fetch this URL.
+    Fetch(Dispatch),
+    /// Fetch this host's robots.txt, then report with [`Frontier::robots_done`].
+    Robots { host: HostId, key: String },
+    /// This URL is disallowed by robots.txt: record it, do not fetch it. It is no
+    /// longer queued and not in flight.
+    Disallowed(QueuedUrl),
+}
+
+/// Where a host stands with its robots.txt.
+#[derive(Debug, Clone)]
+enum RobotsState {
+    /// robots.txt is not consulted (`respect_robots = false`).
+    NotNeeded,
+    /// Not fetched yet.
+    Unknown,
+    /// A fetch is in flight; the host's pages wait.
+    Fetching,
+    /// Rules in force until `expires`.
+    Ready {
+        rules: std::sync::Arc<RobotsRules>,
+        expires: Instant,
+    },
+    /// Unreachable: nothing is fetched before `retry_at`.
+    Unavailable { retry_at: Instant },
+}
+
 type Limiter = RateLimiter<
     governor::state::NotKeyed,
     governor::state::InMemoryState,
@@ -91,6 +122,9 @@ impl HostQueue {
     fn len(&self) -> usize {
         self.items.len()
     }
+    fn front(&self) -> Option<&QueuedUrl> {
+        self.items.front()
+    }
     fn iter(&self) -> impl Iterator<Item = &QueuedUrl> {
         self.items.iter()
     }
@@ -105,6 +139,9 @@ struct HostState {
     limiter: Option<Limiter>,
     /// Whether the host currently has an entry in the ready heap.
     scheduled: bool,
+    robots: RobotsState,
+    /// Consecutive failed robots.txt fetches.
+    robots_failures: u32,
     /// URLs ever queued for this host: an operator watches this to see a trap grow.
     total_queued: u64,
 }
@@ -114,22 +151,35 @@ struct HostState {
 pub struct FrontierPolicy {
     /// `None` disables the rate limit (benchmarks, `politeness.enabled = false`).
     pub quota: Option<Quota>,
+    /// The configured interval between requests to one host (zero when disabled).
+    pub period: Duration,
     pub per_host_concurrency: u32,
+    /// Consult robots.txt before a host's first page.
+    pub respect_robots: bool,
+    /// How long robots.txt rules are kept.
+    pub robots_ttl: Duration,
 }
 
 impl FrontierPolicy {
     pub fn from_config(p: &PolitenessSection) -> Self {
+        let robots_ttl = Duration::from_secs_f64(p.robots_ttl_secs);
         if !p.enabled {
             return FrontierPolicy {
                 quota: None,
+                period: Duration::ZERO,
                 per_host_concurrency: u32::MAX,
+                respect_robots: p.respect_robots,
+                robots_ttl,
             };
         }
         let period = Duration::from_secs_f64(1.0 / p.per_host_rps);
         let burst = NonZeroU32::new(p.per_host_burst).unwrap_or(NonZeroU32::MIN);
         FrontierPolicy {
             quota: Quota::with_period(period).map(|q| q.allow_burst(burst)),
+            period,
             per_host_concurrency: p.per_host_concurrency.max(1),
+            respect_robots: p.respect_robots,
+            robots_ttl,
         }
     }
 }
@@ -202,8 +252,8 @@ impl Frontier {
         state.not_before = state.not_before.max(until);
     }
 
-    /// Hands out the next URL whose host may be fetched at `now`, if any.
-    pub fn pop_ready(&mut self, now: Instant) -> Option<Dispatch> {
+    /// Hands out the next piece of work whose host may be served at `now`, if any.
+    pub fn pop_ready(&mut self, now: Instant) -> Option<Work> {
         while let Some(std::cmp::Reverse((at, _, id))) = self.ready.peek().copied() {
             if at > now {
                 return None;
@@ -219,12 +269,45 @@ impl Frontier {
                 self.push_ready(id, at);
                 continue;
             }
+            let fetch_robots = match &host.robots {
+                RobotsState::NotNeeded => false,
+                RobotsState::Fetching => continue,
+                RobotsState::Unavailable { retry_at } if *retry_at > now => {
+                    let at = *retry_at;
+                    self.push_ready(id, at);
+                    continue;
+                }
+                RobotsState::Ready { rules, expires } if *expires > now => {
+                    let allowed = host
+                        .queue
+                        .front()
+                        .is_none_or(|front| rules.allows(&front.url));
+                    if !allowed {
+                        // Refused without a request, so without spending a rate token.
+                        let Some(item) = host.queue.pop_front() else {
+                            continue;
+                        };
+                        self.queued -= 1;
+                        self.schedule(id, now);
+                        return Some(Work::Disallowed(item));
+                    }
+                    false
+                }
+                _ => true,
+            };
             if let Some(limiter) = &host.limiter {
                 if let Err(not_until) = limiter.check() {
                     let wait = not_until.wait_time_from(self.clock.now());
                     self.push_ready(id, now + wait);
                     continue;
                 }
+            }
+            if fetch_robots {
+                host.robots = RobotsState::Fetching;
+                host.in_flight += 1;
+                self.in_flight += 1;
+                let key = host.key.clone();
+                return Some(Work::Robots { host: id, key });
             }
             let Some(item) = host.queue.pop_front() else {
                 continue;
@@ -233,9 +316,52 @@ impl Frontier {
             self.queued -= 1;
             self.in_flight += 1;
             self.schedule(id, now);
-            return Some(Dispatch { host: id, item });
+            return Some(Work::Fetch(Dispatch { host: id, item }));
         }
         None
+    }
+
+    /// Records the result of a robots.txt fetch handed out as [`Work::Robots`]. When the
+    /// host's robots.txt has been unreachable too many times, its queued URLs are given
+    /// up and returned, so that the caller records them.
+    pub fn robots_done(&mut self, id: HostId, outcome: RobotsOutcome) -> Vec<QueuedUrl> {
+        let now = Instant::now();
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let policy_period = self.policy.period;
+        let clock = self.clock.clone();
+        let host = &mut self.hosts[id];
+        host.in_flight = host.in_flight.saturating_sub(1);
+        let mut given_up = Vec::new();
+        match outcome {
+            RobotsOutcome::Rules(rules) => {
+                host.robots_failures = 0;
+                if let Some(delay) = rules.crawl_delay {
+                    // Crawl-delay never makes the host faster than the configured rate.
+                    let period = delay.max(policy_period);
+                    if let Some(quota) = Quota::with_period(period) {
+                        host.limiter = Some(RateLimiter::direct_with_clock(quota, clock));
+                    }
+                }
+                host.robots = RobotsState::Ready {
+                    rules,
+                    expires: now + self.policy.robots_ttl,
+                };
+            }
+            RobotsOutcome::Unavailable { .. } => {
+                host.robots_failures += 1;
+                host.robots = RobotsState::Unavailable {
+                    retry_at: now + unavailable_backoff(host.robots_failures),
+                };
+                if host.robots_failures >= MAX_UNAVAILABLE_ATTEMPTS {
+                    while let Some(item) = host.queue.pop_front() {
+                        given_up.push(item);
+                    }
+                    self.queued -= given_up.len() as u64;
+                }
+            }
+        }
+        self.schedule(id, now);
+        given_up
     }
 
     /// When the earliest scheduled host becomes ready, if any host is scheduled.
@@ -302,6 +428,12 @@ impl Frontier {
             limiter,
             scheduled: false,
             total_queued: 0,
+            robots: if self.policy.respect_robots {
+                RobotsState::Unknown
+            } else {
+                RobotsState::NotNeeded
+            },
+            robots_failures: 0,
         });
         self.index.insert(key.to_string(), id);
         id
@@ -337,8 +469,15 @@ mod tests {
             per_host_burst: burst,
             per_host_concurrency: conc,
             respect_robots: false,
-            enabled: true,
+            ..PolitenessSection::default()
         })
+    }
+
+    fn fetch(work: Option<Work>) -> Dispatch {
+        match work {
+            Some(Work::Fetch(d)) => d,
+            other => panic!("expected a fetch, got {other:?}"),
+        }
     }
 
     fn item(url: &str) -> QueuedUrl {
@@ -353,14 +492,14 @@ mod tests {
         }
         f.push("http://b", item("http://b/0"));
         let now = Instant::now();
-        let first = f.pop_ready(now).unwrap();
-        let second = f.pop_ready(now).unwrap();
+        let first = fetch(f.pop_ready(now));
+        let second = fetch(f.pop_ready(now));
         assert_ne!(first.host, second.host, "b must not wait behind a");
         // Both hosts are at their cap of one in flight.
         assert!(f.pop_ready(now).is_none());
         assert_eq!(f.in_flight(), 2);
         f.complete(first.host);
-        let third = f.pop_ready(Instant::now()).unwrap();
+        let third = fetch(f.pop_ready(Instant::now()));
         assert_eq!(third.item.url, "http://a/1");
     }
 
@@ -385,12 +524,12 @@ mod tests {
         let mut f = Frontier::new(policy(1000.0, 1000, 4));
         f.push("http://a", item("http://a/0"));
         f.push("http://a", item("http://a/1"));
-        let d = f.pop_ready(Instant::now()).unwrap();
+        let d = fetch(f.pop_ready(Instant::now()));
         f.retry(d, Duration::from_millis(200));
         assert_eq!(f.queued(), 2);
         assert!(f.pop_ready(Instant::now()).is_none());
         let later = Instant::now() + Duration::from_millis(250);
-        let again = f.pop_ready(later).unwrap();
+        let again = fetch(f.pop_ready(later));
         assert_eq!(again.item.url, "http://a/0");
         assert_eq!(again.item.attempts, 1);
     }
@@ -401,9 +540,82 @@ mod tests {
         assert!(f.is_finished());
         f.push("http://a", item("http://a/0"));
         assert!(!f.is_finished());
-        let d = f.pop_ready(Instant::now()).unwrap();
+        let d = fetch(f.pop_ready(Instant::now()));
         assert!(!f.is_finished());
         f.complete(d.host);
         assert!(f.is_finished());
+    }
+
+    #[test]
+    fn robots_comes_first_then_gates_each_url() {
+        let mut p = policy(1000.0, 1000, 4);
+        p.respect_robots = true;
+        let mut f = Frontier::new(p);
+        f.push("http://a", item("http://a/private/x"));
+        f.push("http://a", item("http://a/open"));
+        let now = Instant::now();
+        let Some(Work::Robots { host, key }) = f.pop_ready(now) else {
+            panic!("robots.txt first")
+        };
+        assert_eq!(key, "http://a");
+        // Nothing else for the host while its robots.txt is in flight.
+        assert!(f.pop_ready(now).is_none());
+        let rules = RobotsRules::parse("crawler", b"User-agent: *\nDisallow: /private/\n");
+        let given_up = f.robots_done(host, RobotsOutcome::Rules(std::sync::Arc::new(rules)));
+        assert!(given_up.is_empty());
+        match f.pop_ready(Instant::now()) {
+            Some(Work::Disallowed(item)) => assert_eq!(item.url, "http://a/private/x"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(fetch(f.pop_ready(Instant::now())).item.url, "http://a/open");
+    }
+
+    #[test]
+    fn unreachable_robots_blocks_then_gives_up() {
+        let mut p = policy(1000.0, 1000, 4);
+        p.respect_robots = true;
+        let mut f = Frontier::new(p);
+        f.push("http://a", item("http://a/1"));
+        let mut now = Instant::now();
+        for attempt in 1..=MAX_UNAVAILABLE_ATTEMPTS {
+            let Some(Work::Robots { host, .. }) = f.pop_ready(now) else {
+                panic!("attempt {attempt}: robots.txt again")
+            };
+            let given_up = f.robots_done(
+                host,
+                RobotsOutcome::Unavailable {
+                    reason: "HTTP 503".into(),
+                },
+            );
+            // Nothing is fetched from the host meanwhile.
+            assert!(f.pop_ready(Instant::now()).is_none());
+            if attempt < MAX_UNAVAILABLE_ATTEMPTS {
+                assert!(given_up.is_empty());
+                now = Instant::now() + unavailable_backoff(attempt) + Duration::from_millis(1);
+            } else {
+                assert_eq!(given_up.len(), 1);
+                assert!(f.is_finished());
+            }
+        }
+    }
+
+    #[test]
+    fn crawl_delay_slows_the_host() {
+        let mut p = policy(1000.0, 1000, 4);
+        p.respect_robots = true;
+        let mut f = Frontier::new(p);
+        for i in 0..3 {
+            f.push("http://a", item(&format!("http://a/{i}")));
+        }
+        let Some(Work::Robots { host, .. }) = f.pop_ready(Instant::now()) else {
+            panic!()
+        };
+        let rules = RobotsRules::parse("crawler", b"User-agent: *\nCrawl-delay: 2\n");
+        f.robots_done(host, RobotsOutcome::Rules(std::sync::Arc::new(rules)));
+        let now = Instant::now();
+        fetch(f.pop_ready(now));
+        assert!(f.pop_ready(now).is_none());
+        let wait = f.next_ready_at().unwrap() - now;
+        assert!(wait > Duration::from_millis(1500), "{wait:?}");
     }
 }
