@@ -186,10 +186,12 @@ impl Normalizer {
         Ok(())
     }
 
-    /// Parses (after trimming surrounding whitespace) and canonicalizes a URL written by a
-    /// person or found in a page.
+    /// Parses and canonicalizes a URL written by a person or found in a page. Parsing is
+    /// exactly `Url::parse` (which already ignores leading and trailing spaces and control
+    /// characters, and tabs and newlines anywhere), so two inputs it parses equal always
+    /// normalize equal.
     pub fn normalize_str(&self, input: &str) -> Result<Url, Rejected> {
-        let mut url = Url::parse(input.trim()).map_err(|_| Rejected::Unparsable)?;
+        let mut url = Url::parse(input).map_err(|_| Rejected::Unparsable)?;
         self.canonicalize(&mut url)?;
         Ok(url)
     }
@@ -219,7 +221,8 @@ impl Normalizer {
     }
 
     /// The path with escapes normalized and matching `;name=value` parameters removed, or
-    /// `None` if that is the path itself.
+    /// `None` if that is the path itself. Escapes are normalized per segment and per
+    /// parameter, so that removing a parameter never changes how the rest reads.
     fn rewrite_path(&self, path: &str, params: bool) -> Option<String> {
         let mut out = String::with_capacity(path.len());
         let mut changed = false;
@@ -227,21 +230,17 @@ impl Normalizer {
             if i > 0 {
                 out.push('/');
             }
-            let segment = percent::normalize(segment);
-            changed |= matches!(segment, Cow::Owned(_));
-            if params && segment.contains(';') {
-                let mut pieces = segment.split(';');
-                out.push_str(pieces.next().unwrap_or_default());
-                for param in pieces {
-                    if self.strip.matches(param_name(param)) {
+            for (j, piece) in segment.split(';').enumerate() {
+                let piece = percent::normalize(piece);
+                changed |= matches!(piece, Cow::Owned(_));
+                if j > 0 {
+                    if params && self.strip.matches(param_name(&piece)) {
                         changed = true;
-                    } else {
-                        out.push(';');
-                        out.push_str(param);
+                        continue;
                     }
+                    out.push(';');
                 }
-            } else {
-                out.push_str(&segment);
+                out.push_str(&piece);
             }
         }
         changed.then_some(out)
@@ -253,26 +252,28 @@ impl Normalizer {
             url.set_query(None);
             return;
         }
-        let query = percent::normalize(query);
-        let escapes_changed = matches!(query, Cow::Owned(_));
-        let strip =
-            !self.strip.is_empty() && query.split('&').any(|p| self.strip.matches(param_name(p)));
-        let sort = self.options.sort_query && !is_sorted_by_name(&query);
-        if !(escapes_changed || strip || sort) {
-            return;
-        }
-        let mut query = query.into_owned();
-        if strip || sort {
-            let mut params: Vec<&str> = query
-                .split('&')
-                .filter(|p| !strip || !self.strip.matches(param_name(p)))
-                .collect();
-            if self.options.sort_query {
-                params.sort_by_key(|p| param_name(p));
+        let sort = self.options.sort_query && !is_sorted_by_name(query);
+        if !sort && !query.contains('%') {
+            // The common case: nothing to decode, so the names are final; decide cheaply.
+            let strip = !self.strip.is_empty()
+                && query.split('&').any(|p| self.strip.matches(param_name(p)));
+            if !strip {
+                return;
             }
-            query = params.join("&");
         }
-        url.set_query((!query.is_empty()).then_some(query.as_str()));
+        // Escapes are normalized per parameter, so that removing one never changes how the
+        // others read.
+        let mut params: Vec<Cow<'_, str>> = query.split('&').map(percent::normalize).collect();
+        if !self.strip.is_empty() {
+            params.retain(|p| !self.strip.matches(param_name(p)));
+        }
+        if self.options.sort_query {
+            params.sort_by(|a, b| param_name(a).cmp(param_name(b)));
+        }
+        let new = params.join("&");
+        if new != query {
+            url.set_query((!new.is_empty()).then_some(new.as_str()));
+        }
     }
 }
 

@@ -3,6 +3,11 @@
 //! gets uppercase hex. Nothing else is touched: raw characters stay raw, and an escape of a
 //! reserved or non-ASCII octet (`%2F`, `%3F`, `%26`, `%3D`, `%C3`...) stays an escape,
 //! because decoding it could change what the server sees.
+//!
+//! One trap: a `%` that starts no escape (the url crate keeps it raw) could combine with a
+//! decoded hex digit into a new escape (`%%30a` → `%0a`), which would change the meaning and
+//! break idempotence. So where such a lone `%` occurs, escapes of hex digits are kept (their
+//! hex uppercased) instead of decoded.
 
 use std::borrow::Cow;
 
@@ -25,12 +30,20 @@ fn hex_value(b: u8) -> Option<u8> {
 
 const UPPER_HEX: &[u8; 16] = b"0123456789ABCDEF";
 
+fn is_escape_at(bytes: &[u8], i: usize) -> bool {
+    i + 2 < bytes.len() && bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit()
+}
+
 /// Normalizes the escapes in `s`; borrows when nothing changes (the common case: no `%`).
 pub(crate) fn normalize(s: &str) -> Cow<'_, str> {
     let bytes = s.as_bytes();
+    let Some(first) = bytes.iter().position(|&b| b == b'%') else {
+        return Cow::Borrowed(s);
+    };
+    let lone_percent = (first..bytes.len()).any(|i| bytes[i] == b'%' && !is_escape_at(bytes, i));
     let mut out: Option<String> = None;
     let mut copied = 0; // bytes[..copied] are already in `out`
-    let mut i = 0;
+    let mut i = first;
     while i + 2 < bytes.len() {
         if bytes[i] != b'%' {
             i += 1;
@@ -42,7 +55,7 @@ pub(crate) fn normalize(s: &str) -> Cow<'_, str> {
             continue;
         };
         let octet = (hi << 4) | lo;
-        let decode = is_unreserved(octet);
+        let decode = is_unreserved(octet) && !(lone_percent && octet.is_ascii_hexdigit());
         if decode || bytes[i + 1].is_ascii_lowercase() || bytes[i + 2].is_ascii_lowercase() {
             // `i` sits on an ASCII `%`, so it is a char boundary of `s`.
             let buf = out.get_or_insert_with(|| String::with_capacity(s.len()));
@@ -84,11 +97,19 @@ mod tests {
             ("%", "%"),
             ("a%", "a%"),
             ("a%4", "a%4"),
-            ("%zz%41", "%zzA"),
-            ("%%41", "%A"),
+            ("%zz%41", "%zz%41"),
+            ("%%41", "%%41"),
             ("%2541", "%2541"),
             ("x%41", "xA"),
             ("%41x", "Ax"),
+            // a lone `%` must not capture a decoded hex digit
+            ("%%30a", "%%30a"),
+            ("%3%30", "%3%30"),
+            ("%a%62", "%a%62"),
+            ("%%61", "%%61"),
+            ("%%3a", "%%3A"),
+            ("%%67", "%g"),
+            ("%%2f", "%%2F"),
         ] {
             assert_eq!(normalize(input), want, "{input:?}");
         }
