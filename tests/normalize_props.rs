@@ -4,7 +4,7 @@
 //! of one URL agree, and inputs the `url` crate parses equal normalize equal. The same
 //! inputs are what `fuzz-normalize/` throws at it without a bound.
 //!
-//! Also the hot-path measurement: `cargo test --test normalize_props -- --ignored --nocapture`.
+//! Also the hot-path measurement: `cargo test --test normalize_props normalize_bench -- --ignored --nocapture`.
 
 use crawler::normalize::{NormalizeOptions, Normalizer, Rejected};
 use proptest::prelude::*;
@@ -369,21 +369,21 @@ proptest! {
     #![proptest_config(config(3000))]
 
     #[test]
-    fn arbitrary_strings_never_panic_and_are_idempotent(n in options(), input in any::<String>()) {
+    fn normalize_arbitrary_strings_never_panic_and_are_idempotent(n in options(), input in any::<String>()) {
         if let Ok(out) = n.normalize_str(&input) {
             check_canonical(&n, &input, &out)?;
         }
     }
 
     #[test]
-    fn url_soup_never_panics_and_is_idempotent(n in options(), input in url_soup()) {
+    fn normalize_url_soup_never_panics_and_is_idempotent(n in options(), input in url_soup()) {
         if let Ok(out) = n.normalize_str(&input) {
             check_canonical(&n, &input, &out)?;
         }
     }
 
     #[test]
-    fn url_like_is_idempotent(n in options(), input in url_like()) {
+    fn normalize_url_like_is_idempotent(n in options(), input in url_like()) {
         match n.normalize_str(&input) {
             Ok(out) => check_canonical(&n, &input, &out)?,
             Err(e) => prop_assert!(
@@ -396,7 +396,7 @@ proptest! {
     /// With nothing stripped, sorted or folded, normalization changes no octet the server
     /// sees: the path and query mean the same, and scheme, host and port are the parser's.
     #[test]
-    fn nothing_that_changes_meaning_is_decoded(input in url_like()) {
+    fn normalize_nothing_that_changes_meaning_is_decoded(input in url_like()) {
         let n = Normalizer::new(&NormalizeOptions {
             strip_params: Vec::new(),
             ..NormalizeOptions::default()
@@ -415,7 +415,7 @@ proptest! {
     /// unreserved characters in any hex case, lowercase hex, dot segments, fragment, empty
     /// query, tracking parameters, surrounding whitespace.
     #[test]
-    fn spellings_of_one_url_agree(base in base_url(), flags in any::<[bool; 9]>(), seed in any::<u64>()) {
+    fn normalize_spellings_of_one_url_agree(base in base_url(), flags in any::<[bool; 9]>(), seed in any::<u64>()) {
         let n = Normalizer::default();
         let variant = respell(&base, flags, seed);
         let a = n.normalize_str(&base.to_string());
@@ -624,7 +624,7 @@ fn mutate(s: &str, how: u8, at: usize) -> String {
 /// parsed URL. Meaningful in an optimized build; prints the debug figure otherwise.
 #[test]
 #[ignore]
-fn bench_canonicalize() {
+fn normalize_bench_canonicalize() {
     let n = Normalizer::default();
     let groups: &[(&str, &[&str])] = &[
         (

@@ -166,12 +166,12 @@ const TABLE: &[Case] = &[
 ];
 
 #[test]
-fn table_has_at_least_60_cases() {
+fn normalize_table_has_at_least_60_cases() {
     assert!(TABLE.len() >= 60, "{}", TABLE.len());
 }
 
 #[test]
-fn table() {
+fn normalize_table() {
     let mut failures = Vec::new();
     for &(input, want) in TABLE {
         let got = normalize_str(input);
@@ -184,7 +184,7 @@ fn table() {
 }
 
 #[test]
-fn table_outputs_are_fixed_points() {
+fn normalize_table_outputs_are_fixed_points() {
     for &(input, want) in TABLE {
         if let Ok(want) = want {
             assert_eq!(
@@ -219,7 +219,7 @@ fn check(n: &Normalizer, cases: &[(&str, &str)]) {
 }
 
 #[test]
-fn sort_query() {
+fn normalize_sort_query() {
     let off = Normalizer::default();
     assert!(!off.options().sort_query);
     check(
@@ -251,7 +251,7 @@ fn sort_query() {
 }
 
 #[test]
-fn strip_params() {
+fn normalize_strip_params() {
     let none = with(|o| o.strip_params.clear());
     check(
         &none,
@@ -293,7 +293,7 @@ fn strip_params() {
 }
 
 #[test]
-fn strip_default_documents() {
+fn normalize_strip_default_documents() {
     let off = Normalizer::default();
     check(
         &off,
@@ -332,7 +332,7 @@ fn strip_default_documents() {
 }
 
 #[test]
-fn fold_www() {
+fn normalize_fold_www() {
     let off = Normalizer::default();
     check(&off, &[("http://www.a.test/", "http://www.a.test/")]);
     let on = with(|o| o.fold_www = true);
@@ -354,7 +354,7 @@ fn fold_www() {
 }
 
 #[test]
-fn invalid_pattern_is_a_config_error_naming_it() {
+fn normalize_invalid_pattern_is_a_config_error_naming_it() {
     for bad in ["", "utm_source=x", "a&b", "with space", "caf\u{e9}"] {
         let options = NormalizeOptions {
             strip_params: vec!["gclid".into(), bad.into()],
@@ -368,7 +368,7 @@ fn invalid_pattern_is_a_config_error_naming_it() {
 }
 
 #[test]
-fn config_section() {
+fn normalize_config_section() {
     #[derive(serde::Deserialize)]
     struct Config {
         #[serde(default)]

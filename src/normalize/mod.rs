@@ -255,9 +255,7 @@ impl Normalizer {
         let sort = self.options.sort_query && !is_sorted_by_name(query);
         if !sort && !query.contains('%') {
             // The common case: nothing to decode, so the names are final; decide cheaply.
-            let strip = !self.strip.is_empty()
-                && query.split('&').any(|p| self.strip.matches(param_name(p)));
-            if !strip {
+            if self.strip.is_empty() || !self.strip.matches_any_param(query) {
                 return;
             }
         }

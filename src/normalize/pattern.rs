@@ -19,6 +19,10 @@ enum Pattern {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PatternSet {
     patterns: Vec<Pattern>,
+    /// Bit `b` set: some pattern can match a name whose first byte, lowercased, is `b`
+    /// (all bits set if a pattern starts with a wildcard). Most parameter names of a
+    /// typical link are rejected by this one test.
+    first_bytes: [u64; 4],
 }
 
 impl PatternSet {
@@ -26,8 +30,25 @@ impl PatternSet {
         let patterns = patterns
             .iter()
             .map(|p| compile(p.as_ref()))
-            .collect::<Result<_, _>>()?;
-        Ok(Self { patterns })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut first_bytes = [0u64; 4];
+        for pattern in &patterns {
+            let (Pattern::Exact(lit) | Pattern::Prefix(lit) | Pattern::Glob(lit)) = pattern;
+            match lit.first() {
+                Some(&b) if b != b'*' && b != b'?' => {
+                    // `lit` is lowercase ASCII; names match it case-insensitively.
+                    for b in [b, b.to_ascii_uppercase()] {
+                        first_bytes[usize::from(b >> 6)] |= 1 << (b & 63);
+                    }
+                }
+                // A wildcard (or an empty prefix, i.e. `*`) first: any name may match.
+                _ => first_bytes = [u64::MAX; 4],
+            }
+        }
+        Ok(Self {
+            patterns,
+            first_bytes,
+        })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -37,7 +58,38 @@ impl PatternSet {
     /// Whether `name` (a parameter name as it appears in the normalized URL) matches.
     #[inline]
     pub(crate) fn matches(&self, name: &str) -> bool {
-        let name = name.as_bytes();
+        self.matches_bytes(name.as_bytes())
+    }
+
+    /// Whether the name of any `&`-separated `name[=value]` parameter of `query` matches:
+    /// the hot-path test, one pass over the bytes.
+    pub(crate) fn matches_any_param(&self, query: &str) -> bool {
+        let bytes = query.as_bytes();
+        let mut start = 0;
+        loop {
+            let mut end = start;
+            while end < bytes.len() && bytes[end] != b'=' && bytes[end] != b'&' {
+                end += 1;
+            }
+            if self.matches_bytes(&bytes[start..end]) {
+                return true;
+            }
+            while end < bytes.len() && bytes[end] != b'&' {
+                end += 1;
+            }
+            if end == bytes.len() {
+                return false;
+            }
+            start = end + 1;
+        }
+    }
+
+    #[inline]
+    fn matches_bytes(&self, name: &[u8]) -> bool {
+        let first = name.first().copied().unwrap_or(0);
+        if self.first_bytes[usize::from(first >> 6)] & (1 << (first & 63)) == 0 {
+            return false;
+        }
         self.patterns.iter().any(|p| match p {
             Pattern::Exact(lit) => name.eq_ignore_ascii_case(lit),
             Pattern::Prefix(lit) => {
@@ -161,6 +213,24 @@ mod tests {
         assert!(set(&["*"]).matches(""));
         assert!(set(&["**"]).matches("anything"));
         assert!(!PatternSet::default().matches("sid"));
+        for (query, want) in [
+            ("a=1&b=2", false),
+            ("a=1&sid=2", true),
+            ("sid", true),
+            ("a&SID", true),
+            ("a=sid&b=sid", false),
+            ("&&", false),
+            ("utm_x=1", true),
+            ("", false),
+        ] {
+            assert_eq!(s.matches_any_param(query), want, "{query}");
+            assert_eq!(
+                query
+                    .split('&')
+                    .any(|p| s.matches(p.split('=').next().unwrap())),
+                want
+            );
+        }
     }
 
     #[test]
