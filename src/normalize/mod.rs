@@ -36,6 +36,9 @@
 //! - Idempotent: canonicalizing a canonical URL changes nothing (property-tested, for
 //!   every combination of options).
 //! - Never panics, whatever the input (property-tested and a fuzz target).
+//! - Nothing that could change meaning is decoded. Escapes are normalized per path
+//!   parameter and per query parameter, and where a `%` starts no escape (`%%30a`), escaped
+//!   hex digits stay escaped, so that no new escape can appear (`%0a`).
 //! - Two inputs the `url` crate parses to the same URL normalize to the same URL.
 //! - With the default options, only rules 1–5 apply: rules 2–4 never change what the
 //!   server is asked for, rule 5 only removes tracking and session parameters. The
@@ -134,12 +137,20 @@ pub enum NormalizeConfigError {
     },
 }
 
-/// [`NormalizeOptions`] compiled for the hot path. Cheap to share (`&Normalizer` or an
-/// `Arc`); build it once per crawl.
-#[derive(Debug, Clone)]
+/// [`NormalizeOptions`] compiled for the hot path. Immutable, `Send + Sync`, cheap to
+/// share (`&Normalizer` or an `Arc`); build it once per crawl.
+#[derive(Clone)]
 pub struct Normalizer {
     options: NormalizeOptions,
     strip: PatternSet,
+}
+
+impl std::fmt::Debug for Normalizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Normalizer")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Normalizer {
@@ -383,6 +394,45 @@ mod tests {
             normalize_str("http://user:pw@x.y/").unwrap_err(),
             Rejected::Credentials
         );
+    }
+
+    #[test]
+    fn free_functions_use_the_default_options() {
+        assert_eq!(default_normalizer().options(), &NormalizeOptions::default());
+        let n = Normalizer::default();
+        for input in [
+            "http://a.test/x?utm_source=1&b=%41#f",
+            "https://www.a.test/index.html",
+        ] {
+            assert_eq!(normalize_str(input), n.normalize_str(input));
+        }
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Normalizer>();
+    }
+
+    #[test]
+    fn canonical_urls_are_not_reserialized() {
+        let all = Normalizer::new(&NormalizeOptions {
+            sort_query: true,
+            strip_default_documents: true,
+            fold_www: true,
+            ..NormalizeOptions::default()
+        })
+        .unwrap();
+        for input in [
+            "http://example.com/",
+            "https://example.com/a/b.html",
+            "https://example.com/a%2Fb;v=1/c?a=1&b=%C3%A9&c",
+            "http://127.0.0.1:8080/p/1?q=x+y",
+        ] {
+            for n in [default_normalizer(), &all] {
+                let mut url = Url::parse(input).unwrap();
+                let before = url.as_str().as_ptr();
+                n.canonicalize(&mut url).unwrap();
+                assert_eq!(url.as_str(), input);
+                assert_eq!(url.as_str().as_ptr(), before, "{input} was rewritten");
+            }
+        }
     }
 
     #[test]
