@@ -1,0 +1,688 @@
+//! Property tests of URL normalization, bounded in time (a few thousand cases each, well
+//! under a second per property in a debug build): it never panics, it is idempotent for
+//! every combination of options, it decodes only what does not change meaning, spellings
+//! of one URL agree, and inputs the `url` crate parses equal normalize equal. The same
+//! inputs are what `fuzz-normalize/` throws at it without a bound.
+//!
+//! Also the hot-path measurement: `cargo test --test normalize_props normalize_bench -- --ignored --nocapture`.
+
+use crawler::normalize::{NormalizeOptions, Normalizer, Rejected};
+use proptest::prelude::*;
+use proptest::sample::select;
+use proptest::test_runner::TestRunner;
+use url::Url;
+
+/// `cases` per property, or `PROPTEST_CASES` from the environment for a longer run.
+fn config(cases: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(cases);
+    ProptestConfig {
+        cases,
+        max_shrink_iters: 2000,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Any combination of the options, with the default, no, or custom glob patterns.
+fn options() -> impl Strategy<Value = Normalizer> {
+    (
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        select(vec![0usize, 1, 2]),
+    )
+        .prop_map(|(sort_query, strip_default_documents, fold_www, strip)| {
+            let strip_params = match strip {
+                0 => NormalizeOptions::default().strip_params,
+                1 => Vec::new(),
+                _ => vec!["*id".into(), "a?c".into(), "x*y*z".into()],
+            };
+            Normalizer::new(&NormalizeOptions {
+                sort_query,
+                strip_params,
+                strip_default_documents,
+                fold_www,
+            })
+            .unwrap()
+        })
+}
+
+/// Pieces URLs are made of, weighted towards what normalization looks at.
+const TOKENS: &[&str] = &[
+    "http:",
+    "https:",
+    "HTTP:",
+    "hTTpS:",
+    "ftp:",
+    "mailto:",
+    "//",
+    "/",
+    "/",
+    "/",
+    "\\",
+    "%",
+    "%2e",
+    "%2E",
+    "%41",
+    "%7e",
+    "%7E",
+    "%2f",
+    "%3F",
+    "%c3%a9",
+    "%C3",
+    "%zz",
+    "%25",
+    "..",
+    ".",
+    "?",
+    "?",
+    "#",
+    "&",
+    "&",
+    "=",
+    "=",
+    ";",
+    ";jsessionid=1",
+    "@",
+    ":",
+    ":80",
+    ":443",
+    ":8080",
+    "[",
+    "]",
+    "[::1]",
+    "www.",
+    "www.",
+    "a",
+    "B",
+    "x",
+    "z",
+    "utm_x",
+    "sid",
+    "gclid",
+    "index.html",
+    "Default.aspx",
+    "xn--",
+    "b\u{fc}cher",
+    "\u{e9}",
+    "\u{20ac}",
+    " ",
+    "\t",
+    "\n",
+    "\u{0}",
+    "\u{1a}",
+    "\u{a0}",
+    "0x7f",
+    "127.0.0.1",
+    "example.com",
+    "a.test",
+    "+",
+    "'",
+    "\"",
+    "<",
+    "{",
+    "|",
+    "^",
+    "`",
+    "~",
+    "-",
+    "_",
+    "0",
+    "9",
+];
+
+/// Strings made of URL pieces: most parse, many are weird.
+fn url_soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(select(TOKENS), 0..24).prop_map(|t| t.concat())
+}
+
+/// Concatenations of `min..max` tokens (much cheaper than regex strategies in a debug
+/// build).
+fn soup(tokens: &'static [&'static str], len: std::ops::Range<usize>) -> BoxedStrategy<String> {
+    prop::collection::vec(select(tokens), len)
+        .prop_map(|t| t.concat())
+        .boxed()
+}
+
+const LABELS: &[&str] = &[
+    "a",
+    "b",
+    "x1",
+    "www",
+    "WWW",
+    "Example",
+    "test",
+    "b\u{fc}cher",
+    "xn--bcher-kva",
+    "h-0",
+    "q",
+];
+const TLDS: &[&str] = &["com", "test", "ORG", "de", "xn--p1ai", "test."];
+const SEGMENT: &[&str] = &[
+    "a",
+    "B",
+    "z",
+    "0",
+    "9",
+    ".",
+    "_",
+    "~",
+    "-",
+    "!",
+    "$",
+    "'",
+    "(",
+    "*",
+    "+",
+    ",",
+    "=",
+    ":",
+    "@",
+    ";",
+    "%",
+    "%41",
+    "%7e",
+    "%7E",
+    "%2f",
+    "%2F",
+    "%3b",
+    "%3d",
+    "%25",
+    "%30",
+    "%c3%a9",
+    "%zz",
+    "%2e",
+    "%2E",
+    ";jsessionid=1",
+    ";sid=2",
+    ";v=1",
+    "index.html",
+    "INDEX.PHP",
+    "\u{e9}",
+    " ",
+    "[",
+    "|",
+    "^",
+    "{",
+    "\"",
+];
+const NAME: &[&str] = &[
+    "utm_", "UTM_", "source", "gclid", "sid", "Sid", "%73", "id", "utm%5f", "a", "b", "c", "q",
+    "session_", "x", "y", "z", "1", "%", "%41", ".", "~",
+];
+const VALUE: &[&str] = &[
+    "a", "Z", "0", "+", "/", ":", "?", "=", "@", "-", "%", "%20", "%2b", "%41", "%26", "%3D",
+    "%c3%a9", "\u{e9}", "'", " ", "[", "]",
+];
+
+/// A well-formed http(s) URL spelled in many ways.
+fn url_like() -> impl Strategy<Value = String> {
+    let scheme = select(vec!["http", "HTTP", "https", "HtTpS"]);
+    let host = prop_oneof![
+        select(vec![
+            "example.com",
+            "WWW.Example.COM",
+            "www.www.a.test",
+            "www.test",
+            "a.test.",
+            "127.0.0.1",
+            "0x7f.1",
+            "[::1]",
+            "[0:0::1]",
+            "b\u{fc}cher.de",
+            "www.xn--bcher-kva.de",
+        ])
+        .prop_map(String::from),
+        (prop::collection::vec(select(LABELS), 0..3), select(TLDS)).prop_map(|(labels, tld)| {
+            let mut host = labels.join(".");
+            if !host.is_empty() {
+                host.push('.');
+            }
+            host + tld
+        }),
+    ];
+    let port = select(vec!["", "", ":", ":80", ":443", ":8080"]);
+    let segment = prop_oneof![
+        4 => soup(SEGMENT, 0..6),
+        1 => select(vec![".", "..", "%2e", "%2E%2e", "index.html", "Default.aspx", ";jsessionid=1",
+            "a;sid=2;v=1", "..;jsessionid=x", "%2e;jsessionid=x", "%%30", "%3%30"])
+            .prop_map(String::from),
+    ];
+    let path = prop::collection::vec(segment, 0..6).prop_map(|s| {
+        if s.is_empty() {
+            String::new()
+        } else {
+            format!("/{}", s.join("/"))
+        }
+    });
+    let param =
+        (soup(NAME, 0..3), prop::option::of(soup(VALUE, 0..4))).prop_map(|(n, v)| match v {
+            Some(v) => format!("{n}={v}"),
+            None => n,
+        });
+    let query = prop::option::of(prop::collection::vec(param, 0..5).prop_map(|p| p.join("&")));
+    let fragment = prop::option::of(soup(&["a", "#", "?", "%", "/", "%41"], 0..4));
+    (scheme, host, port, path, query, fragment).prop_map(|(s, h, p, path, q, f)| {
+        let mut url = format!("{s}://{h}{p}{path}");
+        if let Some(q) = q {
+            url.push('?');
+            url.push_str(&q);
+        }
+        if let Some(f) = f {
+            url.push('#');
+            url.push_str(&f);
+        }
+        url
+    })
+}
+
+/// The invariants of every successful normalization.
+fn check_canonical(n: &Normalizer, input: &str, out: &Url) -> Result<(), TestCaseError> {
+    prop_assert!(
+        matches!(out.scheme(), "http" | "https"),
+        "{input:?} → {out}"
+    );
+    prop_assert!(out.host_str().is_some_and(|h| !h.is_empty()));
+    prop_assert!(out.username().is_empty() && out.password().is_none());
+    prop_assert_eq!(out.fragment(), None);
+    prop_assert_ne!(out.query(), Some(""));
+    // Escapes are normalized per path parameter and per query parameter.
+    let parts = out
+        .path()
+        .split(['/', ';'])
+        .chain(out.query().into_iter().flat_map(|q| q.split('&')));
+    for part in parts {
+        // A `%` that starts no escape keeps escaped hex digits escaped (see percent.rs).
+        let lone_percent = units(part).contains(&Unit::Raw(b'%'));
+        for unit in units(part) {
+            if let Unit::Escaped(b, upper) = unit {
+                prop_assert!(
+                    !unreserved(b) || (lone_percent && b.is_ascii_hexdigit()),
+                    "{input:?} → {out}: escaped unreserved"
+                );
+                prop_assert!(upper, "{input:?} → {out}: lowercase hex");
+            }
+        }
+    }
+    // idempotent, both on the Url and through its string form
+    let mut again = out.clone();
+    prop_assert_eq!(n.canonicalize(&mut again), Ok(()));
+    prop_assert_eq!(&again, out, "not idempotent: {:?}", input);
+    let reparsed = n.normalize_str(out.as_str());
+    prop_assert_eq!(
+        reparsed.as_ref(),
+        Ok(out),
+        "string form not stable: {:?}",
+        input
+    );
+    Ok(())
+}
+
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
+}
+
+/// An independent reading of percent-encoding: a string as a sequence of octets, each
+/// either raw or escaped (with whether its hex was uppercase).
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Unit {
+    Raw(u8),
+    Escaped(u8, bool),
+}
+
+fn units(s: &str) -> Vec<Unit> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = &s[i + 1..i + 3];
+            if hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+                let upper = !hex.bytes().any(|c| c.is_ascii_lowercase());
+                out.push(Unit::Escaped(u8::from_str_radix(hex, 16).unwrap(), upper));
+                i += 3;
+                continue;
+            }
+        }
+        out.push(Unit::Raw(b[i]));
+        i += 1;
+    }
+    out
+}
+
+/// What a server sees: an escaped unreserved octet is the octet itself, every other escape
+/// stays distinct from the raw character; the case of the hex does not matter.
+fn meaning(s: &str) -> Vec<(u8, bool)> {
+    units(s)
+        .into_iter()
+        .map(|u| match u {
+            Unit::Raw(b) => (b, false),
+            Unit::Escaped(b, _) if unreserved(b) => (b, false),
+            Unit::Escaped(b, _) => (b, true),
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(config(3000))]
+
+    #[test]
+    fn normalize_arbitrary_strings_never_panic_and_are_idempotent(n in options(), input in any::<String>()) {
+        if let Ok(out) = n.normalize_str(&input) {
+            check_canonical(&n, &input, &out)?;
+        }
+    }
+
+    #[test]
+    fn normalize_url_soup_never_panics_and_is_idempotent(n in options(), input in url_soup()) {
+        if let Ok(out) = n.normalize_str(&input) {
+            check_canonical(&n, &input, &out)?;
+        }
+    }
+
+    #[test]
+    fn normalize_url_like_is_idempotent(n in options(), input in url_like()) {
+        match n.normalize_str(&input) {
+            Ok(out) => check_canonical(&n, &input, &out)?,
+            Err(e) => prop_assert!(
+                matches!(e, Rejected::Unparsable),
+                "{input:?}: {e:?}"
+            ),
+        }
+    }
+
+    /// With nothing stripped, sorted or folded, normalization changes no octet the server
+    /// sees: the path and query mean the same, and scheme, host and port are the parser's.
+    #[test]
+    fn normalize_nothing_that_changes_meaning_is_decoded(input in url_like()) {
+        let n = Normalizer::new(&NormalizeOptions {
+            strip_params: Vec::new(),
+            ..NormalizeOptions::default()
+        }).unwrap();
+        let Ok(parsed) = Url::parse(&input) else { return Ok(()) };
+        let out = n.normalize_str(&input).unwrap();
+        prop_assert_eq!(meaning(out.path()), meaning(parsed.path()), "{:?} → {}", input, out);
+        let query = parsed.query().filter(|q| !q.is_empty());
+        prop_assert_eq!(out.query().map(meaning), query.map(meaning), "{:?} → {}", input, out);
+        prop_assert_eq!(out.host(), parsed.host());
+        prop_assert_eq!(out.port_or_known_default(), parsed.port_or_known_default());
+        prop_assert_eq!(out.scheme(), parsed.scheme());
+    }
+
+    /// Spellings of one URL agree: case of scheme and host, default port, escapes of
+    /// unreserved characters in any hex case, lowercase hex, dot segments, fragment, empty
+    /// query, tracking parameters, surrounding whitespace.
+    #[test]
+    fn normalize_spellings_of_one_url_agree(base in base_url(), flags in any::<[bool; 9]>(), seed in any::<u64>()) {
+        let n = Normalizer::default();
+        let variant = respell(&base, flags, seed);
+        let a = n.normalize_str(&base.to_string());
+        let b = n.normalize_str(&variant);
+        prop_assert!(a.is_ok(), "{}", base.to_string());
+        prop_assert_eq!(a, b, "{} vs {}", base.to_string(), variant);
+    }
+}
+
+/// A plain URL the respellings start from.
+#[derive(Debug, Clone)]
+struct Base {
+    https: bool,
+    host: String,
+    segments: Vec<String>,
+    params: Vec<(String, String)>,
+}
+
+impl std::fmt::Display for Base {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}/{}", self.host, self.segments.join("/"))?;
+        if !self.params.is_empty() {
+            let q: Vec<String> = self
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            write!(f, "?{}", q.join("&"))?;
+        }
+        Ok(())
+    }
+}
+
+const CHUNK: &[&str] = &[
+    "a", "b", "Z", "0", "7", ".", "_", "~", "-", "%2F", "%2f", "%2B", "%26", "%3D", "%3f",
+    "%C3%A9", "%c3%a9",
+];
+
+fn base_url() -> impl Strategy<Value = Base> {
+    (
+        any::<bool>(),
+        prop::collection::vec(select(&["a", "b", "c1", "host", "x-y"][..]), 2..4),
+        prop::collection::vec(soup(CHUNK, 1..8), 0..4).prop_filter("not a dot segment", |s| {
+            s.iter().all(|seg| !seg.chars().all(|c| c == '.'))
+        }),
+        prop::collection::vec(
+            (
+                select(&["a", "b", "id", "page", "q", "ref"][..]),
+                soup(CHUNK, 0..6),
+            ),
+            0..4,
+        ),
+    )
+        .prop_map(|(https, labels, segments, params)| Base {
+            https,
+            host: labels.join("."),
+            segments,
+            params: params
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        })
+}
+
+/// Another spelling of `base`, chosen by `flags` and `seed`.
+fn respell(base: &Base, flags: [bool; 9], seed: u64) -> String {
+    let mut rng = seed | 1;
+    let mut coin = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng & 1 == 1
+    };
+    // Escape unreserved characters and flip the hex case of existing escapes, at random.
+    let mut respell_text = |s: &str| -> String {
+        let mut out = String::new();
+        let mut chars = s.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '%' {
+                let hex: String = chars.by_ref().take(2).collect();
+                out.push('%');
+                out.push_str(&if coin() {
+                    hex.to_lowercase()
+                } else {
+                    hex.to_uppercase()
+                });
+            } else if c.is_ascii() && unreserved(c as u8) && coin() {
+                let hex = format!("{:02X}", c as u8);
+                out.push('%');
+                out.push_str(&if coin() { hex.to_lowercase() } else { hex });
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let scheme = match (base.https, flags[0]) {
+        (false, false) => "http",
+        (false, true) => "HTTP",
+        (true, false) => "https",
+        (true, true) => "HtTpS",
+    };
+    let host = if flags[1] {
+        base.host.to_uppercase()
+    } else {
+        base.host.clone()
+    };
+    let port = match (flags[2], base.https) {
+        (false, _) => "",
+        (true, false) => ":80",
+        (true, true) => ":443",
+    };
+    let mut segments: Vec<String> = base.segments.iter().map(|s| respell_text(s)).collect();
+    if flags[3] {
+        segments.insert(0, ".".into());
+    }
+    if flags[4] && !segments.is_empty() {
+        segments.insert(segments.len() - 1, "zz".into());
+        segments.insert(segments.len() - 1, "..".into());
+    }
+    let mut params: Vec<String> = base
+        .params
+        .iter()
+        .map(|(k, v)| format!("{}={}", respell_text(k), respell_text(v)))
+        .collect();
+    if flags[5] {
+        params.insert(params.len() / 2, "utm_source=respell".into());
+        params.push("GCLID=x".into());
+    }
+    let mut url = format!("{scheme}://{host}{port}/{}", segments.join("/"));
+    if !params.is_empty() {
+        url.push('?');
+        url.push_str(&params.join("&"));
+    } else if flags[6] {
+        url.push('?');
+    }
+    if flags[7] {
+        url.push_str("#fragment?x=1");
+    }
+    if flags[8] {
+        url = format!("  {url}\t\n");
+    }
+    url
+}
+
+/// Inputs the url crate parses equal normalize equal (through `normalize_str`, with every
+/// combination of options). Pairs are made likely to parse equal; the test checks that
+/// enough of them did, so that it is not vacuous.
+#[test]
+fn parse_equal_means_normalize_equal() {
+    let mut runner = TestRunner::new(config(3000));
+    let equal = std::cell::Cell::new(0u32);
+    runner
+        .run(
+            &(
+                options(),
+                url_like(),
+                any::<u8>(),
+                any::<prop::sample::Index>(),
+            ),
+            |(n, a, how, at)| {
+                let b = mutate(&a, how, at.index(a.len() + 1));
+                if let (Ok(pa), Ok(pb)) = (Url::parse(&a), Url::parse(&b)) {
+                    if pa == pb {
+                        equal.set(equal.get() + 1);
+                        prop_assert_eq!(
+                            n.normalize_str(&a),
+                            n.normalize_str(&b),
+                            "{:?} vs {:?}",
+                            a,
+                            b
+                        );
+                    }
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    assert!(
+        equal.get() > 1000,
+        "only {} pairs parsed equal",
+        equal.get()
+    );
+}
+
+/// A change the WHATWG parser mostly ignores.
+fn mutate(s: &str, how: u8, at: usize) -> String {
+    let at = (0..=at.min(s.len()))
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
+    match how % 5 {
+        0 => format!("{}\t{}", &s[..at], &s[at..]),
+        1 => format!("{}\n{}", &s[..at], &s[at..]),
+        2 => format!(" {s}\u{1}"),
+        3 => s.replacen("://", ":\\\\", 1),
+        _ => {
+            let colon = s.find(':').unwrap_or(0);
+            format!("{}{}", s[..colon].to_uppercase(), &s[colon..])
+        }
+    }
+}
+
+/// The hot path: ns per `canonicalize` on typical links, minus the cost of cloning the
+/// parsed URL. Meaningful in an optimized build; prints the debug figure otherwise.
+#[test]
+#[ignore]
+fn normalize_bench_canonicalize() {
+    let n = Normalizer::default();
+    let groups: &[(&str, &[&str])] = &[
+        (
+            "no query",
+            &[
+                "https://www.example.com/articles/2024/05/a-long-article-title",
+                "https://example.com/about/team/",
+                "http://blog.example.org/post/12345",
+                "https://docs.example.net/guide/install.html",
+            ],
+        ),
+        (
+            "query",
+            &[
+                "https://example.com/search?q=rust+crawler&page=2",
+                "https://shop.example.com/item?id=123&color=red&size=m",
+                "https://example.org/list?sort=date&order=desc",
+                "https://news.example.com/read?article=987654",
+            ],
+        ),
+        (
+            "rewritten",
+            &[
+                "https://example.com/p/1?utm_source=x&utm_medium=y&id=3",
+                "https://example.com/%7Euser/a%2fb#top",
+                "https://example.com/index.jsp;jsessionid=AB12CD?x=1",
+                "https://example.com/page?gclid=abc123",
+            ],
+        ),
+    ];
+    let iters = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        500_000
+    };
+    for (label, links) in groups {
+        let urls: Vec<Url> = links.iter().map(|l| Url::parse(l).unwrap()).collect();
+        let time = |canon: bool| {
+            let start = std::time::Instant::now();
+            for i in 0..iters {
+                let mut u = urls[i % urls.len()].clone();
+                if canon {
+                    let _ = n.canonicalize(std::hint::black_box(&mut u));
+                }
+                std::hint::black_box(u);
+            }
+            start.elapsed().as_nanos() as f64 / iters as f64
+        };
+        let (clone, both) = (time(false), time(true));
+        println!(
+            "canonicalize, {label:>9}: {:7.1} ns/link ({:.1} with the clone){}",
+            both - clone,
+            both,
+            if cfg!(debug_assertions) {
+                " [debug build]"
+            } else {
+                ""
+            }
+        );
+    }
+}
