@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::normalize::{NormalizeOptions, Normalizer};
 use crate::quantity::{parse_byte_size, parse_count};
 
 /// Why the configuration was refused. Every variant names where the problem is.
@@ -226,6 +227,7 @@ pub struct Config {
     pub checkpoint: CheckpointSection,
     pub output: OutputSection,
     pub network: NetworkSection,
+    pub normalize: NormalizeOptions,
 }
 
 /// The keys of each section, for `--set` errors. A unit test keeps this in step with
@@ -264,6 +266,15 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
     ("checkpoint", &["interval_secs"]),
     ("output", &["dir", "format", "progress_interval_secs"]),
     ("network", &["resolve"]),
+    (
+        "normalize",
+        &[
+            "sort_query",
+            "strip_params",
+            "strip_default_documents",
+            "fold_www",
+        ],
+    ),
 ];
 
 /// A resolve rule: a host pattern (`example.test` or `*.test`) and the address to use.
@@ -459,7 +470,21 @@ impl Config {
             ));
         }
         self.resolve_rules_with_origin(origin)?;
+        Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: "normalize.strip_params".into(),
+            message: e.to_string(),
+        })?;
         Ok(())
+    }
+
+    /// The URL normalizer `[normalize]` describes (validated by [`Config::load`]).
+    pub fn normalizer(&self) -> Result<Normalizer, ConfigError> {
+        Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {
+            origin: "config".into(),
+            key: "normalize.strip_params".into(),
+            message: e.to_string(),
+        })
     }
 
     /// The `[network] resolve` map as checked rules.

@@ -32,7 +32,7 @@ use crate::config::Config;
 use crate::extract::{extract_links, ExtractOptions};
 use crate::fetch::{FetchError, Fetched, Fetcher};
 use crate::frontier::{Dispatch, Frontier, FrontierPolicy, HostId, QueuedUrl, Work};
-use crate::normalize::{canonicalize, host_key};
+use crate::normalize::{host_key, Normalizer};
 use crate::output::{rfc3339, write_atomically, OutputSender, OutputWriter, PageRecord};
 use crate::progress::{Progress, ProgressMode};
 use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
@@ -56,6 +56,8 @@ pub enum CrawlError {
     },
     #[error("no seed URL to crawl")]
     NoSeeds,
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// Counters shared by every stage; read by the progress display and the summary.
@@ -116,9 +118,12 @@ impl CrawlCounters {
     fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
-    /// Fetch failures that make the exit code 1.
+    /// Fetch failures that make the exit code 1: no usable answer after all retries,
+    /// including URLs given up because their host's robots.txt never answered.
     pub fn failures(&self) -> u64 {
-        Self::get(&self.server_errors) + Self::get(&self.network_errors)
+        Self::get(&self.server_errors)
+            + Self::get(&self.network_errors)
+            + Self::get(&self.robots_unavailable)
     }
 }
 
@@ -304,6 +309,7 @@ struct ParseJob {
 /// threads see their channel close once the last fetch task is gone.
 struct Shared {
     config: Config,
+    normalizer: Normalizer,
     fetcher: Fetcher,
     counters: Arc<CrawlCounters>,
     completions: mpsc::UnboundedSender<Completion>,
@@ -313,6 +319,7 @@ struct Shared {
 /// What parse threads share.
 struct ParseShared {
     config: Config,
+    normalizer: Normalizer,
     seen: Arc<SeenSet>,
     counters: Arc<CrawlCounters>,
     completions: mpsc::UnboundedSender<Completion>,
@@ -344,14 +351,17 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
 
+    let normalizer = config.normalizer()?;
     let parse_shared = Arc::new(ParseShared {
         config: config.clone(),
+        normalizer: normalizer.clone(),
         seen: seen.clone(),
         counters: counters.clone(),
         completions: completions_tx.clone(),
     });
     let shared = Arc::new(Shared {
         config: config.clone(),
+        normalizer,
         fetcher,
         counters: counters.clone(),
         completions: completions_tx,
@@ -833,7 +843,7 @@ async fn fetch_outcome(shared: &Shared, dispatch: &Dispatch) -> FetchStep {
                 return done(record, Candidates::default());
             }
         };
-        if let Err(reason) = canonicalize(&mut target) {
+        if let Err(reason) = shared.normalizer.canonicalize(&mut target) {
             record.error = Some(format!("redirect to {location:?}: {reason}"));
             return done(record, Candidates::default());
         }
@@ -929,7 +939,7 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
             on_page.clear();
             let (mut not_http, mut seen) = (0u64, 0u64);
             for mut link in extracted.links {
-                if canonicalize(&mut link).is_err() {
+                if shared.normalizer.canonicalize(&mut link).is_err() {
                     not_http += 1;
                     continue;
                 }

@@ -36,6 +36,12 @@ enum Command {
     Normalize {
         /// URLs to normalize; reads one per line from stdin when none are given.
         urls: Vec<String>,
+        /// Configuration file whose [normalize] rules apply.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override a config key, e.g. --set normalize.sort_query=true (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Crawl the built-in synthetic web (many virtual hosts on one loopback port): a
     /// complete offline demo and a quick check that everything works.
@@ -166,7 +172,10 @@ fn one_line(error: &anyhow::Error) -> String {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Plan(args)) => plan(args),
-        Some(Command::Normalize { urls }) => normalize(urls),
+        Some(Command::Normalize { urls, config, set }) => {
+            let config = Config::load(config.as_deref(), &set)?;
+            normalize(urls, &config.normalizer()?)
+        }
         Some(Command::Config { config, set }) => {
             let config = Config::load(config.as_deref(), &set)?;
             print!("{}", config.to_toml());
@@ -238,7 +247,10 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn normalize(urls: Vec<String>) -> anyhow::Result<ExitCode> {
+fn normalize(
+    urls: Vec<String>,
+    normalizer: &crawler::normalize::Normalizer,
+) -> anyhow::Result<ExitCode> {
     let inputs: Vec<String> = if urls.is_empty() {
         std::io::stdin()
             .lines()
@@ -249,7 +261,7 @@ fn normalize(urls: Vec<String>) -> anyhow::Result<ExitCode> {
     };
     let mut rejected = 0;
     for input in inputs.iter().filter(|l| !l.trim().is_empty()) {
-        match crawler::normalize::normalize_str(input) {
+        match normalizer.normalize_str(input.trim()) {
             Ok(url) => println!("{url}"),
             Err(reason) => {
                 rejected += 1;
@@ -279,7 +291,7 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = &args.out {
         config.output.dir = out.clone();
     }
-    let seeds = crawler::seeds::read_seeds(seeds_path)?;
+    let seeds = crawler::seeds::read_seeds(seeds_path, &config.normalizer()?)?;
     for bad in &seeds.bad {
         eprintln!("{bad}");
     }

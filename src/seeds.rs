@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use url::Url;
 
-use crate::normalize::{normalize_str, Rejected};
+use crate::normalize::{Normalizer, Rejected};
 
 /// A seed line that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,13 +60,13 @@ pub struct Seeds {
 
 /// Reads a seed file. An empty result is not an error here, so that the caller can
 /// report the bad lines first; see [`Seeds::require_some`].
-pub fn read_seeds(path: &Path) -> Result<Seeds, SeedsError> {
+pub fn read_seeds(path: &Path, normalizer: &Normalizer) -> Result<Seeds, SeedsError> {
     let bytes = std::fs::read(path).map_err(|source| SeedsError::Read {
         path: path.to_path_buf(),
         source,
     })?;
     let text = String::from_utf8_lossy(&bytes);
-    Ok(parse_seeds(&text, path))
+    Ok(parse_seeds(&text, path, normalizer))
 }
 
 impl Seeds {
@@ -83,7 +83,7 @@ impl Seeds {
 }
 
 /// Parses seed text; `path` is only used in messages.
-pub fn parse_seeds(text: &str, path: &Path) -> Seeds {
+pub fn parse_seeds(text: &str, path: &Path, normalizer: &Normalizer) -> Seeds {
     let mut seeds = Seeds::default();
     let mut seen = std::collections::HashSet::new();
     for (index, raw) in text.lines().enumerate() {
@@ -91,7 +91,7 @@ pub fn parse_seeds(text: &str, path: &Path) -> Seeds {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        match normalize_str(line) {
+        match normalizer.normalize_str(line) {
             Ok(url) => {
                 if seen.insert(url.as_str().to_string()) {
                     seeds.urls.push(url);
@@ -117,7 +117,7 @@ mod tests {
     #[test]
     fn comments_blanks_bad_lines_and_duplicates() {
         let text = "# seeds\n\nhttp://a.test/\nftp://x/\nHTTP://A.test:80/\nnot a url\nhttps://b.test/x#y\n";
-        let s = parse_seeds(text, Path::new("seeds.txt"));
+        let s = parse_seeds(text, Path::new("seeds.txt"), &Normalizer::default());
         let urls: Vec<&str> = s.urls.iter().map(Url::as_str).collect();
         assert_eq!(urls, ["http://a.test/", "https://b.test/x"]);
         assert_eq!(s.duplicates, 1);
@@ -134,10 +134,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.txt");
         std::fs::write(&path, "# nothing\nftp://x/\n").unwrap();
-        let seeds = read_seeds(&path).unwrap();
+        let seeds = read_seeds(&path, &Normalizer::default()).unwrap();
         let e = seeds.require_some(&path).unwrap_err().to_string();
         assert!(e.contains("no valid seed") && e.contains("1 bad"), "{e}");
-        let e = read_seeds(&dir.path().join("missing.txt"))
+        let e = read_seeds(&dir.path().join("missing.txt"), &Normalizer::default())
             .unwrap_err()
             .to_string();
         assert!(

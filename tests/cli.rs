@@ -206,6 +206,8 @@ fn unreachable_seed_finishes_with_exit_code_1() {
             "network.resolve.\"*.test\"=127.0.0.1:9",
             "--set",
             "crawl.retries=0",
+            "--set",
+            "politeness.respect_robots=false",
         ],
         dir.path(),
     );
