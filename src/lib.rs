@@ -15,6 +15,7 @@ pub mod normalize;
 pub mod output;
 pub mod progress;
 pub mod quantity;
+pub mod scope;
 pub mod seeds;
 pub mod seen;
 pub mod testweb;
