@@ -16,6 +16,7 @@ pub mod output;
 pub mod progress;
 pub mod quantity;
 pub mod robots;
+pub mod scope;
 pub mod seeds;
 pub mod seen;
 pub mod testweb;
