@@ -18,6 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::normalize::{NormalizeOptions, Normalizer};
 use crate::quantity::{parse_byte_size, parse_count};
+use crate::scope::ScopeOptions;
 
 /// Why the configuration was refused. Every variant names where the problem is.
 #[derive(Debug, thiserror::Error)]
@@ -228,6 +229,7 @@ pub struct Config {
     pub output: OutputSection,
     pub network: NetworkSection,
     pub normalize: NormalizeOptions,
+    pub scope: ScopeOptions,
 }
 
 /// The keys of each section, for `--set` errors. A unit test keeps this in step with
@@ -266,6 +268,7 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
     ("checkpoint", &["interval_secs"]),
     ("output", &["dir", "format", "progress_interval_secs"]),
     ("network", &["resolve"]),
+    ("scope", ScopeOptions::KEYS),
     (
         "normalize",
         &[
@@ -473,6 +476,11 @@ impl Config {
         Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {
             origin: origin.to_string(),
             key: "normalize.strip_params".into(),
+            message: e.to_string(),
+        })?;
+        self.scope.validate().map_err(|e| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: "scope".into(),
             message: e.to_string(),
         })?;
         Ok(())

@@ -36,6 +36,7 @@ use crate::normalize::{host_key, Normalizer};
 use crate::output::{rfc3339, write_atomically, OutputSender, OutputWriter, PageRecord};
 use crate::progress::{Progress, ProgressMode};
 use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
+use crate::scope::{OutOfScope, Scope, ScopeError};
 use crate::seen::{Plan, SeenSet, SeenStats};
 
 /// Why a crawl could not run.
@@ -58,6 +59,8 @@ pub enum CrawlError {
     NoSeeds,
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    Scope(#[from] ScopeError),
 }
 
 /// Counters shared by every stage; read by the progress display and the summary.
@@ -105,6 +108,11 @@ pub struct CrawlCounters {
     pub robots_unavailable: AtomicU64,
     /// robots.txt fetches made.
     pub robots_fetches: AtomicU64,
+    /// Links and redirect targets refused by the scope rules, by reason
+    /// (indexed like [`OutOfScope::ALL`]).
+    pub out_of_scope: [AtomicU64; OutOfScope::ALL.len()],
+    /// New links not queued because their host reached `scope.max_pages_per_host`.
+    pub links_host_cap: AtomicU64,
     /// Expected number of new URLs wrongly reported as seen, in millionths.
     pub false_positive_micros: AtomicU64,
     /// CPU time of the parse threads, in nanoseconds.
@@ -195,6 +203,8 @@ pub struct CrawlSummary {
     pub disallowed: u64,
     pub robots_unavailable: u64,
     pub robots_fetches: u64,
+    pub out_of_scope: std::collections::BTreeMap<&'static str, u64>,
+    pub links_host_cap: u64,
     pub hosts: usize,
     pub top_hosts: Vec<HostCount>,
     pub seen_m_bits: u64,
@@ -245,7 +255,7 @@ impl CrawlSummary {
         );
         let _ = writeln!(
             s,
-            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid; {} URLs disallowed by robots.txt, {} given up (robots.txt unreachable)",
+            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid, {} out of scope, {} over max_pages_per_host; {} URLs disallowed by robots.txt, {} given up (robots.txt unreachable)",
             self.links_found,
             self.links_seen,
             self.links_too_deep,
@@ -253,6 +263,8 @@ impl CrawlSummary {
             self.links_nofollow,
             self.links_not_http,
             self.links_invalid,
+            self.out_of_scope.values().sum::<u64>(),
+            self.links_host_cap,
             self.disallowed,
             self.robots_unavailable
         );
@@ -310,6 +322,7 @@ struct ParseJob {
 struct Shared {
     config: Config,
     normalizer: Normalizer,
+    scope: Arc<Scope>,
     fetcher: Fetcher,
     counters: Arc<CrawlCounters>,
     completions: mpsc::UnboundedSender<Completion>,
@@ -320,6 +333,7 @@ struct Shared {
 struct ParseShared {
     config: Config,
     normalizer: Normalizer,
+    scope: Arc<Scope>,
     seen: Arc<SeenSet>,
     counters: Arc<CrawlCounters>,
     completions: mpsc::UnboundedSender<Completion>,
@@ -345,16 +359,18 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     let plan = seen_plan(&config)?;
     tracing::info!("seen-set: {}", plan.summary());
     let seen = Arc::new(SeenSet::new(plan)?);
-    let fetcher = Fetcher::new(&config)?;
+    let fetcher = Fetcher::new(&config, &seeds)?;
     let counters = Arc::new(CrawlCounters::default());
     let (output_writer, output) = OutputWriter::start(&out_dir, 4096)?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
 
     let normalizer = config.normalizer()?;
+    let scope = Arc::new(Scope::new(&config.scope, &seeds)?);
     let parse_shared = Arc::new(ParseShared {
         config: config.clone(),
         normalizer: normalizer.clone(),
+        scope: scope.clone(),
         seen: seen.clone(),
         counters: counters.clone(),
         completions: completions_tx.clone(),
@@ -362,6 +378,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     let shared = Arc::new(Shared {
         config: config.clone(),
         normalizer,
+        scope,
         fetcher,
         counters: counters.clone(),
         completions: completions_tx,
@@ -390,6 +407,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     let mut frontier = Frontier::new(FrontierPolicy::from_config(&config.politeness));
     let mut dispatcher = Dispatcher {
         max_urls: config.crawl.max_urls.0,
+        max_pages_per_host: config.scope.max_pages_per_host,
         seen: seen.clone(),
         counters: counters.clone(),
         batch_out: Vec::new(),
@@ -458,6 +476,7 @@ pub fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
 
 struct Dispatcher {
     max_urls: u64,
+    max_pages_per_host: u64,
     seen: Arc<SeenSet>,
     counters: Arc<CrawlCounters>,
     batch_out: Vec<bool>,
@@ -614,10 +633,18 @@ impl Dispatcher {
         parent: Option<String>,
     ) -> u64 {
         let Candidates {
-            urls,
+            mut urls,
             depth,
             redirect_hops,
         } = candidates;
+        if self.max_pages_per_host > 0 {
+            // Checked before the seen-set: a URL refused here is not marked as seen, so
+            // the seen-set only ever holds URLs that were queued.
+            let cap = self.max_pages_per_host;
+            let before = urls.len();
+            urls.retain(|url| frontier.host_total_queued(&host_key(url)) < cap);
+            CrawlCounters::add(&self.counters.links_host_cap, (before - urls.len()) as u64);
+        }
         if urls.is_empty() {
             return 0;
         }
@@ -848,6 +875,11 @@ async fn fetch_outcome(shared: &Shared, dispatch: &Dispatch) -> FetchStep {
             return done(record, Candidates::default());
         }
         record.final_url = Some(target.as_str().to_string());
+        if let Err(reason) = shared.scope.check(&target) {
+            CrawlCounters::add(&counters.out_of_scope[scope_index(reason)], 1);
+            record.error = Some(format!("redirect target not followed: {reason}"));
+            return done(record, Candidates::default());
+        }
         if item.redirect_hops >= config.max_redirects {
             CrawlCounters::add(&counters.redirects_over_limit, 1);
             record.error = Some(format!(
@@ -943,6 +975,10 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                     not_http += 1;
                     continue;
                 }
+                if let Err(reason) = shared.scope.check(&link) {
+                    CrawlCounters::add(&counters.out_of_scope[scope_index(reason)], 1);
+                    continue;
+                }
                 if on_page.contains(link.as_str()) || shared.seen.contains(link.as_str().as_bytes())
                 {
                     seen += 1;
@@ -963,6 +999,13 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
         &counters.parse_cpu_ns,
         thread_cpu_ns().saturating_sub(started_cpu),
     );
+}
+
+fn scope_index(reason: OutOfScope) -> usize {
+    OutOfScope::ALL
+        .iter()
+        .position(|r| *r == reason)
+        .unwrap_or(0)
 }
 
 /// CPU time consumed by the calling thread.
@@ -1020,6 +1063,12 @@ fn summarize(
         disallowed: get(&c.disallowed),
         robots_unavailable: get(&c.robots_unavailable),
         robots_fetches: get(&c.robots_fetches),
+        out_of_scope: OutOfScope::ALL
+            .iter()
+            .zip(&c.out_of_scope)
+            .map(|(reason, n)| (reason.as_str(), get(n)))
+            .collect(),
+        links_host_cap: get(&c.links_host_cap),
         hosts: frontier.host_count(),
         top_hosts: frontier
             .top_hosts(10)

@@ -13,7 +13,15 @@
 //! `[network] resolve` is implemented as a reqwest DNS resolver: a matching host name
 //! resolves to the configured address, and hyper keeps that address's port when the URL
 //! has none, which is how many `http://*.test/` hosts reach one loopback listener.
+//!
+//! The same resolver keeps a public page from steering the crawler into a private
+//! network: a name that resolves only to private, loopback or link-local addresses is
+//! refused (such addresses are dropped from a mixed answer) unless it is a seed's host,
+//! a `[network] resolve` host, or `scope.allow_private` is set. Checking at resolution
+//! time, not on the URL, is what catches a public name pointing at 10.0.0.1. (IP-literal
+//! URLs never reach the resolver; the scope rules refuse those.)
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,6 +30,7 @@ use reqwest::header::{HeaderMap, CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use url::Url;
 
 use crate::config::{Config, ResolveRule};
+use crate::scope::is_private_ip;
 
 /// The client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -92,8 +101,17 @@ pub struct Fetcher {
 }
 
 impl Fetcher {
-    pub fn new(config: &Config) -> Result<Fetcher, FetchSetupError> {
+    /// Builds the client; `seeds` are the hosts allowed on private addresses.
+    pub fn new(config: &Config, seeds: &[Url]) -> Result<Fetcher, FetchSetupError> {
         let rules = config.resolve_rules()?;
+        let resolver = OverrideResolver {
+            rules,
+            allow_private: config.scope.allow_private,
+            private_ok_hosts: seeds
+                .iter()
+                .filter_map(|u| u.host_str().map(str::to_ascii_lowercase))
+                .collect(),
+        };
         let c = &config.crawl;
         let client = reqwest::Client::builder()
             .user_agent(c.user_agent.clone())
@@ -106,7 +124,7 @@ impl Fetcher {
             .gzip(true)
             .brotli(true)
             .no_proxy()
-            .dns_resolver(Arc::new(OverrideResolver { rules }))
+            .dns_resolver(SharedResolver(Arc::new(resolver)))
             .build()?;
         Ok(Fetcher {
             client,
@@ -252,23 +270,50 @@ fn classify(error: reqwest::Error) -> FetchError {
 }
 
 /// Resolves hosts that match a `[network] resolve` rule to its address, and every other
-/// host through the system resolver.
+/// host through the system resolver, without private addresses unless allowed.
 struct OverrideResolver {
     rules: Vec<ResolveRule>,
+    allow_private: bool,
+    private_ok_hosts: HashSet<String>,
 }
 
-impl reqwest::dns::Resolve for OverrideResolver {
+impl OverrideResolver {
+    async fn lookup(
+        &self,
+        host: String,
+    ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
+        if let Some(rule) = self.rules.iter().find(|r| r.matches(&host)) {
+            return Ok(vec![rule.addr]);
+        }
+        let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+        if self.allow_private || self.private_ok_hosts.contains(&host) {
+            return Ok(all);
+        }
+        let public: Vec<SocketAddr> = all
+            .iter()
+            .copied()
+            .filter(|a| !is_private_ip(a.ip()))
+            .collect();
+        match (public.is_empty(), all.first()) {
+            (true, Some(first)) => Err(format!(
+                "{host} resolves to the private address {}; not fetched (scope.allow_private)",
+                first.ip()
+            )
+            .into()),
+            _ => Ok(public),
+        }
+    }
+}
+
+/// The resolver as reqwest holds it: shared, so each lookup's future can own a handle.
+struct SharedResolver(Arc<OverrideResolver>);
+
+impl reqwest::dns::Resolve for SharedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let host = name.as_str().to_ascii_lowercase();
-        if let Some(rule) = self.rules.iter().find(|r| r.matches(&host)) {
-            let addr: SocketAddr = rule.addr;
-            return Box::pin(
-                async move { Ok(Box::new(std::iter::once(addr)) as reqwest::dns::Addrs) },
-            );
-        }
+        let resolver = Arc::clone(&self.0);
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let addrs = resolver.lookup(host).await?;
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
     }
@@ -277,6 +322,35 @@ impl reqwest::dns::Resolve for OverrideResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn resolver(allow_private: bool, seeds: &[&str]) -> OverrideResolver {
+        OverrideResolver {
+            rules: vec![ResolveRule {
+                pattern: "*.test".into(),
+                addr: "127.0.0.1:8080".parse().unwrap(),
+            }],
+            allow_private,
+            private_ok_hosts: seeds.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn private_addresses_are_refused_unless_allowed() {
+        // `localhost` resolves to loopback through the system resolver, with no network.
+        let e = resolver(false, &[])
+            .lookup("localhost".into())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("private address"), "{e}");
+        assert!(resolver(true, &[]).lookup("localhost".into()).await.is_ok());
+        assert!(resolver(false, &["localhost"])
+            .lookup("localhost".into())
+            .await
+            .is_ok());
+        // Configured overrides are the operator's own choice.
+        let addrs = resolver(false, &[]).lookup("h1.test".into()).await.unwrap();
+        assert_eq!(addrs, vec!["127.0.0.1:8080".parse().unwrap()]);
+    }
 
     #[test]
     fn retry_after_forms() {

@@ -389,6 +389,13 @@ impl Frontier {
         self.hosts.len()
     }
 
+    /// URLs ever queued for a host (0 for a host not seen yet).
+    pub fn host_total_queued(&self, key: &str) -> u64 {
+        self.index
+            .get(key)
+            .map_or(0, |&id| self.hosts[id].total_queued)
+    }
+
     /// The host key of a host id.
     pub fn host_key(&self, host: HostId) -> &str {
         &self.hosts[host].key
