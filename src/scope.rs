@@ -11,9 +11,11 @@
 //! [`is_private_ip`]) live elsewhere.
 //!
 //! # Guarantees
-//! - `check` never panics and never allocates; it is a few hash lookups, one public-suffix
-//!   lookup, at most two [`regex::RegexSet`] scans and one pass over the path. `Scope` is
-//!   `Send + Sync`, so every parse thread can share one.
+//! - `check` never panics and does not allocate (except for a path of more than 64
+//!   segments, possible only when `max_path_segments` allows it); it is a few hash
+//!   lookups, one public-suffix lookup (`seed-domains`), at most two [`regex::RegexSet`]
+//!   scans and one pass over the path. `Scope` is `Send + Sync`, so every parse thread can
+//!   share one.
 //! - The rules are checked in a fixed order and the first that fails is reported:
 //!   [`TooLong`](OutOfScope::TooLong), [`PrivateAddress`](OutOfScope::PrivateAddress),
 //!   [`OffSite`](OutOfScope::OffSite), [`Denied`](OutOfScope::Denied),
