@@ -459,6 +459,19 @@ mod scope {
         // An IPv6 seed given in mapped form exempts the IPv4 literal.
         let s = scope_with(any.clone(), &["http://[::ffff:192.168.1.1]/"]);
         assert_eq!(s.check(&url("http://192.168.1.1/")), OK);
+        // The same rule for resolved addresses.
+        let s = scope_with(any.clone(), &["http://10.0.0.5/", "http://[fd00::5]/"]);
+        for (ip, permitted) in [
+            ("10.0.0.5", true),
+            ("::ffff:10.0.0.5", true),
+            ("fd00::5", true),
+            ("10.0.0.6", false),
+            ("127.0.0.1", false),
+            ("fd00::6", false),
+            ("8.8.8.8", true),
+        ] {
+            assert_eq!(s.permits_ip(ip.parse().unwrap()), permitted, "{ip}");
+        }
         // allow_private switches the rule off.
         let s = scope_with(
             ScopeOptions {
@@ -470,6 +483,7 @@ mod scope {
         for u in ["http://10.0.0.1/", "http://[::1]/", "http://localhost/"] {
             assert_eq!(s.check(&url(u)), OK, "{u}");
         }
+        assert!(s.permits_ip("127.0.0.1".parse().unwrap()));
     }
 
     // ---- trap limits ----
