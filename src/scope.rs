@@ -11,9 +11,11 @@
 //! [`is_private_ip`]) live elsewhere.
 //!
 //! # Guarantees
-//! - `check` never panics and never allocates; it is a few hash lookups, one public-suffix
-//!   lookup, at most two [`regex::RegexSet`] scans and one pass over the path. `Scope` is
-//!   `Send + Sync`, so every parse thread can share one.
+//! - `check` never panics and does not allocate (except for a path of more than 64
+//!   segments, possible only when `max_path_segments` allows it); it is a few hash
+//!   lookups, one public-suffix lookup (`seed-domains`), at most two [`regex::RegexSet`]
+//!   scans and one pass over the path. `Scope` is `Send + Sync`, so every parse thread can
+//!   share one.
 //! - The rules are checked in a fixed order and the first that fails is reported:
 //!   [`TooLong`](OutOfScope::TooLong), [`PrivateAddress`](OutOfScope::PrivateAddress),
 //!   [`OffSite`](OutOfScope::OffSite), [`Denied`](OutOfScope::Denied),
@@ -308,6 +310,16 @@ impl Scope {
         &self.options
     }
 
+    /// Whether the crawl may connect to `ip`, by this scope's private-address rule: true if
+    /// `allow_private` is set, `ip` is not [`is_private_ip`], or a seed URL is on that IP
+    /// literal (compared unmapped). For the fetcher's check of *resolved* addresses; seeds
+    /// on host *names* that resolve to a private address are that check's business (it
+    /// knows what the names resolved to).
+    pub fn permits_ip(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.options.allow_private || !is_private_ip(ip) || self.seed_ips.contains(&ip)
+    }
+
     /// Whether the crawl may take `url` on; if not, the first rule it breaks (see the
     /// module documentation for the order).
     pub fn check(&self, url: &Url) -> Result<(), OutOfScope> {
@@ -352,13 +364,8 @@ impl Scope {
 
     fn is_private_host(&self, host: &Host<&str>, name: &str) -> bool {
         match *host {
-            Host::Ipv4(ip) => {
-                is_private_ip(IpAddr::V4(ip)) && !self.seed_ips.contains(&IpAddr::V4(ip))
-            }
-            Host::Ipv6(ip) => {
-                let ip = IpAddr::V6(ip).to_canonical();
-                is_private_ip(ip) && !self.seed_ips.contains(&ip)
-            }
+            Host::Ipv4(ip) => !self.permits_ip(IpAddr::V4(ip)),
+            Host::Ipv6(ip) => !self.permits_ip(IpAddr::V6(ip)),
             Host::Domain(_) => is_localhost_name(name) && !self.seed_hosts.contains(name),
         }
     }

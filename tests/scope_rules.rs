@@ -459,6 +459,19 @@ mod scope {
         // An IPv6 seed given in mapped form exempts the IPv4 literal.
         let s = scope_with(any.clone(), &["http://[::ffff:192.168.1.1]/"]);
         assert_eq!(s.check(&url("http://192.168.1.1/")), OK);
+        // The same rule for resolved addresses.
+        let s = scope_with(any.clone(), &["http://10.0.0.5/", "http://[fd00::5]/"]);
+        for (ip, permitted) in [
+            ("10.0.0.5", true),
+            ("::ffff:10.0.0.5", true),
+            ("fd00::5", true),
+            ("10.0.0.6", false),
+            ("127.0.0.1", false),
+            ("fd00::6", false),
+            ("8.8.8.8", true),
+        ] {
+            assert_eq!(s.permits_ip(ip.parse().unwrap()), permitted, "{ip}");
+        }
         // allow_private switches the rule off.
         let s = scope_with(
             ScopeOptions {
@@ -470,6 +483,7 @@ mod scope {
         for u in ["http://10.0.0.1/", "http://[::1]/", "http://localhost/"] {
             assert_eq!(s.check(&url(u)), OK, "{u}");
         }
+        assert!(s.permits_ip("127.0.0.1".parse().unwrap()));
     }
 
     // ---- trap limits ----
@@ -675,13 +689,55 @@ mod scope {
         assert_eq!(s.check(&url("file:///etc/passwd")), OFF);
     }
 
+    // ---- the synthetic web ----
+
+    /// Wiring the default scope into the crawl must not change what the end-to-end tests
+    /// expect: every URL a correct crawl of the synthetic web takes on (trap calendar,
+    /// redirects, off-host redirect, link variants included) is in scope, in both seed
+    /// modes.
+    #[test]
+    fn scope_defaults_admit_the_whole_synthetic_web() {
+        use crawler::testweb::{CrawlRules, Web, WebSpec};
+        let mut spec = WebSpec::small(42);
+        spec.features.advanced_variants = true;
+        let web = Web::new(spec);
+        let seeds = web.seeds();
+        let rules = CrawlRules {
+            respect_robots: false,
+            ..CrawlRules::default()
+        };
+        let urls = web.ground_truth(&seeds, &rules).urls();
+        assert!(urls.len() > 300, "{}", urls.len());
+        let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+        for m in [ScopeMode::SeedDomains, ScopeMode::SeedHosts] {
+            let s = scope_with(mode(m), &seeds);
+            for u in &urls {
+                assert_eq!(s.check(&url(u)), OK, "{u} under {m}");
+            }
+        }
+        // And with only h0 as a seed, the other hosts are off-site.
+        let s = scope_with(ScopeOptions::default(), &seeds[..1]);
+        let on: Vec<&String> = urls.iter().filter(|u| s.check(&url(u)).is_ok()).collect();
+        assert!(!on.is_empty());
+        assert!(
+            on.iter().all(|u| url(u).host_str() == Some("h0.test")),
+            "{on:?}"
+        );
+    }
+
     // ---- never panics ----
 
     mod never_panics {
         use super::*;
         use proptest::prelude::*;
 
-        fn scopes() -> Vec<Scope> {
+        static SCOPES: std::sync::LazyLock<Vec<Scope>> = std::sync::LazyLock::new(build_scopes);
+
+        fn scopes() -> &'static [Scope] {
+            &SCOPES
+        }
+
+        fn build_scopes() -> Vec<Scope> {
             let seeds = SEEDS;
             let tight = ScopeOptions {
                 max_url_length: 40,
