@@ -22,18 +22,29 @@ pub use plan::{
 };
 use probe::{murmur3_halves, probe, Probe};
 
-/// Counter shards: an insert updates the shard of its block, so two threads share a counter
-/// cache line only when their blocks agree in the low 6 bits.
-const SHARDS: usize = 64;
+/// Fewest counter shards: an insert updates the shard of its block, so two threads share a
+/// counter cache line only when their blocks agree in the low 6 bits.
+const MIN_SHARDS: usize = 64;
 /// Keys hashed and prefetched ahead of the inserts in `insert_new_batch`: enough to cover a
 /// memory latency with hashing work, few enough that the lines are still in L1 when used.
 const BATCH_WINDOW: usize = 64;
 
-/// Per-shard live counters, on their own pair of cache lines (the adjacent-line prefetcher
-/// pulls lines in pairs).
+/// One shard of the live counters: insertions in the high 32 bits, bits set in the low 32, so
+/// a new key costs one atomic add. Neither half can overflow into the other: every counted key
+/// set at least one bit, so both halves are at most the probe-able bits of the shard's blocks,
+/// and there are enough shards to keep that below 2^32. Each shard has its own pair of cache
+/// lines (the adjacent-line prefetcher pulls lines in pairs).
 #[repr(align(128))]
 #[derive(Default)]
-struct Counters {
+struct Shard(AtomicU64);
+
+const INSERTION_UNIT: u64 = 1 << 32;
+const BITS_MASK: u64 = INSERTION_UNIT - 1;
+
+/// Counts kept outside the shards: those of a loaded file and of whole batches (one add per
+/// batch), which would break the shards' bound.
+#[derive(Default)]
+struct Totals {
     insertions: AtomicU64,
     bits_set: AtomicU64,
 }
@@ -42,7 +53,8 @@ struct Counters {
 pub struct SeenSet {
     plan: Plan,
     array: BlockArray,
-    counters: Box<[Counters]>,
+    shards: Box<[Shard]>,
+    totals: Totals,
 }
 
 /// Live figures, summed from the counter shards without touching the bit array.
@@ -72,13 +84,22 @@ impl SeenSet {
     }
 
     fn from_parts(plan: Plan, array: BlockArray, insertions: u64, bits_set: u64) -> SeenSet {
-        let counters: Box<[Counters]> = (0..SHARDS).map(|_| Counters::default()).collect();
-        counters[0].insertions.store(insertions, Ordering::Relaxed);
-        counters[0].bits_set.store(bits_set, Ordering::Relaxed);
+        // Blocks per shard × 511 must stay below 2^32 (see Shard).
+        let max_blocks_per_shard = (BITS_MASK / PROBE_BITS) as usize;
+        let shards = array
+            .blocks()
+            .len()
+            .div_ceil(max_blocks_per_shard)
+            .next_power_of_two()
+            .max(MIN_SHARDS);
         SeenSet {
             plan,
             array,
-            counters,
+            shards: (0..shards).map(|_| Shard::default()).collect(),
+            totals: Totals {
+                insertions: AtomicU64::new(insertions),
+                bits_set: AtomicU64::new(bits_set),
+            },
         }
     }
 
@@ -104,7 +125,16 @@ impl SeenSet {
     #[inline]
     pub fn insert_new(&self, key: &[u8]) -> bool {
         let probe = self.probe_of(key);
-        self.insert_probe(&probe)
+        let changed = self.set_bits(&probe);
+        if changed == 0 {
+            return false;
+        }
+        let shard = &self.shards[probe.block & (self.shards.len() - 1)];
+        // Release: a snapshot that reads this count sees the bits counted.
+        shard
+            .0
+            .fetch_add(INSERTION_UNIT | u64::from(changed), Ordering::Release);
+        true
     }
 
     /// True if the key may have been inserted (false positives at the planned rate), false if
@@ -117,30 +147,42 @@ impl SeenSet {
 
     /// `insert_new` for each key in order, answers pushed onto `out` (cleared first). A key
     /// repeated inside the batch is new only at its first occurrence. All keys are hashed and
-    /// their blocks prefetched before the first insert, so the cache misses overlap.
+    /// their blocks prefetched before the first insert, so the cache misses overlap. The live
+    /// counters take the batch's figures in one step at its end.
     pub fn insert_new_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>) {
         out.clear();
         out.reserve(keys.len());
         let mut probes = [Probe::default(); BATCH_WINDOW];
+        let (mut insertions, mut bits_set) = (0u64, 0u64);
         for chunk in keys.chunks(BATCH_WINDOW) {
             for (slot, key) in probes.iter_mut().zip(chunk) {
                 *slot = self.probe_of(key);
                 prefetch(self.block(slot));
             }
             for probe in &probes[..chunk.len()] {
-                out.push(self.insert_probe(probe));
+                let changed = self.set_bits(probe);
+                out.push(changed != 0);
+                insertions += u64::from(changed != 0);
+                bits_set += u64::from(changed);
             }
+        }
+        if insertions != 0 {
+            self.totals.bits_set.fetch_add(bits_set, Ordering::Relaxed);
+            self.totals
+                .insertions
+                .fetch_add(insertions, Ordering::Release);
         }
     }
 
     /// The insert itself. Lock-free when every bit is already set (the common duplicate);
     /// otherwise the block's lock bit, in the same cache line as the bits, makes the
     /// check-and-set one atomic step: whoever finds a bit clear under the lock is first.
+    /// Returns how many bits it set; 0 means "not new".
     #[inline]
-    fn insert_probe(&self, probe: &Probe) -> bool {
+    fn set_bits(&self, probe: &Probe) -> u32 {
         let block = self.block(probe);
         if all_set(block, &probe.masks) {
-            return false;
+            return 0;
         }
         let lock_word = lock(block);
         // Holding the lock: no other writer can touch this block, plain loads and stores
@@ -157,26 +199,25 @@ impl SeenSet {
         changed += (!lock_word & last).count_ones();
         // Release publishes the other words to the next lock holder.
         block.0[LOCK_WORD].store((lock_word | last) & !LOCK_BIT, Ordering::Release);
-        if changed == 0 {
-            // Another key (or the same key, a moment earlier) set them all: not new.
-            return false;
-        }
-        let shard = &self.counters[probe.block % SHARDS];
-        shard
-            .bits_set
-            .fetch_add(u64::from(changed), Ordering::Relaxed);
-        // Release: a snapshot that reads this count sees the bits counted.
-        shard.insertions.fetch_add(1, Ordering::Release);
-        true
+        // 0 when another key, or this one a moment earlier, set them all first.
+        changed
     }
 
-    /// Live figures from the counter shards; O(64), never scans the array.
-    pub fn stats(&self) -> SeenStats {
-        let (mut insertions, mut bits_set) = (0u64, 0u64);
-        for c in self.counters.iter() {
-            insertions += c.insertions.load(Ordering::Relaxed);
-            bits_set += c.bits_set.load(Ordering::Relaxed);
+    /// (insertions, bits set) summed over the shards and totals.
+    fn counts(&self, order: Ordering) -> (u64, u64) {
+        let mut insertions = self.totals.insertions.load(order);
+        let mut bits_set = self.totals.bits_set.load(Ordering::Relaxed);
+        for shard in self.shards.iter() {
+            let packed = shard.0.load(order);
+            insertions += packed >> 32;
+            bits_set += packed & BITS_MASK;
         }
+        (insertions, bits_set)
+    }
+
+    /// Live figures from the counter shards; O(shards), never scans the array.
+    pub fn stats(&self) -> SeenStats {
+        let (insertions, bits_set) = self.counts(Ordering::Relaxed);
         let probe_bits = self.plan.blocks * PROBE_BITS;
         let fill = if probe_bits == 0 {
             0.0
@@ -195,11 +236,7 @@ impl SeenSet {
 
     /// Copies the array and counters; inserts carry on during the copy (see [`SeenSnapshot`]).
     pub fn snapshot(&self) -> SeenSnapshot {
-        let insertions = self
-            .counters
-            .iter()
-            .map(|c| c.insertions.load(Ordering::Acquire))
-            .sum();
+        let (insertions, _) = self.counts(Ordering::Acquire);
         let mut words = Vec::with_capacity(self.array.blocks().len() * 8);
         for block in self.array.blocks() {
             for (i, word) in block.0.iter().enumerate() {
@@ -249,12 +286,11 @@ fn all_set(block: &Block, masks: &[u64; 8]) -> bool {
 /// Takes the block's lock and returns its lock word as it was (lock bit clear).
 #[inline]
 fn lock(block: &Block) -> u64 {
+    let word = &block.0[LOCK_WORD];
     let mut spins = 0u32;
-    loop {
-        let before = block.0[LOCK_WORD].fetch_or(LOCK_BIT, Ordering::Acquire);
-        if before & LOCK_BIT == 0 {
-            return before;
-        }
+    // Testing only the lock bit of the old value lets this be one `lock bts` rather than a
+    // compare-exchange loop; the rest of the word is read once the lock is held.
+    while word.fetch_or(LOCK_BIT, Ordering::Acquire) & LOCK_BIT != 0 {
         // Held for a few nanoseconds unless its holder was preempted; then let it run.
         spins += 1;
         if spins < 64 {
@@ -263,6 +299,7 @@ fn lock(block: &Block) -> u64 {
             std::thread::yield_now();
         }
     }
+    word.load(Ordering::Relaxed) & !LOCK_BIT
 }
 
 #[inline]
