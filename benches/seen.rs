@@ -13,6 +13,8 @@ use crawler::quantity::HumanBytes;
 use crawler::seen::{classic_m_k, Plan, SeenSet};
 
 const REPS: usize = 3;
+/// Repetitions of the insert comparisons, the noisiest figures.
+const INSERT_REPS: usize = 5;
 const N: usize = 10_000_000;
 const ABSENT: usize = 2_000_000;
 const BATCH: usize = 64;
@@ -192,6 +194,47 @@ fn insert_seen(set: &SeenSet, keys: &[&[u8]], batched: bool) {
     }
 }
 
+/// One insert measurement: which filter, how many threads, batched or one key at a time.
+#[derive(Clone, Copy, PartialEq)]
+enum Filter {
+    Seen { batched: bool },
+    FastBloom,
+}
+
+fn insert_run(
+    plan: &Plan,
+    p: f64,
+    filter: Filter,
+    threads: usize,
+    inserted: &'static [&'static [u8]],
+) -> Rate {
+    let ops = inserted.len();
+    match filter {
+        Filter::Seen { batched } => {
+            let set = SeenSet::new(plan.clone()).expect("allocate");
+            rate(
+                ops,
+                threads,
+                on_threads(threads, &|t| {
+                    insert_seen(&set, part(inserted, threads, t), batched)
+                }),
+            )
+        }
+        Filter::FastBloom => {
+            let filter = fastbloom::AtomicBloomFilter::with_false_pos(p).expected_items(ops);
+            rate(
+                ops,
+                threads,
+                on_threads(threads, &|t| {
+                    for key in part(inserted, threads, t) {
+                        black_box(filter.insert(*key));
+                    }
+                }),
+            )
+        }
+    }
+}
+
 fn bench_p(p: f64, inserted: &'static [&'static [u8]], absent: &'static [&'static [u8]]) {
     let n = inserted.len() as u64;
     let plan = Plan::for_fpp(n, p).expect("plan");
@@ -200,7 +243,7 @@ fn bench_p(p: f64, inserted: &'static [&'static [u8]], absent: &'static [&'stati
     println!("\n== n = {n}, p = {p} ==");
     println!("  {}", plan.summary());
     println!(
-        "  memory: {} ({} bytes) = {:.2} bits/URL; classic optimum {} (k = {classic_k}), ratio {:.3}; n*log2(1/p) minimum {:.2} bits/URL ({:.2}x)",
+        "  memory: {} ({} bytes) = {:.2} bits/URL; classic optimum {} (k = {classic_k}), ratio {:.3}; n*log2(1/p) minimum {:.2} bits/URL (ours {:.2}x)",
         HumanBytes(plan.bytes),
         plan.bytes,
         plan.m_bits as f64 / n as f64,
@@ -210,139 +253,107 @@ fn bench_p(p: f64, inserted: &'static [&'static [u8]], absent: &'static [&'stati
         plan.m_bits as f64 / n as f64 / min_bits,
     );
 
-    let mut results = Vec::new();
-    for (label, threads, batched) in [
-        ("insert_new, 1 thread", 1, false),
-        ("insert_new, 2 threads", 2, false),
-        ("insert_new_batch (64), 1 thread", 1, true),
-        ("insert_new_batch (64), 2 threads", 2, true),
-    ] {
-        let runs = (0..REPS)
-            .map(|_| {
-                let set = SeenSet::new(plan.clone()).expect("allocate");
-                rate(
-                    inserted.len(),
-                    threads,
-                    on_threads(threads, &|t| {
-                        insert_seen(&set, part(inserted, threads, t), batched)
-                    }),
-                )
-            })
-            .collect();
-        let r = median_rate(runs);
-        show(label, r, threads);
-        results.push(r);
+    // Ours and the yardstick alternate inside every repetition, so both see the same
+    // neighbours' load; each run starts from an empty filter.
+    let configs = [
+        ("insert_new, 1 thread", Filter::Seen { batched: false }, 1),
+        ("fastbloom insert, 1 thread", Filter::FastBloom, 1),
+        ("insert_new, 2 threads", Filter::Seen { batched: false }, 2),
+        ("fastbloom insert, 2 threads", Filter::FastBloom, 2),
+        (
+            "insert_new_batch (64 keys), 1 thread",
+            Filter::Seen { batched: true },
+            1,
+        ),
+        (
+            "insert_new_batch (64 keys), 2 threads",
+            Filter::Seen { batched: true },
+            2,
+        ),
+    ];
+    let mut runs: Vec<Vec<Rate>> = vec![Vec::new(); configs.len()];
+    for _ in 0..INSERT_REPS {
+        for (i, &(_, filter, threads)) in configs.iter().enumerate() {
+            runs[i].push(insert_run(&plan, p, filter, threads, inserted));
+        }
     }
+    let results: Vec<Rate> = runs.into_iter().map(median_rate).collect();
+    for (&(label, _, threads), &r) in configs.iter().zip(&results) {
+        show(label, r, threads);
+    }
+    let [seen1, fb1, seen2, fb2, batch1, batch2] = [0, 1, 2, 3, 4, 5].map(|i| results[i]);
+    println!(
+        "  ratio insert_new / fastbloom insert: 1 thread {:.2}x; 2 threads {:.2}x per thread, {:.2}x total (wall)",
+        seen1.per_thread / fb1.per_thread,
+        seen2.per_thread / fb2.per_thread,
+        seen2.total_wall / fb2.total_wall,
+    );
+    println!(
+        "  ratio insert_new_batch / fastbloom insert: 1 thread {:.2}x; 2 threads {:.2}x per thread, {:.2}x total (wall)",
+        batch1.per_thread / fb1.per_thread,
+        batch2.per_thread / fb2.per_thread,
+        batch2.total_wall / fb2.total_wall,
+    );
 
     let set = SeenSet::new(plan.clone()).expect("allocate");
     insert_seen(&set, inserted, true);
     let stats = set.stats();
-    for (label, threads) in [
-        ("contains (absent keys), 1 thread", 1),
-        ("contains (absent keys), 2 threads", 2),
-    ] {
-        let runs = (0..REPS)
-            .map(|_| {
-                rate(
-                    absent.len(),
-                    threads,
-                    on_threads(threads, &|t| {
-                        for key in part(absent, threads, t) {
-                            black_box(set.contains(key));
-                        }
-                    }),
-                )
-            })
-            .collect();
-        show(label, median_rate(runs), threads);
+    let yardstick = fastbloom::AtomicBloomFilter::with_false_pos(p).expected_items(n as usize);
+    for key in inserted {
+        yardstick.insert(*key);
     }
+    let mut contains_runs: [Vec<Rate>; 3] = Default::default();
+    for _ in 0..REPS {
+        for (i, threads) in [1, 2].into_iter().enumerate() {
+            contains_runs[i].push(rate(
+                absent.len(),
+                threads,
+                on_threads(threads, &|t| {
+                    for key in part(absent, threads, t) {
+                        black_box(set.contains(key));
+                    }
+                }),
+            ));
+        }
+        contains_runs[2].push(rate(
+            absent.len(),
+            1,
+            on_threads(1, &|_| {
+                for key in absent {
+                    black_box(yardstick.contains(*key));
+                }
+            }),
+        ));
+    }
+    let [c1, c2, cfb] = contains_runs.map(median_rate);
+    show("contains (absent keys), 1 thread", c1, 1);
+    show("contains (absent keys), 2 threads", c2, 2);
+    show("fastbloom contains (absent keys), 1 thread", cfb, 1);
+
     let false_positives = absent.iter().filter(|k| set.contains(k)).count();
     let measured = false_positives as f64 / absent.len() as f64;
     let sigma = (p * (1.0 - p) / absent.len() as f64).sqrt();
     println!(
-        "  measured fpp {measured:.6} over {} absent URLs (target {p}, model {:.6}, ±{:.6} at 1σ); stats: fill {:.4}, estimated fpp {:.6}, {} new of {n}",
+        "  measured fpp {measured:.6} over {} absent URLs (target {p}, model {:.6}, binomial sd {sigma:.6}); live stats: fill {:.4}, estimated fpp {:.6}, {} new of {n}",
         absent.len(),
         plan.expected_fpp,
-        sigma,
         stats.fill,
         stats.estimated_fpp,
         stats.insertions,
+    );
+    let fb_fp = absent.iter().filter(|k| yardstick.contains(**k)).count();
+    println!(
+        "  fastbloom: {} ({:.2} bits/URL), k = {}, measured fpp {:.6}",
+        HumanBytes(yardstick.num_bits() as u64 / 8),
+        yardstick.num_bits() as f64 / n as f64,
+        yardstick.num_hashes(),
+        fb_fp as f64 / absent.len() as f64
     );
     let (save, load) = save_load(&set);
     println!(
         "  save {:.1} ms, load {:.1} ms (median of {REPS}, warm page cache)",
         save * 1e3,
         load * 1e3
-    );
-
-    // The yardstick.
-    let mut fb_results = Vec::new();
-    let mut fb_bits = 0;
-    for (label, threads) in [
-        ("fastbloom insert, 1 thread", 1),
-        ("fastbloom insert, 2 threads", 2),
-    ] {
-        let runs = (0..REPS)
-            .map(|_| {
-                let filter =
-                    fastbloom::AtomicBloomFilter::with_false_pos(p).expected_items(n as usize);
-                fb_bits = filter.num_bits();
-                rate(
-                    inserted.len(),
-                    threads,
-                    on_threads(threads, &|t| {
-                        for key in part(inserted, threads, t) {
-                            black_box(filter.insert(*key));
-                        }
-                    }),
-                )
-            })
-            .collect();
-        let r = median_rate(runs);
-        show(label, r, threads);
-        fb_results.push(r);
-    }
-    let filter = fastbloom::AtomicBloomFilter::with_false_pos(p).expected_items(n as usize);
-    for key in inserted {
-        filter.insert(*key);
-    }
-    let runs = (0..REPS)
-        .map(|_| {
-            rate(
-                absent.len(),
-                1,
-                on_threads(1, &|_| {
-                    for key in absent {
-                        black_box(filter.contains(*key));
-                    }
-                }),
-            )
-        })
-        .collect();
-    show(
-        "fastbloom contains (absent keys), 1 thread",
-        median_rate(runs),
-        1,
-    );
-    let fb_fp = absent.iter().filter(|k| filter.contains(**k)).count();
-    println!(
-        "  fastbloom: {} ({:.2} bits/URL), k = {}, measured fpp {:.6}",
-        HumanBytes(fb_bits as u64 / 8),
-        fb_bits as f64 / n as f64,
-        filter.num_hashes(),
-        fb_fp as f64 / absent.len() as f64
-    );
-    println!(
-        "  ratio insert_new / fastbloom insert: 1 thread {:.2}x, 2 threads {:.2}x per thread ({:.2}x total wall)",
-        results[0].per_thread / fb_results[0].per_thread,
-        results[1].per_thread / fb_results[1].per_thread,
-        results[1].total_wall / fb_results[1].total_wall,
-    );
-    println!(
-        "  ratio insert_new_batch / fastbloom insert: 1 thread {:.2}x, 2 threads {:.2}x per thread ({:.2}x total wall)",
-        results[2].per_thread / fb_results[0].per_thread,
-        results[3].per_thread / fb_results[1].per_thread,
-        results[3].total_wall / fb_results[1].total_wall,
     );
 }
 

@@ -36,9 +36,16 @@ fn scale(a: u64, b: u64) -> u64 {
     ((u128::from(a) * u128::from(b)) >> 64) as u64
 }
 
-/// The block and bit masks for a key with hash halves (h1, h2).
+/// The block of a key with hash halves (h1, h2): g_0 = h1 scaled onto 0..blocks.
 #[inline]
-pub fn probe(h1: u64, h2: u64, blocks: u64, k: u32) -> Probe {
+pub fn block_of(h1: u64, blocks: u64) -> usize {
+    scale(h1, blocks) as usize
+}
+
+/// The key's bits in its block, per word: g_i = h1 + i·h2 for i = 1..=k, each mixed and
+/// scaled onto the 511 probe-able bits.
+#[inline]
+pub fn masks_of(h1: u64, h2: u64, k: u32) -> [u64; 8] {
     let mut masks = [0u64; 8];
     let mut g = h1;
     for _ in 0..k {
@@ -47,10 +54,7 @@ pub fn probe(h1: u64, h2: u64, blocks: u64, k: u32) -> Probe {
         let bit = scale(mixed, PROBE_BITS);
         masks[(bit >> 6) as usize] |= 1 << (bit & 63);
     }
-    Probe {
-        block: scale(h1, blocks) as usize,
-        masks,
-    }
+    masks
 }
 
 #[cfg(test)]
@@ -117,10 +121,11 @@ mod tests {
         for _ in 0..10_000 {
             let blocks = rng.random_range(1..1_000_000);
             let k = rng.random_range(1..=48);
-            let p = probe(rng.random(), rng.random(), blocks, k);
-            assert!((p.block as u64) < blocks);
-            assert_eq!(p.masks[7] >> 63, 0);
-            let bits: u32 = p.masks.iter().map(|m| m.count_ones()).sum();
+            let (h1, h2) = (rng.random(), rng.random());
+            assert!((block_of(h1, blocks) as u64) < blocks);
+            let masks = masks_of(h1, h2, k);
+            assert_eq!(masks[7] >> 63, 0);
+            let bits: u32 = masks.iter().map(|m| m.count_ones()).sum();
             assert!(bits >= 1 && bits <= k);
         }
     }
@@ -132,8 +137,7 @@ mod tests {
         let mut counts = vec![0u64; 512];
         let draws = 100_000;
         for _ in 0..draws {
-            let p = probe(rng.random(), rng.random(), 1, 10);
-            for (w, mask) in p.masks.iter().enumerate() {
+            for (w, mask) in masks_of(rng.random(), rng.random(), 10).iter().enumerate() {
                 for b in 0..64 {
                     if mask >> b & 1 == 1 {
                         counts[w * 64 + b] += 1;
