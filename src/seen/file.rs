@@ -182,19 +182,22 @@ pub fn read(path: &Path) -> Result<Loaded, SeenError> {
             computed,
         });
     }
-    let mut bits_set = 0u64;
-    for (block, words) in array.words_mut().chunks_exact_mut(8).enumerate() {
+    let words = array.words_mut();
+    if cfg!(target_endian = "big") {
         for w in words.iter_mut() {
             *w = u64::from_le(*w);
-            bits_set += u64::from(w.count_ones());
-        }
-        if words[LOCK_WORD] & LOCK_BIT != 0 {
-            return Err(SeenError::LockBitSet {
-                path: path.to_path_buf(),
-                block: block as u64,
-            });
         }
     }
+    if let Some(block) = words
+        .chunks_exact(8)
+        .position(|block| block[LOCK_WORD] & LOCK_BIT != 0)
+    {
+        return Err(SeenError::LockBitSet {
+            path: path.to_path_buf(),
+            block: block as u64,
+        });
+    }
+    let bits_set = count_ones(words);
     Ok(Loaded {
         plan,
         array,
@@ -295,6 +298,24 @@ fn parse_header(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<HeaderFiel
         target_fpp,
         insertions: u64_at(56),
     })
+}
+
+/// Set bits in `words`, with the POPCNT instruction where the processor has it: the default
+/// x86-64 target may not assume it, and the portable fallback is several times slower over a
+/// 171 MiB array.
+pub fn count_ones(words: &[u64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the processor has POPCNT, checked just above.
+        return unsafe { count_ones_popcnt(words) };
+    }
+    words.iter().map(|w| u64::from(w.count_ones())).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn count_ones_popcnt(words: &[u64]) -> u64 {
+    words.iter().map(|w| u64::from(w.count_ones())).sum()
 }
 
 fn words_as_bytes(words: &[u64]) -> &[u8] {

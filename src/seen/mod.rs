@@ -177,6 +177,7 @@ pub struct SeenStats {
 impl SeenSet {
     /// An empty filter as planned.
     pub fn new(plan: Plan) -> Result<SeenSet, SeenError> {
+        plan.check_consistent()?;
         let len = usize::try_from(plan.blocks)
             .map_err(|_| SeenError::OutOfMemory { bytes: plan.bytes })?;
         let array = BlockArray::zeroed(len).ok_or(SeenError::OutOfMemory { bytes: plan.bytes })?;

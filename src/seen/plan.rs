@@ -78,6 +78,10 @@ pub enum PlanError {
     },
     #[error("the filter would need {need} ({bytes} bytes) but this machine has {have} of memory; raise the false-positive rate or lower max URLs", need = HumanBytes(*bytes), have = HumanBytes(*machine_bytes))]
     LargerThanMachine { bytes: u64, machine_bytes: u64 },
+    #[error(
+        "the plan's fields disagree: {reason}; build plans with Plan::for_fpp or Plan::for_memory"
+    )]
+    Inconsistent { reason: String },
 }
 
 /// The filter to build for a crawl: the classic optimum for reference and the blocked filter
@@ -171,6 +175,22 @@ impl Plan {
             blocks,
             seed: DEFAULT_SEED,
         })
+    }
+
+    /// Refuses a plan whose public fields were edited into something no filter can be.
+    pub(crate) fn check_consistent(&self) -> Result<(), PlanError> {
+        let reason = if self.blocks == 0 {
+            "blocks is 0".to_string()
+        } else if self.blocks.checked_mul(BLOCK_BITS) != Some(self.m_bits) {
+            format!("m_bits {} is not blocks {} × 512", self.m_bits, self.blocks)
+        } else if self.m_bits / 8 != self.bytes {
+            format!("bytes {} is not m_bits {} / 8", self.bytes, self.m_bits)
+        } else if self.k == 0 || self.k > MAX_K {
+            format!("k {} is outside 1..={MAX_K}", self.k)
+        } else {
+            return Ok(());
+        };
+        Err(PlanError::Inconsistent { reason })
     }
 
     /// One line for the start-up log.
@@ -497,5 +517,23 @@ mod tests {
         assert!(report.contains("HashSet<u64>"), "{report}");
         assert!(report.contains("7.5 GiB"), "{report}");
         assert!(plan.summary().contains(&format!("k = {}", plan.k)));
+    }
+
+    #[test]
+    fn edited_plans_are_refused_not_panicked_on() {
+        let good = Plan::for_fpp(1000, 0.01).unwrap();
+        assert_eq!(good.check_consistent(), Ok(()));
+        let edits: [fn(&mut Plan); 4] = [
+            |p| p.blocks = 0,
+            |p| p.m_bits += 1,
+            |p| p.bytes *= 2,
+            |p| p.k = 0,
+        ];
+        for edit in edits {
+            let mut plan = good.clone();
+            edit(&mut plan);
+            let err = plan.check_consistent().unwrap_err();
+            assert!(err.to_string().contains("disagree"), "{err}");
+        }
     }
 }

@@ -471,6 +471,17 @@ fn save_into_missing_directory_fails_cleanly() {
 }
 
 #[test]
+fn edited_plan_is_an_error_not_a_panic() {
+    let mut plan = Plan::for_fpp(1000, 0.01).unwrap();
+    plan.blocks = 0;
+    let err = SeenSet::new(plan).err().unwrap();
+    assert!(
+        matches!(err, SeenError::Plan(PlanError::Inconsistent { .. })),
+        "{err}"
+    );
+}
+
+#[test]
 fn seen_set_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<SeenSet>();
