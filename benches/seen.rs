@@ -349,20 +349,15 @@ fn bench_p(p: f64, inserted: &'static [&'static [u8]], absent: &'static [&'stati
         yardstick.num_hashes(),
         fb_fp as f64 / absent.len() as f64
     );
-    let (save, load) = save_load(&set);
-    println!(
-        "  save {:.1} ms, load {:.1} ms (median of {REPS}, warm page cache)",
-        save * 1e3,
-        load * 1e3
-    );
+    show_save_load(save_load(&set));
 }
 
-/// Median save and load seconds of a filled set.
-fn save_load(set: &SeenSet) -> (f64, f64) {
+/// Median seconds of save, load and snapshot() (the in-memory copy a background checkpoint
+/// writer takes) of a filled set; each load is checked against the original.
+fn save_load(set: &SeenSet) -> (f64, f64, f64) {
     let dir = tempfile::tempdir_in(std::env::temp_dir()).expect("temp dir");
     let path = dir.path().join("seen.bin");
-    let mut saves = Vec::new();
-    let mut loads = Vec::new();
+    let (mut saves, mut loads, mut snapshots) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..REPS {
         let start = Instant::now();
         set.save(&path).expect("save");
@@ -371,8 +366,21 @@ fn save_load(set: &SeenSet) -> (f64, f64) {
         let loaded = SeenSet::load(&path).expect("load");
         loads.push(start.elapsed().as_secs_f64());
         assert_eq!(loaded.stats().bits_set, set.stats().bits_set);
+        drop(loaded);
+        let start = Instant::now();
+        black_box(set.snapshot());
+        snapshots.push(start.elapsed().as_secs_f64());
     }
-    (median(saves), median(loads))
+    (median(saves), median(loads), median(snapshots))
+}
+
+fn show_save_load((save, load, snapshot): (f64, f64, f64)) {
+    println!(
+        "  save {:.1} ms, load {:.1} ms (median of {REPS}, warm page cache); snapshot() copy {:.1} ms",
+        save * 1e3,
+        load * 1e3,
+        snapshot * 1e3
+    );
 }
 
 fn main() {
@@ -413,12 +421,7 @@ fn main() {
         "  filled: {} new keys, fill {:.4}, estimated fpp {:.6}",
         stats.insertions, stats.fill, stats.estimated_fpp
     );
-    let (save, load) = save_load(&set);
-    println!(
-        "  save {:.1} ms, load {:.1} ms (median of {REPS}, warm page cache)",
-        save * 1e3,
-        load * 1e3
-    );
+    show_save_load(save_load(&set));
     println!(
         "\ntotal bench time {:.0} s",
         started.elapsed().as_secs_f64()

@@ -98,21 +98,10 @@ impl BlockArray {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
-    /// The raw bytes, for filling from a file while nobody else can see the array.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: &mut self excludes all other access; AtomicU64 has the size and layout of
-        // u64 and any byte pattern is a valid value.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.ptr.as_ptr() as *mut u8,
-                self.len * std::mem::size_of::<Block>(),
-            )
-        }
-    }
-
-    /// The words, for fixing them up after loading while nobody else can see the array.
+    /// The words, for filling from a file while nobody else can see the array.
     pub fn words_mut(&mut self) -> &mut [u64] {
-        // SAFETY: as for bytes_mut; 64-byte alignment satisfies u64.
+        // SAFETY: &mut self excludes all other access; AtomicU64 has the size and layout of
+        // u64, any bit pattern is a valid value, and 64-byte alignment satisfies u64.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr() as *mut u64, self.len * 8) }
     }
 }
@@ -151,7 +140,7 @@ mod tests {
             .all(|b| b.0.iter().all(|w| w.load(Ordering::Relaxed) == 0)));
         array.blocks()[99_999].0[7].store(5, Ordering::Relaxed);
         assert_eq!(array.words_mut()[99_999 * 8 + 7], 5);
-        assert_eq!(array.bytes_mut().len(), 6_400_000);
+        assert_eq!(array.words_mut().len(), 800_000);
         assert_eq!(BlockArray::zeroed(0).unwrap().blocks().len(), 0);
     }
 }

@@ -42,72 +42,102 @@ impl SeenSnapshot {
         &self.plan
     }
 
-    fn header(&self) -> [u8; HEADER_LEN as usize] {
-        let plan = &self.plan;
-        let mut h = [0u8; HEADER_LEN as usize];
-        h[0..8].copy_from_slice(&MAGIC);
-        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        h[12..16].copy_from_slice(&plan.layout.code().to_le_bytes());
-        h[16..20].copy_from_slice(&HASH_SCHEME.to_le_bytes());
-        h[20..24].copy_from_slice(&plan.seed.to_le_bytes());
-        h[24..32].copy_from_slice(&plan.m_bits.to_le_bytes());
-        h[32..36].copy_from_slice(&plan.k.to_le_bytes());
-        // 36..40 reserved, zero.
-        h[40..48].copy_from_slice(&plan.n.to_le_bytes());
-        h[48..56].copy_from_slice(&plan.target_fpp.to_bits().to_le_bytes());
-        h[56..64].copy_from_slice(&self.insertions.to_le_bytes());
-        h
-    }
-
     /// Writes the snapshot to `path` atomically: a crash leaves either the old file or the
     /// new one under that name, never a half-written one.
     pub fn write(&self, path: &Path) -> Result<(), SeenError> {
-        let io = |action: &'static str, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| SeenError::Io {
-                action,
-                path,
-                source,
-            }
-        };
-        let file_name = path.file_name().ok_or_else(|| SeenError::Io {
-            action: "save to",
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
-        })?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let mut tmp_name = file_name.to_os_string();
-        tmp_name.push(format!(".tmp-{}", std::process::id()));
-        let tmp = dir.join(tmp_name);
-
-        let header = self.header();
-        let body = words_as_bytes(&self.words);
-        let mut hasher = Xxh3Default::new();
-        hasher.update(&header);
-        hasher.update(body);
-        let checksum = hasher.digest().to_le_bytes();
-
-        let written = (|| {
-            let mut file = File::create(&tmp).map_err(io("create", &tmp))?;
-            file.write_all(&header).map_err(io("write", &tmp))?;
-            file.write_all(body).map_err(io("write", &tmp))?;
-            file.write_all(&checksum).map_err(io("write", &tmp))?;
-            file.sync_all().map_err(io("fsync", &tmp))?;
-            std::fs::rename(&tmp, path).map_err(io("rename into place", path))
-        })();
-        if written.is_err() {
-            // Best effort: the error that matters is the one being returned.
-            let _ = std::fs::remove_file(&tmp);
-            return written;
-        }
-        // The rename is durable only once the directory entry is.
-        File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("fsync directory", &dir))
+        write_atomically(
+            path,
+            &header(&self.plan, self.insertions),
+            self.words.len(),
+            |start, chunk| {
+                chunk.copy_from_slice(&self.words[start..start + chunk.len()]);
+            },
+        )
     }
+}
+
+/// Words copied, hashed and written per step: big enough for few system calls, small enough
+/// to stay in L2 between the copy, the hash and the write.
+const CHUNK_WORDS: usize = 1 << 17;
+
+/// The 64-byte header for a filter of this plan holding `insertions` keys.
+pub fn header(plan: &Plan, insertions: u64) -> [u8; HEADER_LEN as usize] {
+    let mut h = [0u8; HEADER_LEN as usize];
+    h[0..8].copy_from_slice(&MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&plan.layout.code().to_le_bytes());
+    h[16..20].copy_from_slice(&HASH_SCHEME.to_le_bytes());
+    h[20..24].copy_from_slice(&plan.seed.to_le_bytes());
+    h[24..32].copy_from_slice(&plan.m_bits.to_le_bytes());
+    h[32..36].copy_from_slice(&plan.k.to_le_bytes());
+    // 36..40 reserved, zero.
+    h[40..48].copy_from_slice(&plan.n.to_le_bytes());
+    h[48..56].copy_from_slice(&plan.target_fpp.to_bits().to_le_bytes());
+    h[56..64].copy_from_slice(&insertions.to_le_bytes());
+    h
+}
+
+/// Writes `header`, then `words` words that `fill(start, chunk)` puts into each chunk (as
+/// little-endian values, lock bits clear), then the checksum of all of it, to a temporary
+/// file beside `path`; fsyncs it, renames it over `path`, fsyncs the directory. Each word is
+/// produced exactly once, so the checksum covers exactly the bytes written even when they
+/// come from a filter that is changing underneath.
+pub fn write_atomically(
+    path: &Path,
+    header: &[u8; HEADER_LEN as usize],
+    words: usize,
+    mut fill: impl FnMut(usize, &mut [u64]),
+) -> Result<(), SeenError> {
+    let io = |action: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SeenError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    let file_name = path.file_name().ok_or_else(|| SeenError::Io {
+        action: "save to",
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut tmp_name = file_name.to_os_string();
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+
+    let written = (|| {
+        let mut file = File::create(&tmp).map_err(io("create", &tmp))?;
+        let mut hasher = Xxh3Default::new();
+        hasher.update(header);
+        file.write_all(header).map_err(io("write", &tmp))?;
+        let mut buffer = vec![0u64; CHUNK_WORDS.min(words)];
+        let mut start = 0;
+        while start < words {
+            let chunk = &mut buffer[..CHUNK_WORDS.min(words - start)];
+            fill(start, chunk);
+            let bytes = words_as_bytes(chunk);
+            hasher.update(bytes);
+            file.write_all(bytes).map_err(io("write", &tmp))?;
+            start += chunk.len();
+        }
+        file.write_all(&hasher.digest().to_le_bytes())
+            .map_err(io("write", &tmp))?;
+        file.sync_all().map_err(io("fsync", &tmp))?;
+        std::fs::rename(&tmp, path).map_err(io("rename into place", path))
+    })();
+    if written.is_err() {
+        // Best effort: the error that matters is the one being returned.
+        let _ = std::fs::remove_file(&tmp);
+        return written;
+    }
+    // The rename is durable only once the directory entry is.
+    File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync directory", &dir))
 }
 
 /// What a file holds once checked: the plan, the filled array, the counters.
@@ -167,13 +197,32 @@ pub fn read(path: &Path) -> Result<Loaded, SeenError> {
             bytes: blocks * BLOCK_BYTES,
         },
     )?;
-    file.read_exact(array.bytes_mut()).map_err(io("read"))?;
+    // One pass, chunk by chunk while it is in cache: read, hash, check lock bits, count bits.
+    // The checksum is judged before the lock bits, so random damage reads as damage.
+    let mut hasher = Xxh3Default::new();
+    hasher.update(&header);
+    let mut first_locked_block = None;
+    let mut bits_set = 0u64;
+    for (index, chunk) in array.words_mut().chunks_mut(CHUNK_WORDS).enumerate() {
+        file.read_exact(words_as_bytes_mut(chunk))
+            .map_err(io("read"))?;
+        hasher.update(words_as_bytes(chunk));
+        if cfg!(target_endian = "big") {
+            for w in chunk.iter_mut() {
+                *w = u64::from_le(*w);
+            }
+        }
+        if first_locked_block.is_none() {
+            first_locked_block = chunk
+                .chunks_exact(8)
+                .position(|block| block[LOCK_WORD] & LOCK_BIT != 0)
+                .map(|b| (index * CHUNK_WORDS / 8 + b) as u64);
+        }
+        bits_set += count_ones(chunk);
+    }
     let mut stored = [0u8; CHECKSUM_LEN as usize];
     file.read_exact(&mut stored).map_err(io("read"))?;
     let stored = u64::from_le_bytes(stored);
-    let mut hasher = Xxh3Default::new();
-    hasher.update(&header);
-    hasher.update(array.bytes_mut());
     let computed = hasher.digest();
     if stored != computed {
         return Err(SeenError::ChecksumMismatch {
@@ -182,22 +231,12 @@ pub fn read(path: &Path) -> Result<Loaded, SeenError> {
             computed,
         });
     }
-    let words = array.words_mut();
-    if cfg!(target_endian = "big") {
-        for w in words.iter_mut() {
-            *w = u64::from_le(*w);
-        }
-    }
-    if let Some(block) = words
-        .chunks_exact(8)
-        .position(|block| block[LOCK_WORD] & LOCK_BIT != 0)
-    {
+    if let Some(block) = first_locked_block {
         return Err(SeenError::LockBitSet {
             path: path.to_path_buf(),
-            block: block as u64,
+            block,
         });
     }
-    let bits_set = count_ones(words);
     Ok(Loaded {
         plan,
         array,
@@ -316,6 +355,13 @@ pub fn count_ones(words: &[u64]) -> u64 {
 #[target_feature(enable = "popcnt")]
 unsafe fn count_ones_popcnt(words: &[u64]) -> u64 {
     words.iter().map(|w| u64::from(w.count_ones())).sum()
+}
+
+fn words_as_bytes_mut(words: &mut [u64]) -> &mut [u8] {
+    // SAFETY: as for words_as_bytes; any byte pattern is a valid u64.
+    unsafe {
+        std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, std::mem::size_of_val(words))
+    }
 }
 
 fn words_as_bytes(words: &[u64]) -> &[u8] {
