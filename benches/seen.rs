@@ -1,9 +1,11 @@
 //! Seen-set benchmark: prints the figures of issue 2, side by side with fastbloom 0.17's
 //! AtomicBloomFilter at the same n and p.
 //!
-//! `cargo bench --bench seen` (≈ 2–4 minutes). Rates are per thread from thread CPU time
-//! (the machine is shared, so wall time counts other people's builds) and, for two threads,
-//! also the wall-clock total. Every figure is the median of REPS runs on a fresh filter.
+//! `cargo bench --bench seen` (≈ 3 minutes on a quiet 2-core machine, 5 under load). Rates
+//! are per thread from thread CPU time (the machine is shared, so wall time counts other
+//! people's builds) and, for two threads, also the wall-clock total. Insert figures are the
+//! median of INSERT_REPS runs on fresh filters, ours and fastbloom's alternating so both
+//! see the same neighbours; contains, save and load the median of REPS.
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -14,7 +16,7 @@ use crawler::seen::{classic_m_k, Plan, SeenSet};
 
 const REPS: usize = 3;
 /// Repetitions of the insert comparisons, the noisiest figures.
-const INSERT_REPS: usize = 5;
+const INSERT_REPS: usize = 3;
 const N: usize = 10_000_000;
 const ABSENT: usize = 2_000_000;
 const BATCH: usize = 64;
