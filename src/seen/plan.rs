@@ -158,8 +158,17 @@ impl Plan {
 
     /// A plan with every parameter given (from a file header); checks only the machine.
     pub(crate) fn build(n: u64, target_fpp: f64, blocks: u64, k: u32) -> Result<Plan, PlanError> {
-        let bytes = blocks.saturating_mul(BLOCK_BYTES);
         let machine_bytes = machine_memory_bytes();
+        // m in bits must fit a u64 too, even where the machine's memory cannot be read.
+        let (Some(bytes), Some(m_bits)) = (
+            blocks.checked_mul(BLOCK_BYTES),
+            blocks.checked_mul(BLOCK_BITS),
+        ) else {
+            return Err(PlanError::LargerThanMachine {
+                bytes: u64::MAX,
+                machine_bytes,
+            });
+        };
         if bytes > machine_bytes {
             return Err(PlanError::LargerThanMachine {
                 bytes,
@@ -169,7 +178,7 @@ impl Plan {
         Ok(Plan {
             n,
             target_fpp,
-            m_bits: blocks * BLOCK_BITS,
+            m_bits,
             k,
             bytes,
             expected_fpp: blocked_fpp(n, blocks, k),
@@ -503,6 +512,18 @@ mod tests {
         assert!(matches!(
             Plan::for_memory(10, 10),
             Err(PlanError::BudgetTooSmall { .. })
+        ));
+        assert!(matches!(
+            Plan::for_memory(10, u64::MAX),
+            Err(PlanError::LargerThanMachine { .. })
+        ));
+        assert!(matches!(
+            Plan::build(10, 0.1, u64::MAX / 64, 3),
+            Err(PlanError::LargerThanMachine { .. })
+        ));
+        assert!(matches!(
+            Plan::for_fpp(u64::MAX, 0.5),
+            Err(PlanError::LargerThanMachine { .. })
         ));
         let err = Plan::for_fpp(1 << 50, 1e-9).unwrap_err();
         assert!(matches!(err, PlanError::LargerThanMachine { .. }), "{err}");

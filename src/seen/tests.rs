@@ -487,3 +487,24 @@ fn seen_set_is_send_and_sync() {
     check::<SeenSet>();
     check::<SeenSnapshot>();
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Whatever a file holds, loading it answers with a filter or an error, never a panic.
+    #[test]
+    fn arbitrary_files_never_panic(garbage in prop::collection::vec(any::<u8>(), 0..400),
+                                   field in 0usize..8, value in any::<u64>(), reseal_it in any::<bool>()) {
+        let (dir, good) = saved();
+        let _ = load_bytes(&dir, &garbage);
+        let mut damaged = good.clone();
+        damaged[8 * field..8 * field + 8].copy_from_slice(&value.to_le_bytes());
+        if reseal_it {
+            reseal(&mut damaged);
+        }
+        let loaded = load_bytes(&dir, &damaged);
+        if !reseal_it && damaged != good {
+            // Without a fresh checksum, any change at all is refused.
+            prop_assert!(loaded.is_err());
+        }
+    }
+}
