@@ -19,11 +19,14 @@ pub const HASH_SCHEME: u32 = 1;
 pub const HEADER_LEN: u64 = 64;
 pub const CHECKSUM_LEN: u64 = 8;
 
-/// A point-in-time copy of a seen-set, to be written while inserts go on.
+/// A copy of a seen-set's array and counters, taken while inserts go on (they never wait),
+/// to be written to disk by a background checkpoint writer.
 ///
-/// It holds every key whose `insert_new` returned before `snapshot()` was called. Keys
-/// inserted during the copy may or may not be in it; none is torn into a false negative for
-/// another key, because bits are only ever added.
+/// It holds every key whose `insert_new` returned before `snapshot()` was called. A key
+/// inserted during the copy may be in it, absent, or with only some of its bits (then it reads
+/// as absent after loading, like a key inserted after the checkpoint); no other key is
+/// affected, because bits are only ever added. Its insertion count was read before the copy,
+/// so it counts no key whose bits it lacks.
 pub struct SeenSnapshot {
     pub(crate) plan: Plan,
     pub(crate) insertions: u64,

@@ -51,6 +51,14 @@
 //! duplicate check read with `Relaxed` loads: they may miss bits of an insert still in
 //! progress, which only orders that insert after them.
 //!
+//! Measured side by side with fastbloom in `benches/seen.rs` (n = 10^7, p = 10^-3, 82-byte
+//! URLs, M inserts/s per thread of CPU time, median of 3; a shared, loaded machine):
+//! `insert_new` 5.05 against fastbloom's 2.98 on one thread (1.69×), 4.89 against 3.26 per
+//! thread on two (1.50×); `insert_new_batch` 11.1 and 10.8 (3.7×, 3.3×); `contains` 9.4
+//! against 4.0. At p = 10^-2 fastbloom needs only 7 probes and `insert_new` leads by
+//! 1.4×, the batch by 2.9–3.1×. Saving the 187.5 MiB filter for 10^8 URLs takes 210 ms,
+//! loading it 139 ms (warm page cache).
+//!
 //! The live counters are sharded per thread and packed (insertions high, bits low) so a new
 //! key costs one uncontended atomic add (see `counters.rs`); `stats()` sums 64 shards.
 //!
@@ -217,7 +225,7 @@ impl SeenSet {
 
     #[inline]
     fn block(&self, probe: &Probe) -> &Block {
-        // probe() scales into 0..blocks, so this index is always in range.
+        // block_of() scales into 0..blocks, so this index is always in range.
         &self.array.blocks()[probe.block]
     }
 
@@ -243,9 +251,11 @@ impl SeenSet {
     }
 
     /// `insert_new` for each key in order, answers pushed onto `out` (cleared first). A key
-    /// repeated inside the batch is new only at its first occurrence. All keys are hashed and
-    /// their blocks prefetched before the first insert, so the cache misses overlap. The live
-    /// counters take the batch's figures in one step at its end.
+    /// repeated inside the batch is new only at its first occurrence. Keys are hashed and
+    /// their blocks prefetched 64 at a time before any of those 64 is inserted, so the cache
+    /// misses overlap each other and the hashing (a page's links arrive together: this is
+    /// the fast way in, ≈ 2× `insert_new` one by one). The live counters take the batch's
+    /// figures in one step at its end.
     pub fn insert_new_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>) {
         out.clear();
         out.reserve(keys.len());
