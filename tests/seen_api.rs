@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crawler::seen::{classic_m_k, Plan, PlanError, SeenError, SeenSet};
 
 #[test]
-fn plan_report_for_1e8_at_1e_3_shows_classic_optimum_and_built_filter() {
+fn seen_plan_report_for_1e8_at_1e_3_shows_classic_optimum_and_built_filter() {
     let plan = Plan::for_fpp(100_000_000, 0.001).unwrap();
     let report = plan.report();
     println!("{report}");
@@ -40,7 +40,7 @@ fn plan_report_for_1e8_at_1e_3_shows_classic_optimum_and_built_filter() {
 }
 
 #[test]
-fn memory_budget_plan_reports_its_fpp() {
+fn seen_memory_budget_plan_reports_its_fpp() {
     let plan = Plan::for_memory(100_000_000, 256 << 20).unwrap();
     assert!(plan.bytes <= 256 << 20);
     assert!(plan.expected_fpp < 0.001, "{plan:?}");
@@ -51,7 +51,7 @@ fn memory_budget_plan_reports_its_fpp() {
 }
 
 #[test]
-fn shared_across_threads_then_checkpointed_and_restored() {
+fn seen_shared_across_threads_then_checkpointed_and_restored() {
     let set = Arc::new(SeenSet::new(Plan::for_fpp(100_000, 0.001).unwrap()).unwrap());
     let handles: Vec<_> = (0..4)
         .map(|t| {
@@ -92,7 +92,7 @@ fn shared_across_threads_then_checkpointed_and_restored() {
 }
 
 #[test]
-fn damaged_checkpoint_is_refused_with_the_file_named() {
+fn seen_damaged_checkpoint_is_refused_with_the_file_named() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("checkpoint.seen");
     std::fs::write(
