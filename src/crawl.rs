@@ -633,33 +633,32 @@ impl Dispatcher {
         parent: Option<String>,
     ) -> u64 {
         let Candidates {
-            mut urls,
+            urls,
             depth,
             redirect_hops,
         } = candidates;
-        if self.max_pages_per_host > 0 {
-            // Checked before the seen-set: a URL refused here is not marked as seen, so
-            // the seen-set only ever holds URLs that were queued.
-            let cap = self.max_pages_per_host;
-            let before = urls.len();
-            urls.retain(|url| frontier.host_total_queued(&host_key(url)) < cap);
-            CrawlCounters::add(&self.counters.links_host_cap, (before - urls.len()) as u64);
-        }
         if urls.is_empty() {
             return 0;
         }
         let accepted = CrawlCounters::get(&self.counters.accepted);
         let room = self.max_urls.saturating_sub(accepted) as usize;
+        let host_cap = self.max_pages_per_host;
         let mut queued = 0u64;
-        if room < urls.len() {
-            // At the cap, links are taken one by one in page order so that exactly
-            // `max_urls` are accepted; the rest are counted and dropped.
-            let mut consider = 0;
+        if room < urls.len() || host_cap > 0 {
+            // Where a cap can bind, links are taken one by one in page order, each cap
+            // checked before the seen-set is touched: a URL refused by a cap is not
+            // marked as seen, so the seen-set only ever holds URLs that were queued, and
+            // exactly `max_urls` (or `max_pages_per_host`) are accepted.
+            let mut considered = 0;
             for url in &urls {
                 if queued as usize == room {
                     break;
                 }
-                consider += 1;
+                considered += 1;
+                if host_cap > 0 && frontier.host_total_queued(&host_key(url)) >= host_cap {
+                    CrawlCounters::add(&self.counters.links_host_cap, 1);
+                    continue;
+                }
                 if self.seen.insert_new(url.as_str().as_bytes()) {
                     queued += 1;
                     self.push(frontier, url, depth, redirect_hops, &parent);
@@ -669,9 +668,10 @@ impl Dispatcher {
             }
             CrawlCounters::add(
                 &self.counters.links_over_cap,
-                (urls.len() - consider) as u64,
+                (urls.len() - considered) as u64,
             );
         } else {
+            // The common case: one batch per page, hashed first and prefetched.
             let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
             self.seen.insert_new_batch(&keys, &mut self.batch_out);
             let fresh: Vec<bool> = std::mem::take(&mut self.batch_out);

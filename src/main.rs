@@ -178,7 +178,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Config { config, set }) => {
             let config = Config::load(config.as_deref(), &set)?;
-            print!("{}", config.to_toml());
+            write_stdout(&config.to_toml())?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Demo(args)) => demo(args),
@@ -243,7 +243,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         (None, None) => bail!("plan: give --fpp P or --memory SIZE"),
     }
     .context("plan")?;
-    println!("{}", plan.report());
+    write_stdout(&format!("{}\n", plan.report()))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -260,20 +260,38 @@ fn normalize(
         urls
     };
     let mut rejected = 0;
+    let mut out = String::new();
     for input in inputs.iter().filter(|l| !l.trim().is_empty()) {
         match normalizer.normalize_str(input.trim()) {
-            Ok(url) => println!("{url}"),
+            Ok(url) => {
+                out.push_str(url.as_str());
+                out.push('\n');
+            }
             Err(reason) => {
                 rejected += 1;
-                println!("rejected: {reason}: {input:?}");
+                out.push_str(&format!("rejected: {reason}: {input:?}\n"));
             }
         }
     }
+    write_stdout(&out)?;
     Ok(if rejected > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Writes to stdout; a reader that went away (`crawler plan ... | head`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("stdout"),
+    }
 }
 
 fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {

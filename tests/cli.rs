@@ -221,3 +221,57 @@ fn unreachable_seed_finishes_with_exit_code_1() {
     let summary = std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap();
     assert!(summary.contains("\"network_errors\": 1"), "{summary}");
 }
+
+#[test]
+fn plan_shows_the_classic_optimum_beside_the_filter_really_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = crawler(&["plan", "--max-urls", "1e8", "--fpp", "0.001"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    // Classic optimum: m = -n ln p / (ln 2)^2 = 1,437,758,757 bits = 171.4 MiB, k = 10.
+    assert!(
+        text.contains("171.4 MiB") && text.contains("k = 10"),
+        "{text}"
+    );
+    let built: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("x the classic optimum"))
+        .collect();
+    assert_eq!(built.len(), 1, "{text}");
+    let ratio: f64 = built[0].trim().split('x').next().unwrap().parse().unwrap();
+    assert!(
+        (1.0..=1.2).contains(&ratio),
+        "built filter is {ratio}x the optimum"
+    );
+    for needle in ["log2(1/p)", "HashSet<u64>", "80 B/URL", "bits/URL"] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+}
+
+#[test]
+fn plan_refuses_nonsense_with_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (
+            &["plan", "--max-urls", "1e8", "--fpp", "1.5"][..],
+            "outside (0, 1)",
+        ),
+        (&["plan", "--max-urls", "0", "--fpp", "0.01"][..], "0"),
+        (
+            &["plan", "--max-urls", "1e8", "--memory", "1KiB"][..],
+            "above 0.5",
+        ),
+        (
+            &["plan", "--max-urls", "1e13", "--fpp", "0.0001"][..],
+            "memory",
+        ),
+        (
+            &["plan", "--max-urls", "1e8", "--memory", "lots"][..],
+            "256MiB",
+        ),
+    ] {
+        let o = crawler(args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}

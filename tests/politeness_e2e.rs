@@ -195,3 +195,57 @@ fn crawl_delay_is_honoured() {
         "h0.test: {span:?}"
     );
 }
+
+#[test]
+fn scope_and_trap_limits_bound_the_crawl() {
+    let spec = WebSpec {
+        features: Features {
+            trap: true,
+            redirects: true,
+            ..Features::none()
+        },
+        ..WebSpec::small(23)
+    };
+    let web = Arc::new(Web::new(spec));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path());
+    config.politeness.respect_robots = false;
+    // Only h1.test (the trap's host) is seeded: under the default seed-domains scope the
+    // other hosts are off site, and the endless calendar is cut by max_pages_per_host.
+    config.scope.max_pages_per_host = 40;
+    let seeds = vec!["http://h1.test/".to_string()];
+    let summary = crawl(&config, &seeds);
+    let log = server.log();
+    let hosts: BTreeSet<&str> = log.iter().map(|r| r.host.as_str()).collect();
+    assert_eq!(hosts, BTreeSet::from(["h1.test"]), "left the seed's site");
+    let pages: Vec<String> = log
+        .iter()
+        .filter(|r| r.path != "/robots.txt")
+        .map(|r| r.url())
+        .collect();
+    assert_eq!(pages.len(), 40, "max_pages_per_host: {pages:#?}");
+    assert_eq!(summary.accepted, 40);
+    assert!(summary.links_host_cap > 0);
+    assert!(
+        summary.out_of_scope["off_site"] > 0,
+        "{:?}",
+        summary.out_of_scope
+    );
+    // The offsite redirect was seen and not followed.
+    let records = records(out.path());
+    let offsite = records
+        .iter()
+        .find(|r| r.url.ends_with("/redirect/offsite"));
+    if let Some(r) = offsite {
+        assert!(r
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("off the seeds' site"));
+    }
+    let mut urls = BTreeSet::new();
+    for r in &records {
+        assert!(urls.insert(r.url.clone()), "recorded twice: {}", r.url);
+    }
+}

@@ -232,9 +232,14 @@ impl Plan {
         let raw_bytes = n.saturating_mul(RAW_URL_BYTES);
         let mut out = String::new();
         // Writing to a String cannot fail.
+        // A typed rate (1e-3) is shown as typed; one derived from a budget is rounded.
+        let shown_p = match format!("{p:e}") {
+            short if short.len() <= 8 => short,
+            _ => format!("{p:.3e} (the lowest that fits the memory budget)"),
+        };
         let _ = writeln!(
             out,
-            "Seen-set plan for {n} URLs at false-positive rate {p:e}"
+            "Seen-set plan for {n} URLs at false-positive rate {shown_p}"
         );
         let _ = writeln!(
             out,
