@@ -559,7 +559,13 @@ impl Dispatcher {
                 }
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
                 _ = tick.tick() => {
-                    display.update(&self.counters, &self.seen.stats(), frontier.queued(), frontier.in_flight());
+                    display.update(
+                        &self.counters,
+                        &self.seen.stats(),
+                        frontier.queued(),
+                        frontier.in_flight(),
+                        frontier.busiest_host(),
+                    );
                 }
             }
         }

@@ -63,7 +63,17 @@ impl Progress {
         self.interval
     }
 
-    pub fn update(&mut self, c: &CrawlCounters, seen: &SeenStats, queued: u64, in_flight: u64) {
+    pub fn update(
+        &mut self,
+        c: &CrawlCounters,
+        seen: &SeenStats,
+        queued: u64,
+        in_flight: u64,
+        busiest: Option<(&str, usize, u64)>,
+    ) {
+        let busiest = busiest
+            .map(|(host, now, total)| format!(", busiest host {host}: {now} queued of {total}"))
+            .unwrap_or_default();
         let finished = c.finished.load(Ordering::Relaxed);
         let now = Instant::now();
         let dt = now.duration_since(self.last.0).as_secs_f64().max(1e-6);
@@ -73,12 +83,12 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.set_position(finished);
             bar.set_message(format!(
-                "{rate:.0}/s  queued {queued}  in flight {in_flight}  errors {errors}  seen fill {:.4} fpp≈{:.1e}",
+                "{rate:.0}/s  queued {queued}  in flight {in_flight}  errors {errors}  seen fill {:.4} fpp≈{:.1e}{busiest}",
                 seen.fill, seen.estimated_fpp
             ));
         } else if self.lines {
             eprintln!(
-                "progress: {finished} fetched, {rate:.0} pages/s, {queued} queued, {in_flight} in flight, {errors} errors, {} accepted, seen fill {:.4} fpp≈{:.1e}, {:.0} s",
+                "progress: {finished} fetched, {rate:.0} pages/s, {queued} queued, {in_flight} in flight, {errors} errors, {} accepted, seen fill {:.4} fpp≈{:.1e}, {:.0} s{busiest}",
                 c.accepted.load(Ordering::Relaxed),
                 seen.fill,
                 seen.estimated_fpp,
@@ -92,7 +102,7 @@ impl Progress {
             bar.set_position(c.finished.load(Ordering::Relaxed));
             bar.finish_and_clear();
         } else if self.lines {
-            self.update(c, seen, queued, in_flight);
+            self.update(c, seen, queued, in_flight, None);
         }
     }
 }

@@ -249,3 +249,88 @@ fn scope_and_trap_limits_bound_the_crawl() {
         assert!(urls.insert(r.url.clone()), "recorded twice: {}", r.url);
     }
 }
+
+/// A one-page site on loopback whose page links to private addresses: a public page must
+/// not steer the crawler into the local network.
+fn serve_page_linking_to_private_addresses() -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                loop {
+                    let mut request_line = String::new();
+                    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut host = String::new();
+                    loop {
+                        let mut header = String::new();
+                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if header.trim().is_empty() {
+                            break;
+                        }
+                        if let Some(h) = header.to_ascii_lowercase().strip_prefix("host:") {
+                            host = h.trim().to_string();
+                        }
+                    }
+                    let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
+                    seen.lock().unwrap().push(format!("{host}{path}"));
+                    let body = format!(
+                        "<a href=\"http://127.0.0.1:{port}/via-ip\">a</a>\
+                         <a href=\"http://localhost:{port}/via-localhost\">b</a>\
+                         <a href=\"http://[::1]:{port}/via-v6\">c</a>"
+                    );
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, requests)
+}
+
+#[test]
+fn private_addresses_are_refused_unless_allowed() {
+    for allow_private in [false, true] {
+        let (port, requests) = serve_page_linking_to_private_addresses();
+        let out = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config
+            .network
+            .resolve
+            .insert("site.test".into(), format!("127.0.0.1:{port}"));
+        config.output.dir = out.path().to_path_buf();
+        config.politeness.respect_robots = false;
+        config.politeness.per_host_rps = 1000.0;
+        config.scope.mode = crawler::scope::ScopeMode::Any;
+        config.scope.allow_private = allow_private;
+        let summary = crawl(&config, &["http://site.test/".to_string()]);
+        let requested = requests.lock().unwrap().clone();
+        let private: Vec<&String> = requested.iter().filter(|r| r.contains("/via-")).collect();
+        if allow_private {
+            assert_eq!(private.len(), 2, "{requested:?}"); // [::1] is not listening
+        } else {
+            assert!(private.is_empty(), "fetched {private:?}");
+            assert_eq!(
+                summary.out_of_scope["private_address"], 3,
+                "{:?}",
+                summary.out_of_scope
+            );
+        }
+        assert!(requested.iter().any(|r| r.starts_with("site.test")));
+    }
+}

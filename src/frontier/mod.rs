@@ -413,6 +413,16 @@ impl Frontier {
         all
     }
 
+    /// The host with the most URLs queued right now (a growing trap shows here first),
+    /// with its count and how many it has had in all.
+    pub fn busiest_host(&self) -> Option<(&str, usize, u64)> {
+        self.hosts
+            .iter()
+            .max_by_key(|h| h.queue.len())
+            .filter(|h| h.queue.len() > 0)
+            .map(|h| (h.key.as_str(), h.queue.len(), h.total_queued))
+    }
+
     /// Every queued URL (not those in flight), host by host: for checkpoints and tests.
     pub fn queued_urls(&self) -> impl Iterator<Item = &QueuedUrl> {
         self.hosts.iter().flat_map(|h| h.queue.iter())
