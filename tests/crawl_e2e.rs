@@ -2,70 +2,14 @@
 //! all, against the server's own request log: what the crawler really did.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crawler::config::Config;
+mod support;
 use crawler::output::PageRecord;
-use crawler::progress::ProgressMode;
-use crawler::testweb::{
-    max_concurrency, CrawlRules, Features, RequestRecord, TestWebServer, Web, WebSpec,
-};
-use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
-use url::Url;
-
-fn config_for(server: &TestWebServer, out: &Path) -> Config {
-    let mut config = Config::default();
-    let (pattern, addr) = server.resolve_entry();
-    config.network.resolve.insert(pattern, addr);
-    config.output.dir = out.to_path_buf();
-    config.politeness.respect_robots = false;
-    config.politeness.per_host_rps = 1000.0;
-    config.politeness.per_host_burst = 100;
-    config.politeness.per_host_concurrency = 4;
-    config.crawl.concurrency = 16;
-    config.crawl.retries = 1;
-    config
-}
-
-fn rules_for(config: &Config) -> CrawlRules {
-    CrawlRules {
-        max_depth: config.crawl.max_depth,
-        respect_robots: config.politeness.respect_robots,
-        follow_nofollow: config.crawl.follow_nofollow,
-        max_redirects: config.crawl.max_redirects,
-        retries: config.crawl.retries,
-        max_body_bytes: config.crawl.max_body_bytes.0,
-        timeout: Duration::from_secs_f64(config.crawl.timeout_secs),
-        ..CrawlRules::default()
-    }
-}
-
-fn crawl(config: &Config, seeds: &[String], shutdown: ShutdownHandle) -> CrawlSummary {
-    let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime
-        .block_on(run_crawl(CrawlRequest {
-            config: config.clone(),
-            seeds,
-            progress: ProgressMode::Quiet,
-            shutdown,
-        }))
-        .expect("crawl runs")
-}
-
-fn records(out: &Path) -> Vec<PageRecord> {
-    std::fs::read_to_string(out.join("pages.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use crawler::testweb::{max_concurrency, Features, RequestRecord, TestWebServer, Web, WebSpec};
+use crawler::ShutdownHandle;
+use support::{config_for, crawl, records, rules_for};
 
 fn assert_each_url_recorded_once(records: &[PageRecord]) {
     let mut seen = BTreeSet::new();
@@ -79,7 +23,7 @@ fn every_reachable_page_is_fetched_exactly_once() {
     let web = Arc::new(Web::new(WebSpec::small(11)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let config = config_for(&server, out.path());
+    let config = config_for(&server, out.path(), false);
     let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
     let log = server.log();
     let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
@@ -126,7 +70,7 @@ fn max_depth_is_honoured_exactly() {
     let web = Arc::new(Web::new(WebSpec::small(12)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut config = config_for(&server, out.path());
+    let mut config = config_for(&server, out.path(), false);
     config.crawl.max_depth = 2;
     crawl(&config, &web.seeds(), ShutdownHandle::new());
     let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
@@ -148,7 +92,7 @@ fn max_urls_is_honoured_exactly() {
     let web = Arc::new(Web::new(WebSpec::small(13)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut config = config_for(&server, out.path());
+    let mut config = config_for(&server, out.path(), false);
     config.crawl.max_urls = crawler::config::Count(57);
     let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
     assert_eq!(summary.accepted, 57);
@@ -178,7 +122,7 @@ fn trap_does_not_run_away_and_redirect_loops_end() {
     let web = Arc::new(Web::new(spec));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut config = config_for(&server, out.path());
+    let mut config = config_for(&server, out.path(), false);
     config.crawl.max_depth = 6;
     let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
     let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
@@ -219,7 +163,7 @@ fn per_host_rate_and_concurrency_are_never_exceeded() {
     let web = Arc::new(Web::new(spec));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut config = config_for(&server, out.path());
+    let mut config = config_for(&server, out.path(), false);
     let (rps, burst, per_host) = (25.0, 2u32, 2u32);
     config.politeness.per_host_rps = rps;
     config.politeness.per_host_burst = burst;
@@ -264,7 +208,7 @@ fn stop_finishes_in_flight_work_and_reports_stopped() {
     let web = Arc::new(Web::new(WebSpec::small(16)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut config = config_for(&server, out.path());
+    let mut config = config_for(&server, out.path(), false);
     config.politeness.per_host_rps = 20.0;
     config.politeness.per_host_burst = 1;
     let shutdown = ShutdownHandle::new();
@@ -314,7 +258,7 @@ fn timeouts_are_retried_then_recorded_as_failures() {
     let web = Arc::new(Web::new(spec));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut config = config_for(&server, out.path());
+    let mut config = config_for(&server, out.path(), false);
     config.crawl.timeout_secs = 1.0;
     config.crawl.retries = 1;
     let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());

@@ -4,68 +4,15 @@
 //! fetched once.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crawler::config::Config;
-use crawler::output::PageRecord;
-use crawler::progress::ProgressMode;
-use crawler::testweb::{CrawlRules, Features, TestWebServer, Web, WebSpec};
-use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
-use url::Url;
 
-fn config_for(server: &TestWebServer, out: &Path) -> Config {
-    let mut config = Config::default();
-    let (pattern, addr) = server.resolve_entry();
-    config.network.resolve.insert(pattern, addr);
-    config.output.dir = out.to_path_buf();
-    config.politeness.respect_robots = true;
-    config.politeness.per_host_rps = 1000.0;
-    config.politeness.per_host_burst = 100;
-    config.politeness.per_host_concurrency = 4;
-    config.crawl.concurrency = 16;
-    config.crawl.retries = 1;
-    config
-}
-
-fn rules_for(config: &Config) -> CrawlRules {
-    CrawlRules {
-        max_depth: config.crawl.max_depth,
-        respect_robots: config.politeness.respect_robots,
-        follow_nofollow: config.crawl.follow_nofollow,
-        max_redirects: config.crawl.max_redirects,
-        retries: config.crawl.retries,
-        max_body_bytes: config.crawl.max_body_bytes.0,
-        timeout: Duration::from_secs_f64(config.crawl.timeout_secs),
-        full_normalization: true,
-    }
-}
-
-fn crawl(config: &Config, seeds: &[String]) -> CrawlSummary {
-    let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime
-        .block_on(run_crawl(CrawlRequest {
-            config: config.clone(),
-            seeds,
-            progress: ProgressMode::Quiet,
-            shutdown: ShutdownHandle::new(),
-        }))
-        .expect("crawl runs")
-}
-
-fn records(out: &Path) -> Vec<PageRecord> {
-    std::fs::read_to_string(out.join("pages.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+mod support;
+use crawler::testweb::{Features, TestWebServer, Web, WebSpec};
+use crawler::ShutdownHandle;
+use support::{config_for, crawl, records, rules_for};
 
 #[test]
 fn robots_rules_nofollow_and_url_variants_are_obeyed_exactly() {
@@ -80,8 +27,8 @@ fn robots_rules_nofollow_and_url_variants_are_obeyed_exactly() {
     let web = Arc::new(Web::new(spec));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let config = config_for(&server, out.path());
-    let summary = crawl(&config, &web.seeds());
+    let config = config_for(&server, out.path(), true);
+    let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
     let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
     let log = server.log();
     let diff = truth.diff_log(&log);
@@ -158,10 +105,10 @@ fn crawl_delay_is_honoured() {
     let web = Arc::new(Web::new(spec));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut config = config_for(&server, out.path());
+    let mut config = config_for(&server, out.path(), true);
     config.politeness.per_host_rps = 50.0;
     config.politeness.per_host_burst = 5;
-    crawl(&config, &web.seeds());
+    crawl(&config, &web.seeds(), ShutdownHandle::new());
     let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
     let log = server.log();
     let diff = truth.diff_log(&log);
@@ -209,13 +156,13 @@ fn scope_and_trap_limits_bound_the_crawl() {
     let web = Arc::new(Web::new(spec));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut config = config_for(&server, out.path());
+    let mut config = config_for(&server, out.path(), true);
     config.politeness.respect_robots = false;
     // Only h1.test (the trap's host) is seeded: under the default seed-domains scope the
     // other hosts are off site, and the endless calendar is cut by max_pages_per_host.
     config.scope.max_pages_per_host = 40;
     let seeds = vec!["http://h1.test/".to_string()];
-    let summary = crawl(&config, &seeds);
+    let summary = crawl(&config, &seeds, ShutdownHandle::new());
     let log = server.log();
     let hosts: BTreeSet<&str> = log.iter().map(|r| r.host.as_str()).collect();
     assert_eq!(hosts, BTreeSet::from(["h1.test"]), "left the seed's site");
@@ -318,7 +265,11 @@ fn private_addresses_are_refused_unless_allowed() {
         config.politeness.per_host_rps = 1000.0;
         config.scope.mode = crawler::scope::ScopeMode::Any;
         config.scope.allow_private = allow_private;
-        let summary = crawl(&config, &["http://site.test/".to_string()]);
+        let summary = crawl(
+            &config,
+            &["http://site.test/".to_string()],
+            ShutdownHandle::new(),
+        );
         let requested = requests.lock().unwrap().clone();
         let private: Vec<&String> = requested.iter().filter(|r| r.contains("/via-")).collect();
         if allow_private {
