@@ -131,6 +131,7 @@ fn crawl_once(spec: &WebSpec, port: u16) -> Run {
             seeds,
             progress: ProgressMode::Quiet,
             shutdown: ShutdownHandle::new(),
+            resume: None,
         }))
         .expect("crawl");
     let secs = started.elapsed().as_secs_f64();

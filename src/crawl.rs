@@ -17,7 +17,7 @@
 //! dispatching, gives in-flight fetches `shutdown_grace_secs` to finish, records them, and
 //! returns a summary marked `stopped`.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,12 +28,15 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use url::Url;
 
+use crate::checkpoint::{self, Manifest};
 use crate::config::Config;
 use crate::extract::{extract_links, ExtractOptions};
 use crate::fetch::{FetchError, Fetched, Fetcher};
 use crate::frontier::{Dispatch, Frontier, FrontierPolicy, HostId, QueuedUrl, Work};
 use crate::normalize::{host_key, Normalizer};
-use crate::output::{rfc3339, write_atomically, OutputSender, OutputWriter, PageRecord};
+use crate::output::{
+    rfc3339, write_atomically, OutputPosition, OutputSender, OutputWriter, PageRecord,
+};
 use crate::progress::{Progress, ProgressMode};
 use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
 use crate::scope::{OutOfScope, Scope, ScopeError};
@@ -61,6 +64,8 @@ pub enum CrawlError {
     Config(#[from] crate::config::ConfigError),
     #[error("{0}")]
     Scope(#[from] ScopeError),
+    #[error("checkpoint: {0}")]
+    Checkpoint(#[from] checkpoint::CheckpointError),
 }
 
 /// Counters shared by every stage; read by the progress display and the summary.
@@ -119,6 +124,63 @@ pub struct CrawlCounters {
     pub parse_cpu_ns: AtomicU64,
 }
 
+/// The scalar counters by name, for checkpoints.
+macro_rules! scalar_counters {
+    ($($name:ident),* $(,)?) => {
+        impl CrawlCounters {
+            /// Every counter by name (`out_of_scope.<reason>` for the scope reasons).
+            pub fn to_map(&self) -> BTreeMap<String, u64> {
+                let mut map = BTreeMap::new();
+                $(map.insert(stringify!($name).to_string(), self.$name.load(Ordering::Relaxed));)*
+                for (reason, n) in OutOfScope::ALL.iter().zip(&self.out_of_scope) {
+                    map.insert(format!("out_of_scope.{}", reason.as_str()), n.load(Ordering::Relaxed));
+                }
+                map
+            }
+
+            /// Counters restored from a checkpoint (unknown names are ignored).
+            pub fn from_map(map: &BTreeMap<String, u64>) -> Self {
+                let counters = CrawlCounters::default();
+                $(if let Some(v) = map.get(stringify!($name)) {
+                    counters.$name.store(*v, Ordering::Relaxed);
+                })*
+                for (reason, n) in OutOfScope::ALL.iter().zip(&counters.out_of_scope) {
+                    if let Some(v) = map.get(&format!("out_of_scope.{}", reason.as_str())) {
+                        n.store(*v, Ordering::Relaxed);
+                    }
+                }
+                counters
+            }
+        }
+    };
+}
+
+scalar_counters!(
+    accepted,
+    finished,
+    ok,
+    redirects,
+    client_errors,
+    server_errors,
+    network_errors,
+    retries,
+    bytes,
+    parsed,
+    links_found,
+    links_not_http,
+    links_invalid,
+    links_nofollow,
+    links_seen,
+    links_too_deep,
+    links_over_cap,
+    redirects_over_limit,
+    disallowed,
+    robots_unavailable,
+    robots_fetches,
+    links_host_cap,
+    false_positive_micros,
+);
+
 impl CrawlCounters {
     fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
@@ -171,6 +233,8 @@ pub struct CrawlRequest {
     pub seeds: Vec<Url>,
     pub progress: ProgressMode,
     pub shutdown: ShutdownHandle,
+    /// A checkpoint to continue from (`--resume`); `None` starts from the seeds.
+    pub resume: Option<checkpoint::Loaded>,
 }
 
 /// `OUT/summary.json`, and what the CLI prints at the end.
@@ -346,6 +410,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         seeds,
         progress,
         shutdown,
+        resume,
     } = request;
     if seeds.is_empty() {
         return Err(CrawlError::NoSeeds);
@@ -357,11 +422,50 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         source,
     })?;
     let plan = seen_plan(&config)?;
-    tracing::info!("seen-set: {}", plan.summary());
-    let seen = Arc::new(SeenSet::new(plan)?);
+    let expectation = checkpoint::Expectation {
+        max_urls: config.crawl.max_urls.0,
+        seen_m_bits: plan.m_bits,
+        seen_k: plan.k,
+        seeds_xxh3: checkpoint::seeds_hash(&seeds),
+        seeds: seeds.len() as u64,
+    };
+    let (seen, counters, start, resumed, seq) = match resume {
+        Some(loaded) => {
+            loaded.manifest.check_compatible(&out_dir, &expectation)?;
+            checkpoint::truncate_output(&out_dir, &loaded.manifest)?;
+            tracing::info!(
+                "resuming checkpoint {} of {}: {} URLs done, {} to go",
+                loaded.manifest.seq,
+                loaded.manifest.created_at,
+                loaded.manifest.pages_records,
+                loaded.frontier.len()
+            );
+            let start = OutputPosition {
+                bytes: loaded.manifest.pages_bytes,
+                records: loaded.manifest.pages_records,
+            };
+            (
+                Arc::new(loaded.seen),
+                Arc::new(CrawlCounters::from_map(&loaded.manifest.counters)),
+                start,
+                Some(loaded.frontier),
+                loaded.manifest.seq,
+            )
+        }
+        None => {
+            checkpoint::remove(&out_dir)?;
+            tracing::info!("seen-set: {}", plan.summary());
+            (
+                Arc::new(SeenSet::new(plan)?),
+                Arc::new(CrawlCounters::default()),
+                OutputPosition::default(),
+                None,
+                0,
+            )
+        }
+    };
     let fetcher = Fetcher::new(&config, &seeds)?;
-    let counters = Arc::new(CrawlCounters::default());
-    let (output_writer, output) = OutputWriter::start(&out_dir, 4096)?;
+    let (output_writer, output) = OutputWriter::start(&out_dir, 4096, start)?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
 
@@ -411,13 +515,34 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         seen: seen.clone(),
         counters: counters.clone(),
         batch_out: Vec::new(),
+        in_flight_items: HashMap::new(),
+        checkpoints: Checkpoints {
+            out_dir: out_dir.clone(),
+            interval: Duration::from_secs_f64(config.checkpoint.interval_secs),
+            seq,
+            expectation,
+            pending: None,
+        },
     };
-    let seed_candidates = Candidates {
-        urls: seeds,
-        depth: 0,
-        redirect_hops: 0,
-    };
-    dispatcher.admit(&mut frontier, seed_candidates, None);
+    match resumed {
+        Some(items) => {
+            // Already accepted and in the seen-set: straight back into the queues.
+            for item in items {
+                let key = Url::parse(&item.url)
+                    .map(|u| host_key(&u))
+                    .unwrap_or_default();
+                frontier.push(&key, item);
+            }
+        }
+        None => {
+            let seed_candidates = Candidates {
+                urls: seeds,
+                depth: 0,
+                redirect_hops: 0,
+            };
+            dispatcher.admit(&mut frontier, seed_candidates, None);
+        }
+    }
 
     let mut display = Progress::start(
         progress,
@@ -480,6 +605,19 @@ struct Dispatcher {
     seen: Arc<SeenSet>,
     counters: Arc<CrawlCounters>,
     batch_out: Vec<bool>,
+    /// URLs handed to fetch tasks and not completed: they belong to the frontier in a
+    /// checkpoint.
+    in_flight_items: HashMap<String, QueuedUrl>,
+    checkpoints: Checkpoints,
+}
+
+/// Checkpoint bookkeeping: one write in the background at a time.
+struct Checkpoints {
+    out_dir: PathBuf,
+    interval: Duration,
+    seq: u64,
+    expectation: checkpoint::Expectation,
+    pending: Option<tokio::task::JoinHandle<Result<Manifest, checkpoint::CheckpointError>>>,
 }
 
 impl Dispatcher {
@@ -488,11 +626,105 @@ impl Dispatcher {
         &mut self,
         frontier: &mut Frontier,
         shared: Arc<Shared>,
+        completions: mpsc::UnboundedReceiver<Completion>,
+        output: &OutputSender,
+        shutdown: &ShutdownHandle,
+        display: &mut Progress,
+    ) -> Result<bool, CrawlError> {
+        let stopped = self
+            .dispatch_loop(frontier, shared, completions, output, shutdown, display)
+            .await?;
+        // The final state, whether finished or stopped: what a resume starts from.
+        self.wait_for_checkpoint().await?;
+        self.start_checkpoint(frontier, output, !stopped).await?;
+        self.wait_for_checkpoint().await?;
+        Ok(stopped)
+    }
+
+    /// Takes a consistent copy of the crawl state and writes it in the background. The
+    /// crawl pauses only for the copy: flushing the output, copying the seen-set's
+    /// array and the frontier's URLs.
+    async fn start_checkpoint(
+        &mut self,
+        frontier: &Frontier,
+        output: &OutputSender,
+        finished: bool,
+    ) -> Result<(), CrawlError> {
+        let paused = Instant::now();
+        let position = output.flush().await?;
+        let seen = self.seen.snapshot();
+        let mut items: Vec<QueuedUrl> = frontier.queued_urls().cloned().collect();
+        items.extend(self.in_flight_items.values().cloned());
+        let c = &self.checkpoints;
+        let manifest = Manifest {
+            format_version: checkpoint::FORMAT_VERSION,
+            seq: c.seq + 1,
+            created_at: rfc3339(SystemTime::now()),
+            finished,
+            pages_bytes: position.bytes,
+            pages_records: position.records,
+            frontier_urls: 0,
+            frontier_bytes: 0,
+            frontier_xxh3: 0,
+            max_urls: c.expectation.max_urls,
+            seen_m_bits: c.expectation.seen_m_bits,
+            seen_k: c.expectation.seen_k,
+            seeds_xxh3: c.expectation.seeds_xxh3,
+            seeds: c.expectation.seeds,
+            counters: self.counters.to_map(),
+        };
+        let out = c.out_dir.clone();
+        self.checkpoints.seq += 1;
+        tracing::debug!(
+            "checkpoint {}: paused {:?} to copy {} URLs",
+            manifest.seq,
+            paused.elapsed(),
+            items.len()
+        );
+        self.checkpoints.pending = Some(tokio::task::spawn_blocking(move || {
+            checkpoint::write(
+                &out,
+                checkpoint::Snapshot {
+                    seen,
+                    frontier: items,
+                    manifest,
+                },
+            )
+        }));
+        Ok(())
+    }
+
+    async fn wait_for_checkpoint(&mut self) -> Result<(), CrawlError> {
+        if let Some(pending) = self.checkpoints.pending.take() {
+            match pending.await {
+                Ok(result) => {
+                    result?;
+                }
+                Err(e) => {
+                    return Err(CrawlError::Checkpoint(checkpoint::CheckpointError::Io {
+                        path: self.checkpoints.out_dir.clone(),
+                        source: std::io::Error::other(e.to_string()),
+                    }))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn dispatch_loop(
+        &mut self,
+        frontier: &mut Frontier,
+        shared: Arc<Shared>,
         mut completions: mpsc::UnboundedReceiver<Completion>,
         output: &OutputSender,
         shutdown: &ShutdownHandle,
         display: &mut Progress,
     ) -> Result<bool, CrawlError> {
+        let mut checkpoint_tick = tokio::time::interval_at(
+            Instant::now() + self.checkpoints.interval,
+            self.checkpoints.interval,
+        );
+        checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let concurrency = shared.config.crawl.concurrency as u64;
         let grace = Duration::from_secs_f64(shared.config.crawl.shutdown_grace_secs);
         let mut stop_rx = shutdown.subscribe();
@@ -508,6 +740,8 @@ impl Dispatcher {
                     match frontier.pop_ready(now) {
                         None => break,
                         Some(Work::Fetch(dispatch)) => {
+                            self.in_flight_items
+                                .insert(dispatch.item.url.clone(), dispatch.item.clone());
                             tasks.spawn(fetch_task(shared.clone(), dispatch));
                         }
                         Some(Work::Robots { host, key }) => {
@@ -558,6 +792,15 @@ impl Dispatcher {
                     }
                 }
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                _ = checkpoint_tick.tick(), if !stopping => {
+                    let busy = self.checkpoints.pending.as_ref().is_some_and(|p| !p.is_finished());
+                    if busy {
+                        tracing::warn!("checkpoint: the previous one is still being written; skipped");
+                    } else {
+                        self.wait_for_checkpoint().await?;
+                        self.start_checkpoint(frontier, output, false).await?;
+                    }
+                }
                 _ = tick.tick() => {
                     display.update(
                         &self.counters,
@@ -594,7 +837,10 @@ impl Dispatcher {
         output: &OutputSender,
     ) -> Result<(), CrawlError> {
         let (dispatch, outcome) = match completion {
-            Completion::Page { dispatch, outcome } => (dispatch, outcome),
+            Completion::Page { dispatch, outcome } => {
+                self.in_flight_items.remove(&dispatch.item.url);
+                (dispatch, outcome)
+            }
             Completion::Robots { host, outcome } => {
                 let reason = match &outcome {
                     RobotsOutcome::Unavailable { reason } => {

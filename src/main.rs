@@ -229,7 +229,7 @@ fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .filter_map(|s| crawler::normalize::normalize_str(s).ok())
         .collect();
-    let code = run_and_report(config, seeds, progress_mode(&args.progress))?;
+    let code = run_and_report(config, seeds, progress_mode(&args.progress), None)?;
     let served = server.request_count();
     server.shutdown();
     eprintln!("demo: the synthetic web served {served} requests");
@@ -314,14 +314,15 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{bad}");
     }
     seeds.require_some(seeds_path)?;
-    prepare_output_dir(&config.output.dir, args.resume, args.fresh)?;
-    run_and_report(config, seeds.urls, progress_mode(&args.progress))
+    let resume = prepare_output_dir(&config.output.dir, args.resume, args.fresh)?;
+    run_and_report(config, seeds.urls, progress_mode(&args.progress), resume)
 }
 
 fn run_and_report(
     config: Config,
     seeds: Vec<url::Url>,
     progress: ProgressMode,
+    resume: Option<crawler::checkpoint::Loaded>,
 ) -> anyhow::Result<ExitCode> {
     let shutdown = ShutdownHandle::new();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -335,6 +336,7 @@ fn run_and_report(
             seeds,
             progress,
             shutdown,
+            resume,
         })
         .await
     })?;
@@ -346,7 +348,7 @@ fn run_and_report(
     );
     if summary.stopped {
         eprintln!(
-            "stopped before the end: {} URLs were still queued or in flight",
+            "stopped before the end with {} URLs queued or in flight, all checkpointed; to go on, run the same command with --resume",
             summary.queued_left
         );
     }
@@ -357,22 +359,16 @@ fn run_and_report(
     })
 }
 
-/// Refuses to mix a new crawl into the records of an earlier one.
-fn prepare_output_dir(dir: &Path, resume: bool, fresh: bool) -> anyhow::Result<()> {
+/// Decides what to do with an earlier crawl in the output directory: refuse to mix a
+/// new crawl into it, discard it (`--fresh`), or load its checkpoint (`--resume`).
+fn prepare_output_dir(
+    dir: &Path,
+    resume: bool,
+    fresh: bool,
+) -> anyhow::Result<Option<crawler::checkpoint::Loaded>> {
+    use crawler::checkpoint;
     let pages = dir.join("pages.jsonl");
     let has_records = std::fs::metadata(&pages).is_ok_and(|m| m.len() > 0);
-    if resume {
-        bail!(
-            "{}: --resume needs a checkpoint, and this crawl has none; use --fresh to start again",
-            dir.display()
-        );
-    }
-    if has_records && !fresh {
-        bail!(
-            "{}: holds records of an earlier crawl; use --fresh to discard them, or another --out",
-            dir.display()
-        );
-    }
     if fresh {
         for name in ["pages.jsonl", "summary.json"] {
             let path = dir.join(name);
@@ -382,8 +378,43 @@ fn prepare_output_dir(dir: &Path, resume: bool, fresh: bool) -> anyhow::Result<(
                 Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
             }
         }
+        checkpoint::remove(dir)?;
+        return Ok(None);
     }
-    Ok(())
+    if resume {
+        let loaded = checkpoint::load(dir)?;
+        if let Some(reason) = &loaded.fell_back {
+            eprintln!(
+                "crawler: the latest checkpoint is damaged ({reason}); resuming from the previous one"
+            );
+        }
+        if loaded.manifest.finished {
+            bail!(
+                "{}: the crawl checkpointed there finished at {}; nothing to resume (use --fresh to crawl again)",
+                dir.display(),
+                loaded.manifest.created_at
+            );
+        }
+        return Ok(Some(loaded));
+    }
+    match checkpoint::current_manifest(dir) {
+        Some(Ok(m)) if !m.finished => bail!(
+            "{}: holds an unfinished crawl ({} URLs done, {} queued or in flight, checkpoint of {}); use --resume to go on or --fresh to discard it",
+            dir.display(),
+            m.pages_records,
+            m.frontier_urls,
+            m.created_at
+        ),
+        Some(Err(e)) => bail!(
+            "{}: holds a crawl whose checkpoint cannot be read ({e}); use --resume to try the previous checkpoint or --fresh to discard it",
+            dir.display()
+        ),
+        _ if has_records => bail!(
+            "{}: holds records of an earlier crawl; use --fresh to discard them, or another --out",
+            dir.display()
+        ),
+        _ => Ok(None),
+    }
 }
 
 /// First Ctrl-C or SIGTERM: stop cleanly. Second Ctrl-C: exit at once.

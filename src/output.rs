@@ -57,7 +57,14 @@ pub enum OutputError {
 
 enum Message {
     Record(Box<PageRecord>),
-    Flush(oneshot::Sender<Result<u64, String>>),
+    Flush(oneshot::Sender<Result<OutputPosition, String>>),
+}
+
+/// How far `pages.jsonl` has been written: the file's length and its number of records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputPosition {
+    pub bytes: u64,
+    pub records: u64,
 }
 
 /// The sending side; cheap to clone.
@@ -75,9 +82,9 @@ impl OutputSender {
             .map_err(|_| OutputError::Stopped)
     }
 
-    /// Flushes everything sent so far to the OS and returns the number of records
-    /// written since the writer started.
-    pub async fn flush(&self) -> Result<u64, OutputError> {
+    /// Flushes everything sent so far to the OS and returns the file's length and record
+    /// count (those before the writer started included).
+    pub async fn flush(&self) -> Result<OutputPosition, OutputError> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Message::Flush(tx))
@@ -98,8 +105,13 @@ pub struct OutputWriter {
 }
 
 impl OutputWriter {
-    /// Opens (appending) `dir/pages.jsonl` and starts the writer.
-    pub fn start(dir: &Path, capacity: usize) -> Result<(OutputWriter, OutputSender), OutputError> {
+    /// Opens (appending) `dir/pages.jsonl` and starts the writer; `start` is where the
+    /// file stands (records already in it, for a resumed crawl).
+    pub fn start(
+        dir: &Path,
+        capacity: usize,
+        start: OutputPosition,
+    ) -> Result<(OutputWriter, OutputSender), OutputError> {
         let path = dir.join("pages.jsonl");
         let file = OpenOptions::new()
             .create(true)
@@ -112,7 +124,7 @@ impl OutputWriter {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let handle = std::thread::Builder::new()
             .name("output".into())
-            .spawn(move || write_loop(file, path, rx))
+            .spawn(move || write_loop(file, path, rx, start))
             .map_err(|source| OutputError::Io {
                 path: dir.to_path_buf(),
                 source,
@@ -130,6 +142,7 @@ fn write_loop(
     file: File,
     path: PathBuf,
     mut rx: mpsc::Receiver<Message>,
+    start: OutputPosition,
 ) -> Result<u64, OutputError> {
     let io = |source| OutputError::Io {
         path: path.clone(),
@@ -137,6 +150,7 @@ fn write_loop(
     };
     let mut out = BufWriter::with_capacity(1 << 16, file);
     let mut written: u64 = 0;
+    let mut position = start;
     let mut line = Vec::with_capacity(512);
     while let Some(message) = rx.blocking_recv() {
         match message {
@@ -147,9 +161,15 @@ fn write_loop(
                 line.push(b'\n');
                 out.write_all(&line).map_err(io)?;
                 written += 1;
+                position.records += 1;
+                position.bytes += line.len() as u64;
             }
             Message::Flush(reply) => {
-                let result = out.flush().map(|()| written).map_err(|e| e.to_string());
+                let result = out
+                    .flush()
+                    .and_then(|()| out.get_ref().sync_data())
+                    .map(|()| position)
+                    .map_err(|e| e.to_string());
                 let _ = reply.send(result);
             }
         }
@@ -205,11 +225,16 @@ mod tests {
     #[tokio::test]
     async fn every_record_is_written_even_with_a_tiny_channel() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, tx) = OutputWriter::start(dir.path(), 1).unwrap();
+        let (writer, tx) = OutputWriter::start(dir.path(), 1, OutputPosition::default()).unwrap();
         for i in 0..1000 {
             tx.send(record(i)).await.unwrap();
         }
-        assert_eq!(tx.flush().await.unwrap(), 1000);
+        let position = tx.flush().await.unwrap();
+        assert_eq!(position.records, 1000);
+        let length = std::fs::metadata(dir.path().join("pages.jsonl"))
+            .unwrap()
+            .len();
+        assert_eq!(position.bytes, length);
         drop(tx);
         let written = tokio::task::spawn_blocking(move || writer.finish())
             .await

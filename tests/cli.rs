@@ -275,3 +275,74 @@ fn plan_refuses_nonsense_with_reasons() {
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn unfinished_crawl_needs_resume_or_fresh_and_resume_goes_on() {
+    use crawler::testweb::{TestWebServer, Web, WebSpec};
+    let web = std::sync::Arc::new(Web::new(WebSpec::small(51)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let (pattern, addr) = server.resolve_entry();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.txt"), web.seeds().join("\n")).unwrap();
+    let resolve = format!("network.resolve.\"{pattern}\"={addr}");
+    let base = [
+        "--seeds",
+        "s.txt",
+        "--max-urls",
+        "1e6",
+        "--out",
+        "out",
+        "--progress",
+        "quiet",
+        "--set",
+        resolve.as_str(),
+        "--set",
+        "politeness.per_host_rps=20",
+        "--set",
+        "crawl.retries=1",
+    ];
+    // Start a crawl and stop it with SIGTERM, as an operator would.
+    let child = Command::new(env!("CARGO_BIN_EXE_crawler"))
+        .args(base)
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+
+    let o = crawler(&base, dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("unfinished crawl") && e.contains("--resume") && e.contains("--fresh"),
+        "{e}"
+    );
+    let mut resume = base.to_vec();
+    resume.push("--resume");
+    let o = crawler(&resume, dir.path());
+    assert!(
+        o.status.code() == Some(1) || o.status.code() == Some(0),
+        "{}",
+        stderr(&o)
+    );
+    let pages = std::fs::read_to_string(dir.path().join("out/pages.jsonl")).unwrap();
+    let mut urls = std::collections::BTreeSet::new();
+    for line in pages.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            urls.insert(v["url"].as_str().unwrap().to_string()),
+            "twice: {line}"
+        );
+    }
+    let o = crawler(&resume, dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("finished"), "{}", stderr(&o));
+}

@@ -58,6 +58,7 @@ pub fn crawl(config: &Config, seeds: &[String], shutdown: ShutdownHandle) -> Cra
             seeds,
             progress: ProgressMode::Quiet,
             shutdown,
+            resume: None,
         }))
         .expect("crawl runs")
 }

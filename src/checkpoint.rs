@@ -1,0 +1,405 @@
+//! Consistent snapshots of a crawl, and resuming from them.
+//!
+//! A checkpoint is taken by the dispatcher, the one task that owns the frontier and is the
+//! only writer of the seen-set, so what it captures is one consistent state: the output
+//! flushed to a known length, the seen-set's bits, every URL still queued *or in flight*
+//! (a URL in flight belongs to the frontier until its record is written), and the
+//! counters. The invariant it keeps: every URL marked in the seen-set is either recorded
+//! in the first `pages_bytes` of `pages.jsonl` or listed in the checkpoint's frontier.
+//! Resuming truncates `pages.jsonl` back to that length, so a URL recorded after the
+//! checkpoint is fetched again and recorded once; links found after it are found again
+//! when their page is re-fetched. Nothing discovered before the checkpoint is forgotten.
+//!
+//! Layout under `OUT/checkpoint/`:
+//! - `ckpt-<seq>/seen.bin`: the seen-set file (format in [`crate::seen`]);
+//! - `ckpt-<seq>/frontier.jsonl`: one [`QueuedUrl`] per line;
+//! - `manifest.json`: what the current checkpoint is, with the xxh3-64 checksum and length
+//!   of `frontier.jsonl` (the seen-set file carries its own checksum);
+//! - `manifest.prev.json`: the previous checkpoint's manifest, kept with its directory.
+//!
+//! Publishing is a manifest swap: the new directory is written and fsynced first, then the
+//! current manifest becomes `manifest.prev.json` and the new one is renamed into place
+//! (rename is atomic), then the directory is fsynced and checkpoints older than the
+//! previous one are deleted. A crash at any instant leaves a whole current checkpoint, or
+//! a whole previous one. Loading checks everything before using anything, and falls back
+//! to the previous checkpoint, saying why, when the current one is damaged.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::frontier::QueuedUrl;
+use crate::seen::{SeenError, SeenSet, SeenSnapshot};
+
+/// Version of the manifest and frontier file format.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What a checkpoint holds, apart from its files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub seq: u64,
+    pub created_at: String,
+    /// The crawl reached its end (nothing queued, nothing in flight).
+    pub finished: bool,
+    /// Bytes and records of `pages.jsonl` covered by this checkpoint.
+    pub pages_bytes: u64,
+    pub pages_records: u64,
+    /// URLs queued or in flight.
+    pub frontier_urls: u64,
+    pub frontier_bytes: u64,
+    pub frontier_xxh3: u64,
+    /// What must match on resume.
+    pub max_urls: u64,
+    pub seen_m_bits: u64,
+    pub seen_k: u32,
+    pub seeds_xxh3: u64,
+    pub seeds: u64,
+    /// The crawl's counters at the checkpoint.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// Why a checkpoint could not be written or used. Each names the file and the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a checkpoint manifest: {message}")]
+    BadManifest { path: PathBuf, message: String },
+    #[error("{path}: checkpoint format version {found}, this crawler reads {FORMAT_VERSION}")]
+    UnsupportedVersion { path: PathBuf, found: u32 },
+    #[error("{path}: {what}")]
+    Corrupt { path: PathBuf, what: String },
+    #[error("checkpoint seen-set: {0}")]
+    Seen(#[from] SeenError),
+    #[error("{dir}: no checkpoint to resume from")]
+    Missing { dir: PathBuf },
+    #[error("--resume: this crawl is not the one checkpointed in {dir}: {differences}; use the same seeds and sizing, or --fresh to start again")]
+    Incompatible { dir: PathBuf, differences: String },
+    #[error("{path}: {found} bytes, shorter than the {expected} bytes the checkpoint covers; the output was damaged")]
+    OutputTooShort {
+        path: PathBuf,
+        found: u64,
+        expected: u64,
+    },
+}
+
+/// What a resumed crawl must agree on with its checkpoint.
+pub struct Expectation {
+    pub max_urls: u64,
+    pub seen_m_bits: u64,
+    pub seen_k: u32,
+    pub seeds_xxh3: u64,
+    pub seeds: u64,
+}
+
+impl Manifest {
+    /// Says what differs between this checkpoint and the crawl about to resume it.
+    pub fn check_compatible(&self, out: &Path, now: &Expectation) -> Result<(), CheckpointError> {
+        let mut differences = Vec::new();
+        if self.max_urls != now.max_urls {
+            differences.push(format!(
+                "max_urls was {}, now {} (it sizes the seen-set)",
+                self.max_urls, now.max_urls
+            ));
+        }
+        if (self.seen_m_bits, self.seen_k) != (now.seen_m_bits, now.seen_k) {
+            differences.push(format!(
+                "seen-set was m = {} bits, k = {}; the configuration now gives m = {}, k = {} ([seen] fpp/memory changed)",
+                self.seen_m_bits, self.seen_k, now.seen_m_bits, now.seen_k
+            ));
+        }
+        if self.seeds_xxh3 != now.seeds_xxh3 {
+            differences.push(format!(
+                "the seed list differs ({} seeds then, {} now)",
+                self.seeds, now.seeds
+            ));
+        }
+        if differences.is_empty() {
+            Ok(())
+        } else {
+            Err(CheckpointError::Incompatible {
+                dir: out.to_path_buf(),
+                differences: differences.join("; "),
+            })
+        }
+    }
+}
+
+/// Cuts `pages.jsonl` back to what the checkpoint covers; records written after it
+/// belong to URLs the checkpoint still lists in its frontier.
+pub fn truncate_output(out: &Path, manifest: &Manifest) -> Result<(), CheckpointError> {
+    let path = out.join("pages.jsonl");
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io(&path))?;
+    let length = file.metadata().map_err(io(&path))?.len();
+    if length < manifest.pages_bytes {
+        return Err(CheckpointError::OutputTooShort {
+            path,
+            found: length,
+            expected: manifest.pages_bytes,
+        });
+    }
+    file.set_len(manifest.pages_bytes).map_err(io(&path))?;
+    file.sync_all().map_err(io(&path))?;
+    Ok(())
+}
+
+/// Removes a checkpoint directory (for `--fresh`).
+pub fn remove(out: &Path) -> Result<(), CheckpointError> {
+    let dir = checkpoint_dir(out);
+    match fs::remove_dir_all(&dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(&dir)(e)),
+    }
+}
+
+/// The state a checkpoint captures, copied out of the crawl while it pauses.
+pub struct Snapshot {
+    pub seen: SeenSnapshot,
+    pub frontier: Vec<QueuedUrl>,
+    pub manifest: Manifest,
+}
+
+/// A checkpoint read back and checked.
+pub struct Loaded {
+    pub manifest: Manifest,
+    pub seen: SeenSet,
+    pub frontier: Vec<QueuedUrl>,
+    /// Set when the current checkpoint was damaged and the previous one was used.
+    pub fell_back: Option<String>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
+    move |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The checkpoint directory of an output directory.
+pub fn checkpoint_dir(out: &Path) -> PathBuf {
+    out.join("checkpoint")
+}
+
+/// Writes and publishes a checkpoint under `out/checkpoint/`.
+pub fn write(out: &Path, snapshot: Snapshot) -> Result<Manifest, CheckpointError> {
+    let root = checkpoint_dir(out);
+    let Snapshot {
+        seen,
+        frontier,
+        mut manifest,
+    } = snapshot;
+    let dir = root.join(format!("ckpt-{}", manifest.seq));
+    fs::create_dir_all(&dir).map_err(io(&dir))?;
+    seen.write(&dir.join("seen.bin"))?;
+    let frontier_path = dir.join("frontier.jsonl");
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut bytes = 0u64;
+    {
+        let file = File::create(&frontier_path).map_err(io(&frontier_path))?;
+        let mut writer = BufWriter::with_capacity(1 << 16, file);
+        let mut line = Vec::with_capacity(256);
+        for item in &frontier {
+            line.clear();
+            serde_json::to_writer(&mut line, item)
+                .map_err(|e| io(&frontier_path)(std::io::Error::other(e)))?;
+            line.push(b'\n');
+            hasher.update(&line);
+            bytes += line.len() as u64;
+            writer.write_all(&line).map_err(io(&frontier_path))?;
+        }
+        writer.flush().map_err(io(&frontier_path))?;
+        writer.get_ref().sync_all().map_err(io(&frontier_path))?;
+    }
+    manifest.frontier_urls = frontier.len() as u64;
+    manifest.frontier_bytes = bytes;
+    manifest.frontier_xxh3 = hasher.digest();
+    sync_dir(&dir)?;
+
+    let current = root.join("manifest.json");
+    let previous = root.join("manifest.prev.json");
+    let tmp = root.join("manifest.json.tmp");
+    let json =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| io(&tmp)(std::io::Error::other(e)))?;
+    {
+        let mut file = File::create(&tmp).map_err(io(&tmp))?;
+        file.write_all(&json).map_err(io(&tmp))?;
+        file.sync_all().map_err(io(&tmp))?;
+    }
+    let old = read_manifest(&current).ok();
+    if old.is_some() {
+        fs::rename(&current, &previous).map_err(io(&previous))?;
+    }
+    fs::rename(&tmp, &current).map_err(io(&current))?;
+    sync_dir(&root)?;
+    // Keep the current and the previous checkpoint; older ones are garbage.
+    let keep: Vec<String> = [Some(manifest.seq), old.map(|m| m.seq)]
+        .into_iter()
+        .flatten()
+        .map(|seq| format!("ckpt-{seq}"))
+        .collect();
+    if let Ok(entries) = fs::read_dir(&root) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("ckpt-") && !keep.contains(&name) {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    Ok(manifest)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+/// Reads a manifest file and checks its version.
+pub fn read_manifest(path: &Path) -> Result<Manifest, CheckpointError> {
+    let bytes = fs::read(path).map_err(io(path))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| CheckpointError::BadManifest {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    if manifest.format_version != FORMAT_VERSION {
+        return Err(CheckpointError::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found: manifest.format_version,
+        });
+    }
+    Ok(manifest)
+}
+
+/// The current manifest of `out`, if a checkpoint exists there (not checked further).
+pub fn current_manifest(out: &Path) -> Option<Result<Manifest, CheckpointError>> {
+    let path = checkpoint_dir(out).join("manifest.json");
+    path.exists().then(|| read_manifest(&path))
+}
+
+/// Loads the newest whole checkpoint of `out`: the current one, or the previous one when
+/// the current one is damaged (the reason is kept in [`Loaded::fell_back`]).
+pub fn load(out: &Path) -> Result<Loaded, CheckpointError> {
+    let root = checkpoint_dir(out);
+    let current = root.join("manifest.json");
+    let previous = root.join("manifest.prev.json");
+    if !current.exists() && !previous.exists() {
+        return Err(CheckpointError::Missing {
+            dir: out.to_path_buf(),
+        });
+    }
+    match load_from(&root, &current) {
+        Ok(loaded) => Ok(loaded),
+        Err(error) if previous.exists() => {
+            let mut loaded = load_from(&root, &previous).map_err(|_| error_clone(&error))?;
+            loaded.fell_back = Some(error.to_string());
+            Ok(loaded)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+fn error_clone(error: &CheckpointError) -> CheckpointError {
+    CheckpointError::Corrupt {
+        path: PathBuf::from("checkpoint"),
+        what: format!("{error}; and the previous checkpoint is not usable either"),
+    }
+}
+
+fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointError> {
+    let manifest = read_manifest(manifest_path)?;
+    let dir = root.join(format!("ckpt-{}", manifest.seq));
+    let seen = SeenSet::load(&dir.join("seen.bin"))?;
+    if seen.plan().m_bits != manifest.seen_m_bits || seen.plan().k != manifest.seen_k {
+        return Err(CheckpointError::Corrupt {
+            path: dir.join("seen.bin"),
+            what: format!(
+                "filter is m = {}, k = {} but the manifest says m = {}, k = {}",
+                seen.plan().m_bits,
+                seen.plan().k,
+                manifest.seen_m_bits,
+                manifest.seen_k
+            ),
+        });
+    }
+    let frontier_path = dir.join("frontier.jsonl");
+    let file = File::open(&frontier_path).map_err(io(&frontier_path))?;
+    let length = file.metadata().map_err(io(&frontier_path))?.len();
+    if length != manifest.frontier_bytes {
+        return Err(CheckpointError::Corrupt {
+            path: frontier_path,
+            what: format!(
+                "{length} bytes, the manifest says {} (truncated or overwritten)",
+                manifest.frontier_bytes
+            ),
+        });
+    }
+    // First the checksum over the whole file, so damage is reported as damage rather
+    // than as whatever line it happens to break; then the lines.
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    loop {
+        let chunk = reader.fill_buf().map_err(io(&frontier_path))?;
+        if chunk.is_empty() {
+            break;
+        }
+        hasher.update(chunk);
+        let n = chunk.len();
+        reader.consume(n);
+    }
+    if hasher.digest() != manifest.frontier_xxh3 {
+        return Err(CheckpointError::Corrupt {
+            path: frontier_path,
+            what: "checksum mismatch; the file was damaged".into(),
+        });
+    }
+    let file = File::open(&frontier_path).map_err(io(&frontier_path))?;
+    let reader = BufReader::with_capacity(1 << 16, file);
+    let mut frontier = Vec::with_capacity(manifest.frontier_urls.min(1 << 20) as usize);
+    for (index, line) in reader.lines().enumerate() {
+        let line = line.map_err(io(&frontier_path))?;
+        let item: QueuedUrl =
+            serde_json::from_str(&line).map_err(|e| CheckpointError::Corrupt {
+                path: frontier_path.clone(),
+                what: format!("line {}: {e}", index + 1),
+            })?;
+        frontier.push(item);
+    }
+    if frontier.len() as u64 != manifest.frontier_urls {
+        return Err(CheckpointError::Corrupt {
+            path: frontier_path,
+            what: format!(
+                "{} URLs, the manifest says {}",
+                frontier.len(),
+                manifest.frontier_urls
+            ),
+        });
+    }
+    Ok(Loaded {
+        manifest,
+        seen,
+        frontier,
+        fell_back: None,
+    })
+}
+
+/// The hash of a seed list, for checking that a resume uses the same seeds.
+pub fn seeds_hash(seeds: &[url::Url]) -> u64 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for seed in seeds {
+        hasher.update(seed.as_str().as_bytes());
+        hasher.update(b"\n");
+    }
+    hasher.digest()
+}

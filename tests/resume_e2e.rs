@@ -1,0 +1,239 @@
+//! Stopping and resuming: nothing discovered is forgotten, nothing is fetched twice after
+//! a clean stop, damaged checkpoints are reported (and the previous one used), and an
+//! incompatible resume is refused with what differs.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crawler::checkpoint::{self, CheckpointError};
+use crawler::config::Config;
+use crawler::progress::ProgressMode;
+use crawler::testweb::{TestWebServer, Web, WebSpec};
+use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
+use url::Url;
+
+mod support;
+use support::{config_for, records, rules_for};
+
+fn run(
+    config: &Config,
+    seeds: &[String],
+    stop_after: Option<Duration>,
+    resume: Option<checkpoint::Loaded>,
+) -> Result<CrawlSummary, crawler::crawl::CrawlError> {
+    let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
+    let shutdown = ShutdownHandle::new();
+    if let Some(after) = stop_after {
+        let stopper = shutdown.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            stopper.stop();
+        });
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run_crawl(CrawlRequest {
+        config: config.clone(),
+        seeds,
+        progress: ProgressMode::Quiet,
+        shutdown,
+        resume,
+    }))
+}
+
+/// A crawl slow enough to be stopped in the middle: 20 requests per second per host.
+fn slow_config(server: &TestWebServer, out: &Path) -> Config {
+    let mut config = config_for(server, out, true);
+    config.politeness.per_host_rps = 20.0;
+    config.politeness.per_host_burst = 1;
+    config.checkpoint.interval_secs = 0.2;
+    config
+}
+
+#[test]
+fn stop_then_resume_fetches_everything_once() {
+    let web = Arc::new(Web::new(WebSpec::small(31)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let config = slow_config(&server, out.path());
+    let mut stops = 0;
+    let mut summary = run(
+        &config,
+        &web.seeds(),
+        Some(Duration::from_millis(700)),
+        None,
+    )
+    .unwrap();
+    while summary.stopped {
+        stops += 1;
+        assert!(stops < 20, "never finished");
+        let loaded = checkpoint::load(out.path()).unwrap();
+        assert!(loaded.fell_back.is_none());
+        assert!(!loaded.manifest.finished);
+        summary = run(
+            &config,
+            &web.seeds(),
+            Some(Duration::from_millis(700)),
+            Some(loaded),
+        )
+        .unwrap();
+    }
+    assert!(
+        stops >= 2,
+        "the crawl was stopped and resumed ({stops} times)"
+    );
+    let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
+    let diff = truth.diff_log(&server.log());
+    assert!(diff.is_empty(), "after {stops} stops: {diff}");
+    let records = records(out.path());
+    let mut urls = BTreeSet::new();
+    for r in &records {
+        assert!(urls.insert(r.url.clone()), "recorded twice: {}", r.url);
+    }
+    assert_eq!(urls, truth.discovered());
+    assert_eq!(summary.accepted, truth.discovered().len() as u64);
+    let manifest = checkpoint::current_manifest(out.path()).unwrap().unwrap();
+    assert!(manifest.finished);
+    assert_eq!(manifest.frontier_urls, 0);
+}
+
+/// A stopped crawl with at least two checkpoints on disk.
+fn stopped_crawl(seed: u64) -> (tempfile::TempDir, Config, Vec<String>) {
+    let web = Arc::new(Web::new(WebSpec::small(seed)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let config = slow_config(&server, out.path());
+    let summary = run(
+        &config,
+        &web.seeds(),
+        Some(Duration::from_millis(700)),
+        None,
+    )
+    .unwrap();
+    assert!(summary.stopped);
+    assert!(out.path().join("checkpoint/manifest.prev.json").exists());
+    (out, config, web.seeds())
+}
+
+fn current_dir(out: &Path) -> std::path::PathBuf {
+    let m = checkpoint::current_manifest(out).unwrap().unwrap();
+    out.join(format!("checkpoint/ckpt-{}", m.seq))
+}
+
+fn flip_byte(path: &Path, at_fraction: f64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let i = ((bytes.len() as f64 * at_fraction) as usize).min(bytes.len() - 1);
+    bytes[i] ^= 0x20;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
+    type Damage = fn(&Path);
+    let cases: &[(&str, Damage, &str)] = &[
+        (
+            "frontier byte",
+            |d| flip_byte(&d.join("frontier.jsonl"), 0.5),
+            "frontier.jsonl: checksum mismatch",
+        ),
+        (
+            "frontier truncated",
+            |d| {
+                let p = d.join("frontier.jsonl");
+                let len = std::fs::metadata(&p).unwrap().len();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .unwrap()
+                    .set_len(len / 2)
+                    .unwrap();
+            },
+            "frontier.jsonl",
+        ),
+        (
+            "seen byte",
+            |d| flip_byte(&d.join("seen.bin"), 0.7),
+            "seen.bin",
+        ),
+        (
+            "seen truncated",
+            |d| {
+                let p = d.join("seen.bin");
+                let len = std::fs::metadata(&p).unwrap().len();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .unwrap()
+                    .set_len(len - 100)
+                    .unwrap();
+            },
+            "seen.bin",
+        ),
+        (
+            "seen missing",
+            |d| std::fs::remove_file(d.join("seen.bin")).unwrap(),
+            "seen.bin",
+        ),
+    ];
+    for (name, damage, needle) in cases {
+        let (out, _, _) = stopped_crawl(41);
+        damage(&current_dir(out.path()));
+        let loaded = checkpoint::load(out.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let why = loaded
+            .fell_back
+            .expect("fell back to the previous checkpoint");
+        assert!(why.contains(needle), "{name}: {why}");
+    }
+    // The manifest itself: garbage, and an unknown version.
+    let (out, _, _) = stopped_crawl(42);
+    let manifest = out.path().join("checkpoint/manifest.json");
+    std::fs::write(&manifest, b"{ not json").unwrap();
+    let why = checkpoint::load(out.path()).unwrap().fell_back.unwrap();
+    assert!(
+        why.contains("manifest.json: not a checkpoint manifest"),
+        "{why}"
+    );
+    let (out, _, _) = stopped_crawl(43);
+    let manifest = out.path().join("checkpoint/manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("\"format_version\": 1", "\"format_version\": 9"),
+    )
+    .unwrap();
+    let why = checkpoint::load(out.path()).unwrap().fell_back.unwrap();
+    assert!(why.contains("version 9"), "{why}");
+    // Both damaged: an error, never a half-loaded state.
+    let (out, _, _) = stopped_crawl(44);
+    let root = out.path().join("checkpoint");
+    std::fs::write(root.join("manifest.json"), b"x").unwrap();
+    std::fs::write(root.join("manifest.prev.json"), b"y").unwrap();
+    let e = checkpoint::load(out.path()).err().expect("refused");
+    assert!(
+        e.to_string().contains("previous checkpoint is not usable"),
+        "{e}"
+    );
+}
+
+#[test]
+fn incompatible_resume_says_what_differs() {
+    let (out, config, seeds) = stopped_crawl(45);
+    let mut changed = config.clone();
+    changed.crawl.max_urls = crawler::config::Count(123_456);
+    let loaded = checkpoint::load(out.path()).unwrap();
+    let e = run(&changed, &seeds, None, Some(loaded)).expect_err("refused");
+    let text = e.to_string();
+    assert!(text.contains("max_urls was 1000000, now 123456"), "{text}");
+    let loaded = checkpoint::load(out.path()).unwrap();
+    let e = run(&config, &seeds[..1], None, Some(loaded)).expect_err("refused");
+    assert!(e.to_string().contains("seed list differs"), "{e}");
+    assert!(matches!(
+        checkpoint::load(&out.path().join("nowhere")),
+        Err(CheckpointError::Missing { .. })
+    ));
+}
