@@ -134,7 +134,7 @@ impl Manifest {
 
 /// Cuts `pages.jsonl` back to what the checkpoint covers; records written after it
 /// belong to URLs the checkpoint still lists in its frontier.
-pub fn truncate_output(out: &Path, manifest: &Manifest) -> Result<(), CheckpointError> {
+pub fn truncate_output(out: &Path, keep: u64) -> Result<(), CheckpointError> {
     let path = out.join("pages.jsonl");
     let file = fs::OpenOptions::new()
         .write(true)
@@ -143,14 +143,14 @@ pub fn truncate_output(out: &Path, manifest: &Manifest) -> Result<(), Checkpoint
         .open(&path)
         .map_err(io(&path))?;
     let length = file.metadata().map_err(io(&path))?.len();
-    if length < manifest.pages_bytes {
+    if length < keep {
         return Err(CheckpointError::OutputTooShort {
             path,
             found: length,
-            expected: manifest.pages_bytes,
+            expected: keep,
         });
     }
-    file.set_len(manifest.pages_bytes).map_err(io(&path))?;
+    file.set_len(keep).map_err(io(&path))?;
     file.sync_all().map_err(io(&path))?;
     Ok(())
 }
@@ -175,10 +175,20 @@ pub struct Snapshot {
 /// A checkpoint read back and checked.
 pub struct Loaded {
     pub manifest: Manifest,
+    /// The seen-set, with the URLs of the queue log replayed into it.
     pub seen: SeenSet,
+    /// Queued or in flight at the checkpoint, plus URLs queued after it, minus URLs
+    /// recorded after it.
     pub frontier: Vec<QueuedUrl>,
     /// Set when the current checkpoint was damaged and the previous one was used.
     pub fell_back: Option<String>,
+    /// Where `pages.jsonl` resumes: the end of its last complete record.
+    pub output: crate::output::OutputPosition,
+    /// The checkpoint's counters brought up to date with what was replayed.
+    pub counters: BTreeMap<String, u64>,
+    /// URLs replayed from the queue log, and records found after the checkpoint.
+    pub replayed_urls: u64,
+    pub replayed_records: u64,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
@@ -245,16 +255,25 @@ pub fn write(out: &Path, snapshot: Snapshot) -> Result<Manifest, CheckpointError
     fs::rename(&tmp, &current).map_err(io(&current))?;
     sync_dir(&root)?;
     // Keep the current and the previous checkpoint; older ones are garbage.
-    let keep: Vec<String> = [Some(manifest.seq), old.map(|m| m.seq)]
+    let keep: Vec<String> = [Some(manifest.seq), old.as_ref().map(|m| m.seq)]
         .into_iter()
         .flatten()
         .map(|seq| format!("ckpt-{seq}"))
         .collect();
+    let oldest_kept = old.as_ref().map_or(manifest.seq, |m| m.seq);
     if let Ok(entries) = fs::read_dir(&root) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with("ckpt-") && !keep.contains(&name) {
                 let _ = fs::remove_dir_all(entry.path());
+            }
+            // Queue logs older than the oldest kept checkpoint are never replayed.
+            let log_seq = name
+                .strip_prefix("queued-")
+                .and_then(|r| r.strip_suffix(".jsonl"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if log_seq.is_some_and(|seq| seq < oldest_kept) {
+                let _ = fs::remove_file(entry.path());
             }
         }
     }
@@ -386,12 +405,175 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
             ),
         });
     }
-    Ok(Loaded {
+    let counters = manifest.counters.clone();
+    let output = crate::output::OutputPosition {
+        bytes: manifest.pages_bytes,
+        records: manifest.pages_records,
+    };
+    let mut loaded = Loaded {
         manifest,
         seen,
         frontier,
         fell_back: None,
-    })
+        output,
+        counters,
+        replayed_urls: 0,
+        replayed_records: 0,
+    };
+    replay(root, &mut loaded)?;
+    Ok(loaded)
+}
+
+/// The queue log of the checkpoint with sequence number `seq`: URLs accepted after it.
+pub fn queue_log_path(out: &Path, seq: u64) -> PathBuf {
+    checkpoint_dir(out).join(format!("queued-{seq}.jsonl"))
+}
+
+/// The log of URLs accepted since the last checkpoint. Together with the records written
+/// to `pages.jsonl` since then, it lets a crawl killed between checkpoints resume without
+/// forgetting a discovered URL: a page's new links are appended here (and handed to the
+/// OS) before the page's own record is sent to the output.
+pub struct QueueLog {
+    path: PathBuf,
+    file: BufWriter<File>,
+    line: Vec<u8>,
+}
+
+impl QueueLog {
+    /// Starts the log that follows checkpoint `seq`.
+    pub fn create(out: &Path, seq: u64) -> Result<QueueLog, CheckpointError> {
+        let path = queue_log_path(out, seq);
+        let root = checkpoint_dir(out);
+        fs::create_dir_all(&root).map_err(io(&root))?;
+        let file = File::create(&path).map_err(io(&path))?;
+        Ok(QueueLog {
+            path,
+            file: BufWriter::with_capacity(1 << 16, file),
+            line: Vec::with_capacity(256),
+        })
+    }
+
+    pub fn append(&mut self, item: &QueuedUrl) -> Result<(), CheckpointError> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, item)
+            .map_err(|e| io(&self.path)(std::io::Error::other(e)))?;
+        self.line.push(b'\n');
+        self.file.write_all(&self.line).map_err(io(&self.path))
+    }
+
+    /// Hands what was appended to the OS (enough to survive `kill -9`).
+    pub fn flush(&mut self) -> Result<(), CheckpointError> {
+        self.file.flush().map_err(io(&self.path))
+    }
+}
+
+/// Replays what happened after `loaded`'s checkpoint: the queue logs of it and of any
+/// later checkpoint that was never published, and the complete records of `pages.jsonl`
+/// past the checkpoint's length. A torn last line (the crash) is cut; damage elsewhere is
+/// an error naming the file and line.
+fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
+    let out = root.parent().unwrap_or(root);
+    let mut logs: Vec<(u64, PathBuf)> = Vec::new();
+    if let Ok(entries) = fs::read_dir(root) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(seq) = name
+                .strip_prefix("queued-")
+                .and_then(|r| r.strip_suffix(".jsonl"))
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                if seq >= loaded.manifest.seq {
+                    logs.push((seq, entry.path()));
+                }
+            }
+        }
+    }
+    logs.sort();
+    let mut queued: Vec<QueuedUrl> = Vec::new();
+    for (_, path) in &logs {
+        for item in read_lines::<QueuedUrl>(path, 0)?.0 {
+            queued.push(item);
+        }
+    }
+    let pages = out.join("pages.jsonl");
+    let (records, end) = if pages.exists() {
+        read_lines::<crate::output::PageRecord>(&pages, loaded.manifest.pages_bytes)?
+    } else {
+        (Vec::new(), loaded.manifest.pages_bytes)
+    };
+    let done: std::collections::HashSet<&str> = records.iter().map(|r| r.url.as_str()).collect();
+    for item in &queued {
+        loaded.seen.insert_new(item.url.as_bytes());
+    }
+    loaded
+        .frontier
+        .retain(|item| !done.contains(item.url.as_str()));
+    loaded.replayed_urls = queued.len() as u64;
+    loaded.frontier.extend(
+        queued
+            .into_iter()
+            .filter(|item| !done.contains(item.url.as_str())),
+    );
+    loaded.replayed_records = records.len() as u64;
+    loaded.output = crate::output::OutputPosition {
+        bytes: end,
+        records: loaded.manifest.pages_records + records.len() as u64,
+    };
+    let mut bump = |name: &str, n: u64| *loaded.counters.entry(name.to_string()).or_insert(0) += n;
+    bump("accepted", loaded.replayed_urls);
+    bump("finished", loaded.replayed_records);
+    for r in &records {
+        bump("bytes", r.bytes);
+        let class = match (r.status, r.error.is_some()) {
+            (Some(s), _) if (200..300).contains(&s) => "ok",
+            (Some(s), _) if (300..400).contains(&s) => "redirects",
+            (Some(s), _) if (400..500).contains(&s) && s != 429 => "client_errors",
+            (Some(_), _) => "server_errors",
+            (None, true) if r.attempts == 0 => "disallowed",
+            (None, _) => "network_errors",
+        };
+        bump(class, 1);
+    }
+    Ok(())
+}
+
+/// Reads JSON lines from byte `from` of `path`; returns the values of the complete lines
+/// and the offset just past the last one. An unparsable final line without its newline is
+/// the torn end of a crash and is left out; any other bad line is an error.
+fn read_lines<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    from: u64,
+) -> Result<(Vec<T>, u64), CheckpointError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = File::open(path).map_err(io(path))?;
+    let length = file.metadata().map_err(io(path))?.len();
+    if length < from {
+        return Err(CheckpointError::OutputTooShort {
+            path: path.to_path_buf(),
+            found: length,
+            expected: from,
+        });
+    }
+    file.seek(SeekFrom::Start(from)).map_err(io(path))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io(path))?;
+    let mut values = Vec::new();
+    let mut offset = 0usize;
+    let mut number = 0usize;
+    while offset < bytes.len() {
+        number += 1;
+        let Some(newline) = bytes[offset..].iter().position(|&b| b == b'\n') else {
+            break; // torn last line: cut
+        };
+        let line = &bytes[offset..offset + newline];
+        let value = serde_json::from_slice::<T>(line).map_err(|e| CheckpointError::Corrupt {
+            path: path.to_path_buf(),
+            what: format!("line {number} after byte {from}: {e}"),
+        })?;
+        values.push(value);
+        offset += newline + 1;
+    }
+    Ok((values, from + offset as u64))
 }
 
 /// The hash of a seed list, for checking that a resume uses the same seeds.

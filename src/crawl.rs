@@ -432,21 +432,20 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     let (seen, counters, start, resumed, seq) = match resume {
         Some(loaded) => {
             loaded.manifest.check_compatible(&out_dir, &expectation)?;
-            checkpoint::truncate_output(&out_dir, &loaded.manifest)?;
+            checkpoint::truncate_output(&out_dir, loaded.output.bytes)?;
             tracing::info!(
-                "resuming checkpoint {} of {}: {} URLs done, {} to go",
+                "resuming checkpoint {} of {}: {} URLs done, {} to go ({} queued and {} recorded after the checkpoint, replayed)",
                 loaded.manifest.seq,
                 loaded.manifest.created_at,
-                loaded.manifest.pages_records,
-                loaded.frontier.len()
+                loaded.output.records,
+                loaded.frontier.len(),
+                loaded.replayed_urls,
+                loaded.replayed_records
             );
-            let start = OutputPosition {
-                bytes: loaded.manifest.pages_bytes,
-                records: loaded.manifest.pages_records,
-            };
+            let start = loaded.output;
             (
                 Arc::new(loaded.seen),
-                Arc::new(CrawlCounters::from_map(&loaded.manifest.counters)),
+                Arc::new(CrawlCounters::from_map(&loaded.counters)),
                 start,
                 Some(loaded.frontier),
                 loaded.manifest.seq,
@@ -522,6 +521,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             seq,
             expectation,
             pending: None,
+            queue_log: None,
         },
     };
     match resumed {
@@ -543,6 +543,11 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             dispatcher.admit(&mut frontier, seed_candidates, None);
         }
     }
+
+    // A checkpoint right away: from here on, a crawl killed at any instant can resume.
+    dispatcher
+        .start_checkpoint(&frontier, &output, false)
+        .await?;
 
     let mut display = Progress::start(
         progress,
@@ -618,6 +623,8 @@ struct Checkpoints {
     seq: u64,
     expectation: checkpoint::Expectation,
     pending: Option<tokio::task::JoinHandle<Result<Manifest, checkpoint::CheckpointError>>>,
+    /// URLs accepted since the last checkpoint was taken.
+    queue_log: Option<checkpoint::QueueLog>,
 }
 
 impl Dispatcher {
@@ -675,6 +682,12 @@ impl Dispatcher {
         };
         let out = c.out_dir.clone();
         self.checkpoints.seq += 1;
+        // From this instant on, accepted URLs go to the next checkpoint's queue log.
+        if let Some(mut log) = self.checkpoints.queue_log.take() {
+            log.flush()?;
+        }
+        self.checkpoints.queue_log =
+            Some(checkpoint::QueueLog::create(&out, self.checkpoints.seq)?);
         tracing::debug!(
             "checkpoint {}: paused {:?} to copy {} URLs",
             manifest.seq,
@@ -867,6 +880,13 @@ impl Dispatcher {
             } => {
                 let parent = dispatch.item.url.clone();
                 let new = self.admit(frontier, candidates, Some(parent));
+                if new > 0 {
+                    // The new links reach the OS before the page's record does, so a
+                    // crash can never leave the page done and its links forgotten.
+                    if let Some(log) = self.checkpoints.queue_log.as_mut() {
+                        log.flush()?;
+                    }
+                }
                 record.new_links = new;
                 frontier.complete(dispatch.host);
                 CrawlCounters::add(&self.counters.finished, 1);
@@ -950,23 +970,28 @@ impl Dispatcher {
     }
 
     fn push(
-        &self,
+        &mut self,
         frontier: &mut Frontier,
         url: &Url,
         depth: u32,
         redirect_hops: u32,
         parent: &Option<String>,
     ) {
-        frontier.push(
-            &host_key(url),
-            QueuedUrl {
-                url: url.as_str().to_string(),
-                depth,
-                parent: parent.clone(),
-                redirect_hops,
-                attempts: 0,
-            },
-        );
+        let item = QueuedUrl {
+            url: url.as_str().to_string(),
+            depth,
+            parent: parent.clone(),
+            redirect_hops,
+            attempts: 0,
+        };
+        if let Some(log) = self.checkpoints.queue_log.as_mut() {
+            if let Err(e) = log.append(&item) {
+                // The crawl goes on; only a crash before the next checkpoint could
+                // forget this URL, so say so rather than stop.
+                tracing::warn!("{e}; a crash before the next checkpoint may forget URLs");
+            }
+        }
+        frontier.push(&host_key(url), item);
     }
 }
 
