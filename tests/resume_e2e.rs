@@ -237,3 +237,37 @@ fn incompatible_resume_says_what_differs() {
         Err(CheckpointError::Missing { .. })
     ));
 }
+
+#[test]
+fn damaged_queue_log_and_short_output_are_reported() {
+    // A bad line inside the queue log (not a torn end) is damage: refused, never skipped.
+    let (out, _, _) = stopped_crawl(46);
+    let m = checkpoint::current_manifest(out.path()).unwrap().unwrap();
+    let log = checkpoint::queue_log_path(out.path(), m.seq);
+    let good =
+        r#"{"url":"http://h0.test/extra","depth":1,"parent":null,"redirect_hops":0,"attempts":0}"#;
+    std::fs::write(&log, format!("{{not json\n{good}\n")).unwrap();
+    let e = checkpoint::load(out.path()).err().expect("refused");
+    assert!(e.to_string().contains("not usable"), "{e}");
+    // A torn last line is the crash itself: cut, and the complete lines replayed.
+    std::fs::write(&log, format!("{good}\n{{\"url\":\"http://h0.te")).unwrap();
+    let loaded = checkpoint::load(out.path()).unwrap();
+    assert_eq!(loaded.replayed_urls, 1);
+    assert!(loaded
+        .frontier
+        .iter()
+        .any(|i| i.url == "http://h0.test/extra"));
+    assert!(loaded.seen.contains(b"http://h0.test/extra"));
+
+    // pages.jsonl shorter than both checkpoints say: damaged output, refused.
+    let (out, _, _) = stopped_crawl(47);
+    let pages = out.path().join("pages.jsonl");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pages)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    let e = checkpoint::load(out.path()).err().expect("refused");
+    assert!(e.to_string().contains("pages.jsonl"), "{e}");
+}
