@@ -564,11 +564,27 @@ impl QueueStore {
                 what: "the table's log end is in it".into(),
             });
         }
-        for &s in &segments {
+        let mut segments = segments;
+        let last = segments.last().copied().unwrap_or(end_seg);
+        for &s in &segments.clone() {
             if s < header.oldest_needed.min(end_seg) {
+                // Kept for an older table only: counted, deleted by a later sync's GC.
+                let p = segment_path(dir, s);
+                let len = fs::metadata(&p).map_err(io("stat", &p))?.len();
+                store.seg_len.insert(s, len);
                 continue;
             }
-            store.open_segment(s)?;
+            match store.open_segment(s) {
+                Ok(()) => {}
+                // A segment started just before a crash whose header did not reach the disk:
+                // a torn write like any other, cut.
+                Err(StoreError::Corrupt { path, offset, what }) if s == last && s > end_seg => {
+                    fs::remove_file(&path).map_err(io("remove", &path))?;
+                    store.recovery.cut = Some((path, offset, what));
+                    segments.pop();
+                }
+                Err(e) => return Err(e),
+            }
         }
         store.replay(header.log_end, &segments)?;
         Ok(store)
