@@ -414,3 +414,40 @@ fn store_headerless_last_segment_is_cut() {
         (0..10).map(|i| item(1, i)).collect::<Vec<_>>()
     );
 }
+
+/// The slow half of a sync runs on another thread while the store goes on; reopening at its
+/// position gives the state as of `begin_sync`, plus the blocks written after it.
+#[test]
+fn store_sync_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        block_items: 1,
+        ..tiny()
+    };
+    let mut s = QueueStore::open(dir.path(), opts.clone()).unwrap();
+    for i in 0..50 {
+        s.push(i % 2, &item(i % 2, i)).unwrap();
+    }
+    let pending = s.begin_sync().unwrap();
+    let writer = std::thread::spawn(move || pending.write());
+    // Meanwhile: pops (they come back) and pushes (written as blocks, replayed).
+    for _ in 0..10 {
+        s.pop(0).unwrap();
+    }
+    for i in 50..60 {
+        s.push(0, &item(0, i)).unwrap();
+    }
+    let pos = writer.join().unwrap().unwrap();
+    s.finish_sync(pos).unwrap();
+    s.flush().unwrap();
+    drop(s);
+    let mut s = QueueStore::reopen_at(dir.path(), opts, pos).unwrap();
+    assert_eq!(s.recovery().items_replayed, 10);
+    let want: Vec<_> = (0..50)
+        .filter(|i| i % 2 == 0)
+        .chain(50..60)
+        .map(|i| item(0, i))
+        .collect();
+    assert_eq!(drain(&mut s, 0), want);
+    assert_eq!(s.len(1), 25);
+}

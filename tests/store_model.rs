@@ -69,6 +69,8 @@ proptest! {
                     since.push((h, item(n)));
                 }
                 Op::Pop(h) => {
+                    let peeked = s.peek(h).unwrap().cloned();
+                    prop_assert_eq!(&peeked, &model.entry(h).or_default().front().cloned());
                     let want = model.entry(h).or_default().pop_front();
                     prop_assert_eq!(s.pop(h).unwrap(), want);
                 }

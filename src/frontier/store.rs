@@ -440,8 +440,43 @@ pub struct QueueStore {
     /// (generation, oldest segment needed) of the tables kept, oldest first.
     retained: VecDeque<(u64, u32)>,
     table_bytes: u64,
+    /// (generation, oldest segment needed, table bytes) of a sync begun, not finished.
+    pending: Option<(u64, u32, u64)>,
     recovery: RecoveryReport,
     scratch: Vec<u8>,
+}
+
+/// The slow half of a sync, detached from the store so that it can run on another thread:
+/// see [`QueueStore::begin_sync`].
+pub struct PendingSync {
+    dir: PathBuf,
+    segments: Vec<(PathBuf, File)>,
+    table: Vec<u8>,
+    position: StorePosition,
+}
+
+impl PendingSync {
+    /// The position this sync will have made durable.
+    pub fn position(&self) -> StorePosition {
+        self.position
+    }
+
+    /// Fsyncs the segments written or patched before the sync began, then writes the table
+    /// atomically (temporary file, fsync, rename, fsync of the directory).
+    pub fn write(self) -> Result<StorePosition, StoreError> {
+        for (path, f) in &self.segments {
+            f.sync_data().map_err(io("fsync", path))?;
+        }
+        let path = table_path(&self.dir, self.position.generation);
+        let tmp = path.with_extension("tmp");
+        let mut file = File::create(&tmp).map_err(io("create", &tmp))?;
+        file.write_all(&self.table).map_err(io("write", &tmp))?;
+        file.sync_all().map_err(io("fsync", &tmp))?;
+        drop(file);
+        fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
+        sync_dir(&self.dir)?;
+        Ok(self.position)
+    }
 }
 
 impl QueueStore {
@@ -489,6 +524,7 @@ impl QueueStore {
             generation: 0,
             retained: VecDeque::new(),
             table_bytes: 0,
+            pending: None,
             recovery: RecoveryReport::default(),
             scratch: Vec::new(),
         }
@@ -637,16 +673,7 @@ impl QueueStore {
             return Ok(Some(self.popped_from_memory(host, item)));
         }
         if entry.disk_unread > 0 {
-            let has_window = entry
-                .mem
-                .as_ref()
-                .is_some_and(|m| m.window.as_ref().is_some_and(|w| !w.items.is_empty()));
-            if !has_window {
-                let (head, skip) = (entry.head, entry.head_skip);
-                let window = self.read_window(host, head, skip)?;
-                self.item_mem += window.items.iter().map(item_bytes).sum::<u64>();
-                self.boxed_mem(host).window = Some(window);
-            }
+            self.ensure_window(host)?;
             let entry = self.hosts.get_mut(&host).expect("host present");
             let mem = entry.mem.as_mut().expect("window just read");
             let window = mem.window.as_mut().expect("window just read");
@@ -679,6 +706,43 @@ impl QueueStore {
         }
         let item = mem.tail.remove(0);
         Ok(Some(self.popped_from_memory(host, item)))
+    }
+
+    /// The item [`QueueStore::pop`] would return next, without taking it (it may read the
+    /// host's head block from disk).
+    pub fn peek(&mut self, host: u64) -> Result<Option<&QueuedUrl>, StoreError> {
+        let Some(entry) = self.hosts.get(&host) else {
+            return Ok(None);
+        };
+        let in_front = entry.mem.as_ref().is_some_and(|m| !m.front.is_empty());
+        if !in_front && entry.disk_unread > 0 {
+            self.ensure_window(host)?;
+        }
+        let Some(mem) = self.hosts.get(&host).and_then(|e| e.mem.as_ref()) else {
+            return Ok(None);
+        };
+        Ok(mem
+            .front
+            .front()
+            .or_else(|| mem.window.as_ref().and_then(|w| w.items.front()))
+            .or_else(|| mem.tail.first()))
+    }
+
+    /// Reads `host`'s head block into its window unless it is there (the host has unread
+    /// items on disk).
+    fn ensure_window(&mut self, host: u64) -> Result<(), StoreError> {
+        let entry = self.hosts.get(&host).expect("host present");
+        let has_window = entry
+            .mem
+            .as_ref()
+            .is_some_and(|m| m.window.as_ref().is_some_and(|w| !w.items.is_empty()));
+        if !has_window {
+            let (head, skip) = (entry.head, entry.head_skip);
+            let window = self.read_window(host, head, skip)?;
+            self.item_mem += window.items.iter().map(item_bytes).sum::<u64>();
+            self.boxed_mem(host).window = Some(window);
+        }
+        Ok(())
     }
 
     fn popped_from_memory(&mut self, host: u64, item: QueuedUrl) -> QueuedUrl {
@@ -747,17 +811,30 @@ impl QueueStore {
     }
 
     /// Makes everything pushed so far durable and returns the position a checkpoint records:
-    /// writes every tail as a block, writes and fsyncs the log (every segment written or patched
-    /// since the last sync), writes the table atomically, then deletes the tables and segments
-    /// no longer needed (see the module doc).
+    /// [`QueueStore::begin_sync`], [`PendingSync::write`] and [`QueueStore::finish_sync`] in a row.
     pub fn sync(&mut self) -> Result<StorePosition, StoreError> {
+        let pending = self.begin_sync()?;
+        let position = pending.write()?;
+        self.finish_sync(position)?;
+        Ok(position)
+    }
+
+    /// The fast half of a sync, which must run where the store is owned: writes every tail as
+    /// a block, hands the log to the operating system, and encodes the table in memory (about
+    /// 40 bytes per host with something queued). The returned [`PendingSync`] does the slow
+    /// half (fsyncs, table file) and can be sent to another thread while pushes and pops go
+    /// on; then call [`QueueStore::finish_sync`] with its position. One at a time: finish a
+    /// sync before beginning the next. If the write fails, the store's durability is unknown:
+    /// stop, and reopen at the last position that was written.
+    pub fn begin_sync(&mut self) -> Result<PendingSync, StoreError> {
         self.write_all_tails()?;
         self.flush_wbuf()?;
-        let dirty = std::mem::take(&mut self.dirty);
-        for s in dirty {
+        let mut segments = Vec::new();
+        for s in std::mem::take(&mut self.dirty) {
             if let Some(f) = self.files.get(&s) {
-                f.sync_data()
-                    .map_err(io("fsync", &segment_path(&self.dir, s)))?;
+                let path = segment_path(&self.dir, s);
+                let f = f.try_clone().map_err(io("open", &path))?;
+                segments.push((path, f));
             }
         }
         self.generation += 1;
@@ -769,7 +846,33 @@ impl QueueStore {
             .find(|(_, &n)| n > 0)
             .map_or(self.active, |(&s, _)| s)
             .min(self.active);
-        let checksum = self.write_table(generation, log_end, oldest_needed)?;
+        let table = self.encode_table(generation, log_end, oldest_needed);
+        let table_checksum = u64::from_le_bytes(table[table.len() - 8..].try_into().unwrap());
+        self.pending = Some((generation, oldest_needed, table.len() as u64));
+        Ok(PendingSync {
+            dir: self.dir.clone(),
+            segments,
+            table,
+            position: StorePosition {
+                generation,
+                log_end,
+                table_checksum,
+            },
+        })
+    }
+
+    /// Records that the table of `position` is on disk (its [`PendingSync::write`] returned it),
+    /// then deletes the tables and segments no longer needed: the store keeps the last two
+    /// tables and the segments they need (see the module doc).
+    pub fn finish_sync(&mut self, position: StorePosition) -> Result<(), StoreError> {
+        let Some((generation, oldest_needed, len)) = self.pending.take() else {
+            return Ok(());
+        };
+        if generation != position.generation {
+            self.pending = Some((generation, oldest_needed, len));
+            return Ok(());
+        }
+        self.table_bytes += len;
         self.retained.push_back((generation, oldest_needed));
         while self.retained.len() > 2 {
             let (g, _) = self.retained.pop_front().expect("non-empty");
@@ -778,12 +881,14 @@ impl QueueStore {
             fs::remove_file(&p).map_err(io("remove", &p))?;
             self.table_bytes -= len;
         }
-        self.gc()?;
-        Ok(StorePosition {
-            generation,
-            log_end,
-            table_checksum: checksum,
-        })
+        // An active segment with nothing unread in it is sealed, so that it can be reclaimed
+        // once the tables kept no longer end in it.
+        if self.live.get(&self.active).copied().unwrap_or(0) == 0
+            && self.wbuf_start + self.wbuf.len() as u64 > self.options.segment_bytes / 4
+        {
+            self.roll_segment()?;
+        }
+        self.gc()
     }
 
     /// Deletes the segments older than what every retained table needs.
@@ -1246,70 +1351,39 @@ impl QueueStore {
         Ok(h)
     }
 
-    fn write_table(
-        &mut self,
-        generation: u64,
-        log_end: u64,
-        oldest_needed: u32,
-    ) -> Result<u64, StoreError> {
-        let path = table_path(&self.dir, generation);
-        let tmp = path.with_extension("tmp");
-        let file = File::create(&tmp).map_err(io("create", &tmp))?;
-        let mut w = HashingWriter {
-            inner: std::io::BufWriter::with_capacity(1 << 20, file),
-            hash: Xxh3Default::new(),
-            len: 0,
-        };
-        let mut header = [0u8; 64];
-        header[0..8].copy_from_slice(&TABLE_MAGIC);
-        header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        header[16..24].copy_from_slice(&generation.to_le_bytes());
-        header[24..32].copy_from_slice(&log_end.to_le_bytes());
-        header[32..40].copy_from_slice(&self.next_seq.to_le_bytes());
-        header[40..48].copy_from_slice(&(oldest_needed as u64).to_le_bytes());
-        header[48..56].copy_from_slice(&(self.hosts.len() as u64).to_le_bytes());
-        header[56..64].copy_from_slice(&(self.live.len() as u64).to_le_bytes());
-        w.write(&header).map_err(io("write", &tmp))?;
-        let mut rec = Vec::with_capacity(64);
+    /// The table (format in the module doc), its checksum included.
+    fn encode_table(&self, generation: u64, log_end: u64, oldest_needed: u32) -> Vec<u8> {
+        let mut t = Vec::with_capacity(64 + self.hosts.len() * 40 + self.live.len() * 16 + 8);
+        t.extend_from_slice(&TABLE_MAGIC);
+        t.extend_from_slice(&VERSION.to_le_bytes());
+        t.extend_from_slice(&0u32.to_le_bytes());
+        t.extend_from_slice(&generation.to_le_bytes());
+        t.extend_from_slice(&log_end.to_le_bytes());
+        t.extend_from_slice(&self.next_seq.to_le_bytes());
+        t.extend_from_slice(&(oldest_needed as u64).to_le_bytes());
+        t.extend_from_slice(&(self.hosts.len() as u64).to_le_bytes());
+        t.extend_from_slice(&(self.live.len() as u64).to_le_bytes());
         for (&host, e) in &self.hosts {
-            rec.clear();
             let front = e.mem.as_ref().map_or(0, |m| m.front.len());
-            rec.extend_from_slice(&host.to_le_bytes());
-            rec.extend_from_slice(&e.head.to_le_bytes());
-            rec.extend_from_slice(&e.head_skip.to_le_bytes());
-            rec.extend_from_slice(&(front as u32).to_le_bytes());
-            rec.extend_from_slice(&e.disk_unread.to_le_bytes());
-            rec.extend_from_slice(&e.tail.to_le_bytes());
+            t.extend_from_slice(&host.to_le_bytes());
+            t.extend_from_slice(&e.head.to_le_bytes());
+            t.extend_from_slice(&e.head_skip.to_le_bytes());
+            t.extend_from_slice(&(front as u32).to_le_bytes());
+            t.extend_from_slice(&e.disk_unread.to_le_bytes());
+            t.extend_from_slice(&e.tail.to_le_bytes());
             if let Some(m) = &e.mem {
                 for item in &m.front {
-                    encode_item(&mut rec, item);
+                    encode_item(&mut t, item);
                 }
             }
-            w.write(&rec).map_err(io("write", &tmp))?;
         }
         for (&s, &n) in &self.live {
-            rec.clear();
-            rec.extend_from_slice(&(s as u64).to_le_bytes());
-            rec.extend_from_slice(&n.to_le_bytes());
-            w.write(&rec).map_err(io("write", &tmp))?;
+            t.extend_from_slice(&(s as u64).to_le_bytes());
+            t.extend_from_slice(&n.to_le_bytes());
         }
-        let checksum = w.hash.digest();
-        let len = w.len + 8;
-        let mut inner = w.inner;
-        inner
-            .write_all(&checksum.to_le_bytes())
-            .map_err(io("write", &tmp))?;
-        let file = inner.into_inner().map_err(|e| StoreError::Io {
-            action: "write",
-            path: tmp.clone(),
-            source: e.into_error(),
-        })?;
-        file.sync_all().map_err(io("fsync", &tmp))?;
-        drop(file);
-        fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
-        sync_dir(&self.dir)?;
-        self.table_bytes += len;
-        Ok(checksum)
+        let checksum = xxh3_64(&t);
+        t.extend_from_slice(&checksum.to_le_bytes());
+        t
     }
 
     fn load_table(
@@ -1446,20 +1520,6 @@ fn read_table_checksum(path: &Path) -> Result<u64, StoreError> {
     file.read_exact_at(&mut b, len - 8)
         .map_err(io("read", path))?;
     Ok(u64::from_le_bytes(b))
-}
-
-struct HashingWriter<W: Write> {
-    inner: W,
-    hash: Xxh3Default,
-    len: u64,
-}
-
-impl<W: Write> HashingWriter<W> {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<()> {
-        self.hash.update(b);
-        self.len += b.len() as u64;
-        self.inner.write_all(b)
-    }
 }
 
 /// Segment numbers and table generations in `dir`, ascending; `*.tmp` files are removed.
