@@ -165,8 +165,10 @@ fn run(kind: &str, n: u64, hosts: u64) {
     let options = StoreOptions::default();
     let mut q: Box<dyn Queues> = match kind {
         "store" => {
-            let dir = tempfile::tempdir_in(std::env::var("STORE_BENCH_DIR").unwrap_or(".".into()))
-                .expect("tempdir");
+            let dir = tempfile::tempdir_in(
+                std::env::var("STORE_BENCH_DIR").map_or_else(|_| std::env::temp_dir(), Into::into),
+            )
+            .expect("tempdir");
             Box::new(Disk {
                 store: Some(QueueStore::open(dir.path(), options.clone()).unwrap()),
                 dir,

@@ -145,6 +145,8 @@ const BLOCK_HEADER: usize = 40;
 const NEXT_FIELD: u64 = 32;
 const MAX_BODY: u32 = 64 << 20;
 const NO_PARENT: u32 = u32::MAX;
+/// Memory of one deferred patch in its map, slack and control byte included.
+const PATCH_BYTES: u64 = 32;
 
 /// Sizes and budgets of a [`QueueStore`].
 #[derive(Debug, Clone)]
@@ -440,8 +442,13 @@ pub struct QueueStore {
     /// (generation, oldest segment needed) of the tables kept, oldest first.
     retained: VecDeque<(u64, u32)>,
     table_bytes: u64,
-    /// (generation, oldest segment needed, table bytes) of a sync begun, not finished.
-    pending: Option<(u64, u32, u64)>,
+    /// (generation, oldest segment needed, table bytes, patch epoch) of a sync begun, not
+    /// finished.
+    pending: Option<(u64, u32, u64, u64)>,
+    /// Links to write into blocks already handed to the OS: block → (next, epoch).
+    patches: HashMap<u64, (u64, u64)>,
+    /// Incremented at each sync: the patches a sync writes are those of earlier epochs.
+    patch_epoch: u64,
     recovery: RecoveryReport,
     scratch: Vec<u8>,
 }
@@ -450,6 +457,8 @@ pub struct QueueStore {
 /// see [`QueueStore::begin_sync`].
 pub struct PendingSync {
     dir: PathBuf,
+    /// Deferred `next` patches: (segment index in `segments`, offset of the field, value).
+    patches: Vec<(usize, u64, u64)>,
     segments: Vec<(PathBuf, File)>,
     table: Vec<u8>,
     position: StorePosition,
@@ -461,9 +470,15 @@ impl PendingSync {
         self.position
     }
 
-    /// Fsyncs the segments written or patched before the sync began, then writes the table
+    /// Writes the deferred links between blocks (8 bytes each, in location order), fsyncs the
+    /// segments written or patched before the sync began, then writes the table
     /// atomically (temporary file, fsync, rename, fsync of the directory).
     pub fn write(self) -> Result<StorePosition, StoreError> {
+        for &(i, offset, next) in &self.patches {
+            let (path, f) = &self.segments[i];
+            f.write_all_at(&next.to_le_bytes(), offset)
+                .map_err(io("write", path))?;
+        }
         for (path, f) in &self.segments {
             f.sync_data().map_err(io("fsync", path))?;
         }
@@ -525,6 +540,8 @@ impl QueueStore {
             retained: VecDeque::new(),
             table_bytes: 0,
             pending: None,
+            patches: HashMap::new(),
+            patch_epoch: 0,
             recovery: RecoveryReport::default(),
             scratch: Vec::new(),
         }
@@ -796,6 +813,7 @@ impl QueueStore {
             + self.item_mem
             + self.wbuf.capacity() as u64
             + (self.boxed.capacity() + self.tails.capacity()) as u64 * 8
+            + self.patches.capacity() as u64 * PATCH_BYTES
     }
 
     /// Bytes of the store's files on disk.
@@ -829,14 +847,28 @@ impl QueueStore {
     pub fn begin_sync(&mut self) -> Result<PendingSync, StoreError> {
         self.write_all_tails()?;
         self.flush_wbuf()?;
+        let mut dirty = std::mem::take(&mut self.dirty);
+        let mut list: Vec<(u64, u64)> = self.patches.iter().map(|(&b, &(n, _))| (b, n)).collect();
+        list.sort_unstable();
+        dirty.extend(list.iter().map(|&(b, _)| loc_segment(b)));
         let mut segments = Vec::new();
-        for s in std::mem::take(&mut self.dirty) {
-            if let Some(f) = self.files.get(&s) {
-                let path = segment_path(&self.dir, s);
-                let f = f.try_clone().map_err(io("open", &path))?;
-                segments.push((path, f));
-            }
+        let mut index = BTreeMap::new();
+        for s in dirty {
+            let path = segment_path(&self.dir, s);
+            let f = self.files.get(&s).ok_or_else(|| StoreError::Missing {
+                path: path.clone(),
+                what: "a block to link from is in it".into(),
+            })?;
+            let f = f.try_clone().map_err(io("open", &path))?;
+            index.insert(s, segments.len());
+            segments.push((path, f));
         }
+        let patches = list
+            .into_iter()
+            .map(|(b, n)| (index[&loc_segment(b)], loc_offset(b) + NEXT_FIELD, n))
+            .collect();
+        let epoch = self.patch_epoch;
+        self.patch_epoch += 1;
         self.generation += 1;
         let generation = self.generation;
         let log_end = loc(self.active, self.wbuf_start);
@@ -848,9 +880,10 @@ impl QueueStore {
             .min(self.active);
         let table = self.encode_table(generation, log_end, oldest_needed);
         let table_checksum = u64::from_le_bytes(table[table.len() - 8..].try_into().unwrap());
-        self.pending = Some((generation, oldest_needed, table.len() as u64));
+        self.pending = Some((generation, oldest_needed, table.len() as u64, epoch));
         Ok(PendingSync {
             dir: self.dir.clone(),
+            patches,
             segments,
             table,
             position: StorePosition {
@@ -865,13 +898,15 @@ impl QueueStore {
     /// then deletes the tables and segments no longer needed: the store keeps the last two
     /// tables and the segments they need (see the module doc).
     pub fn finish_sync(&mut self, position: StorePosition) -> Result<(), StoreError> {
-        let Some((generation, oldest_needed, len)) = self.pending.take() else {
+        let Some((generation, oldest_needed, len, epoch)) = self.pending.take() else {
             return Ok(());
         };
         if generation != position.generation {
-            self.pending = Some((generation, oldest_needed, len));
+            self.pending = Some((generation, oldest_needed, len, epoch));
             return Ok(());
         }
+        // The patches that write applied are on disk now.
+        self.patches.retain(|_, &mut (_, e)| e > epoch);
         self.table_bytes += len;
         self.retained.push_back((generation, oldest_needed));
         while self.retained.len() > 2 {
@@ -1077,14 +1112,37 @@ impl QueueStore {
             self.wbuf[i..i + 8].copy_from_slice(&next.to_le_bytes());
             return Ok(());
         }
-        let path = segment_path(&self.dir, s);
-        let file = self.files.get(&s).ok_or_else(|| StoreError::Missing {
-            path: path.clone(),
-            what: "a block to link from is in it".into(),
-        })?;
-        file.write_all_at(&next.to_le_bytes(), off)
-            .map_err(io("write", &path))?;
-        self.dirty.insert(s);
+        // Deferred: applied by the next sync's write, in location order, off the owner's
+        // thread. Until then reads look here.
+        self.patches.insert(block, (next, self.patch_epoch));
+        if self.patches.len() > self.max_patches() {
+            self.apply_patches_now()?;
+        }
+        Ok(())
+    }
+
+    /// Most deferred patches held: an eighth of the memory budget.
+    fn max_patches(&self) -> usize {
+        (self.options.memory / 8 / PATCH_BYTES) as usize
+    }
+
+    /// Writes every deferred patch now, in location order.
+    fn apply_patches_now(&mut self) -> Result<(), StoreError> {
+        let mut list: Vec<(u64, u64)> = self.patches.iter().map(|(&b, &(n, _))| (b, n)).collect();
+        list.sort_unstable();
+        for (block, next) in list {
+            let s = loc_segment(block);
+            let path = segment_path(&self.dir, s);
+            let file = self.files.get(&s).ok_or_else(|| StoreError::Missing {
+                path: path.clone(),
+                what: "a block to link from is in it".into(),
+            })?;
+            file.write_all_at(&next.to_le_bytes(), loc_offset(block) + NEXT_FIELD)
+                .map_err(io("write", &path))?;
+            self.dirty.insert(s);
+        }
+        self.patches.clear();
+        self.patches.shrink_to(1024);
         Ok(())
     }
 
@@ -1162,7 +1220,7 @@ impl QueueStore {
         self.scratch = body;
         Ok(Window {
             items,
-            next: h.next,
+            next: self.patches.get(&at).map_or(h.next, |&(n, _)| n),
         })
     }
 
