@@ -147,12 +147,16 @@ const MAX_BODY: u32 = 64 << 20;
 const NO_PARENT: u32 = u32::MAX;
 /// Memory of one deferred patch in its map, slack and control byte included.
 const PATCH_BYTES: u64 = 32;
+/// Tails hold at most 1/TAIL_SHARE of the memory budget.
+const TAIL_SHARE: u64 = 4;
 
 /// Sizes and budgets of a [`QueueStore`].
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// Budget for URLs held in memory (tails, read windows, pushed-to-front items) and the write
-    /// buffer. Per-host bookkeeping is counted by [`QueueStore::memory_bytes`] but not here.
+    /// Budget for URLs held in memory (tails, read windows, pushed-to-front items), the write
+    /// buffer and the deferred links. Tails take at most a quarter of it (they are all written
+    /// at a sync, so this bounds the sync's pause), deferred links an eighth. Per-host
+    /// bookkeeping is counted by [`QueueStore::memory_bytes`] but not here.
     pub memory: u64,
     /// Most items in one block; a host's tail is written when it holds this many.
     pub block_items: usize,
@@ -420,6 +424,8 @@ pub struct QueueStore {
     total: u64,
     /// Bytes of items held in memory (tails, windows, fronts), see [`item_bytes`].
     item_mem: u64,
+    /// The part of `item_mem` in tails.
+    tail_mem: u64,
     /// Hosts that hold a box, oldest first (may hold stale entries).
     boxed: VecDeque<u64>,
     boxes: u64,
@@ -526,6 +532,7 @@ impl QueueStore {
             hosts: HashMap::new(),
             total: 0,
             item_mem: 0,
+            tail_mem: 0,
             boxed: VecDeque::new(),
             boxes: 0,
             tails: Vec::new(),
@@ -651,7 +658,9 @@ impl QueueStore {
     /// Queues `item` at the back of `host`'s queue.
     pub fn push(&mut self, host: u64, item: &QueuedUrl) -> Result<(), StoreError> {
         let item = item.clone();
-        self.item_mem += item_bytes(&item);
+        let bytes = item_bytes(&item);
+        self.item_mem += bytes;
+        self.tail_mem += bytes;
         self.total += 1;
         if self.tails.len() > 2 * self.boxes as usize + 1024 {
             self.compact_lists();
@@ -666,6 +675,11 @@ impl QueueStore {
         }
         if full {
             self.write_tail(host)?;
+        }
+        if self.tail_mem > self.options.memory / TAIL_SHARE {
+            // Tails are bounded to a share of the budget: a sync writes them all, so this
+            // bounds its pause.
+            self.write_all_tails()?;
         }
         if self.item_mem + self.wbuf.capacity() as u64 > self.options.memory {
             self.relieve()?;
@@ -722,6 +736,7 @@ impl QueueStore {
             return Ok(None);
         }
         let item = mem.tail.remove(0);
+        self.tail_mem -= item_bytes(&item);
         Ok(Some(self.popped_from_memory(host, item)))
     }
 
@@ -1045,6 +1060,7 @@ impl QueueStore {
         for item in &items {
             encode_item(&mut body, item);
             self.item_mem -= item_bytes(item);
+            self.tail_mem -= item_bytes(item);
         }
         let count = items.len() as u32;
         drop(items);
