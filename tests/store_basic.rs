@@ -451,3 +451,42 @@ fn store_sync_in_the_background() {
     assert_eq!(drain(&mut s, 0), want);
     assert_eq!(s.len(1), 25);
 }
+
+/// A bad record after the position in a segment that is not the last (a power cut can lose
+/// the end of a sealed segment that was never fsynced): the log is cut there, and the later
+/// segments are dropped with it.
+#[test]
+fn store_bad_record_in_an_earlier_segment_cuts_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        block_items: 1,
+        ..tiny()
+    };
+    let mut s = QueueStore::open(dir.path(), opts.clone()).unwrap();
+    for i in 0..3 {
+        s.push(1, &item(1, i)).unwrap();
+    }
+    let pos = s.sync().unwrap();
+    for i in 3..100 {
+        s.push(1, &item(1, i)).unwrap();
+    }
+    s.flush().unwrap();
+    drop(s);
+    let segs = segments(dir.path());
+    assert!(segs.len() > 3, "{segs:?}");
+    // Zero the end of the first segment, as if its last pages never reached the disk.
+    let first = &segs[0];
+    let len = fs::metadata(first).unwrap().len();
+    let f = fs::OpenOptions::new().write(true).open(first).unwrap();
+    f.write_all_at(&[0u8; 64], len - 64).unwrap();
+    drop(f);
+    let mut s = QueueStore::reopen_at(dir.path(), opts, pos).unwrap();
+    let (path, offset, _) = s.recovery().cut.clone().unwrap();
+    assert_eq!(&path, first);
+    assert!(offset < len, "{offset}");
+    assert_eq!(segments(dir.path()), vec![first.clone()]);
+    let got = drain(&mut s, 1);
+    let n = got.len();
+    assert!((3..100).contains(&n), "{n}");
+    assert_eq!(got, (0..n as u64).map(|i| item(1, i)).collect::<Vec<_>>());
+}
