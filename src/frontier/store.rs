@@ -847,10 +847,18 @@ impl QueueStore {
         segs + self.wbuf.len() as u64 + self.table_bytes
     }
 
-    /// Hands the log's write buffer to the operating system (no fsync): the blocks written so
-    /// far then survive a `kill -9` of the process, not a power cut.
+    /// Writes every tail as a block and hands the log to the operating system (no fsync):
+    /// everything pushed so far then survives a `kill -9` of the process (not a power cut) and
+    /// is replayed by `reopen_at` a position older than it. Call it every second or so: each
+    /// call cuts every host's tail into a block, so more often means smaller blocks.
     pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.write_all_tails()?;
         self.flush_wbuf()
+    }
+
+    /// Every host with something queued, and how many items.
+    pub fn hosts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.hosts.iter().map(|(&h, e)| (h, e.len()))
     }
 
     /// Makes everything pushed so far durable and returns the position a checkpoint records:
@@ -870,6 +878,17 @@ impl QueueStore {
     /// sync before beginning the next. If the write fails, the store's durability is unknown:
     /// stop, and reopen at the last position that was written.
     pub fn begin_sync(&mut self) -> Result<PendingSync, StoreError> {
+        self.begin_sync_with(&[])
+    }
+
+    /// [`QueueStore::begin_sync`], recording `in_flight` (items popped and not done with, by
+    /// host) in the table at the front of their hosts' queues, so that reopening at this
+    /// position queues them again first; the store itself is unchanged. This is how "in flight
+    /// belongs to the frontier" is kept for items popped before the sync.
+    pub fn begin_sync_with(
+        &mut self,
+        in_flight: &[(u64, QueuedUrl)],
+    ) -> Result<PendingSync, StoreError> {
         self.write_all_tails()?;
         self.flush_wbuf()?;
         let mut dirty = std::mem::take(&mut self.dirty);
@@ -903,7 +922,7 @@ impl QueueStore {
             .find(|(_, &n)| n > 0)
             .map_or(self.active, |(&s, _)| s)
             .min(self.active);
-        let table = self.encode_table(generation, log_end, oldest_needed);
+        let table = self.encode_table(generation, log_end, oldest_needed, in_flight);
         let table_checksum = u64::from_le_bytes(table[table.len() - 8..].try_into().unwrap());
         self.pending = Some((generation, oldest_needed, table.len() as u64, epoch));
         Ok(PendingSync {
@@ -1438,7 +1457,18 @@ impl QueueStore {
     }
 
     /// The table (format in the module doc), its checksum included.
-    fn encode_table(&self, generation: u64, log_end: u64, oldest_needed: u32) -> Vec<u8> {
+    fn encode_table(
+        &self,
+        generation: u64,
+        log_end: u64,
+        oldest_needed: u32,
+        in_flight: &[(u64, QueuedUrl)],
+    ) -> Vec<u8> {
+        let mut extra: HashMap<u64, Vec<&QueuedUrl>> = HashMap::new();
+        for (host, item) in in_flight {
+            extra.entry(*host).or_default().push(item);
+        }
+        let extra_hosts = extra.keys().filter(|h| !self.hosts.contains_key(h)).count();
         let mut t = Vec::with_capacity(64 + self.hosts.len() * 40 + self.live.len() * 16 + 8);
         t.extend_from_slice(&TABLE_MAGIC);
         t.extend_from_slice(&VERSION.to_le_bytes());
@@ -1447,20 +1477,35 @@ impl QueueStore {
         t.extend_from_slice(&log_end.to_le_bytes());
         t.extend_from_slice(&self.next_seq.to_le_bytes());
         t.extend_from_slice(&(oldest_needed as u64).to_le_bytes());
-        t.extend_from_slice(&(self.hosts.len() as u64).to_le_bytes());
+        t.extend_from_slice(&((self.hosts.len() + extra_hosts) as u64).to_le_bytes());
         t.extend_from_slice(&(self.live.len() as u64).to_le_bytes());
         for (&host, e) in &self.hosts {
-            let front = e.mem.as_ref().map_or(0, |m| m.front.len());
+            let flying = extra.get(&host).map_or(&[][..], |v| &v[..]);
+            let front = flying.len() + e.mem.as_ref().map_or(0, |m| m.front.len());
             t.extend_from_slice(&host.to_le_bytes());
             t.extend_from_slice(&e.head.to_le_bytes());
             t.extend_from_slice(&e.head_skip.to_le_bytes());
             t.extend_from_slice(&(front as u32).to_le_bytes());
             t.extend_from_slice(&e.disk_unread.to_le_bytes());
             t.extend_from_slice(&e.tail.to_le_bytes());
+            for item in flying {
+                encode_item(&mut t, item);
+            }
             if let Some(m) = &e.mem {
                 for item in &m.front {
                     encode_item(&mut t, item);
                 }
+            }
+        }
+        for (host, items) in extra.iter().filter(|(h, _)| !self.hosts.contains_key(h)) {
+            t.extend_from_slice(&host.to_le_bytes());
+            t.extend_from_slice(&0u64.to_le_bytes());
+            t.extend_from_slice(&0u32.to_le_bytes());
+            t.extend_from_slice(&(items.len() as u32).to_le_bytes());
+            t.extend_from_slice(&0u64.to_le_bytes());
+            t.extend_from_slice(&0u64.to_le_bytes());
+            for item in items {
+                encode_item(&mut t, item);
             }
         }
         for (&s, &n) in &self.live {
