@@ -465,6 +465,8 @@ pub struct QueueStore {
     patches: HashMap<u64, (u64, u64)>,
     /// Incremented at each sync: the patches a sync writes are those of earlier epochs.
     patch_epoch: u64,
+    /// Set while `begin_sync` writes the tails.
+    in_begin_sync: bool,
     recovery: RecoveryReport,
     scratch: Vec<u8>,
 }
@@ -559,6 +561,7 @@ impl QueueStore {
             pending: None,
             patches: HashMap::new(),
             patch_epoch: 0,
+            in_begin_sync: false,
             recovery: RecoveryReport::default(),
             scratch: Vec::new(),
         }
@@ -889,7 +892,10 @@ impl QueueStore {
         &mut self,
         in_flight: &[(u64, QueuedUrl)],
     ) -> Result<PendingSync, StoreError> {
-        self.write_all_tails()?;
+        self.in_begin_sync = true;
+        let written = self.write_all_tails();
+        self.in_begin_sync = false;
+        written?;
         self.flush_wbuf()?;
         let mut dirty = std::mem::take(&mut self.dirty);
         let mut list: Vec<(u64, u64)> = self.patches.iter().map(|(&b, &(n, _))| (b, n)).collect();
@@ -1160,7 +1166,9 @@ impl QueueStore {
         // Deferred: applied by the next sync's write, in location order, off the owner's
         // thread. Until then reads look here.
         self.patches.insert(block, (next, self.patch_epoch));
-        if self.patches.len() > self.max_patches() {
+        // Not while a sync begins: its write takes them all anyway, and writing them here
+        // would be the pause's largest part.
+        if !self.in_begin_sync && self.patches.len() > self.max_patches() {
             self.apply_patches_now()?;
         }
         Ok(())
