@@ -22,7 +22,7 @@ fn item(host: u64, i: u64) -> QueuedUrl {
 /// memory budget, segments.
 fn tiny() -> StoreOptions {
     StoreOptions {
-        memory: 4096,
+        memory: 16384,
         block_items: 4,
         segment_bytes: 2048,
         write_buffer: 256,
