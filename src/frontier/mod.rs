@@ -28,6 +28,8 @@ use tokio::time::Instant;
 use crate::config::PolitenessSection;
 use crate::robots::{unavailable_backoff, RobotsOutcome, RobotsRules, MAX_UNAVAILABLE_ATTEMPTS};
 
+pub mod store;
+
 /// One accepted URL waiting to be fetched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueuedUrl {
