@@ -79,13 +79,7 @@ fn page(links: usize, target_bytes: usize) -> String {
 
 /// CPU time of the calling thread.
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    Duration::from_nanos(crawler::crawl::thread_cpu_ns())
 }
 
 fn time<T>(samples: &mut Vec<Duration>, f: impl FnOnce() -> T) {

@@ -100,13 +100,7 @@ fn make_urls(count: usize, seed: u64, host_prefix: &str) -> Urls {
 }
 
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    Duration::from_nanos(crawler::crawl::thread_cpu_ns())
 }
 
 /// Runs `work(part)` on `threads` threads released together; returns wall time and each
