@@ -12,10 +12,19 @@
 //!
 //! Layout under `OUT/checkpoint/`:
 //! - `ckpt-<seq>/seen.bin`: the seen-set file (format in [`crate::seen`]);
-//! - `ckpt-<seq>/frontier.jsonl`: one [`QueuedUrl`] per line;
-//! - `manifest.json`: what the current checkpoint is, with the xxh3-64 checksum and length
-//!   of `frontier.jsonl` (the seen-set file carries its own checksum);
-//! - `manifest.prev.json`: the previous checkpoint's manifest, kept with its directory.
+//! - `ckpt-<seq>/hosts.bin`: per-host tallies (format in [`crate::frontier`]);
+//! - `manifest.json`: what the current checkpoint is: the counters, the length of
+//!   `pages.jsonl`, and the frontier's [`SavedFrontier`]: the position of the disk queues in
+//!   `OUT/frontier/queues/` (their table file carries its own checksum), the length and
+//!   xxh3-64 of `hosts.bin` (the seen-set file carries its own checksum);
+//! - `manifest.prev.json`: the previous checkpoint's manifest, kept with its directory (the
+//!   queue store keeps the tables of its last two syncs, which are these two checkpoints).
+//!
+//! The frontier itself is not copied: its queues already live on disk, and a checkpoint
+//! records where they stand ([`crate::frontier::Frontier::begin_checkpoint`]): the store
+//! writes the newest URLs of each host as blocks and encodes its table (every host's head,
+//! tail and count, with the in-flight URLs at the front), so the pause grows with the number
+//! of hosts, not of queued URLs, and the table is written in the background with the rest.
 //!
 //! Publishing is a manifest swap: the new directory is written and fsynced first, then the
 //! current manifest becomes `manifest.prev.json` and the new one is renamed into place
@@ -26,16 +35,16 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::frontier::QueuedUrl;
+use crate::frontier::{FrontierSnapshot, QueuedUrl, SavedFrontier, SavedHosts};
 use crate::seen::{SeenError, SeenSet, SeenSnapshot};
 
 /// Version of the manifest and frontier file format.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// What a checkpoint holds, apart from its files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,10 +57,8 @@ pub struct Manifest {
     /// Bytes and records of `pages.jsonl` covered by this checkpoint.
     pub pages_bytes: u64,
     pub pages_records: u64,
-    /// URLs queued or in flight.
-    pub frontier_urls: u64,
-    pub frontier_bytes: u64,
-    pub frontier_xxh3: u64,
+    /// Where the frontier stood (set when the checkpoint is written).
+    pub frontier: Option<SavedFrontier>,
     /// What must match on resume.
     pub max_urls: u64,
     pub seen_m_bits: u64,
@@ -78,6 +85,8 @@ pub enum CheckpointError {
     Corrupt { path: PathBuf, what: String },
     #[error("checkpoint seen-set: {0}")]
     Seen(#[from] SeenError),
+    #[error("checkpoint frontier: {0}")]
+    Frontier(#[from] crate::frontier::FrontierError),
     #[error("{dir}: no checkpoint to resume from")]
     Missing { dir: PathBuf },
     #[error("--resume: this crawl is not the one checkpointed in {dir}: {differences}; use the same seeds and sizing, or --fresh to start again")]
@@ -168,7 +177,7 @@ pub fn remove(out: &Path) -> Result<(), CheckpointError> {
 /// The state a checkpoint captures, copied out of the crawl while it pauses.
 pub struct Snapshot {
     pub seen: SeenSnapshot,
-    pub frontier: Vec<QueuedUrl>,
+    pub frontier: FrontierSnapshot,
     pub manifest: Manifest,
 }
 
@@ -177,9 +186,16 @@ pub struct Loaded {
     pub manifest: Manifest,
     /// The seen-set, with the URLs of the queue log replayed into it.
     pub seen: SeenSet,
-    /// Queued or in flight at the checkpoint, plus URLs queued after it, minus URLs
-    /// recorded after it.
-    pub frontier: Vec<QueuedUrl>,
+    /// The checkpoint's directory and where its frontier stood, with its host tallies
+    /// (checked): see [`crate::frontier::Frontier::resume`].
+    pub dir: PathBuf,
+    pub frontier: SavedFrontier,
+    pub hosts: SavedHosts,
+    /// URLs queued after the checkpoint (from the queue log) and not recorded since.
+    pub queued_after: Vec<QueuedUrl>,
+    /// Hashes ([`crate::frontier::url_hash`]) of URLs recorded after the checkpoint that
+    /// were queued before it: still in the frontier's store, to be dropped when popped.
+    pub recorded_after: Vec<u64>,
     /// Set when the current checkpoint was damaged and the previous one was used.
     pub fell_back: Option<String>,
     /// Where `pages.jsonl` resumes: the end of its last complete record.
@@ -214,28 +230,7 @@ pub fn write(out: &Path, snapshot: Snapshot) -> Result<Manifest, CheckpointError
     let dir = root.join(format!("ckpt-{}", manifest.seq));
     fs::create_dir_all(&dir).map_err(io(&dir))?;
     seen.write(&dir.join("seen.bin"))?;
-    let frontier_path = dir.join("frontier.jsonl");
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let mut bytes = 0u64;
-    {
-        let file = File::create(&frontier_path).map_err(io(&frontier_path))?;
-        let mut writer = BufWriter::with_capacity(1 << 16, file);
-        let mut line = Vec::with_capacity(256);
-        for item in &frontier {
-            line.clear();
-            serde_json::to_writer(&mut line, item)
-                .map_err(|e| io(&frontier_path)(std::io::Error::other(e)))?;
-            line.push(b'\n');
-            hasher.update(&line);
-            bytes += line.len() as u64;
-            writer.write_all(&line).map_err(io(&frontier_path))?;
-        }
-        writer.flush().map_err(io(&frontier_path))?;
-        writer.get_ref().sync_all().map_err(io(&frontier_path))?;
-    }
-    manifest.frontier_urls = frontier.len() as u64;
-    manifest.frontier_bytes = bytes;
-    manifest.frontier_xxh3 = hasher.digest();
+    manifest.frontier = Some(frontier.write(&dir)?);
     sync_dir(&dir)?;
 
     let current = root.join("manifest.json");
@@ -352,59 +347,14 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
             ),
         });
     }
-    let frontier_path = dir.join("frontier.jsonl");
-    let file = File::open(&frontier_path).map_err(io(&frontier_path))?;
-    let length = file.metadata().map_err(io(&frontier_path))?.len();
-    if length != manifest.frontier_bytes {
-        return Err(CheckpointError::Corrupt {
-            path: frontier_path,
-            what: format!(
-                "{length} bytes, the manifest says {} (truncated or overwritten)",
-                manifest.frontier_bytes
-            ),
+    let Some(frontier) = manifest.frontier else {
+        return Err(CheckpointError::BadManifest {
+            path: manifest_path.to_path_buf(),
+            message: "no frontier position".into(),
         });
-    }
-    // First the checksum over the whole file, so damage is reported as damage rather
-    // than as whatever line it happens to break; then the lines.
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    loop {
-        let chunk = reader.fill_buf().map_err(io(&frontier_path))?;
-        if chunk.is_empty() {
-            break;
-        }
-        hasher.update(chunk);
-        let n = chunk.len();
-        reader.consume(n);
-    }
-    if hasher.digest() != manifest.frontier_xxh3 {
-        return Err(CheckpointError::Corrupt {
-            path: frontier_path,
-            what: "checksum mismatch; the file was damaged".into(),
-        });
-    }
-    let file = File::open(&frontier_path).map_err(io(&frontier_path))?;
-    let reader = BufReader::with_capacity(1 << 16, file);
-    let mut frontier = Vec::with_capacity(manifest.frontier_urls.min(1 << 20) as usize);
-    for (index, line) in reader.lines().enumerate() {
-        let line = line.map_err(io(&frontier_path))?;
-        let item: QueuedUrl =
-            serde_json::from_str(&line).map_err(|e| CheckpointError::Corrupt {
-                path: frontier_path.clone(),
-                what: format!("line {}: {e}", index + 1),
-            })?;
-        frontier.push(item);
-    }
-    if frontier.len() as u64 != manifest.frontier_urls {
-        return Err(CheckpointError::Corrupt {
-            path: frontier_path,
-            what: format!(
-                "{} URLs, the manifest says {}",
-                frontier.len(),
-                manifest.frontier_urls
-            ),
-        });
-    }
+    };
+    let out = root.parent().unwrap_or(root);
+    let hosts = frontier.check(&dir, &out.join("frontier"))?;
     let counters = manifest.counters.clone();
     let output = crate::output::OutputPosition {
         bytes: manifest.pages_bytes,
@@ -413,7 +363,11 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
     let mut loaded = Loaded {
         manifest,
         seen,
+        dir,
         frontier,
+        hosts,
+        queued_after: Vec::new(),
+        recorded_after: Vec::new(),
         fell_back: None,
         output,
         counters,
@@ -505,15 +459,18 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
     for item in &queued {
         loaded.seen.insert_new(item.url.as_bytes());
     }
-    loaded
-        .frontier
-        .retain(|item| !done.contains(item.url.as_str()));
+    let logged: std::collections::HashSet<&str> = queued.iter().map(|q| q.url.as_str()).collect();
+    loaded.recorded_after = done
+        .iter()
+        .filter(|url| !logged.contains(*url))
+        .map(|url| crate::frontier::url_hash(url))
+        .collect();
+    drop(logged);
     loaded.replayed_urls = queued.len() as u64;
-    loaded.frontier.extend(
-        queued
-            .into_iter()
-            .filter(|item| !done.contains(item.url.as_str())),
-    );
+    loaded.queued_after = queued
+        .into_iter()
+        .filter(|item| !done.contains(item.url.as_str()))
+        .collect();
     loaded.replayed_records = records.len() as u64;
     loaded.output = crate::output::OutputPosition {
         bytes: end,

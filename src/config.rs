@@ -192,6 +192,28 @@ impl Default for CheckpointSection {
     }
 }
 
+/// `[frontier]`: how much of the frontier is kept in memory; the rest lives on disk under
+/// `OUT/frontier/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FrontierSection {
+    /// Queued URLs held in memory: each busy host's newest URLs (written out in blocks) and
+    /// the next few to fetch, plus the write buffer.
+    pub memory: ByteSize,
+    /// Per-host state held in memory (politeness schedule, parsed robots.txt); idle hosts
+    /// beyond it are evicted and restored from disk when their turn comes.
+    pub host_memory: ByteSize,
+}
+
+impl Default for FrontierSection {
+    fn default() -> Self {
+        FrontierSection {
+            memory: ByteSize(64 << 20),
+            host_memory: ByteSize(64 << 20),
+        }
+    }
+}
+
 /// `[output]`: where records go.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -226,6 +248,7 @@ pub struct Config {
     pub politeness: PolitenessSection,
     pub seen: SeenSection,
     pub checkpoint: CheckpointSection,
+    pub frontier: FrontierSection,
     pub output: OutputSection,
     pub network: NetworkSection,
     pub normalize: NormalizeOptions,
@@ -266,6 +289,7 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
     ),
     ("seen", &["fpp", "memory"]),
     ("checkpoint", &["interval_secs"]),
+    ("frontier", &["memory", "host_memory"]),
     ("output", &["dir", "format", "progress_interval_secs"]),
     ("network", &["resolve"]),
     ("scope", ScopeOptions::KEYS),
@@ -456,6 +480,18 @@ impl Config {
             return Err(invalid(
                 "checkpoint.interval_secs",
                 "must be a positive number of seconds".into(),
+            ));
+        }
+        if self.frontier.memory.0 < 1 << 20 {
+            return Err(invalid(
+                "frontier.memory",
+                "must be at least 1 MiB; 64MiB is the default".into(),
+            ));
+        }
+        if self.frontier.host_memory.0 < 1 << 20 {
+            return Err(invalid(
+                "frontier.host_memory",
+                "must be at least 1 MiB; 64MiB is the default".into(),
             ));
         }
         if self.output.format != "jsonl" {

@@ -32,7 +32,9 @@ use crate::checkpoint::{self, Manifest};
 use crate::config::Config;
 use crate::extract::{extract_links, ExtractOptions};
 use crate::fetch::{FetchError, Fetched, Fetcher};
-use crate::frontier::{Dispatch, Frontier, FrontierPolicy, HostId, QueuedUrl, Work};
+use crate::frontier::{
+    Dispatch, Frontier, FrontierOptions, FrontierPolicy, HostId, QueuedUrl, Work,
+};
 use crate::normalize::{host_key, Normalizer};
 use crate::output::{
     rfc3339, write_atomically, OutputPosition, OutputSender, OutputWriter, PageRecord,
@@ -66,6 +68,8 @@ pub enum CrawlError {
     Scope(#[from] ScopeError),
     #[error("checkpoint: {0}")]
     Checkpoint(#[from] checkpoint::CheckpointError),
+    #[error("{0}")]
+    Frontier(#[from] crate::frontier::FrontierError),
 }
 
 /// Counters shared by every stage; read by the progress display and the summary.
@@ -429,25 +433,37 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         seeds_xxh3: checkpoint::seeds_hash(&seeds),
         seeds: seeds.len() as u64,
     };
-    let (seen, counters, start, resumed, seq) = match resume {
+    let policy = FrontierPolicy::from_config(&config.politeness);
+    let frontier_options =
+        FrontierOptions::from_config(&config.frontier, &out_dir, &config.crawl.user_agent);
+    let (seen, counters, start, mut frontier, replayed, seq) = match resume {
         Some(loaded) => {
             loaded.manifest.check_compatible(&out_dir, &expectation)?;
-            checkpoint::truncate_output(&out_dir, loaded.output.bytes)?;
             tracing::info!(
-                "resuming checkpoint {} of {}: {} URLs done, {} to go ({} queued and {} recorded after the checkpoint, replayed)",
+                "resuming checkpoint {} of {}: {} URLs done, {} queued at the checkpoint ({} queued and {} recorded after it, replayed)",
                 loaded.manifest.seq,
                 loaded.manifest.created_at,
                 loaded.output.records,
-                loaded.frontier.len(),
+                loaded.frontier.queued,
                 loaded.replayed_urls,
                 loaded.replayed_records
             );
-            let start = loaded.output;
+            let frontier = Frontier::resume(
+                policy,
+                frontier_options,
+                &loaded.frontier,
+                loaded.hosts,
+                loaded.recorded_after,
+            )?;
+            // Only now, with everything checked and reopened: records past the last complete
+            // one (a torn line) are cut.
+            checkpoint::truncate_output(&out_dir, loaded.output.bytes)?;
             (
                 Arc::new(loaded.seen),
                 Arc::new(CrawlCounters::from_map(&loaded.counters)),
-                start,
-                Some(loaded.frontier),
+                loaded.output,
+                frontier,
+                Some(loaded.queued_after),
                 loaded.manifest.seq,
             )
         }
@@ -458,6 +474,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
                 Arc::new(SeenSet::new(plan)?),
                 Arc::new(CrawlCounters::default()),
                 OutputPosition::default(),
+                Frontier::create(policy, frontier_options)?,
                 None,
                 0,
             )
@@ -507,7 +524,6 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     drop(parse_rx);
     drop(parse_shared);
 
-    let mut frontier = Frontier::new(FrontierPolicy::from_config(&config.politeness));
     let mut dispatcher = Dispatcher {
         max_urls: config.crawl.max_urls.0,
         max_pages_per_host: config.scope.max_pages_per_host,
@@ -522,16 +538,18 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             expectation,
             pending: None,
             queue_log: None,
+            last_pause: Duration::ZERO,
         },
     };
-    match resumed {
+    match replayed {
         Some(items) => {
-            // Already accepted and in the seen-set: straight back into the queues.
+            // Queued after the checkpoint, already accepted and in the seen-set: straight
+            // back into the queues (the checkpoint's queues came back with the frontier).
             for item in items {
                 let key = Url::parse(&item.url)
                     .map(|u| host_key(&u))
                     .unwrap_or_default();
-                frontier.push(&key, item);
+                frontier.push(&key, item)?;
             }
         }
         None => {
@@ -540,13 +558,13 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
                 depth: 0,
                 redirect_hops: 0,
             };
-            dispatcher.admit(&mut frontier, seed_candidates, None);
+            dispatcher.admit(&mut frontier, seed_candidates, None)?;
         }
     }
 
     // A checkpoint right away: from here on, a crawl killed at any instant can resume.
     dispatcher
-        .start_checkpoint(&frontier, &output, false)
+        .start_checkpoint(&mut frontier, &output, false)
         .await?;
 
     let mut display = Progress::start(
@@ -612,7 +630,7 @@ struct Dispatcher {
     batch_out: Vec<bool>,
     /// URLs handed to fetch tasks and not completed: they belong to the frontier in a
     /// checkpoint.
-    in_flight_items: HashMap<String, QueuedUrl>,
+    in_flight_items: HashMap<String, (HostId, QueuedUrl)>,
     checkpoints: Checkpoints,
 }
 
@@ -625,6 +643,8 @@ struct Checkpoints {
     pending: Option<tokio::task::JoinHandle<Result<Manifest, checkpoint::CheckpointError>>>,
     /// URLs accepted since the last checkpoint was taken.
     queue_log: Option<checkpoint::QueueLog>,
+    /// How long the last checkpoint paused the crawl.
+    last_pause: Duration,
 }
 
 impl Dispatcher {
@@ -642,26 +662,26 @@ impl Dispatcher {
             .dispatch_loop(frontier, shared, completions, output, shutdown, display)
             .await?;
         // The final state, whether finished or stopped: what a resume starts from.
-        self.wait_for_checkpoint().await?;
+        self.wait_for_checkpoint(frontier).await?;
         self.start_checkpoint(frontier, output, !stopped).await?;
-        self.wait_for_checkpoint().await?;
+        self.wait_for_checkpoint(frontier).await?;
         Ok(stopped)
     }
 
     /// Takes a consistent copy of the crawl state and writes it in the background. The
     /// crawl pauses only for the copy: flushing the output, copying the seen-set's
-    /// array and the frontier's URLs.
+    /// array, and the frontier's checkpoint (its store's tails and table, its tallies).
     async fn start_checkpoint(
         &mut self,
-        frontier: &Frontier,
+        frontier: &mut Frontier,
         output: &OutputSender,
         finished: bool,
     ) -> Result<(), CrawlError> {
         let paused = Instant::now();
         let position = output.flush().await?;
         let seen = self.seen.snapshot();
-        let mut items: Vec<QueuedUrl> = frontier.queued_urls().cloned().collect();
-        items.extend(self.in_flight_items.values().cloned());
+        let in_flight: Vec<(HostId, QueuedUrl)> = self.in_flight_items.values().cloned().collect();
+        let frontier_snapshot = frontier.begin_checkpoint(&in_flight)?;
         let c = &self.checkpoints;
         let manifest = Manifest {
             format_version: checkpoint::FORMAT_VERSION,
@@ -670,9 +690,7 @@ impl Dispatcher {
             finished,
             pages_bytes: position.bytes,
             pages_records: position.records,
-            frontier_urls: 0,
-            frontier_bytes: 0,
-            frontier_xxh3: 0,
+            frontier: None,
             max_urls: c.expectation.max_urls,
             seen_m_bits: c.expectation.seen_m_bits,
             seen_k: c.expectation.seen_k,
@@ -688,18 +706,21 @@ impl Dispatcher {
         }
         self.checkpoints.queue_log =
             Some(checkpoint::QueueLog::create(&out, self.checkpoints.seq)?);
+        let pause = paused.elapsed();
+        self.checkpoints.last_pause = pause;
         tracing::debug!(
-            "checkpoint {}: paused {:?} to copy {} URLs",
+            "checkpoint {}: paused {:?} ({} queued, {} in flight)",
             manifest.seq,
-            paused.elapsed(),
-            items.len()
+            pause,
+            frontier.queued(),
+            in_flight.len()
         );
         self.checkpoints.pending = Some(tokio::task::spawn_blocking(move || {
             checkpoint::write(
                 &out,
                 checkpoint::Snapshot {
                     seen,
-                    frontier: items,
+                    frontier: frontier_snapshot,
                     manifest,
                 },
             )
@@ -707,11 +728,16 @@ impl Dispatcher {
         Ok(())
     }
 
-    async fn wait_for_checkpoint(&mut self) -> Result<(), CrawlError> {
+    /// Waits for the checkpoint being written, then lets the frontier reclaim what only
+    /// older checkpoints needed.
+    async fn wait_for_checkpoint(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
         if let Some(pending) = self.checkpoints.pending.take() {
             match pending.await {
                 Ok(result) => {
-                    result?;
+                    let manifest = result?;
+                    if let Some(saved) = &manifest.frontier {
+                        frontier.finish_checkpoint(saved)?;
+                    }
                 }
                 Err(e) => {
                     return Err(CrawlError::Checkpoint(checkpoint::CheckpointError::Io {
@@ -750,11 +776,13 @@ impl Dispatcher {
             if !stopping {
                 let now = Instant::now();
                 while frontier.in_flight() < concurrency {
-                    match frontier.pop_ready(now) {
+                    match frontier.pop_ready(now)? {
                         None => break,
                         Some(Work::Fetch(dispatch)) => {
-                            self.in_flight_items
-                                .insert(dispatch.item.url.clone(), dispatch.item.clone());
+                            self.in_flight_items.insert(
+                                dispatch.item.url.clone(),
+                                (dispatch.host, dispatch.item.clone()),
+                            );
                             tasks.spawn(fetch_task(shared.clone(), dispatch));
                         }
                         Some(Work::Robots { host, key }) => {
@@ -810,7 +838,7 @@ impl Dispatcher {
                     if busy {
                         tracing::warn!("checkpoint: the previous one is still being written; skipped");
                     } else {
-                        self.wait_for_checkpoint().await?;
+                        self.wait_for_checkpoint(frontier).await?;
                         self.start_checkpoint(frontier, output, false).await?;
                     }
                 }
@@ -820,7 +848,7 @@ impl Dispatcher {
                         &self.seen.stats(),
                         frontier.queued(),
                         frontier.in_flight(),
-                        frontier.busiest_host(),
+                        frontier.busiest_host().as_ref().map(|(k, n, t)| (k.as_str(), *n, *t)),
                     );
                 }
             }
@@ -857,12 +885,12 @@ impl Dispatcher {
             Completion::Robots { host, outcome } => {
                 let reason = match &outcome {
                     RobotsOutcome::Unavailable { reason } => {
-                        tracing::debug!("{}: {reason}", frontier.host_key(host));
+                        tracing::debug!("{}: {reason}", frontier.host_key(host).unwrap_or("?"));
                         format!("{reason}; gave up after repeated attempts")
                     }
-                    RobotsOutcome::Rules(_) => String::new(),
+                    RobotsOutcome::Rules { .. } => String::new(),
                 };
-                for item in frontier.robots_done(host, outcome) {
+                for item in frontier.robots_done(host, outcome)? {
                     CrawlCounters::add(&self.counters.robots_unavailable, 1);
                     self.record_unfetched(item, &reason, output).await?;
                 }
@@ -879,7 +907,7 @@ impl Dispatcher {
                 candidates,
             } => {
                 let parent = dispatch.item.url.clone();
-                let new = self.admit(frontier, candidates, Some(parent));
+                let new = self.admit(frontier, candidates, Some(parent))?;
                 if new > 0 {
                     // The new links reach the OS before the page's record does, so a
                     // crash can never leave the page done and its links forgotten.
@@ -903,14 +931,14 @@ impl Dispatcher {
         frontier: &mut Frontier,
         candidates: Candidates,
         parent: Option<String>,
-    ) -> u64 {
+    ) -> Result<u64, CrawlError> {
         let Candidates {
             urls,
             depth,
             redirect_hops,
         } = candidates;
         if urls.is_empty() {
-            return 0;
+            return Ok(0);
         }
         let accepted = CrawlCounters::get(&self.counters.accepted);
         let room = self.max_urls.saturating_sub(accepted) as usize;
@@ -933,7 +961,7 @@ impl Dispatcher {
                 }
                 if self.seen.insert_new(url.as_str().as_bytes()) {
                     queued += 1;
-                    self.push(frontier, url, depth, redirect_hops, &parent);
+                    self.push(frontier, url, depth, redirect_hops, &parent)?;
                 } else {
                     CrawlCounters::add(&self.counters.links_seen, 1);
                 }
@@ -950,7 +978,7 @@ impl Dispatcher {
             for (url, &is_new) in urls.iter().zip(&fresh) {
                 if is_new {
                     queued += 1;
-                    self.push(frontier, url, depth, redirect_hops, &parent);
+                    self.push(frontier, url, depth, redirect_hops, &parent)?;
                 } else {
                     CrawlCounters::add(&self.counters.links_seen, 1);
                 }
@@ -966,7 +994,7 @@ impl Dispatcher {
                 (fpp * queued as f64 * 1e6).round() as u64,
             );
         }
-        queued
+        Ok(queued)
     }
 
     fn push(
@@ -976,7 +1004,7 @@ impl Dispatcher {
         depth: u32,
         redirect_hops: u32,
         parent: &Option<String>,
-    ) {
+    ) -> Result<(), CrawlError> {
         let item = QueuedUrl {
             url: url.as_str().to_string(),
             depth,
@@ -991,7 +1019,8 @@ impl Dispatcher {
                 tracing::warn!("{e}; a crash before the next checkpoint may forget URLs");
             }
         }
-        frontier.push(&host_key(url), item);
+        frontier.push(&host_key(url), item)?;
+        Ok(())
     }
 }
 

@@ -402,7 +402,7 @@ fn prepare_output_dir(
             "{}: holds an unfinished crawl ({} URLs done, {} queued or in flight, checkpoint of {}); use --resume to go on or --fresh to discard it",
             dir.display(),
             m.pages_records,
-            m.frontier_urls,
+            m.frontier.map_or(0, |f| f.queued),
             m.created_at
         ),
         Some(Err(e)) => bail!(

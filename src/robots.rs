@@ -81,10 +81,25 @@ impl RobotsRules {
 /// What fetching a host's robots.txt produced.
 #[derive(Debug, Clone)]
 pub enum RobotsOutcome {
-    /// Rules to apply (possibly "allow everything").
-    Rules(Arc<RobotsRules>),
+    /// Rules to apply, and the body they were parsed from (`None`: no robots.txt or a 4xx,
+    /// everything allowed). The frontier keeps the body in its disk cache so that a host
+    /// evicted from memory gets its rules back without another fetch.
+    Rules {
+        rules: Arc<RobotsRules>,
+        body: Option<Vec<u8>>,
+    },
     /// Unreachable (5xx, 429, network error, redirect loop): allow nothing for now.
     Unavailable { reason: String },
+}
+
+impl RobotsOutcome {
+    /// No robots.txt (or one treated as missing): everything allowed.
+    pub fn allow_all() -> Self {
+        RobotsOutcome::Rules {
+            rules: Arc::new(RobotsRules::allow_all()),
+            body: None,
+        }
+    }
 }
 
 /// The robots.txt product token of a user agent: `crawler/0.1 (+url)` → `crawler`.
@@ -118,7 +133,10 @@ pub async fn fetch_robots(fetcher: &Fetcher, host_key: &str, agent: &str) -> Rob
         match fetched.status {
             200..=299 => {
                 let body = fetched.body.unwrap_or_default();
-                return RobotsOutcome::Rules(Arc::new(RobotsRules::parse(agent, &body)));
+                return RobotsOutcome::Rules {
+                    rules: Arc::new(RobotsRules::parse(agent, &body)),
+                    body: Some(body),
+                };
             }
             301 | 302 | 303 | 307 | 308 => {
                 let next = fetched
@@ -127,9 +145,7 @@ pub async fn fetch_robots(fetcher: &Fetcher, host_key: &str, agent: &str) -> Rob
                     .and_then(|location| url.join(location.trim()).ok());
                 match next {
                     Some(next) => url = next,
-                    None => {
-                        return RobotsOutcome::Rules(Arc::new(RobotsRules::allow_all()));
-                    }
+                    None => return RobotsOutcome::allow_all(),
                 }
             }
             429 => {
@@ -137,7 +153,7 @@ pub async fn fetch_robots(fetcher: &Fetcher, host_key: &str, agent: &str) -> Rob
                     reason: "robots.txt: HTTP 429".into(),
                 }
             }
-            400..=499 => return RobotsOutcome::Rules(Arc::new(RobotsRules::allow_all())),
+            400..=499 => return RobotsOutcome::allow_all(),
             status => {
                 return RobotsOutcome::Unavailable {
                     reason: format!("robots.txt: HTTP {status}"),
@@ -146,7 +162,7 @@ pub async fn fetch_robots(fetcher: &Fetcher, host_key: &str, agent: &str) -> Rob
         }
     }
     // RFC 9309: after the redirect limit, robots.txt may be treated as unavailable (4xx).
-    RobotsOutcome::Rules(Arc::new(RobotsRules::allow_all()))
+    RobotsOutcome::allow_all()
 }
 
 /// Delay before attempt number `attempt` (1-based) at an unreachable robots.txt.

@@ -181,11 +181,13 @@ fn per_host_rate_and_concurrency_are_never_exceeded() {
         starts.sort();
         assert!(starts.len() >= 20, "{host}: {} requests", starts.len());
         // GCRA: in any window of length T at most burst + T·rps requests start. The
-        // server stamps arrival, which can lag the crawler's send by a little; 15 ms of
-        // slack absorbs that without hiding a real excess.
+        // server stamps arrival, which lags the crawler's send by the connection set-up
+        // (a new connection's first request) and by scheduling on a loaded machine; 30 ms
+        // of slack absorbs that (measured lags up to ~20 ms with two other builds running)
+        // and hides less than one request at 25/s, while a broken limiter shows as tens.
         for i in 0..starts.len() {
             for j in i + 1..starts.len() {
-                let window = (starts[j] - starts[i]).as_secs_f64() + 0.015;
+                let window = (starts[j] - starts[i]).as_secs_f64() + 0.030;
                 let allowed = burst as f64 + window * rps;
                 assert!(
                     (j - i + 1) as f64 <= allowed + 1e-9,

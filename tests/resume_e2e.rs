@@ -99,7 +99,7 @@ fn stop_then_resume_fetches_everything_once() {
     assert_eq!(summary.accepted, truth.discovered().len() as u64);
     let manifest = checkpoint::current_manifest(out.path()).unwrap().unwrap();
     assert!(manifest.finished);
-    assert_eq!(manifest.frontier_urls, 0);
+    assert_eq!(manifest.frontier.expect("frontier position").queued, 0);
 }
 
 /// A stopped crawl with at least two checkpoints on disk.
@@ -125,6 +125,14 @@ fn current_dir(out: &Path) -> std::path::PathBuf {
     out.join(format!("checkpoint/ckpt-{}", m.seq))
 }
 
+/// The queue store's table of the checkpoint in `ckpt` (`OUT/checkpoint/ckpt-N`).
+fn queue_table(ckpt: &Path) -> std::path::PathBuf {
+    let out = ckpt.parent().unwrap().parent().unwrap();
+    let m = checkpoint::current_manifest(out).unwrap().unwrap();
+    let generation = m.frontier.unwrap().store.generation;
+    out.join(format!("frontier/queues/table-{generation:016}.bin"))
+}
+
 fn flip_byte(path: &Path, at_fraction: f64) {
     let mut bytes = std::fs::read(path).unwrap();
     let i = ((bytes.len() as f64 * at_fraction) as usize).min(bytes.len() - 1);
@@ -137,14 +145,14 @@ fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
     type Damage = fn(&Path);
     let cases: &[(&str, Damage, &str)] = &[
         (
-            "frontier byte",
-            |d| flip_byte(&d.join("frontier.jsonl"), 0.5),
-            "frontier.jsonl: checksum mismatch",
+            "hosts byte",
+            |d| flip_byte(&d.join("hosts.bin"), 0.5),
+            "hosts.bin is corrupt: checksum mismatch",
         ),
         (
-            "frontier truncated",
+            "hosts truncated",
             |d| {
-                let p = d.join("frontier.jsonl");
+                let p = d.join("hosts.bin");
                 let len = std::fs::metadata(&p).unwrap().len();
                 std::fs::OpenOptions::new()
                     .write(true)
@@ -153,7 +161,17 @@ fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
                     .set_len(len / 2)
                     .unwrap();
             },
-            "frontier.jsonl",
+            "hosts.bin is corrupt",
+        ),
+        (
+            "queue table byte",
+            |d| flip_byte(&queue_table(d), 0.5),
+            "table-",
+        ),
+        (
+            "queue table missing",
+            |d| std::fs::remove_file(queue_table(d)).unwrap(),
+            "table-",
         ),
         (
             "seen byte",
@@ -203,7 +221,7 @@ fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
-        text.replace("\"format_version\": 1", "\"format_version\": 9"),
+        text.replace("\"format_version\": 2", "\"format_version\": 9"),
     )
     .unwrap();
     let why = checkpoint::load(out.path()).unwrap().fell_back.unwrap();
@@ -254,7 +272,7 @@ fn damaged_queue_log_and_short_output_are_reported() {
     let loaded = checkpoint::load(out.path()).unwrap();
     assert_eq!(loaded.replayed_urls, 1);
     assert!(loaded
-        .frontier
+        .queued_after
         .iter()
         .any(|i| i.url == "http://h0.test/extra"));
     assert!(loaded.seen.contains(b"http://h0.test/extra"));

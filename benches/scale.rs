@@ -1,0 +1,434 @@
+//! The scale benchmark of issue 4: a crawl's bookkeeping at 1e7–1e8 URLs, without the network.
+//!
+//! Synthetic pages are "fetched" (popped from the frontier, held in flight a while, completed)
+//! and each yields `SCALE_FANOUT` links written the sloppy way pages write them (upper-case
+//! host, default port, dot segments, fragments, tracking parameters). Every link goes through
+//! the crawl's own stages: [`Normalizer`] → [`SeenSet::insert_new_batch`] → [`Frontier::push`];
+//! pages come out of [`Frontier::pop_ready`] with politeness off (the frontier's cost, not a
+//! rate limit, is measured). 70 % of links stay on their page's host, 30 % go to a host drawn
+//! uniformly from `SCALE_HOSTS` (default 1e6): the worst case for the disk queues, since a
+//! host's URLs arrive spread over the whole run. Checkpoints are taken every
+//! `SCALE_CHECKPOINT_SECS` exactly as the crawl takes them (seen-set copy + frontier
+//! checkpoint in the pause, [`checkpoint::write`] on another thread), and at the end the
+//! state is dropped and resumed from the last checkpoint, timed up to the first URL handed out.
+//!
+//! Run: `SCALE_URLS=1e8 cargo bench --bench scale` (default 1e7; `SCALE_DIR` for where the
+//! files go, default `target/scale-bench`, removed before and after the run).
+//!
+//! Prints: accepted URLs per second, pops per second, peak RSS (VmHWM), the frontier's own
+//! estimate of its memory, disk used (largest seen at a checkpoint), checkpoint pause and write
+//! time (median and max), and resume time split into checkpoint load, frontier reopen and the
+//! first pop.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crawler::checkpoint::{self, Manifest};
+use crawler::frontier::{
+    Dispatch, Frontier, FrontierOptions, FrontierPolicy, HostId, QueuedUrl, Work,
+};
+use crawler::normalize::{host_key, NormalizeOptions, Normalizer};
+use crawler::quantity::parse_count;
+use crawler::seen::{Plan, SeenSet};
+
+/// Pages held in flight, like a crawl's fetch concurrency.
+const IN_FLIGHT: usize = 256;
+
+struct Settings {
+    urls: u64,
+    hosts: u64,
+    fanout: usize,
+    checkpoint_every: Duration,
+    dir: PathBuf,
+    fpp: f64,
+}
+
+fn env_count(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(text) => parse_count(&text).unwrap_or_else(|e| panic!("{name}={text}: {e}")),
+        Err(_) => default,
+    }
+}
+
+impl Settings {
+    fn from_env() -> Settings {
+        Settings {
+            urls: env_count("SCALE_URLS", 10_000_000),
+            hosts: env_count("SCALE_HOSTS", 1_000_000),
+            fanout: env_count("SCALE_FANOUT", 10) as usize,
+            checkpoint_every: Duration::from_secs(env_count("SCALE_CHECKPOINT_SECS", 20)),
+            dir: std::env::var_os("SCALE_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("target/scale-bench")),
+            fpp: 0.001,
+        }
+    }
+}
+
+/// A small, fast, deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() >> 32) * n) >> 32
+    }
+}
+
+/// A link as a page might write it; `page` numbers a URL within its host.
+fn sloppy_link(out: &mut String, host: u64, page: u64, style: u64) {
+    use std::fmt::Write;
+    out.clear();
+    let name = match style % 4 {
+        0 => format!("http://www.site{host}.example.com"),
+        1 => format!("HTTP://WWW.Site{host}.Example.COM:80"),
+        2 => format!("http://www.site{host}.example.com/./"),
+        _ => format!("http://www.site{host}.example.com/x/.."),
+    };
+    let _ = write!(
+        out,
+        "{}/section-{}/article-{page}.html",
+        name.trim_end_matches('/'),
+        page % 17
+    );
+    match style % 3 {
+        0 => out.push_str("#comments"),
+        1 => {
+            let _ = write!(out, "?utm_source=feed&id={}", page % 5);
+        }
+        _ => {}
+    }
+}
+
+fn host_of(url: &str) -> Option<u64> {
+    let rest = url.strip_prefix("http://www.site")?;
+    let end = rest.find('.')?;
+    rest[..end].parse().ok()
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn disk_bytes(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if meta.is_dir() {
+        std::fs::read_dir(path)
+            .map(|entries| entries.flatten().map(|e| disk_bytes(&e.path())).sum())
+            .unwrap_or(0)
+    } else {
+        meta.len()
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+struct Checkpointing {
+    out: PathBuf,
+    seq: u64,
+    pending: Option<std::thread::JoinHandle<(Manifest, Duration)>>,
+    pauses_ms: Vec<f64>,
+    writes_ms: Vec<f64>,
+    max_disk: u64,
+    plan: Plan,
+    max_urls: u64,
+}
+
+impl Checkpointing {
+    fn wait(&mut self, frontier: &mut Frontier) {
+        if let Some(handle) = self.pending.take() {
+            let (manifest, took) = handle.join().expect("checkpoint thread");
+            self.writes_ms.push(took.as_secs_f64() * 1e3);
+            frontier
+                .finish_checkpoint(manifest.frontier.as_ref().expect("frontier position"))
+                .expect("finish checkpoint");
+            self.max_disk = self.max_disk.max(disk_bytes(&self.out));
+        }
+    }
+
+    fn take(
+        &mut self,
+        seen: &SeenSet,
+        frontier: &mut Frontier,
+        in_flight: &VecDeque<Dispatch>,
+        accepted: u64,
+        finished: u64,
+    ) {
+        self.wait(frontier);
+        let paused = Instant::now();
+        let seen_copy = seen.snapshot();
+        let flying: Vec<(HostId, QueuedUrl)> =
+            in_flight.iter().map(|d| (d.host, d.item.clone())).collect();
+        let snapshot = frontier
+            .begin_checkpoint(&flying)
+            .expect("begin checkpoint");
+        self.pauses_ms.push(paused.elapsed().as_secs_f64() * 1e3);
+        self.seq += 1;
+        let manifest = Manifest {
+            format_version: checkpoint::FORMAT_VERSION,
+            seq: self.seq,
+            created_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            finished: false,
+            pages_bytes: 0,
+            pages_records: 0,
+            frontier: None,
+            max_urls: self.max_urls,
+            seen_m_bits: self.plan.m_bits,
+            seen_k: self.plan.k,
+            seeds_xxh3: 0,
+            seeds: 0,
+            counters: [
+                ("accepted".to_string(), accepted),
+                ("finished".to_string(), finished),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let out = self.out.clone();
+        self.pending = Some(std::thread::spawn(move || {
+            let started = Instant::now();
+            let manifest = checkpoint::write(
+                &out,
+                checkpoint::Snapshot {
+                    seen: seen_copy,
+                    frontier: snapshot,
+                    manifest,
+                },
+            )
+            .expect("checkpoint write");
+            (manifest, started.elapsed())
+        }));
+    }
+}
+
+fn frontier_options(out: &Path) -> FrontierOptions {
+    FrontierOptions {
+        dir: out.join("frontier"),
+        queue_memory: 64 << 20,
+        host_memory: 64 << 20,
+        robots_agent: "crawler".into(),
+    }
+}
+
+fn policy() -> FrontierPolicy {
+    FrontierPolicy::from_config(&crawler::config::PolitenessSection {
+        enabled: false,
+        respect_robots: false,
+        ..Default::default()
+    })
+}
+
+fn main() {
+    crawler::allocator::limit_malloc_arenas();
+    let s = Settings::from_env();
+    let _ = std::fs::remove_dir_all(&s.dir);
+    std::fs::create_dir_all(&s.dir).expect("bench dir");
+    let plan = Plan::for_fpp(s.urls, s.fpp).expect("plan");
+    println!(
+        "scale: {} URLs over {} hosts, fan-out {}, checkpoint every {:?}, seen-set {:.1} MiB, dir {}",
+        s.urls,
+        s.hosts,
+        s.fanout,
+        s.checkpoint_every,
+        plan.bytes as f64 / MIB,
+        s.dir.display()
+    );
+    let seen = SeenSet::new(plan.clone()).expect("seen-set");
+    let normalizer = Normalizer::new(&NormalizeOptions::default()).expect("normalizer");
+    let mut frontier = Frontier::create(policy(), frontier_options(&s.dir)).expect("frontier");
+    let mut ckpt = Checkpointing {
+        out: s.dir.clone(),
+        seq: 0,
+        pending: None,
+        pauses_ms: Vec::new(),
+        writes_ms: Vec::new(),
+        max_disk: 0,
+        plan: plan.clone(),
+        max_urls: s.urls,
+    };
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let pages_per_host = (2 * s.urls / s.hosts).max(8);
+    let started = Instant::now();
+    let mut accepted = 0u64;
+    let mut finished = 0u64;
+    let mut links = 0u64;
+    let mut in_flight: VecDeque<Dispatch> = VecDeque::with_capacity(IN_FLIGHT);
+    let mut raw = String::new();
+    let mut batch: Vec<url::Url> = Vec::new();
+    let mut fresh: Vec<bool> = Vec::new();
+    let mut next_checkpoint = started + s.checkpoint_every;
+    let mut next_report = started + Duration::from_secs(10);
+
+    // Seeds: the front page of the first thousand hosts.
+    for host in 0..s.hosts.min(1000) {
+        sloppy_link(&mut raw, host, 0, 0);
+        batch.push(normalizer.normalize_str(&raw).expect("seed"));
+    }
+    let mut parent_host = 0u64;
+    let mut parent_url = String::new();
+    loop {
+        // Admit the batch: the dispatcher's path.
+        if !batch.is_empty() {
+            let keys: Vec<&[u8]> = batch.iter().map(|u| u.as_str().as_bytes()).collect();
+            seen.insert_new_batch(&keys, &mut fresh);
+            for (url, &is_new) in batch.iter().zip(&fresh) {
+                if is_new && accepted < s.urls {
+                    accepted += 1;
+                    let item = QueuedUrl {
+                        url: url.as_str().to_string(),
+                        depth: 1,
+                        parent: (!parent_url.is_empty()).then(|| parent_url.clone()),
+                        redirect_hops: 0,
+                        attempts: 0,
+                    };
+                    frontier.push(&host_key(url), item).expect("push");
+                }
+            }
+            batch.clear();
+        }
+        if accepted >= s.urls {
+            break;
+        }
+        // "Fetch": hand out pages until IN_FLIGHT are flying, complete the oldest.
+        let now = tokio::time::Instant::now();
+        while in_flight.len() < IN_FLIGHT {
+            match frontier.pop_ready(now).expect("pop") {
+                Some(Work::Fetch(d)) => in_flight.push_back(d),
+                Some(other) => panic!("unexpected work {other:?}"),
+                None => break,
+            }
+        }
+        let Some(done) = in_flight.pop_front() else {
+            panic!("the frontier ran dry at {accepted} URLs: raise SCALE_FANOUT");
+        };
+        frontier.complete(done.host);
+        finished += 1;
+        parent_host = host_of(&done.item.url).unwrap_or(parent_host);
+        parent_url.clone_from(&done.item.url);
+        // Its links, through the normalizer.
+        for _ in 0..s.fanout {
+            let host = if rng.below(10) < 7 {
+                parent_host
+            } else {
+                rng.below(s.hosts)
+            };
+            let page = rng.below(pages_per_host);
+            sloppy_link(&mut raw, host, page, rng.next());
+            links += 1;
+            if let Ok(url) = normalizer.normalize_str(&raw) {
+                batch.push(url);
+            }
+        }
+        if finished % 4096 == 0 {
+            let at = Instant::now();
+            if at >= next_checkpoint {
+                ckpt.take(&seen, &mut frontier, &in_flight, accepted, finished);
+                next_checkpoint = Instant::now() + s.checkpoint_every;
+            }
+            if at >= next_report {
+                let st = frontier.stats();
+                println!(
+                    "  {:>6.0}s {accepted:>11} accepted, {finished:>10} popped, {:>11} queued, {:>8} hosts queued, rss {:.0} MiB (frontier est. {:.0} MiB)",
+                    started.elapsed().as_secs_f64(),
+                    st.queued,
+                    st.hosts_queued,
+                    peak_rss_mib(),
+                    st.memory_bytes as f64 / MIB
+                );
+                next_report = at + Duration::from_secs(30);
+            }
+        }
+    }
+    let crawl_secs = started.elapsed().as_secs_f64();
+    // The last checkpoint, as a clean stop takes it.
+    ckpt.take(&seen, &mut frontier, &in_flight, accepted, finished);
+    ckpt.wait(&mut frontier);
+    let stats = frontier.stats();
+    let queued_at_end = stats.queued + in_flight.len() as u64;
+    let peak = peak_rss_mib();
+    drop(frontier);
+    drop(seen);
+    drop(in_flight);
+
+    // Resume: load and check the checkpoint, reopen the frontier, first URL out.
+    let t0 = Instant::now();
+    let loaded = checkpoint::load(&s.dir).expect("load checkpoint");
+    let t_load = t0.elapsed();
+    let mut resumed = Frontier::resume(
+        policy(),
+        frontier_options(&s.dir),
+        &loaded.frontier,
+        loaded.hosts,
+        loaded.recorded_after,
+    )
+    .expect("resume frontier");
+    let t_reopen = t0.elapsed() - t_load;
+    let first = resumed
+        .pop_ready(tokio::time::Instant::now())
+        .expect("first pop");
+    let t_first = t0.elapsed();
+    assert!(matches!(first, Some(Work::Fetch(_))), "{first:?}");
+    assert_eq!(resumed.queued() + 1, queued_at_end, "resumed queue length");
+
+    let mut pauses = ckpt.pauses_ms.clone();
+    let mut writes = ckpt.writes_ms.clone();
+    let pause_max = pauses.iter().copied().fold(0.0, f64::max);
+    let write_max = writes.iter().copied().fold(0.0, f64::max);
+    println!("result: {} URLs, {} hosts", s.urls, s.hosts);
+    println!(
+        "  accepted {accepted} in {crawl_secs:.1} s = {:.0} URLs/s; popped {finished} = {:.0} pops/s; links normalized {links} = {:.0}/s",
+        accepted as f64 / crawl_secs,
+        finished as f64 / crawl_secs,
+        links as f64 / crawl_secs
+    );
+    println!(
+        "  peak RSS {peak:.0} MiB (seen-set {:.0} MiB, ×2 while a checkpoint copy is written); frontier estimate at end {:.0} MiB; {} hosts, {} with URLs queued, {queued_at_end} URLs queued at end",
+        plan.bytes as f64 / MIB,
+        stats.memory_bytes as f64 / MIB,
+        stats.hosts,
+        stats.hosts_queued
+    );
+    println!(
+        "  disk: max {:.0} MiB at a checkpoint, {:.0} MiB at end ({:.0} bytes per queued URL)",
+        ckpt.max_disk as f64 / MIB,
+        disk_bytes(&s.dir) as f64 / MIB,
+        disk_bytes(&s.dir.join("frontier")) as f64 / queued_at_end.max(1) as f64
+    );
+    println!(
+        "  checkpoints: {}; pause median {:.1} ms, max {:.1} ms; background write median {:.0} ms, max {:.0} ms",
+        pauses.len(),
+        median(&mut pauses),
+        pause_max,
+        median(&mut writes),
+        write_max
+    );
+    println!(
+        "  resume: checkpoint load {:.0} ms + frontier reopen {:.0} ms + first pop = {:.0} ms to the first URL",
+        t_load.as_secs_f64() * 1e3,
+        t_reopen.as_secs_f64() * 1e3,
+        t_first.as_secs_f64() * 1e3
+    );
+    drop(resumed);
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
