@@ -40,7 +40,7 @@ pub struct SeenSnapshot {
 }
 
 impl SeenSnapshot {
-    /// A snapshot buffer for filters of this plan, every page of it backed now (50–100 ms
+    /// A snapshot buffer for filters of this plan, every page of it backed now (50–180 ms
     /// for 187.5 MiB, once; see the module doc of [`crate::seen`]), to be filled by
     /// [`SeenSet::snapshot_into`](super::SeenSet::snapshot_into). Until then it holds an empty
     /// filter: all bits clear, no insertions.

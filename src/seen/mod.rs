@@ -149,13 +149,14 @@
 //! always a snapshot of this filter; both give the same file bytes as `save`.
 //!
 //! Measured with `cargo bench --bench seen -- snapshot` (p = 0.001, median of 9 alternating
-//! runs, wall time, which is the pause; three runs on the shared 2-vCPU machine under load
-//! from other builds, load average 3–4, thread CPU time in brackets):
+//! runs each; ranges over six runs on the shared 2-vCPU machine while others built, load
+//! average 3–6). Wall time is the pause; under that load the copying thread is descheduled
+//! for up to half of it, which thread CPU time leaves out:
 //!
 //! | n      | array     | fresh `snapshot()`            | `snapshot_into`, reused buffer | `for_plan`, once |
 //! |-------:|----------:|-------------------------------|--------------------------------|--------------:|
-//! | 10^7   | 18.7 MiB  | 11.2–11.4 ms (7.3 ms)         | 3.0–6.6 ms (2.9–3.1 ms)        | 3.5 ms        |
-//! | 10^8   | 187.5 MiB | 76–115 ms (65–78 ms)          | 31–46 ms (28–33 ms)            | 47–100 ms     |
+//! | 10^7   | 18.7 MiB  | 7.3–9.0 ms CPU, 11–21 ms wall | 2.9–3.8 ms CPU, 3.0–7.7 ms wall | 3.5–17 ms wall |
+//! | 10^8   | 187.5 MiB | 65–83 ms CPU, 76–166 ms wall  | 28–35 ms CPU, 31–70 ms wall     | 47–181 ms wall |
 //!
 //! Why. A fresh buffer's pages are backed as the copy first writes them: the kernel takes a
 //! fault and zeroes each page before the copy overwrites it, which cost more than the copy.
