@@ -6,13 +6,18 @@
 //! people's builds) and, for two threads, also the wall-clock total. Insert figures are the
 //! median of INSERT_REPS runs on fresh filters, ours and fastbloom's alternating so both
 //! see the same neighbours; contains, save and load the median of REPS.
+//!
+//! The last part times the copy a checkpoint pauses the crawl for: a fresh `snapshot()`
+//! against `snapshot_into` a reused buffer, at n = 10^7 and 10^8 (p = 0.001), median of
+//! SNAPSHOT_REPS alternating runs, wall time (the pause) and thread CPU time.
+//! `cargo bench --bench seen -- snapshot` runs only that part (≈ 1 minute).
 
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crawler::quantity::HumanBytes;
-use crawler::seen::{classic_m_k, Plan, SeenSet};
+use crawler::seen::{classic_m_k, Plan, SeenSet, SeenSnapshot};
 
 const REPS: usize = 3;
 /// Repetitions of the insert comparisons, the noisiest figures.
@@ -20,6 +25,8 @@ const INSERT_REPS: usize = 3;
 const N: usize = 10_000_000;
 const ABSENT: usize = 2_000_000;
 const BATCH: usize = 64;
+/// Runs of each snapshot copy.
+const SNAPSHOT_REPS: usize = 9;
 
 /// URLs as one byte buffer and slices into it, so the timed loops touch no allocator.
 struct Urls {
@@ -379,8 +386,112 @@ fn show_save_load((save, load, snapshot): (f64, f64, f64)) {
     );
 }
 
+/// A filter of `plan` holding the keys 0..n (8-byte little-endian), inserted in batches by
+/// two threads.
+fn filled(plan: Plan, n: u64) -> SeenSet {
+    let set = SeenSet::new(plan).expect("allocate");
+    on_threads(2, &|t| {
+        let mut out = Vec::with_capacity(BATCH);
+        let mut keys = [[0u8; 8]; BATCH];
+        let half = n / 2;
+        let (from, to) = (t as u64 * half, if t == 0 { half } else { n });
+        for base in (from..to).step_by(BATCH) {
+            let len = BATCH.min((to - base) as usize);
+            for (i, key) in keys[..len].iter_mut().enumerate() {
+                *key = (base + i as u64).to_le_bytes();
+            }
+            let refs: Vec<&[u8]> = keys[..len].iter().map(|k| &k[..]).collect();
+            set.insert_new_batch(&refs, &mut out);
+        }
+    });
+    let stats = set.stats();
+    println!(
+        "  filled: {} new keys, fill {:.4}, estimated fpp {:.6}",
+        stats.insertions, stats.fill, stats.estimated_fpp
+    );
+    set
+}
+
+/// The checkpoint's pause: a fresh `snapshot()` against `snapshot_into` a reused buffer,
+/// alternating, medians of SNAPSHOT_REPS.
+fn bench_snapshot(set: &SeenSet) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let start = Instant::now();
+    let mut buffer = SeenSnapshot::for_plan(set.plan()).expect("snapshot buffer");
+    let for_plan = ms(start.elapsed());
+    let start = Instant::now();
+    set.snapshot_into(&mut buffer);
+    let first = ms(start.elapsed());
+    let (mut fresh, mut reused) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    for _ in 0..SNAPSHOT_REPS {
+        let (wall, cpu) = (Instant::now(), thread_cpu());
+        let snapshot = set.snapshot();
+        fresh.0.push(ms(wall.elapsed()));
+        fresh.1.push(ms(thread_cpu() - cpu));
+        // In a crawl the writer thread drops it; its munmap is not part of the pause.
+        drop(black_box(snapshot));
+        let (wall, cpu) = (Instant::now(), thread_cpu());
+        set.snapshot_into(black_box(&mut buffer));
+        reused.0.push(ms(wall.elapsed()));
+        reused.1.push(ms(thread_cpu() - cpu));
+    }
+    let spread = |xs: &[f64]| {
+        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = xs.iter().copied().fold(0.0, f64::max);
+        format!("min {min:.1}, max {max:.1}")
+    };
+    println!(
+        "  SeenSnapshot::for_plan (allocate and back the buffer, once) {for_plan:.1} ms; first snapshot_into {first:.1} ms"
+    );
+    for (label, (wall, cpu)) in [
+        ("fresh snapshot()", fresh),
+        ("snapshot_into (reused buffer)", reused),
+    ] {
+        println!(
+            "  {label:<30} {:>6.1} ms wall ({}), {:>6.1} ms CPU; median of {SNAPSHOT_REPS}",
+            median(wall.clone()),
+            spread(&wall),
+            median(cpu),
+        );
+    }
+}
+
+fn transparent_huge_pages() -> String {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 fn main() {
     let started = Instant::now();
+    let only_snapshot = std::env::args().skip(1).any(|a| a == "snapshot");
+    if !only_snapshot {
+        bench_filters();
+    }
+
+    let p = 0.001;
+    println!("\n== n = 10000000, p = {p}: snapshot copy ==");
+    let plan = Plan::for_fpp(10_000_000, p).expect("plan");
+    println!("  {}", plan.summary());
+    println!("  transparent huge pages: {}", transparent_huge_pages());
+    bench_snapshot(&filled(plan, 10_000_000));
+
+    println!("\n== n = 100000000, p = {p}: save, load and snapshot copy ==");
+    let plan = Plan::for_fpp(100_000_000, p).expect("plan");
+    println!("  {}", plan.summary());
+    let set = filled(plan, 100_000_000);
+    if !only_snapshot {
+        show_save_load(save_load(&set));
+    }
+    bench_snapshot(&set);
+    println!(
+        "\ntotal bench time {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The figures at n = 10^7, side by side with fastbloom.
+fn bench_filters() {
     let urls = make_urls(N, 0x1234_5678_9abc_def1, "host");
     let absent = make_urls(ABSENT, 0x0fed_cba9_8765_4321, "other");
     let lens: Vec<usize> = urls.refs.iter().map(|u| u.len()).collect();
@@ -396,30 +507,4 @@ fn main() {
     for p in [0.01, 0.001] {
         bench_p(p, inserted, absent);
     }
-
-    println!("\n== n = 100000000, p = 0.001: save and load ==");
-    let plan = Plan::for_fpp(100_000_000, 0.001).expect("plan");
-    println!("  {}", plan.summary());
-    let set = SeenSet::new(plan).expect("allocate");
-    on_threads(2, &|t| {
-        let mut out = Vec::with_capacity(BATCH);
-        let mut keys = [[0u8; 8]; BATCH];
-        for base in (t as u64 * 50_000_000..(t as u64 + 1) * 50_000_000).step_by(BATCH) {
-            for (i, key) in keys.iter_mut().enumerate() {
-                *key = (base + i as u64).to_le_bytes();
-            }
-            let refs: [&[u8]; BATCH] = std::array::from_fn(|i| &keys[i][..]);
-            set.insert_new_batch(&refs, &mut out);
-        }
-    });
-    let stats = set.stats();
-    println!(
-        "  filled: {} new keys, fill {:.4}, estimated fpp {:.6}",
-        stats.insertions, stats.fill, stats.estimated_fpp
-    );
-    show_save_load(save_load(&set));
-    println!(
-        "\ntotal bench time {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
 }

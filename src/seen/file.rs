@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::Xxh3Default;
 
-use super::blocks::{BlockArray, LOCK_BIT, LOCK_WORD};
+use super::blocks::{BlockArray, WordBuffer, LOCK_BIT, LOCK_WORD};
 use super::error::SeenError;
 use super::plan::{Layout, Plan, BLOCK_BITS, BLOCK_BYTES, MAX_K};
 
@@ -22,19 +22,48 @@ pub const CHECKSUM_LEN: u64 = 8;
 /// A copy of a seen-set's array and counters, taken while inserts go on (they never wait),
 /// to be written to disk by a background checkpoint writer.
 ///
-/// It holds every key whose `insert_new` returned before `snapshot()` was called. A key
-/// inserted during the copy may be in it, absent, or with only some of its bits (then it reads
-/// as absent after loading, like a key inserted after the checkpoint); no other key is
-/// affected, because bits are only ever added. Its insertion count was read before the copy,
-/// so it counts no key whose bits it lacks.
+/// It holds every key whose `insert_new` returned before the copy (`snapshot()` or
+/// `snapshot_into()`) was started. A key inserted during the copy may be in it, absent, or
+/// with only some of its bits (then it reads as absent after loading, like a key inserted
+/// after the checkpoint); no other key is affected, because bits are only ever added. Its
+/// insertion count was read before the copy, so it counts no key whose bits it lacks.
+///
+/// It is also the buffer to copy into: [`SeenSnapshot::for_plan`] makes one with its memory
+/// already backed, and [`SeenSet::snapshot_into`](super::SeenSet::snapshot_into) overwrites
+/// it, so a crawl that keeps one for checkpoint after checkpoint pauses only for the copy,
+/// not for the page faults of a fresh 187.5 MiB allocation (figures in [`crate::seen`]).
 pub struct SeenSnapshot {
     pub(crate) plan: Plan,
     pub(crate) insertions: u64,
     /// The array as little-endian words, lock bits cleared: the file's bytes on any host.
-    pub(crate) words: Vec<u64>,
+    pub(crate) words: WordBuffer,
 }
 
 impl SeenSnapshot {
+    /// A snapshot buffer for filters of this plan, every page of it backed now (50–180 ms
+    /// for 187.5 MiB, once; see the module doc of [`crate::seen`]), to be filled by
+    /// [`SeenSet::snapshot_into`](super::SeenSet::snapshot_into). Until then it holds an empty
+    /// filter: all bits clear, no insertions.
+    pub fn for_plan(plan: &Plan) -> Result<SeenSnapshot, SeenError> {
+        let mut snapshot = SeenSnapshot::unbacked(plan)?;
+        snapshot.words.fault_in();
+        Ok(snapshot)
+    }
+
+    /// A zeroed snapshot buffer whose pages the kernel backs only as they are written.
+    pub(crate) fn unbacked(plan: &Plan) -> Result<SeenSnapshot, SeenError> {
+        let words = usize::try_from(plan.blocks)
+            .ok()
+            .and_then(|blocks| blocks.checked_mul(8))
+            .and_then(WordBuffer::zeroed)
+            .ok_or(SeenError::OutOfMemory { bytes: plan.bytes })?;
+        Ok(SeenSnapshot {
+            plan: plan.clone(),
+            insertions: 0,
+            words,
+        })
+    }
+
     /// Keys counted as new when the copy started.
     pub fn insertions(&self) -> u64 {
         self.insertions

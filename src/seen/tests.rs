@@ -270,6 +270,118 @@ fn snapshot_taken_during_inserts_holds_everything_inserted_before() {
     assert_eq!(loaded.stats().insertions, snapshot.insertions());
 }
 
+/// Writes a snapshot and returns the file's bytes.
+fn written(snapshot: &SeenSnapshot, dir: &tempfile::TempDir, name: &str) -> Vec<u8> {
+    let path = dir.path().join(name);
+    snapshot.write(&path).unwrap();
+    std::fs::read(&path).unwrap()
+}
+
+#[test]
+fn snapshot_into_reuses_its_buffer_and_equals_snapshot() {
+    let set = small(200_000, 0.001);
+    let mut buffer = SeenSnapshot::for_plan(set.plan()).unwrap();
+    assert_eq!(buffer.plan(), set.plan());
+    assert_eq!(buffer.insertions(), 0);
+    assert!(
+        buffer.words.iter().all(|&w| w == 0),
+        "a fresh buffer is an empty filter"
+    );
+    let memory = buffer.words.as_ptr();
+    let dir = tempfile::tempdir().unwrap();
+    let mut inserted = 0;
+    for round in 0..3u64 {
+        for i in inserted..inserted + 40_000 + round * 10_000 {
+            set.insert_new(url(i).as_bytes());
+        }
+        inserted += 40_000 + round * 10_000;
+        // Locks held mid-insert must not reach the copy: hold a few by hand.
+        let locked = [0, 17, set.array.blocks().len() - 1];
+        for &b in &locked {
+            set.array.blocks()[b].0[LOCK_WORD].fetch_or(LOCK_BIT, Ordering::Acquire);
+        }
+        set.snapshot_into(&mut buffer);
+        let fresh = set.snapshot();
+        for &b in &locked {
+            set.array.blocks()[b].0[LOCK_WORD].fetch_and(!LOCK_BIT, Ordering::Release);
+        }
+        assert_eq!(
+            buffer.words.as_ptr(),
+            memory,
+            "the same memory, copied over"
+        );
+        assert_eq!(buffer.insertions(), set.stats().insertions);
+        assert_eq!(buffer.insertions(), fresh.insertions());
+        assert_eq!(buffer.words[..], fresh.words[..]);
+        assert!(locked
+            .iter()
+            .all(|&b| buffer.words[b * 8 + LOCK_WORD] & LOCK_BIT.to_le() == 0));
+        let bytes = written(&buffer, &dir, "into.bin");
+        assert_eq!(bytes, written(&fresh, &dir, "fresh.bin"), "round {round}");
+        set.save(&dir.path().join("saved.bin")).unwrap();
+        assert_eq!(bytes, std::fs::read(dir.path().join("saved.bin")).unwrap());
+        let loaded = SeenSet::load(&dir.path().join("into.bin")).unwrap();
+        assert!((0..inserted).all(|i| loaded.contains(url(i).as_bytes())));
+        assert_eq!(loaded.stats().bits_set, set.stats().bits_set);
+    }
+}
+
+#[test]
+fn snapshot_into_a_buffer_of_another_plan() {
+    let set = small(200_000, 0.001);
+    for i in 0..30_000 {
+        set.insert_new(url(i).as_bytes());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let expected = written(&set.snapshot(), &dir, "fresh.bin");
+
+    // Another size: the buffer's memory is replaced by memory of the right size.
+    for other in [Plan::for_fpp(1_000, 0.01), Plan::for_fpp(1_000_000, 0.001)] {
+        let mut buffer = SeenSnapshot::for_plan(&other.unwrap()).unwrap();
+        set.snapshot_into(&mut buffer);
+        assert_eq!(buffer.plan(), set.plan());
+        assert_eq!(buffer.words.len() as u64, set.plan().blocks * 8);
+        assert_eq!(written(&buffer, &dir, "into.bin"), expected);
+        // From now on the buffer fits and is reused.
+        let memory = buffer.words.as_ptr();
+        set.snapshot_into(&mut buffer);
+        assert_eq!(buffer.words.as_ptr(), memory);
+    }
+
+    // The same size from another plan (here another seed): the memory is kept, the plan
+    // becomes the filter's, so the file says what the filter is.
+    let mut other = set.plan().clone();
+    other.seed ^= 1;
+    let mut buffer = SeenSnapshot::for_plan(&other).unwrap();
+    let memory = buffer.words.as_ptr();
+    set.snapshot_into(&mut buffer);
+    assert_eq!(buffer.words.as_ptr(), memory);
+    assert_eq!(buffer.plan(), set.plan());
+    assert_eq!(written(&buffer, &dir, "into.bin"), expected);
+}
+
+#[test]
+fn streaming_copy_equals_plain_copy_at_any_alignment() {
+    let set = small(20_000, 0.01);
+    for i in 0..15_000 {
+        set.insert_new(url(i).as_bytes());
+    }
+    let blocks = set.array.blocks();
+    blocks[3].0[LOCK_WORD].fetch_or(LOCK_BIT, Ordering::Acquire);
+    let mut plain = vec![0u64; blocks.len() * 8];
+    copy_words(blocks, &mut plain);
+    assert_eq!(plain[3 * 8 + LOCK_WORD] & LOCK_BIT.to_le(), 0);
+    // One word of slack: one of the two starts is 16-byte aligned (the streaming path on
+    // x86-64), the other is not (the plain fallback).
+    let mut space = vec![u64::MAX; blocks.len() * 8 + 1];
+    for start in 0..2 {
+        let out = &mut space[start..start + blocks.len() * 8];
+        copy_words_streaming(blocks, out);
+        assert_eq!(out[..], plain[..], "start {start}");
+    }
+    blocks[3].0[LOCK_WORD].fetch_and(!LOCK_BIT, Ordering::Release);
+}
+
 #[test]
 fn save_load_is_bit_exact() {
     let set = small(10_000, 0.001);
@@ -281,7 +393,7 @@ fn save_load_is_bit_exact() {
     set.save(&path).unwrap();
     let loaded = SeenSet::load(&path).unwrap();
     assert_eq!(loaded.plan(), set.plan());
-    assert_eq!(loaded.snapshot().words, set.snapshot().words);
+    assert_eq!(loaded.snapshot().words[..], set.snapshot().words[..]);
     let (a, b) = (set.stats(), loaded.stats());
     assert_eq!(
         (a.insertions, a.bits_set, a.m_bits, a.k),
