@@ -7,6 +7,9 @@
 //! host after host, round-robin as a polite scheduler would, pushing one new URL for every
 //! four pops (N/4 in all), with a sync every N/10 pops, until every queue is empty.
 //!
+//! `-- pause 1000000` measures the pause of a sync (`begin_sync_with`) with 1e6 non-empty hosts
+//! instead, and what it is made of (see `pause`).
+//!
 //! The same workload is run against the in-memory queues (a `HashMap` of `VecDeque`s, what
 //! `HostQueue` is today) for comparison.
 
@@ -257,11 +260,105 @@ fn run(kind: &str, n: u64, hosts: u64) {
     let _ = final_sync;
 }
 
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `-- pause HOSTS [ROUNDS]`: the pause of a sync (`begin_sync_with`) with every one of HOSTS
+/// hosts non-empty, as in a crawl's steady state, and what it is made of. Four URLs are pushed
+/// per host, then each round pops and pushes PER_ROUND URLs (random hosts) with 1000 items in
+/// flight, and measures, median over the rounds:
+/// - `pause`: `begin_sync_with` as the crawler calls it (tails written, then the table);
+/// - `tails`: `flush` alone (writing the tails as blocks and the write buffer), then
+///   `rest`: `begin_sync_with` right after it (deferred-link list and table);
+/// - `table`: `begin_sync_with` right after a finished sync (nothing to write: the table).
+///
+/// The tails written are what was pushed since the last time they were all written (at most
+/// a sixteenth of the memory budget).
+fn pause(hosts: u64, rounds: usize) {
+    const PER_ROUND: u64 = 100_000;
+    crawler::allocator::limit_malloc_arenas();
+    let options = StoreOptions::default();
+    let dir = tempfile::tempdir_in(
+        std::env::var("STORE_BENCH_DIR").map_or_else(|_| std::env::temp_dir(), Into::into),
+    )
+    .expect("tempdir");
+    let mut s = QueueStore::open(dir.path(), options).unwrap();
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut i = 0u64;
+    for _ in 0..4 {
+        for host in 0..hosts {
+            s.push(host, &url(host, i)).unwrap();
+            i += 1;
+        }
+    }
+    s.sync().unwrap();
+    let in_flight: Vec<(u64, QueuedUrl)> = (0..1000).map(|h| (h, url(h, h))).collect();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (mut full, mut tails, mut rest, mut table) = (vec![], vec![], vec![], vec![]);
+    let mut next_pop = 0u64;
+    for round in 0..rounds * 2 {
+        for _ in 0..PER_ROUND {
+            // Pop from the next non-empty host, push to a random one.
+            loop {
+                let h = next_pop % hosts;
+                next_pop += 1;
+                if s.pop(h).unwrap().is_some() {
+                    break;
+                }
+            }
+            let h = xorshift(&mut rng) % hosts;
+            s.push(h, &url(h, i)).unwrap();
+            i += 1;
+        }
+        if round % 2 == 0 {
+            let t = Instant::now();
+            let p = s.begin_sync_with(&in_flight).unwrap();
+            full.push(ms(t.elapsed()));
+            let pos = p.write().unwrap();
+            s.finish_sync(pos).unwrap();
+        } else {
+            let t = Instant::now();
+            s.flush().unwrap();
+            tails.push(ms(t.elapsed()));
+            let t = Instant::now();
+            let p = s.begin_sync_with(&in_flight).unwrap();
+            rest.push(ms(t.elapsed()));
+            let pos = p.write().unwrap();
+            s.finish_sync(pos).unwrap();
+        }
+        let t = Instant::now();
+        let p = s.begin_sync_with(&in_flight).unwrap();
+        table.push(ms(t.elapsed()));
+        let pos = p.write().unwrap();
+        s.finish_sync(pos).unwrap();
+    }
+    println!(
+        "pause hosts={hosts} non-empty={} rounds={rounds} | begin_sync_with median {:.1} ms (max {:.1}) | \
+         split: flush (tails) {:.1} ms + begin_sync_with after it {:.1} ms | table only {:.1} ms (max {:.1}) | peak RSS {:.0} MiB",
+        s.host_count(),
+        median(&mut full),
+        full.iter().copied().fold(0.0, f64::max),
+        median(&mut tails),
+        median(&mut rest),
+        median(&mut table),
+        table.iter().copied().fold(0.0, f64::max),
+        peak_rss_mib(),
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
+    if args.first().map(String::as_str) == Some("pause") {
+        let hosts = args.get(1).map_or(1_000_000, |a| a.parse().unwrap());
+        let rounds = args.get(2).map_or(11, |a| a.parse().unwrap());
+        pause(hosts, rounds);
+        return;
+    }
     if args.first().map(String::as_str) == Some("--child") {
         let n = args[2].parse().unwrap();
         let h = args[3].parse().unwrap();

@@ -528,3 +528,234 @@ fn store_bad_record_in_an_earlier_segment_cuts_the_rest() {
     assert!((3..100).contains(&n), "{n}");
     assert_eq!(got, (0..n as u64).map(|i| item(1, i)).collect::<Vec<_>>());
 }
+
+fn segment_1(dir: &Path) -> PathBuf {
+    dir.join("seg-00000001.log")
+}
+
+/// Blocks before `log_end` (all in segment 1) whose `next` field points past `log_end`.
+fn links_past(dir: &Path, log_end: u64) -> usize {
+    assert_eq!(log_end >> 32, 1, "the test keeps the log in segment 1");
+    let bytes = fs::read(segment_1(dir)).unwrap();
+    let end = (log_end & 0xFFFF_FFFF) as usize;
+    let mut at = 16;
+    let mut n = 0;
+    while at < end {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        let next = u64::from_le_bytes(bytes[at + 32..at + 40].try_into().unwrap());
+        n += (next >= log_end) as usize;
+        at += (40 + len).next_multiple_of(8);
+    }
+    n
+}
+
+/// Pushes after the position, flushed or not, are dropped, whatever segment they are in.
+#[test]
+fn store_discard_drops_pushes_after_the_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = QueueStore::open(dir.path(), tiny()).unwrap();
+    for i in 0..30 {
+        s.push(i % 3, &item(i % 3, i)).unwrap();
+    }
+    let pos = s.sync().unwrap();
+    let segs_at_sync = segments(dir.path());
+    for i in 30..200 {
+        s.push(i % 4, &item(i % 4, i)).unwrap();
+    }
+    s.flush().unwrap();
+    for i in 200..210 {
+        s.push(i % 4, &item(i % 4, i)).unwrap();
+    }
+    drop(s);
+    let on_disk = |dir: &Path| -> u64 {
+        segments(dir)
+            .iter()
+            .map(|p| fs::metadata(p).unwrap().len())
+            .sum()
+    };
+    let before = on_disk(dir.path());
+    assert!(segments(dir.path()).len() > segs_at_sync.len());
+    let mut s = QueueStore::reopen_discarding_after(dir.path(), tiny(), pos).unwrap();
+    let r = s.recovery().clone();
+    assert_eq!((r.blocks_replayed, r.items_replayed, &r.cut), (0, 0, &None));
+    assert!(r.discarded_segments > 0, "{r:?}");
+    assert_eq!(r.discarded_bytes, before - on_disk(dir.path()), "{r:?}");
+    // The log ends at the position: its segment is the last, cut at its log end.
+    let segs = segments(dir.path());
+    let last = segs.last().unwrap();
+    assert_eq!(
+        last,
+        &dir.path().join(format!("seg-{:08}.log", pos.log_end >> 32))
+    );
+    assert_eq!(fs::metadata(last).unwrap().len(), pos.log_end & 0xFFFF_FFFF);
+    assert_eq!(s.total(), 30);
+    assert_eq!(s.len(3), 0);
+    for h in 0..3 {
+        let want: Vec<_> = (0..30).filter(|i| i % 3 == h).map(|i| item(h, i)).collect();
+        assert_eq!(drain(&mut s, h), want, "host {h}");
+    }
+    // Nothing after the position: nothing to drop.
+    s.push(5, &item(5, 0)).unwrap();
+    let pos = s.sync().unwrap();
+    drop(s);
+    let s = QueueStore::reopen_discarding_after(dir.path(), tiny(), pos).unwrap();
+    assert_eq!(s.recovery().discarded_bytes, 0);
+    assert_eq!(s.recovery().discarded_segments, 0);
+    assert_eq!(s.total(), 1);
+}
+
+/// Pops after the position are undone: the items come back, in order.
+#[test]
+fn store_discard_undoes_pops_after_the_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = QueueStore::open(dir.path(), tiny()).unwrap();
+    for i in 0..60 {
+        s.push(i % 2, &item(i % 2, i)).unwrap();
+    }
+    let a = s.pop(0).unwrap().unwrap();
+    let pos = s.sync().unwrap();
+    // Across several blocks, and one host emptied.
+    for _ in 0..11 {
+        s.pop(0).unwrap().unwrap();
+    }
+    drain(&mut s, 1);
+    s.push(1, &item(1, 1000)).unwrap();
+    s.sync().unwrap();
+    drop(s);
+    let mut s = QueueStore::reopen_discarding_after(dir.path(), tiny(), pos).unwrap();
+    assert_eq!(s.recovery().tables_discarded, 1);
+    assert_eq!(s.total(), 59);
+    let want0: Vec<_> = (0..60)
+        .filter(|i| i % 2 == 0 && item(0, *i) != a)
+        .map(|i| item(0, i))
+        .collect();
+    assert_eq!(drain(&mut s, 0), want0);
+    let want1: Vec<_> = (0..60).filter(|i| i % 2 == 1).map(|i| item(1, i)).collect();
+    assert_eq!(drain(&mut s, 1), want1);
+}
+
+/// Items in flight given to `begin_sync_with` come back first; what was pushed and popped
+/// after it does not.
+#[test]
+fn store_discard_in_flight_items_come_back_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = QueueStore::open(dir.path(), tiny()).unwrap();
+    for i in 0..20 {
+        s.push(1, &item(1, i)).unwrap();
+    }
+    let a = s.pop(1).unwrap().unwrap();
+    let b = s.pop(1).unwrap().unwrap();
+    let c = item(9, 0);
+    let pending = s
+        .begin_sync_with(&[(1, a.clone()), (1, b.clone()), (9, c.clone())])
+        .unwrap();
+    // The store goes on while the sync is written.
+    for i in 20..40 {
+        s.push(1, &item(1, i)).unwrap();
+    }
+    let pos = pending.write().unwrap();
+    s.finish_sync(pos).unwrap();
+    for _ in 0..5 {
+        s.pop(1).unwrap();
+    }
+    s.flush().unwrap();
+    drop(s);
+    let mut s = QueueStore::reopen_discarding_after(dir.path(), tiny(), pos).unwrap();
+    assert!(s.recovery().discarded_bytes > 0);
+    assert_eq!(s.total(), 21);
+    assert_eq!(s.pop(9).unwrap(), Some(c));
+    let mut want = vec![a, b];
+    want.extend((2..20).map(|i| item(1, i)));
+    assert_eq!(drain(&mut s, 1), want);
+}
+
+/// Blocks before the position whose `next` link was patched (and synced) to point at a block
+/// after it, then dropped: pushing to the same hosts after the discarding reopen appends new
+/// blocks where the dropped ones were, and the links are never followed stale, across two more
+/// syncs and reopens (discarding, then replaying).
+#[test]
+fn store_discard_then_push_and_sync_across_two_more_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    // Tails written when full (4 items) or at a sync only.
+    let opts = StoreOptions {
+        memory: 1 << 20,
+        segment_bytes: 1 << 20,
+        ..tiny()
+    };
+    let hosts = 6u64;
+    // What each host should hold in the end.
+    let mut want: Vec<Vec<QueuedUrl>> = vec![Vec::new(); hosts as usize];
+    let mut n = 0u64;
+    let mut push = |s: &mut QueueStore, want: &mut Vec<Vec<QueuedUrl>>, h: u64, keep: bool| {
+        n += 1;
+        s.push(h, &item(h, n)).unwrap();
+        if keep {
+            want[h as usize].push(item(h, n));
+        }
+    };
+    let mut s = QueueStore::open(dir.path(), opts.clone()).unwrap();
+    // Tail blocks at the position not full; host 0's is also its head.
+    for (h, count) in [3, 5, 6, 7, 2, 9].into_iter().enumerate() {
+        for _ in 0..count {
+            push(&mut s, &mut want, h as u64, true);
+        }
+    }
+    let pos = s.sync().unwrap();
+    // After the position, to every host: links patched into the tail blocks as of the
+    // position, written by the next sync; then more, flushed.
+    for _ in 0..3 {
+        for h in 0..hosts {
+            push(&mut s, &mut want, h, false);
+        }
+    }
+    s.sync().unwrap();
+    for h in 0..hosts {
+        push(&mut s, &mut want, h, false);
+    }
+    s.flush().unwrap();
+    drop(s);
+    assert_eq!(links_past(dir.path(), pos.log_end), hosts as usize);
+
+    let mut s = QueueStore::reopen_discarding_after(dir.path(), opts.clone(), pos).unwrap();
+    // Host 0: its tail block read as a window (with the stale link) before the push.
+    assert_eq!(s.pop(0).unwrap(), Some(want[0].remove(0)));
+    // Hosts 0..4 get new blocks, written where the dropped ones were; hosts 4 and 5 keep
+    // their stale links, now pointing at other hosts' blocks.
+    for _ in 0..5 {
+        for h in 0..4 {
+            push(&mut s, &mut want, h, true);
+        }
+    }
+    assert_eq!(s.pop(1).unwrap(), Some(want[1].remove(0)));
+    let pos2 = s.sync().unwrap();
+    // Dropped again by the next reopen.
+    for h in 0..hosts {
+        push(&mut s, &mut want, h, false);
+    }
+    s.flush().unwrap();
+    drop(s);
+
+    let mut s = QueueStore::reopen_discarding_after(dir.path(), opts.clone(), pos2).unwrap();
+    assert!(s.recovery().discarded_bytes > 0);
+    for _ in 0..3 {
+        for h in 1..hosts {
+            push(&mut s, &mut want, h, true);
+        }
+    }
+    let pos3 = s.sync().unwrap();
+    // Kept: this reopen replays.
+    for h in 0..hosts {
+        push(&mut s, &mut want, h, true);
+    }
+    s.flush().unwrap();
+    drop(s);
+
+    let mut s = QueueStore::reopen_at(dir.path(), opts, pos3).unwrap();
+    assert_eq!(s.recovery().blocks_replayed, hosts);
+    let total: usize = want.iter().map(Vec::len).sum();
+    assert_eq!(s.total(), total as u64);
+    for h in 0..hosts {
+        assert_eq!(drain(&mut s, h), want[h as usize], "host {h}");
+    }
+    assert!(s.is_empty());
+}

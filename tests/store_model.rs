@@ -1,6 +1,8 @@
 //! Property test of the queue store against a model of per-host `VecDeque`s: random pushes,
 //! pops, pushes to the front, syncs, clean reopens and crashes (drop without sync, reopen at
-//! the last synced position), under tiny budgets so that every boundary is crossed.
+//! the last synced position, replaying what was appended after it or discarding it and
+//! pushing again what was pushed since, as the crawler does with its queue log), under tiny
+//! budgets so that every boundary is crossed.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -17,6 +19,9 @@ enum Op {
     Flush,
     Reopen,
     Crash,
+    /// A crash, then `reopen_discarding_after` the last position; with `true`, what was pushed
+    /// since is pushed again.
+    CrashDiscard(bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -28,6 +33,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
         1 => Just(Op::Crash),
+        1 => any::<bool>().prop_map(Op::CrashDiscard),
     ]
 }
 
@@ -113,6 +119,26 @@ proptest! {
                     }
                     // All replayed: on disk.
                     flushed = since.len();
+                }
+                Op::CrashDiscard(again) => {
+                    // Whatever reached the disk after the position is dropped: the state is
+                    // the position's, whether or not pushes were flushed.
+                    drop(s);
+                    s = QueueStore::reopen_discarding_after(dir.path(), opts.clone(), pos)
+                        .unwrap();
+                    let r = s.recovery().clone();
+                    prop_assert_eq!((r.blocks_replayed, r.cut), (0, None));
+                    model = at_sync.clone();
+                    let pushed = std::mem::take(&mut since);
+                    if again {
+                        for (h, it) in pushed {
+                            s.push(h, &it).unwrap();
+                            model.entry(h).or_default().push_back(it.clone());
+                            since.push((h, it));
+                        }
+                    }
+                    flushed = 0;
+                    uncertain = false;
                 }
                 Op::Reopen | Op::Crash => {
                     pos = s.sync().unwrap();

@@ -70,12 +70,25 @@
 //! position, a missing segment or table, or a table whose checksum fails make `reopen_at` fail
 //! with the file named.
 //!
+//! [`QueueStore::reopen_discarding_after`] loads the same table but drops the log after the
+//! position's end instead of replaying it (later segments deleted, the directory fsynced, the
+//! position's segment truncated and fsynced), for a caller that logs its pushes since its
+//! checkpoint and pushes them again. Blocks before the position may hold `next` links to
+//! dropped blocks (patched by a later sync), and new blocks are then appended where the dropped
+//! ones were; such a link is never followed, by the unread-count rule above: a host's count
+//! (from the table) ends with its tail block as of the position, and the next block pushed to
+//! that host is linked from that tail block (a deferred patch that reads consult, written by
+//! the next sync) before the count lets a pop go past it. Until that sync is written, the
+//! position's table still describes the disk: the next reopen at it sees the same stale link,
+//! and ignores it the same way.
+//!
 //! Pops are not logged: after a crash and `reopen_at(position)`, every item popped after the sync
 //! is queued again (in flight belongs to the frontier), and no item popped before it comes back,
 //! because the table records each host's head block and the items popped from it. Items pushed
 //! after the sync come back if their block was written (a full tail, or memory pressure) before
 //! the crash; items still in a tail are lost, so the caller must log what it pushes since its
-//! last checkpoint if a `kill -9` must lose nothing.
+//! last checkpoint if a `kill -9` must lose nothing (and then resume with
+//! `reopen_discarding_after`, so that what it pushes again is not queued twice).
 //!
 //! Disk is reclaimed at each sync: the store keeps the tables of the last two syncs (so the
 //! caller can still reopen at the previous position if its own checkpoint did not get written)
@@ -235,6 +248,11 @@ pub struct RecoveryReport {
     pub cut: Option<(PathBuf, u64, String)>,
     /// Tables newer than the position, deleted.
     pub tables_discarded: u64,
+    /// Bytes of log after the position dropped by [`QueueStore::reopen_discarding_after`]
+    /// (intact blocks and anything torn alike; the whole later segments included).
+    pub discarded_bytes: u64,
+    /// Segments after the position's deleted by [`QueueStore::reopen_discarding_after`].
+    pub discarded_segments: u64,
 }
 
 /// Why the store could not be opened, read or written. File errors name the file.
@@ -615,6 +633,37 @@ impl QueueStore {
         options: StoreOptions,
         position: StorePosition,
     ) -> Result<QueueStore, StoreError> {
+        Self::reopen(dir, options, position, false)
+    }
+
+    /// Reopens the store exactly as of `position`: like [`QueueStore::reopen_at`], but every
+    /// block appended after the position is dropped instead of replayed, for a caller that
+    /// logs its own pushes since its checkpoint and pushes them again (they would otherwise be
+    /// queued twice). The log is cut at the position's log end: later segments are deleted
+    /// (newest first) and the directory fsynced, then the position's segment is truncated and
+    /// fsynced, before anything new is written there. What was dropped is reported in
+    /// [`RecoveryReport::discarded_bytes`] and [`RecoveryReport::discarded_segments`], not as
+    /// a `cut` (it is not damage). Items popped after the position are queued again, and the
+    /// items in flight given to [`QueueStore::begin_sync_with`] come first, as with `reopen_at`.
+    ///
+    /// The links (`next` fields) that blocks before the position got to dropped blocks are
+    /// never followed: a host's unread count, from the table, ends with its tail block as of
+    /// the position, and a block pushed to that host afterwards overwrites its tail's link
+    /// before the count allows following it (see "Durability and recovery" in the module doc).
+    pub fn reopen_discarding_after(
+        dir: &Path,
+        options: StoreOptions,
+        position: StorePosition,
+    ) -> Result<QueueStore, StoreError> {
+        Self::reopen(dir, options, position, true)
+    }
+
+    fn reopen(
+        dir: &Path,
+        options: StoreOptions,
+        position: StorePosition,
+        discard: bool,
+    ) -> Result<QueueStore, StoreError> {
         let tpath = table_path(dir, position.generation);
         if !tpath.exists() {
             return Err(StoreError::Missing {
@@ -664,6 +713,23 @@ impl QueueStore {
             });
         }
         let mut segments = segments;
+        if discard {
+            // Newest first, so that a crash in the middle leaves a prefix of the log (the replay
+            // of a later reopen_at stops at the first missing segment, not only at a bad record).
+            while let Some(&s) = segments.last().filter(|&&s| s > end_seg) {
+                let p = segment_path(dir, s);
+                let len = fs::metadata(&p).map_err(io("stat", &p))?.len();
+                fs::remove_file(&p).map_err(io("remove", &p))?;
+                store.recovery.discarded_bytes += len;
+                store.recovery.discarded_segments += 1;
+                segments.pop();
+            }
+            if store.recovery.discarded_segments > 0 {
+                // Durable before the truncation below: else a power cut could bring the later
+                // segments back after a shortened one, a gap that a replay would skip over.
+                sync_dir(dir)?;
+            }
+        }
         let last = segments.last().copied().unwrap_or(end_seg);
         for &s in &segments.clone() {
             if s < header.oldest_needed.min(end_seg) {
@@ -685,8 +751,40 @@ impl QueueStore {
                 Err(e) => return Err(e),
             }
         }
-        store.replay(header.log_end, &segments)?;
+        if discard {
+            store.discard_after(header.log_end)?;
+        } else {
+            store.replay(header.log_end, &segments)?;
+        }
         Ok(store)
+    }
+
+    /// Truncates the log at `log_end` (its segment is the last one left) and makes that
+    /// segment the active one.
+    fn discard_after(&mut self, log_end: u64) -> Result<(), StoreError> {
+        let (s, end) = (loc_segment(log_end), loc_offset(log_end));
+        let path = segment_path(&self.dir, s);
+        let len = self.seg_len[&s];
+        if end > len {
+            return Err(corrupt(
+                &path,
+                len,
+                format!("the table's log end is at byte {end}, the file ends at {len}"),
+            ));
+        }
+        if end < len {
+            let file = self.files.get(&s).expect("opened");
+            file.set_len(end).map_err(io("truncate", &path))?;
+            // Before anything is appended where the dropped blocks were: else a power cut could
+            // keep the new blocks' first pages and the dropped ones after them, which a replay
+            // would link back (their sequence numbers still increase).
+            file.sync_data().map_err(io("fsync", &path))?;
+            self.recovery.discarded_bytes += len - end;
+        }
+        self.seg_len.insert(s, end);
+        self.active = s;
+        self.wbuf_start = end;
+        Ok(())
     }
 
     /// The store's state at the time it was opened: what was replayed or cut.
