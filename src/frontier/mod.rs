@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use crate::config::PolitenessSection;
 use crate::robots::{unavailable_backoff, RobotsOutcome, RobotsRules, MAX_UNAVAILABLE_ATTEMPTS};
 
+pub mod robots_cache;
 pub mod store;
 
 /// One accepted URL waiting to be fetched.
