@@ -91,7 +91,45 @@
 //!
 //! # Measured
 //!
-//! MEASURED PLACEHOLDER
+//! `cargo test --release --test robots_cache -- --ignored --nocapture` (2 cores shared with
+//! other builds, load average 5–7, so wall-clock figures are pessimistic and noisy; two runs
+//! given where they differ). 1e6 hosts, bodies of 512–1536 bytes (1 KiB on average, ~1 GiB
+//! in all), default options; the file stays in the page cache (24 GiB machine), so reads
+//! are not disk reads. Memory is the live heap counted by a global allocator in that test.
+//!
+//! | what | figure |
+//! |---|---|
+//! | put, new hosts | 286–358 k/s (280–350 MiB/s of bodies) |
+//! | get, random order | 142–268 k/s (one `pread` and a checksum each) |
+//! | put, every host replaced in random order, the compaction included | 94–107 k/s |
+//! | the compaction that this run triggers (1007 MiB live copied, in one `put`) | 5.1–5.7 s |
+//! | `compact()` of 1007 MiB, all live | 4.5 s |
+//! | disk, largest | 2013 MiB (dead = live), plus the new file during a compaction |
+//! | index, [`RobotsCache::index_bytes`] and counted heap alike | 20.7 bytes a host |
+//! | heap during the compaction, above the steady state | 4.7 MiB (the order, 4 bytes a host) |
+//!
+//! Index bytes a host against the host count, and a `HashMap<u64, (u64, u32)>` of the same
+//! hosts for comparison (counted heap):
+//!
+//! | hosts | this index | `HashMap` |
+//! |---|---|---|
+//! | 1e5 | 21.1 | 32.8 |
+//! | 3e5 | 21.6 | 43.7 |
+//! | 6e5 | 22.3 | 43.7 |
+//! | 1e6 | 20.7 | 52.4 |
+//! | 1.1e6 | 22.5 | 47.7 |
+//! | 1.5e6 | 21.6 | 35.0 |
+//! | 2e6 | 23.0 | 52.4 |
+//!
+//! So the index is 20.7–23 bytes a host at any count (20 in the arrays, the rest the delta
+//! map), within the 40-byte target, where the map swings between 33 and 52. Rates do not
+//! depend on the host count but for the binary search. The compaction is the one long
+//! pause: it copies every live byte inside one `put`, ~4–6 s per GiB live here (bound by
+//! writing to the page cache). One starts when dead bytes pass live ones, and entries only
+//! die by being replaced, removed or expired: with a 24 h TTL, that is on the order of once a
+//! day, but the owner of the cache is stalled for the whole copy. Should that matter, the
+//! copy can be spread over later `put`s (two files, the old one drained a few records per
+//! `put`); not done here.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -556,7 +594,7 @@ impl RobotsCache {
     /// Files of an earlier run ([`DATA_FILE`], [`COMPACT_FILE`]) are removed, not loaded: the
     /// index lives only in memory, so a resumed crawl fetches every robots.txt again. Nothing
     /// else in `dir` is touched. One cache per directory: two open at once would clobber each
-    /// other's file.
+    /// other's file. Dropping the cache leaves its file; the next `open` removes it.
     pub fn open(dir: &Path, options: RobotsCacheOptions) -> Result<RobotsCache, RobotsCacheError> {
         fs::create_dir_all(dir).map_err(io("create directory", dir))?;
         let path = dir.join(DATA_FILE);
