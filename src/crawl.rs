@@ -42,7 +42,7 @@ use crate::output::{
 use crate::progress::{Progress, ProgressMode};
 use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
 use crate::scope::{OutOfScope, Scope, ScopeError};
-use crate::seen::{Plan, SeenSet, SeenStats};
+use crate::seen::{Plan, SeenSet, SeenSnapshot, SeenStats};
 
 /// Why a crawl could not run.
 #[derive(Debug, thiserror::Error)]
@@ -539,6 +539,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             pending: None,
             queue_log: None,
             last_pause: Duration::ZERO,
+            seen_buffer: None,
         },
     };
     match replayed {
@@ -640,7 +641,11 @@ struct Checkpoints {
     interval: Duration,
     seq: u64,
     expectation: checkpoint::Expectation,
-    pending: Option<tokio::task::JoinHandle<Result<Manifest, checkpoint::CheckpointError>>>,
+    pending: Option<
+        tokio::task::JoinHandle<Result<(Manifest, SeenSnapshot), checkpoint::CheckpointError>>,
+    >,
+    /// The seen-set copy of the last checkpoint, reused by the next one.
+    seen_buffer: Option<SeenSnapshot>,
     /// URLs accepted since the last checkpoint was taken.
     queue_log: Option<checkpoint::QueueLog>,
     /// How long the last checkpoint paused the crawl.
@@ -679,7 +684,11 @@ impl Dispatcher {
     ) -> Result<(), CrawlError> {
         let paused = Instant::now();
         let position = output.flush().await?;
-        let seen = self.seen.snapshot();
+        let mut seen = match self.checkpoints.seen_buffer.take() {
+            Some(buffer) => buffer,
+            None => SeenSnapshot::for_plan(self.seen.plan())?,
+        };
+        self.seen.snapshot_into(&mut seen);
         let in_flight: Vec<(HostId, QueuedUrl)> = self.in_flight_items.values().cloned().collect();
         let frontier_snapshot = frontier.begin_checkpoint(&in_flight)?;
         let c = &self.checkpoints;
@@ -734,7 +743,8 @@ impl Dispatcher {
         if let Some(pending) = self.checkpoints.pending.take() {
             match pending.await {
                 Ok(result) => {
-                    let manifest = result?;
+                    let (manifest, seen) = result?;
+                    self.checkpoints.seen_buffer = Some(seen);
                     if let Some(saved) = &manifest.frontier {
                         frontier.finish_checkpoint(saved)?;
                     }
