@@ -275,6 +275,9 @@ pub struct CrawlSummary {
     pub links_host_cap: u64,
     pub hosts: usize,
     pub top_hosts: Vec<HostCount>,
+    /// The frontier's memory and disk at the end, and how often host state was evicted
+    /// and restored.
+    pub frontier: crate::frontier::FrontierStats,
     pub seen_m_bits: u64,
     pub seen_k: u32,
     pub seen_bytes: u64,
@@ -1386,6 +1389,7 @@ fn summarize(
             .collect(),
         links_host_cap: get(&c.links_host_cap),
         hosts: frontier.host_count(),
+        frontier: frontier.stats(),
         top_hosts: frontier
             .top_hosts(10)
             .into_iter()

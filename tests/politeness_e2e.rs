@@ -25,10 +25,32 @@ fn robots_rules_nofollow_and_url_variants_are_obeyed_exactly() {
         ..WebSpec::small(21)
     };
     let web = Arc::new(Web::new(spec));
+    // Twice: with room for every host's state, and with room for about two of its five, so that idle
+    // hosts are evicted and come back with their rules from the robots.txt cache (still one
+    // robots.txt request per host).
+    for host_memory in [64 << 20, 1024] {
+        robots_obeyed_exactly(&web, host_memory);
+    }
+}
+
+fn robots_obeyed_exactly(web: &Arc<Web>, host_memory: u64) {
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let config = config_for(&server, out.path(), true);
+    let mut config = config_for(&server, out.path(), true);
+    config.frontier.host_memory = crawler::config::ByteSize(host_memory);
+    if host_memory < 4096 {
+        // A host is idle (evictable) once its limiter is full again: 1 ms after a request
+        // with a burst of 1, instead of 100 ms with the default burst of 100.
+        config.politeness.per_host_burst = 1;
+    }
     let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
+    if host_memory < 4096 {
+        assert!(
+            summary.frontier.evictions > 0 && summary.frontier.restores > summary.hosts as u64,
+            "no host was evicted and restored: {:?}",
+            summary.frontier
+        );
+    }
     let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
     let log = server.log();
     let diff = truth.diff_log(&log);

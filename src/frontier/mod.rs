@@ -318,6 +318,9 @@ const TOP_HOSTS: usize = 20;
 /// Estimated bytes of a resident host beyond its key and rules: the struct, the limiter, the
 /// map entry and its LRU entries.
 const HOST_STATE_BYTES: u64 = 256;
+/// How often to look for idle hosts while the resident state is over budget and no host is
+/// being restored (a restore looks at once).
+const EVICTION_RETRY: Duration = Duration::from_millis(10);
 /// Parsed robots.txt rules are estimated at this many times their body.
 const RULES_PER_BODY_BYTE: u64 = 3;
 
@@ -347,6 +350,8 @@ pub struct Frontier {
     already_done: HashSet<u64>,
     evictions: u64,
     restores: u64,
+    /// When to look for idle hosts again while over budget.
+    next_eviction: Instant,
 }
 
 /// The part of a checkpoint that the frontier writes, taken by [`Frontier::begin_checkpoint`].
@@ -557,6 +562,7 @@ impl Frontier {
             already_done: HashSet::new(),
             evictions: 0,
             restores: 0,
+            next_eviction: Instant::now(),
         })
     }
 
@@ -607,6 +613,11 @@ impl Frontier {
 
     /// Hands out the next piece of work whose host may be served at `now`, if any.
     pub fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError> {
+        if self.resident_bytes > self.options.host_memory && now >= self.next_eviction {
+            // Over budget with no host restored lately: hosts that were busy may be idle now.
+            self.evict_idle(now, None);
+            self.next_eviction = now + EVICTION_RETRY;
+        }
         while let Some(std::cmp::Reverse((at, _, id))) = self.ready.peek().copied() {
             if at > now {
                 return Ok(None);
@@ -939,7 +950,7 @@ impl Frontier {
         self.lru.push_back((tick, id));
         self.restores += 1;
         if self.resident_bytes > self.options.host_memory {
-            self.evict_idle(now, id);
+            self.evict_idle(now, Some(id));
         }
         self.compact_lru();
         Ok(())
@@ -947,7 +958,7 @@ impl Frontier {
 
     /// Evicts idle hosts, least recently served first, until the resident state fits its
     /// budget or no idle host is left among those looked at. `keep` is the host being served.
-    fn evict_idle(&mut self, now: Instant, keep: HostId) {
+    fn evict_idle(&mut self, now: Instant, keep: Option<HostId>) {
         let mut budget = self.lru.len();
         while self.resident_bytes > self.options.host_memory && budget > 0 {
             budget -= 1;
@@ -960,7 +971,7 @@ impl Frontier {
             if state.touched != tick {
                 continue; // stale: the host was served again later
             }
-            if id == keep || !self.is_idle(id, state, now) {
+            if Some(id) == keep || !self.is_idle(id, state, now) {
                 self.lru.push_back((tick, id));
                 continue;
             }
