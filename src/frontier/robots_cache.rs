@@ -93,21 +93,26 @@
 //! # Measured
 //!
 //! `cargo test --release --test robots_cache -- --ignored --nocapture` (2 cores shared with
-//! other builds, load average ~4, so wall-clock figures are pessimistic and noisy; two runs
-//! given where they differ). 1e6 hosts, bodies of 512–1536 bytes (1 KiB on average, ~1 GiB
-//! in all), default options; the file stays in the page cache (24 GiB machine), so reads
-//! are not disk reads. Memory is the live heap counted by a global allocator in that test.
+//! other builds, load average 3–4: wall-clock figures are pessimistic and noisy, so the
+//! thread's CPU time, system time included, is given too; ranges are over two runs).
+//! 1e6 hosts, bodies of 512–1536 bytes (1 KiB on average, ~1 GiB in all), default options;
+//! the file stays in the page cache (24 GiB machine), so reads are not disk reads. Memory is
+//! the live heap counted by a global allocator in that test.
+//!
+//! | what | wall clock | CPU |
+//! |---|---|---|
+//! | put, new hosts | 253–287 k/s | 384–413 k/s a CPU-second |
+//! | get, random order (one `pread` and a checksum each) | 141–142 k/s | 205–212 k/s a CPU-second |
+//! | get, after the compaction | 174–201 k/s | 266–287 k/s a CPU-second |
+//! | put, every host replaced in random order, the compaction included | 93–96 k/s | 156–157 k/s a CPU-second |
+//! | the compaction that this run triggers (1007 MiB live copied, in one `put`) | 3.9–4.3 s | 2.2 s |
+//! | `compact()` of 1007 MiB, all live | 3.9–4.0 s | 1.8–1.9 s |
 //!
 //! | what | figure |
 //! |---|---|
-//! | put, new hosts | 382–414 k/s (373–404 MiB/s of bodies) |
-//! | get, random order | 190–207 k/s (one `pread` and a checksum each); 324–330 k/s after the compaction |
-//! | put, every host replaced in random order, the compaction included | 153–180 k/s |
-//! | the compaction that this run triggers (1007 MiB live copied, in one `put`) | 2.3–2.6 s |
-//! | `compact()` of 1007 MiB, all live | 2.2–2.3 s |
 //! | disk, largest | 2013 MiB (dead = live), plus the new file during a compaction |
 //! | index, [`RobotsCache::index_bytes`] and counted heap alike | 20.7 bytes a host |
-//! | heap during the compaction, above the steady state | 5.7 MiB (the order, 4 bytes a host; the read window) |
+//! | heap during the compaction, above the steady state | 5.7 MiB (the order, 4 bytes a host; the 1 MiB read window) |
 //!
 //! Index bytes a host against the host count, and a `HashMap<u64, (u64, u32)>` of the same
 //! hosts for comparison (counted heap):
@@ -125,10 +130,11 @@
 //! So the index is 20.7–23 bytes a host at any count (20 in the arrays, the rest the delta
 //! map), within the 40-byte target, where the map swings between 33 and 52. Rates were
 //! measured at 1e6 hosts only. The compaction is the one long pause: it copies every live
-//! byte inside one `put`, ~2.3 s per GiB live here (`dd` writes 1 GiB to this file system
-//! in 0.8 s and reads it back in 0.4 s; the rest is checksums, copies and sharing the CPU).
-//! Reading one record per `pread` instead of 1 MiB windows measured 4.5–5.7 s, at a higher
-//! load (5–7), so not a controlled comparison. One starts when dead bytes pass live ones, and entries only
+//! byte inside one `put`, ~2 CPU-seconds per GiB live, 2.2–6.2 s of wall clock across all
+//! runs on this shared machine. Its floor is the kernel copying 1 GiB into and out of the
+//! page cache (`dd` here: 0.8 s to write 1 GiB, 0.4 s to read it). Reading the old file in 1 MiB
+//! windows rather than one `pread` per record saved ~10% of the CPU (2.0–2.2 s before,
+//! same runs interleaved). One starts when dead bytes pass live ones, and entries only
 //! die by being replaced, removed or expired: with a 24 h TTL, that is on the order of once a
 //! day, but the owner of the cache is stalled for the whole copy. Should that matter, the
 //! copy can be spread over later `put`s (two files, the old one drained a few records per
@@ -874,8 +880,8 @@ impl RobotsCache {
     /// `new`, through the write buffer; damaged ones are forgotten. Returns the new end.
     fn copy_live(&mut self, order: &[u32], new: &File) -> Result<u64, RobotsCacheError> {
         let mut end = FILE_HEADER;
-        // Records come in file order, so one read of a window serves many of them (one
-        // `pread` per record measured 4.5 s per GiB, most of it system calls).
+        // Records come in file order, so one read of a window serves many of them (~10% less
+        // CPU than one `pread` per record, measured).
         let mut win: Vec<u8> = Vec::new();
         let mut win_at = 0u64;
         for &i in order {
