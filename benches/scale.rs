@@ -153,6 +153,9 @@ struct Checkpointing {
     pauses_ms: Vec<f64>,
     /// The seen-set copy's part of each pause.
     seen_copy_ms: Vec<f64>,
+    /// The store's part (tails, table) and the host tallies' copy.
+    store_ms: Vec<f64>,
+    tallies_ms: Vec<f64>,
     writes_ms: Vec<f64>,
     max_disk: u64,
     plan: Plan,
@@ -193,6 +196,10 @@ impl Checkpointing {
         let snapshot = frontier
             .begin_checkpoint(&flying)
             .expect("begin checkpoint");
+        self.store_ms
+            .push(snapshot.store_pause.as_secs_f64() * 1e3);
+        self.tallies_ms
+            .push(snapshot.tallies_pause.as_secs_f64() * 1e3);
         self.pauses_ms.push(paused.elapsed().as_secs_f64() * 1e3);
         self.seq += 1;
         let manifest = Manifest {
@@ -274,6 +281,8 @@ fn main() {
         seen_buffer: None,
         pauses_ms: Vec::new(),
         seen_copy_ms: Vec::new(),
+        store_ms: Vec::new(),
+        tallies_ms: Vec::new(),
         writes_ms: Vec::new(),
         max_disk: 0,
         plan: plan.clone(),
@@ -406,6 +415,8 @@ fn main() {
     let mut pauses = ckpt.pauses_ms.clone();
     let mut writes = ckpt.writes_ms.clone();
     let mut seen_copies = ckpt.seen_copy_ms.clone();
+    let mut store_parts = ckpt.store_ms.clone();
+    let mut tallies_parts = ckpt.tallies_ms.clone();
     let pause_max = pauses.iter().copied().fold(0.0, f64::max);
     let write_max = writes.iter().copied().fold(0.0, f64::max);
     println!("result: {} URLs, {} hosts", s.urls, s.hosts);
@@ -429,11 +440,13 @@ fn main() {
         disk_bytes(&s.dir.join("frontier")) as f64 / queued_at_end.max(1) as f64
     );
     println!(
-        "  checkpoints: {}; pause median {:.1} ms, max {:.1} ms (seen-set copy median {:.1} ms, the rest the frontier's); background write median {:.0} ms, max {:.0} ms",
+        "  checkpoints: {}; pause median {:.1} ms, max {:.1} ms (medians: seen-set copy {:.1} ms, queue store {:.1} ms, host tallies {:.1} ms); background write median {:.0} ms, max {:.0} ms",
         pauses.len(),
         median(&mut pauses),
         pause_max,
         median(&mut seen_copies),
+        median(&mut store_parts),
+        median(&mut tallies_parts),
         median(&mut writes),
         write_max
     );

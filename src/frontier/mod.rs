@@ -356,6 +356,10 @@ pub struct Frontier {
 
 /// The part of a checkpoint that the frontier writes, taken by [`Frontier::begin_checkpoint`].
 pub struct FrontierSnapshot {
+    /// How long the store's part of the pause took (tails written, table encoded), and
+    /// the copy of the host tallies.
+    pub store_pause: Duration,
+    pub tallies_pause: Duration,
     pending: PendingSync,
     tallies: Vec<(HostId, u32)>,
     done: Vec<u64>,
@@ -856,13 +860,18 @@ impl Frontier {
         &mut self,
         in_flight: &[(HostId, QueuedUrl)],
     ) -> Result<FrontierSnapshot, FrontierError> {
+        let started = std::time::Instant::now();
         let pending = self.store.begin_sync_with(in_flight)?;
+        let store_pause = started.elapsed();
         let tallies = self
             .tallies
             .iter()
             .map(|(&id, t)| (id, t.queued_ever))
             .collect();
+        let tallies_pause = started.elapsed() - store_pause;
         Ok(FrontierSnapshot {
+            store_pause,
+            tallies_pause,
             pending,
             tallies,
             done: self.already_done.iter().copied().collect(),
