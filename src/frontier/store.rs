@@ -1599,16 +1599,19 @@ impl QueueStore {
             if let Some(why) = cut {
                 // Everything after the first bad record is dropped, later segments included:
                 // it was written after the position, so it is lost like an unsynced tail.
+                // Later segments first (newest first, the directory fsynced): truncating first
+                // could, after a power cut, leave them behind a segment that now ends cleanly,
+                // and the next replay would link them back past the gap.
                 let cut_at = off + at as u64;
-                file.set_len(cut_at).map_err(io("truncate", &path))?;
-                file.sync_data().map_err(io("fsync", &path))?;
-                for &t in later.iter().filter(|&&t| t > s) {
+                for &t in later.iter().rev().filter(|&&t| t > s) {
                     let p = segment_path(&self.dir, t);
                     self.files.remove(&t);
                     self.seg_len.remove(&t);
                     fs::remove_file(&p).map_err(io("remove", &p))?;
                 }
                 sync_dir(&self.dir)?;
+                file.set_len(cut_at).map_err(io("truncate", &path))?;
+                file.sync_data().map_err(io("fsync", &path))?;
                 self.recovery.cut = Some((path, cut_at, why));
                 self.seg_len.insert(s, cut_at);
                 last = s;
