@@ -17,6 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crawler::crawl::thread_cpu_ns;
 use crawler::frontier::store::{QueueStore, StoreOptions};
 use crawler::frontier::QueuedUrl;
 
@@ -295,7 +296,16 @@ fn pause(hosts: u64, rounds: usize) {
     }
     s.sync().unwrap();
     let in_flight: Vec<(u64, QueuedUrl)> = (0..1000).map(|h| (h, url(h, h))).collect();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    // (wall, CPU of this thread) in ms: the machine may be shared, so CPU time is the figure
+    // that does not depend on its load (page faults included, waiting for a core not).
+    let timed = |f: &mut dyn FnMut()| {
+        let (t, c) = (Instant::now(), thread_cpu_ns());
+        f();
+        (
+            t.elapsed().as_secs_f64() * 1e3,
+            (thread_cpu_ns() - c) as f64 / 1e6,
+        )
+    };
     let (mut full, mut tails, mut rest, mut table) = (vec![], vec![], vec![], vec![]);
     let mut next_pop = 0u64;
     for round in 0..rounds * 2 {
@@ -312,38 +322,43 @@ fn pause(hosts: u64, rounds: usize) {
             s.push(h, &url(h, i)).unwrap();
             i += 1;
         }
+        let mut pending = None;
         if round % 2 == 0 {
-            let t = Instant::now();
-            let p = s.begin_sync_with(&in_flight).unwrap();
-            full.push(ms(t.elapsed()));
-            let pos = p.write().unwrap();
-            s.finish_sync(pos).unwrap();
+            full.push(timed(&mut || {
+                pending = Some(s.begin_sync_with(&in_flight).unwrap())
+            }));
         } else {
-            let t = Instant::now();
-            s.flush().unwrap();
-            tails.push(ms(t.elapsed()));
-            let t = Instant::now();
-            let p = s.begin_sync_with(&in_flight).unwrap();
-            rest.push(ms(t.elapsed()));
-            let pos = p.write().unwrap();
-            s.finish_sync(pos).unwrap();
+            tails.push(timed(&mut || s.flush().unwrap()));
+            rest.push(timed(&mut || {
+                pending = Some(s.begin_sync_with(&in_flight).unwrap())
+            }));
         }
-        let t = Instant::now();
-        let p = s.begin_sync_with(&in_flight).unwrap();
-        table.push(ms(t.elapsed()));
-        let pos = p.write().unwrap();
+        let pos = pending.take().unwrap().write().unwrap();
+        s.finish_sync(pos).unwrap();
+        table.push(timed(&mut || {
+            pending = Some(s.begin_sync_with(&in_flight).unwrap())
+        }));
+        let pos = pending.take().unwrap().write().unwrap();
         s.finish_sync(pos).unwrap();
     }
+    let show = |v: &[(f64, f64)]| {
+        let mut wall: Vec<f64> = v.iter().map(|x| x.0).collect();
+        let mut cpu: Vec<f64> = v.iter().map(|x| x.1).collect();
+        let max = wall.iter().copied().fold(0.0, f64::max);
+        format!(
+            "{:.1} ms (CPU {:.1}, wall max {max:.1})",
+            median(&mut wall),
+            median(&mut cpu)
+        )
+    };
     println!(
-        "pause hosts={hosts} non-empty={} rounds={rounds} | begin_sync_with median {:.1} ms (max {:.1}) | \
-         split: flush (tails) {:.1} ms + begin_sync_with after it {:.1} ms | table only {:.1} ms (max {:.1}) | peak RSS {:.0} MiB",
+        "pause hosts={hosts} non-empty={} rounds={rounds}, medians | begin_sync_with {} | \
+         split: flush (tails) {} + begin_sync_with after it {} | table only {} | peak RSS {:.0} MiB",
         s.host_count(),
-        median(&mut full),
-        full.iter().copied().fold(0.0, f64::max),
-        median(&mut tails),
-        median(&mut rest),
-        median(&mut table),
-        table.iter().copied().fold(0.0, f64::max),
+        show(&full),
+        show(&tails),
+        show(&rest),
+        show(&table),
         peak_rss_mib(),
     );
 }

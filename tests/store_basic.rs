@@ -187,7 +187,9 @@ fn store_in_flight_items_are_recorded_at_sync() {
     let c = s.pop(2).unwrap().unwrap();
     let flying = vec![(1, a.clone()), (1, b.clone()), (2, c.clone())];
     let pending = s.begin_sync_with(&flying).unwrap();
+    let expected = pending.position();
     let pos = pending.write().unwrap();
+    assert_eq!(pos, expected);
     s.finish_sync(pos).unwrap();
     assert_eq!(s.len(1), 8, "the live store is unchanged");
     assert_eq!(s.len(2), 0);

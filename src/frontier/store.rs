@@ -51,8 +51,10 @@
 //! tail as a block, hands the write buffer to the OS and encodes the *table* in memory: the state
 //! of every non-empty host (~40 bytes each), its pushed-to-front items included, and the
 //! per-segment unread counts. [`PendingSync::write`] (any thread, while pushes and pops go on)
-//! writes the deferred links, fsyncs every segment written or patched before the sync began,
-//! and writes the table atomically (temporary file, fsync, rename, fsync of the directory).
+//! sorts and writes the deferred links, fsyncs every segment written or patched before the sync
+//! began, checksums the table and writes it atomically (temporary file, fsync, rename, fsync of
+//! the directory), then hands its buffer back to the store for the next sync's table (a fresh
+//! buffer cost a page fault every 4 KiB of the pause: ~10 ms at 1e6 hosts).
 //! [`QueueStore::finish_sync`] then deletes what is no longer needed. [`QueueStore::sync`] does
 //! all three. The [`StorePosition`] (generation, end of the log, checksum of the table) is what
 //! the caller's checkpoint records.
@@ -163,22 +165,34 @@
 //! | in memory (`VecDeque`s), 1e7, 1e6 | 672 k | 404 k | 2519 MiB | | | | | |
 //!
 //! From 1e6 to 1e7 URLs the store's memory does not follow N: it is the budget plus ~50–100
-//! bytes per non-empty host (the map), plus, during a sync, the table being encoded (~40
-//! bytes per host); peak RSS exceeds `memory_bytes` by the map's growth (old and new arrays
-//! at once), that table copy and allocator slack. At 1e8 URLs over 1e6 hosts expect the same
-//! ~250 MiB; the in-memory queues would need ~23 GiB. Rates stay flat (per-operation costs do
+//! bytes per non-empty host (the map), plus the table's buffer (~40 bytes per host; during a
+//! sync only when these figures were taken, kept between syncs since, see below); peak RSS
+//! exceeds `memory_bytes` by the map's growth (old and new arrays at once), the table and
+//! allocator slack. At 1e8 URLs over 1e6 hosts expect the same ~250 MiB; the in-memory queues would need ~23 GiB. Rates stay flat (per-operation costs do
 //! not depend on N: one positioned read per block popped, from the page cache here). Disk
 //! grows linearly, ~215 bytes per queued URL in one-item blocks (40-byte header, padding,
 //! parent), so ~21 GB if 1e8 URLs were queued at once; consumed segments are reclaimed (the
 //! "at end" disk was 0–10 MiB: the active segment). Sync pause grows with the hosts (table
 //! encoding) and the tails (a sixteenth of the budget); sync write with what was written
 //! since the previous sync; reopen with the hosts (table load), not the URLs.
+//!
+//! The pause of a sync with 1e6 non-empty hosts, `cargo bench --bench frontier_store -- pause
+//! 1000000` (4e6 URLs queued, then 11 rounds of 1e5 pops and pushes, 1000 items in flight;
+//! medians, CPU time of the thread, since wall time on the loaded machine was 1.2–2× that):
+//! the table was ~95–115 ms of CPU (a `HashMap` lookup of the in-flight items and a read of
+//! the box per host, page faults of a fresh 40 MB buffer, the checksum and the sort of ~1e5
+//! deferred links), writing the tails ~15 ms. Now the table is ~40–50 ms: one fixed 40-byte
+//! record per host with a front count in the entry, in-flight hosts found through a bit
+//! filter, the buffer reused, the checksum and the sort moved to [`PendingSync::write`]. What
+//! is left is mostly waiting for memory: the map's array (~96 MB at 1e6 hosts, 48-byte
+//! buckets at half load after its last doubling) is read once per sync.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::{xxh3_64, Xxh3Default};
@@ -453,6 +467,9 @@ struct HostEntry {
     head: u64,
     /// Items of the head block already popped.
     head_skip: u32,
+    /// Items in `mem.front` (kept here, in what was padding, so that encoding the table
+    /// does not read every host's box).
+    front: u32,
     /// Location of the newest block (valid while `disk_unread` > 0).
     tail: u64,
     /// Items on disk not popped yet.
@@ -513,46 +530,90 @@ pub struct QueueStore {
     in_begin_sync: bool,
     recovery: RecoveryReport,
     scratch: Vec<u8>,
+    /// The buffer of the last table written, handed back by [`PendingSync::write`] for the
+    /// next sync to encode into: a fresh one costs a page fault every 4 KiB in the pause.
+    table_buf: Arc<Mutex<Vec<u8>>>,
 }
 
 /// The slow half of a sync, detached from the store so that it can run on another thread:
 /// see [`QueueStore::begin_sync`].
 pub struct PendingSync {
     dir: PathBuf,
-    /// Deferred `next` patches: (segment index in `segments`, offset of the field, value).
-    patches: Vec<(usize, u64, u64)>,
-    segments: Vec<(PathBuf, File)>,
+    /// Deferred `next` links: (block, next), in no particular order.
+    patches: Vec<(u64, u64)>,
+    /// Segments that may hold a block to link from, or were written since the last sync:
+    /// (number, path, file), by number.
+    files: Vec<(u32, PathBuf, File)>,
+    /// Segments written since the last sync.
+    written: Vec<u32>,
+    /// The table, without its checksum trailer.
     table: Vec<u8>,
-    position: StorePosition,
+    generation: u64,
+    log_end: u64,
+    /// XXH3-64 of `table`, computed off the pause.
+    checksum: OnceLock<u64>,
+    /// Where `table` goes once written, for the store's next sync.
+    table_buf: Arc<Mutex<Vec<u8>>>,
 }
 
 impl PendingSync {
-    /// The position this sync will have made durable.
+    /// The position this sync will have made durable. The first call computes the table's
+    /// checksum (a pass over the table, ~40 bytes per host), which [`PendingSync::write`]
+    /// does anyway.
     pub fn position(&self) -> StorePosition {
-        self.position
+        StorePosition {
+            generation: self.generation,
+            log_end: self.log_end,
+            table_checksum: *self.checksum.get_or_init(|| xxh3_64(&self.table)),
+        }
     }
 
     /// Writes the deferred links between blocks (8 bytes each, in location order), fsyncs the
     /// segments written or patched before the sync began, then writes the table
     /// atomically (temporary file, fsync, rename, fsync of the directory).
-    pub fn write(self) -> Result<StorePosition, StoreError> {
-        for &(i, offset, next) in &self.patches {
-            let (path, f) = &self.segments[i];
-            f.write_all_at(&next.to_le_bytes(), offset)
+    pub fn write(mut self) -> Result<StorePosition, StoreError> {
+        let position = self.position();
+        self.patches.sort_unstable();
+        let mut fsync: Vec<bool> = self
+            .files
+            .iter()
+            .map(|(s, _, _)| self.written.contains(s))
+            .collect();
+        let mut i = 0;
+        for &(block, next) in &self.patches {
+            let s = loc_segment(block);
+            while i < self.files.len() && self.files[i].0 < s {
+                i += 1;
+            }
+            let Some((_, path, f)) = self.files.get(i).filter(|(n, _, _)| *n == s) else {
+                return Err(StoreError::Missing {
+                    path: segment_path(&self.dir, s),
+                    what: "a block to link from is in it".into(),
+                });
+            };
+            f.write_all_at(&next.to_le_bytes(), loc_offset(block) + NEXT_FIELD)
                 .map_err(io("write", path))?;
+            fsync[i] = true;
         }
-        for (path, f) in &self.segments {
+        for ((_, path, f), _) in self.files.iter().zip(&fsync).filter(|(_, &y)| y) {
             f.sync_data().map_err(io("fsync", path))?;
         }
-        let path = table_path(&self.dir, self.position.generation);
+        let path = table_path(&self.dir, position.generation);
         let tmp = path.with_extension("tmp");
         let mut file = File::create(&tmp).map_err(io("create", &tmp))?;
         file.write_all(&self.table).map_err(io("write", &tmp))?;
+        file.write_all(&position.table_checksum.to_le_bytes())
+            .map_err(io("write", &tmp))?;
         file.sync_all().map_err(io("fsync", &tmp))?;
         drop(file);
         fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
         sync_dir(&self.dir)?;
-        Ok(self.position)
+        let mut table = self.table;
+        table.clear();
+        if let Ok(mut slot) = self.table_buf.lock() {
+            *slot = table;
+        }
+        Ok(position)
     }
 }
 
@@ -608,6 +669,7 @@ impl QueueStore {
             in_begin_sync: false,
             recovery: RecoveryReport::default(),
             scratch: Vec::new(),
+            table_buf: Arc::default(),
         }
     }
 
@@ -830,6 +892,7 @@ impl QueueStore {
         self.item_mem += item_bytes(&item);
         self.total += 1;
         self.boxed_mem(host).front.push_front(item);
+        self.hosts.get_mut(&host).expect("just boxed").front += 1;
     }
 
     /// Takes the oldest item of `host`'s queue (pushed-to-front items first).
@@ -838,6 +901,7 @@ impl QueueStore {
             return Ok(None);
         };
         if let Some(item) = entry.mem.as_mut().and_then(|m| m.front.pop_front()) {
+            entry.front -= 1;
             return Ok(Some(self.popped_from_memory(host, item)));
         }
         if entry.disk_unread > 0 {
@@ -956,7 +1020,8 @@ impl QueueStore {
     }
 
     /// Bytes held in memory now: the host map (capacity × entry, control bytes included), the
-    /// boxes, the items in memory (structs and strings) and the write buffer. Vector slack
+    /// boxes, the items in memory (structs and strings), the write buffer and the buffer of the
+    /// last table (kept for the next sync's; not counted while a sync holds it). Vector slack
     /// beyond the items' length is not counted.
     pub fn memory_bytes(&self) -> u64 {
         let entry = std::mem::size_of::<(u64, HostEntry)>() as u64 + 1;
@@ -966,6 +1031,7 @@ impl QueueStore {
             + self.wbuf.capacity() as u64
             + (self.boxed.capacity() + self.tails.capacity()) as u64 * 8
             + self.patches.capacity() as u64 * PATCH_BYTES
+            + self.table_buf.lock().map_or(0, |b| b.capacity()) as u64
     }
 
     /// Bytes of the store's files on disk.
@@ -1021,26 +1087,29 @@ impl QueueStore {
         self.in_begin_sync = false;
         written?;
         self.flush_wbuf()?;
-        let mut dirty = std::mem::take(&mut self.dirty);
-        let mut list: Vec<(u64, u64)> = self.patches.iter().map(|(&b, &(n, _))| (b, n)).collect();
-        list.sort_unstable();
-        dirty.extend(list.iter().map(|&(b, _)| loc_segment(b)));
-        let mut segments = Vec::new();
-        let mut index = BTreeMap::new();
-        for s in dirty {
-            let path = segment_path(&self.dir, s);
-            let f = self.files.get(&s).ok_or_else(|| StoreError::Missing {
-                path: path.clone(),
-                what: "a block to link from is in it".into(),
-            })?;
-            let f = f.try_clone().map_err(io("open", &path))?;
-            index.insert(s, segments.len());
-            segments.push((path, f));
+        // The deferred links, unsorted: `PendingSync::write` sorts them, off the pause.
+        let mut patches = Vec::with_capacity(self.patches.len());
+        let (mut lo, mut hi) = (u32::MAX, 0);
+        for (&block, &(next, _)) in &self.patches {
+            patches.push((block, next));
+            lo = lo.min(loc_segment(block));
+            hi = hi.max(loc_segment(block));
         }
-        let patches = list
-            .into_iter()
-            .map(|(b, n)| (index[&loc_segment(b)], loc_offset(b) + NEXT_FIELD, n))
-            .collect();
+        let written = std::mem::take(&mut self.dirty);
+        let mut files = Vec::new();
+        for (&s, f) in &self.files {
+            if (lo..=hi).contains(&s) || written.contains(&s) {
+                let path = segment_path(&self.dir, s);
+                let f = f.try_clone().map_err(io("open", &path))?;
+                files.push((s, path, f));
+            }
+        }
+        if let Some(&s) = written.iter().find(|s| !self.files.contains_key(s)) {
+            return Err(StoreError::Missing {
+                path: segment_path(&self.dir, s),
+                what: "it was written since the last sync".into(),
+            });
+        }
         let epoch = self.patch_epoch;
         self.patch_epoch += 1;
         self.generation += 1;
@@ -1053,18 +1122,17 @@ impl QueueStore {
             .map_or(self.active, |(&s, _)| s)
             .min(self.active);
         let table = self.encode_table(generation, log_end, oldest_needed, in_flight);
-        let table_checksum = u64::from_le_bytes(table[table.len() - 8..].try_into().unwrap());
-        self.pending = Some((generation, oldest_needed, table.len() as u64, epoch));
+        self.pending = Some((generation, oldest_needed, table.len() as u64 + 8, epoch));
         Ok(PendingSync {
             dir: self.dir.clone(),
             patches,
-            segments,
+            files,
+            written: written.into_iter().collect(),
             table,
-            position: StorePosition {
-                generation,
-                log_end,
-                table_checksum,
-            },
+            generation,
+            log_end,
+            checksum: OnceLock::new(),
+            table_buf: self.table_buf.clone(),
         })
     }
 
@@ -1531,16 +1599,19 @@ impl QueueStore {
             if let Some(why) = cut {
                 // Everything after the first bad record is dropped, later segments included:
                 // it was written after the position, so it is lost like an unsynced tail.
+                // Later segments first (newest first, the directory fsynced): truncating first
+                // could, after a power cut, leave them behind a segment that now ends cleanly,
+                // and the next replay would link them back past the gap.
                 let cut_at = off + at as u64;
-                file.set_len(cut_at).map_err(io("truncate", &path))?;
-                file.sync_data().map_err(io("fsync", &path))?;
-                for &t in later.iter().filter(|&&t| t > s) {
+                for &t in later.iter().rev().filter(|&&t| t > s) {
                     let p = segment_path(&self.dir, t);
                     self.files.remove(&t);
                     self.seg_len.remove(&t);
                     fs::remove_file(&p).map_err(io("remove", &p))?;
                 }
                 sync_dir(&self.dir)?;
+                file.set_len(cut_at).map_err(io("truncate", &path))?;
+                file.sync_data().map_err(io("fsync", &path))?;
                 self.recovery.cut = Some((path, cut_at, why));
                 self.seg_len.insert(s, cut_at);
                 last = s;
@@ -1588,7 +1659,10 @@ impl QueueStore {
         Ok(h)
     }
 
-    /// The table (format in the module doc), its checksum included.
+    /// The table (format in the module doc) without its checksum trailer, which
+    /// [`PendingSync`] computes off the pause. This is most of a sync's pause with many hosts
+    /// (~40 bytes per host), hence one fixed record per host, copied in one go, and no lookup
+    /// or box read for the hosts that have nothing to add to it (see `maybe_flying`).
     fn encode_table(
         &self,
         generation: u64,
@@ -1597,11 +1671,30 @@ impl QueueStore {
         in_flight: &[(u64, QueuedUrl)],
     ) -> Vec<u8> {
         let mut extra: HashMap<u64, Vec<&QueuedUrl>> = HashMap::new();
+        let mut extra_bytes = 0;
+        // A one-sided filter of the hosts with items in flight (a bit per hash of the host
+        // id): a host whose bit is clear has none, without a lookup in `extra`.
+        let mut maybe_flying = [0u64; 1024];
+        let bit = |h: u64| (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as usize;
         for (host, item) in in_flight {
             extra.entry(*host).or_default().push(item);
+            extra_bytes += 24 + item.url.len() + item.parent.as_ref().map_or(0, |p| p.len());
+            maybe_flying[bit(*host) / 64] |= 1 << (bit(*host) % 64);
         }
         let extra_hosts = extra.keys().filter(|h| !self.hosts.contains_key(h)).count();
-        let mut t = Vec::with_capacity(64 + self.hosts.len() * 40 + self.live.len() * 16 + 8);
+        let hosts = self.hosts.len() + extra_hosts;
+        let size = 64 + hosts * 40 + extra_bytes + self.live.len() * 16 + 8;
+        let mut t = self
+            .table_buf
+            .lock()
+            .map(|mut b| std::mem::take(&mut *b))
+            .unwrap_or_default();
+        if t.capacity() > 2 * size + (1 << 20) {
+            // Far more hosts at a previous sync: not kept for ever.
+            t = Vec::new();
+        }
+        t.clear();
+        t.reserve(size);
         t.extend_from_slice(&TABLE_MAGIC);
         t.extend_from_slice(&VERSION.to_le_bytes());
         t.extend_from_slice(&0u32.to_le_bytes());
@@ -1609,33 +1702,50 @@ impl QueueStore {
         t.extend_from_slice(&log_end.to_le_bytes());
         t.extend_from_slice(&self.next_seq.to_le_bytes());
         t.extend_from_slice(&(oldest_needed as u64).to_le_bytes());
-        t.extend_from_slice(&((self.hosts.len() + extra_hosts) as u64).to_le_bytes());
+        t.extend_from_slice(&(hosts as u64).to_le_bytes());
         t.extend_from_slice(&(self.live.len() as u64).to_le_bytes());
+        let record = |host: u64, head: u64, skip: u32, front: usize, unread: u64, tail: u64| {
+            let mut r = [0u8; 40];
+            r[0..8].copy_from_slice(&host.to_le_bytes());
+            r[8..16].copy_from_slice(&head.to_le_bytes());
+            r[16..20].copy_from_slice(&skip.to_le_bytes());
+            r[20..24].copy_from_slice(&(front as u32).to_le_bytes());
+            r[24..32].copy_from_slice(&unread.to_le_bytes());
+            r[32..40].copy_from_slice(&tail.to_le_bytes());
+            r
+        };
         for (&host, e) in &self.hosts {
-            let flying = extra.get(&host).map_or(&[][..], |v| &v[..]);
-            let front = flying.len() + e.mem.as_ref().map_or(0, |m| m.front.len());
-            t.extend_from_slice(&host.to_le_bytes());
-            t.extend_from_slice(&e.head.to_le_bytes());
-            t.extend_from_slice(&e.head_skip.to_le_bytes());
-            t.extend_from_slice(&(front as u32).to_le_bytes());
-            t.extend_from_slice(&e.disk_unread.to_le_bytes());
-            t.extend_from_slice(&e.tail.to_le_bytes());
+            let b = bit(host);
+            let flying = if maybe_flying[b / 64] & (1 << (b % 64)) != 0 {
+                extra.get(&host).map_or(&[][..], |v| &v[..])
+            } else {
+                &[]
+            };
+            let front = flying.len() + e.front as usize;
+            t.extend_from_slice(&record(
+                host,
+                e.head,
+                e.head_skip,
+                front,
+                e.disk_unread,
+                e.tail,
+            ));
+            if front == 0 {
+                continue;
+            }
             for item in flying {
                 encode_item(&mut t, item);
             }
-            if let Some(m) = &e.mem {
+            if e.front > 0 {
+                let m = e.mem.as_ref().expect("front items are in the box");
+                debug_assert_eq!(m.front.len(), e.front as usize);
                 for item in &m.front {
                     encode_item(&mut t, item);
                 }
             }
         }
-        for (host, items) in extra.iter().filter(|(h, _)| !self.hosts.contains_key(h)) {
-            t.extend_from_slice(&host.to_le_bytes());
-            t.extend_from_slice(&0u64.to_le_bytes());
-            t.extend_from_slice(&0u32.to_le_bytes());
-            t.extend_from_slice(&(items.len() as u32).to_le_bytes());
-            t.extend_from_slice(&0u64.to_le_bytes());
-            t.extend_from_slice(&0u64.to_le_bytes());
+        for (&host, items) in extra.iter().filter(|(h, _)| !self.hosts.contains_key(h)) {
+            t.extend_from_slice(&record(host, 0, 0, items.len(), 0, 0));
             for item in items {
                 encode_item(&mut t, item);
             }
@@ -1644,8 +1754,6 @@ impl QueueStore {
             t.extend_from_slice(&(s as u64).to_le_bytes());
             t.extend_from_slice(&n.to_le_bytes());
         }
-        let checksum = xxh3_64(&t);
-        t.extend_from_slice(&checksum.to_le_bytes());
         t
     }
 
@@ -1691,6 +1799,7 @@ impl QueueStore {
             let mut entry = HostEntry {
                 head,
                 head_skip,
+                front,
                 tail,
                 disk_unread,
                 mem: None,
