@@ -8,8 +8,8 @@
 //! rate limit, is measured). 70 % of links stay on their page's host, 30 % go to a host drawn
 //! uniformly from `SCALE_HOSTS` (default 1e6): the worst case for the disk queues, since a
 //! host's URLs arrive spread over the whole run. Checkpoints are taken every
-//! `SCALE_CHECKPOINT_SECS` exactly as the crawl takes them (seen-set copy + frontier
-//! checkpoint in the pause, [`checkpoint::write`] on another thread), and at the end the
+//! `SCALE_CHECKPOINT_SECS` as the crawl takes them (the frontier's checkpoint
+//! in the pause; the seen-set streamed by [`checkpoint::write`] on another thread), and at the end the
 //! state is dropped and resumed from the last checkpoint, timed up to the first URL handed out.
 //!
 //! Run: `SCALE_URLS=1e8 cargo bench --bench scale` (default 1e7; `SCALE_DIR` for where the
@@ -22,6 +22,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crawler::checkpoint::{self, Manifest};
@@ -30,7 +31,7 @@ use crawler::frontier::{
 };
 use crawler::normalize::{host_key, NormalizeOptions, Normalizer};
 use crawler::quantity::parse_count;
-use crawler::seen::{Plan, SeenSet, SeenSnapshot};
+use crawler::seen::{Plan, SeenSet};
 
 /// Pages held in flight, like a crawl's fetch concurrency.
 const IN_FLIGHT: usize = 256;
@@ -147,12 +148,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 struct Checkpointing {
     out: PathBuf,
     seq: u64,
-    pending: Option<std::thread::JoinHandle<(Manifest, SeenSnapshot, Duration)>>,
-    /// The seen-set copy, reused from one checkpoint to the next as the crawl does.
-    seen_buffer: Option<SeenSnapshot>,
+    pending: Option<std::thread::JoinHandle<(Manifest, Duration)>>,
     pauses_ms: Vec<f64>,
-    /// The seen-set copy's part of each pause.
-    seen_copy_ms: Vec<f64>,
     /// The store's part (tails, table) and the host tallies' copy.
     store_ms: Vec<f64>,
     tallies_ms: Vec<f64>,
@@ -165,8 +162,7 @@ struct Checkpointing {
 impl Checkpointing {
     fn wait(&mut self, frontier: &mut Frontier) {
         if let Some(handle) = self.pending.take() {
-            let (manifest, seen, took) = handle.join().expect("checkpoint thread");
-            self.seen_buffer = Some(seen);
+            let (manifest, took) = handle.join().expect("checkpoint thread");
             self.writes_ms.push(took.as_secs_f64() * 1e3);
             frontier
                 .finish_checkpoint(manifest.frontier.as_ref().expect("frontier position"))
@@ -177,7 +173,7 @@ impl Checkpointing {
 
     fn take(
         &mut self,
-        seen: &SeenSet,
+        seen: &Arc<SeenSet>,
         frontier: &mut Frontier,
         in_flight: &VecDeque<Dispatch>,
         accepted: u64,
@@ -185,19 +181,14 @@ impl Checkpointing {
     ) {
         self.wait(frontier);
         let paused = Instant::now();
-        let mut seen_copy = match self.seen_buffer.take() {
-            Some(buffer) => buffer,
-            None => SeenSnapshot::for_plan(seen.plan()).expect("snapshot buffer"),
-        };
-        seen.snapshot_into(&mut seen_copy);
-        self.seen_copy_ms.push(paused.elapsed().as_secs_f64() * 1e3);
+        // The seen-set is streamed from the live set by the writer, as the crawl does.
+        let seen_live = seen.clone();
         let flying: Vec<(HostId, QueuedUrl)> =
             in_flight.iter().map(|d| (d.host, d.item.clone())).collect();
         let snapshot = frontier
             .begin_checkpoint(&flying)
             .expect("begin checkpoint");
-        self.store_ms
-            .push(snapshot.store_pause.as_secs_f64() * 1e3);
+        self.store_ms.push(snapshot.store_pause.as_secs_f64() * 1e3);
         self.tallies_ms
             .push(snapshot.tallies_pause.as_secs_f64() * 1e3);
         self.pauses_ms.push(paused.elapsed().as_secs_f64() * 1e3);
@@ -225,16 +216,16 @@ impl Checkpointing {
         let out = self.out.clone();
         self.pending = Some(std::thread::spawn(move || {
             let started = Instant::now();
-            let (manifest, seen) = checkpoint::write(
+            let manifest = checkpoint::write(
                 &out,
                 checkpoint::Snapshot {
-                    seen: seen_copy,
+                    seen: seen_live,
                     frontier: snapshot,
                     manifest,
                 },
             )
             .expect("checkpoint write");
-            (manifest, seen, started.elapsed())
+            (manifest, started.elapsed())
         }));
     }
 }
@@ -271,16 +262,14 @@ fn main() {
         plan.bytes as f64 / MIB,
         s.dir.display()
     );
-    let seen = SeenSet::new(plan.clone()).expect("seen-set");
+    let seen = Arc::new(SeenSet::new(plan.clone()).expect("seen-set"));
     let normalizer = Normalizer::new(&NormalizeOptions::default()).expect("normalizer");
     let mut frontier = Frontier::create(policy(), frontier_options(&s.dir)).expect("frontier");
     let mut ckpt = Checkpointing {
         out: s.dir.clone(),
         seq: 0,
         pending: None,
-        seen_buffer: None,
         pauses_ms: Vec::new(),
-        seen_copy_ms: Vec::new(),
         store_ms: Vec::new(),
         tallies_ms: Vec::new(),
         writes_ms: Vec::new(),
@@ -414,7 +403,6 @@ fn main() {
 
     let mut pauses = ckpt.pauses_ms.clone();
     let mut writes = ckpt.writes_ms.clone();
-    let mut seen_copies = ckpt.seen_copy_ms.clone();
     let mut store_parts = ckpt.store_ms.clone();
     let mut tallies_parts = ckpt.tallies_ms.clone();
     let pause_max = pauses.iter().copied().fold(0.0, f64::max);
@@ -440,11 +428,10 @@ fn main() {
         disk_bytes(&s.dir.join("frontier")) as f64 / queued_at_end.max(1) as f64
     );
     println!(
-        "  checkpoints: {}; pause median {:.1} ms, max {:.1} ms (medians: seen-set copy {:.1} ms, queue store {:.1} ms, host tallies {:.1} ms); background write median {:.0} ms, max {:.0} ms",
+        "  checkpoints: {}; pause median {:.1} ms, max {:.1} ms (medians: queue store {:.1} ms, host tallies {:.1} ms); background write median {:.0} ms, max {:.0} ms",
         pauses.len(),
         median(&mut pauses),
         pause_max,
-        median(&mut seen_copies),
         median(&mut store_parts),
         median(&mut tallies_parts),
         median(&mut writes),

@@ -42,7 +42,7 @@ use crate::output::{
 use crate::progress::{Progress, ProgressMode};
 use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
 use crate::scope::{OutOfScope, Scope, ScopeError};
-use crate::seen::{Plan, SeenSet, SeenSnapshot, SeenStats};
+use crate::seen::{Plan, SeenSet, SeenStats};
 
 /// Why a crawl could not run.
 #[derive(Debug, thiserror::Error)]
@@ -467,7 +467,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
                 loaded.output,
                 frontier,
                 Some(loaded.queued_after),
-                loaded.manifest.seq,
+                loaded.manifest.seq.max(checkpoint::highest_seq(&out_dir)),
             )
         }
         None => {
@@ -542,7 +542,6 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             pending: None,
             queue_log: None,
             last_pause: Duration::ZERO,
-            seen_buffer: None,
         },
     };
     match replayed {
@@ -644,15 +643,20 @@ struct Checkpoints {
     interval: Duration,
     seq: u64,
     expectation: checkpoint::Expectation,
-    pending: Option<
-        tokio::task::JoinHandle<Result<(Manifest, SeenSnapshot), checkpoint::CheckpointError>>,
-    >,
-    /// The seen-set copy of the last checkpoint, reused by the next one.
-    seen_buffer: Option<SeenSnapshot>,
+    /// The checkpoint being written: its files, then its publication.
+    pending: Option<tokio::task::JoinHandle<Result<CheckpointPhase, checkpoint::CheckpointError>>>,
     /// URLs accepted since the last checkpoint was taken.
     queue_log: Option<checkpoint::QueueLog>,
     /// How long the last checkpoint paused the crawl.
     last_pause: Duration,
+}
+
+/// Where a checkpoint being written in the background stands.
+enum CheckpointPhase {
+    /// Files written; to publish once the queue log is flushed (see [`checkpoint`]).
+    Prepared(checkpoint::Prepared),
+    /// Current: the frontier may reclaim what only older checkpoints needed.
+    Published(Manifest),
 }
 
 impl Dispatcher {
@@ -676,9 +680,10 @@ impl Dispatcher {
         Ok(stopped)
     }
 
-    /// Takes a consistent copy of the crawl state and writes it in the background. The
-    /// crawl pauses only for the copy: flushing the output, copying the seen-set's
-    /// array, and the frontier's checkpoint (its store's tails and table, its tallies).
+    /// Takes a consistent snapshot of the crawl state and writes it in the background. The
+    /// crawl pauses only for flushing the output and the frontier's part (its store's tails
+    /// and table, its tallies); the seen-set is streamed from the live set (see
+    /// [`checkpoint`] for why that is safe).
     async fn start_checkpoint(
         &mut self,
         frontier: &mut Frontier,
@@ -687,11 +692,7 @@ impl Dispatcher {
     ) -> Result<(), CrawlError> {
         let paused = Instant::now();
         let position = output.flush().await?;
-        let mut seen = match self.checkpoints.seen_buffer.take() {
-            Some(buffer) => buffer,
-            None => SeenSnapshot::for_plan(self.seen.plan())?,
-        };
-        self.seen.snapshot_into(&mut seen);
+        let seen = self.seen.clone();
         let in_flight: Vec<(HostId, QueuedUrl)> = self.in_flight_items.values().cloned().collect();
         let frontier_snapshot = frontier.begin_checkpoint(&in_flight)?;
         let c = &self.checkpoints;
@@ -728,7 +729,7 @@ impl Dispatcher {
             in_flight.len()
         );
         self.checkpoints.pending = Some(tokio::task::spawn_blocking(move || {
-            checkpoint::write(
+            checkpoint::prepare(
                 &out,
                 checkpoint::Snapshot {
                     seen,
@@ -736,29 +737,53 @@ impl Dispatcher {
                     manifest,
                 },
             )
+            .map(CheckpointPhase::Prepared)
         }));
+        Ok(())
+    }
+
+    /// Moves the checkpoint in the background to its next phase: a prepared one is
+    /// published once the queue log (every URL accepted since the snapshot, whose bits the
+    /// seen-set file may hold) is flushed here and fsynced there; a published one lets the
+    /// frontier reclaim space.
+    fn advance_checkpoint(
+        &mut self,
+        frontier: &mut Frontier,
+        phase: Result<Result<CheckpointPhase, checkpoint::CheckpointError>, tokio::task::JoinError>,
+    ) -> Result<(), CrawlError> {
+        let phase = phase.map_err(|e| checkpoint::CheckpointError::Io {
+            path: self.checkpoints.out_dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })??;
+        match phase {
+            CheckpointPhase::Prepared(prepared) => {
+                let log = match self.checkpoints.queue_log.as_mut() {
+                    Some(log) => Some(log.flushed_file()?),
+                    None => None,
+                };
+                self.checkpoints.pending = Some(tokio::task::spawn_blocking(move || {
+                    if let Some((path, file)) = log {
+                        file.sync_data()
+                            .map_err(|source| checkpoint::CheckpointError::Io { path, source })?;
+                    }
+                    checkpoint::publish(prepared).map(CheckpointPhase::Published)
+                }));
+            }
+            CheckpointPhase::Published(manifest) => {
+                if let Some(saved) = &manifest.frontier {
+                    frontier.finish_checkpoint(saved)?;
+                }
+            }
+        }
         Ok(())
     }
 
     /// Waits for the checkpoint being written, then lets the frontier reclaim what only
     /// older checkpoints needed.
     async fn wait_for_checkpoint(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
-        if let Some(pending) = self.checkpoints.pending.take() {
-            match pending.await {
-                Ok(result) => {
-                    let (manifest, seen) = result?;
-                    self.checkpoints.seen_buffer = Some(seen);
-                    if let Some(saved) = &manifest.frontier {
-                        frontier.finish_checkpoint(saved)?;
-                    }
-                }
-                Err(e) => {
-                    return Err(CrawlError::Checkpoint(checkpoint::CheckpointError::Io {
-                        path: self.checkpoints.out_dir.clone(),
-                        source: std::io::Error::other(e.to_string()),
-                    }))
-                }
-            }
+        while let Some(pending) = self.checkpoints.pending.take() {
+            let phase = pending.await;
+            self.advance_checkpoint(frontier, phase)?;
         }
         Ok(())
     }
@@ -846,6 +871,11 @@ impl Dispatcher {
                     }
                 }
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                phase = async { self.checkpoints.pending.as_mut().expect("guarded").await },
+                    if self.checkpoints.pending.is_some() => {
+                    self.checkpoints.pending = None;
+                    self.advance_checkpoint(frontier, phase)?;
+                }
                 _ = checkpoint_tick.tick(), if !stopping => {
                     let busy = self.checkpoints.pending.as_ref().is_some_and(|p| !p.is_finished());
                     if busy {

@@ -24,8 +24,16 @@ fn kill_9_and_resume_loses_nothing() {
     let web = Arc::new(Web::new(WebSpec::small(61)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let (pattern, addr) = server.resolve_entry();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("seeds.txt"), web.seeds().join("\n")).unwrap();
+    let tempdir = tempfile::tempdir().unwrap();
+    let dir = tempdir.path().to_path_buf();
+    // KILL_KEEP=1 keeps the crawl's directory for a post-mortem.
+    let _cleanup = if std::env::var_os("KILL_KEEP").is_some() {
+        eprintln!("keeping {}", tempdir.keep().display());
+        None
+    } else {
+        Some(tempdir)
+    };
+    std::fs::write(dir.as_path().join("seeds.txt"), web.seeds().join("\n")).unwrap();
     let resolve = format!("network.resolve.\"{pattern}\"={addr}");
     let concurrency = CONCURRENCY.to_string();
     let args = [
@@ -54,10 +62,15 @@ fn kill_9_and_resume_loses_nothing() {
         let mut command = Command::new(env!("CARGO_BIN_EXE_crawler"));
         command
             .args(args)
-            .current_dir(dir.path())
+            .current_dir(dir.as_path())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if _cleanup.is_none() {
+            // Kept for a post-mortem: each run's log beside the output.
+            let log = std::fs::File::create(dir.join(format!("run-{kills}.log"))).unwrap();
+            command.env("RUST_LOG", "crawler=debug").stderr(log);
+        }
         if resume {
             command.arg("--resume");
         }
@@ -119,7 +132,7 @@ fn kill_9_and_resume_loses_nothing() {
         "seed {seed}: {extra} extra requests after {kills} kills (at most {} in flight each)",
         CONCURRENCY
     );
-    let pages = std::fs::read_to_string(dir.path().join("out/pages.jsonl")).unwrap();
+    let pages = std::fs::read_to_string(dir.as_path().join("out/pages.jsonl")).unwrap();
     let mut urls = BTreeSet::new();
     for line in pages.lines() {
         let v: serde_json::Value = serde_json::from_str(line)

@@ -512,8 +512,11 @@ impl Frontier {
         hosts: SavedHosts,
         recorded_since: impl IntoIterator<Item = u64>,
     ) -> Result<Self, FrontierError> {
-        let store =
-            QueueStore::reopen_at(&options.queues_dir(), options.store_options(), saved.store)?;
+        let store = QueueStore::reopen_discarding_after(
+            &options.queues_dir(),
+            options.store_options(),
+            saved.store,
+        )?;
         let mut frontier = Self::with_store(policy, options, store)?;
         frontier.tallies.reserve(hosts.tallies.len());
         for (host, count) in hosts.tallies {
