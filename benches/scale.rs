@@ -415,7 +415,7 @@ fn main() {
         links as f64 / crawl_secs
     );
     println!(
-        "  peak RSS {peak:.0} MiB (seen-set {:.0} MiB, ×2 while a checkpoint copy is written); frontier estimate at end {:.0} MiB; {} hosts, {} with URLs queued, {queued_at_end} URLs queued at end",
+        "  peak RSS {peak:.0} MiB (seen-set {:.0} MiB); frontier estimate at end {:.0} MiB; {} hosts, {} with URLs queued, {queued_at_end} URLs queued at end",
         plan.bytes as f64 / MIB,
         stats.memory_bytes as f64 / MIB,
         stats.hosts,
