@@ -406,6 +406,8 @@ fn main() {
     let mut store_parts = ckpt.store_ms.clone();
     let mut tallies_parts = ckpt.tallies_ms.clone();
     let pause_max = pauses.iter().copied().fold(0.0, f64::max);
+    let over_100 = pauses.iter().filter(|&&p| p > 100.0).count();
+    let first_pause = pauses.first().copied().unwrap_or(0.0);
     let write_max = writes.iter().copied().fold(0.0, f64::max);
     println!("result: {} URLs, {} hosts", s.urls, s.hosts);
     println!(
@@ -436,6 +438,18 @@ fn main() {
         median(&mut tallies_parts),
         median(&mut writes),
         write_max
+    );
+    let p90 = {
+        let mut sorted = pauses.clone();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        sorted
+            .get((sorted.len() * 9 / 10).min(sorted.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    println!(
+        "  pauses: first {first_pause:.1} ms, 90th percentile {p90:.1} ms, {over_100} of {} over 100 ms",
+        pauses.len()
     );
     println!(
         "  resume: checkpoint load {:.0} ms + frontier reopen {:.0} ms + first pop = {:.0} ms to the first URL",

@@ -608,3 +608,22 @@ pub fn seeds_hash(seeds: &[url::Url]) -> u64 {
     }
     hasher.digest()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn highest_seq_counts_unpublished_checkpoints_and_logs() {
+        let out = tempfile::tempdir().unwrap();
+        assert_eq!(highest_seq(out.path()), 0);
+        let root = checkpoint_dir(out.path());
+        fs::create_dir_all(root.join("ckpt-3")).unwrap();
+        fs::write(root.join("queued-7.jsonl"), b"").unwrap();
+        fs::write(root.join("queued-x.jsonl"), b"").unwrap();
+        fs::write(root.join("manifest.json"), b"{}").unwrap();
+        assert_eq!(highest_seq(out.path()), 7);
+        fs::create_dir_all(root.join("ckpt-12")).unwrap();
+        assert_eq!(highest_seq(out.path()), 12);
+    }
+}
