@@ -541,7 +541,6 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             expectation,
             pending: None,
             queue_log: None,
-            last_pause: Duration::ZERO,
         },
     };
     match replayed {
@@ -647,8 +646,6 @@ struct Checkpoints {
     pending: Option<tokio::task::JoinHandle<Result<CheckpointPhase, checkpoint::CheckpointError>>>,
     /// URLs accepted since the last checkpoint was taken.
     queue_log: Option<checkpoint::QueueLog>,
-    /// How long the last checkpoint paused the crawl.
-    last_pause: Duration,
 }
 
 /// Where a checkpoint being written in the background stands.
@@ -720,7 +717,6 @@ impl Dispatcher {
         self.checkpoints.queue_log =
             Some(checkpoint::QueueLog::create(&out, self.checkpoints.seq)?);
         let pause = paused.elapsed();
-        self.checkpoints.last_pause = pause;
         tracing::debug!(
             "checkpoint {}: paused {:?} ({} queued, {} in flight)",
             manifest.seq,
