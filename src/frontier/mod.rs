@@ -220,6 +220,9 @@ struct HostState {
     bytes: u64,
 }
 
+/// A copy of the tallies for a checkpoint: (host, URLs ever queued).
+type TallyBuffer = Vec<(HostId, u32)>;
+
 /// What is kept for every host ever seen.
 #[derive(Debug, Clone, Copy, Default)]
 struct HostTally {
@@ -371,8 +374,8 @@ pub struct Frontier {
     next_eviction: Instant,
     /// Buffers for the tallies' copy, handed back by [`FrontierSnapshot::write`].
     tally_buffers: (
-        std::sync::mpsc::Sender<Vec<(HostId, u32)>>,
-        std::sync::mpsc::Receiver<Vec<(HostId, u32)>>,
+        std::sync::mpsc::Sender<TallyBuffer>,
+        std::sync::mpsc::Receiver<TallyBuffer>,
     ),
 }
 
@@ -386,7 +389,7 @@ pub struct FrontierSnapshot {
     tallies: Vec<(HostId, u32)>,
     /// Where the tallies' buffer goes back once written, for the next checkpoint to fill
     /// without faulting in fresh pages (~16 bytes per host).
-    recycle: std::sync::mpsc::Sender<Vec<(HostId, u32)>>,
+    recycle: std::sync::mpsc::Sender<TallyBuffer>,
     done: Vec<u64>,
     queued: u64,
 }
