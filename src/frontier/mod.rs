@@ -516,7 +516,7 @@ impl SavedFrontier {
             saved.done.push(word(at));
             at += 8;
         }
-        check_store_table(&frontier_dir.join("queues"), self.store)?;
+        QueueStore::check_position(&frontier_dir.join("queues"), self.store)?;
         Ok(saved)
     }
 }
@@ -1126,22 +1126,6 @@ fn key_of(url: &str) -> String {
     url::Url::parse(url)
         .map(|u| crate::normalize::host_key(&u))
         .unwrap_or_default()
-}
-
-/// Checks that the store's table for `position` is there and whole (its trailer is the
-/// XXH3-64 of the rest, and the position's checksum), without opening the store.
-fn check_store_table(dir: &Path, position: StorePosition) -> Result<(), FrontierError> {
-    let path = dir.join(format!("table-{:016}.bin", position.generation));
-    let bytes = std::fs::read(&path).map_err(io(&path))?;
-    let (body, trailer) = bytes.split_at(bytes.len().saturating_sub(8));
-    let stored = u64::from_le_bytes(trailer.try_into().unwrap_or([0; 8]));
-    if bytes.len() < 16 || xxh3_64(body) != stored || stored != position.table_checksum {
-        return Err(FrontierError::Corrupt {
-            path,
-            what: "checksum mismatch; the queue table was damaged".into(),
-        });
-    }
-    Ok(())
 }
 
 fn unix_ms(at: SystemTime) -> u64 {

@@ -698,6 +698,25 @@ impl QueueStore {
         Self::reopen(dir, options, position, false)
     }
 
+    /// Checks, without opening the store, that the table of `position` is in `dir` and whole
+    /// (its checksum is the position's): what a checkpoint loader verifies before it uses
+    /// anything of a checkpoint.
+    pub fn check_position(dir: &Path, position: StorePosition) -> Result<(), StoreError> {
+        let path = table_path(dir, position.generation);
+        let bytes = fs::read(&path).map_err(io("read", &path))?;
+        if bytes.len() < 72 {
+            let what = format!("{} bytes, shorter than a table", bytes.len());
+            return Err(corrupt(&path, 0, what));
+        }
+        let (body, trailer) = bytes.split_at(bytes.len() - 8);
+        let stored = u64::from_le_bytes(trailer.try_into().unwrap_or_default());
+        if xxh3_64(body) != stored || stored != position.table_checksum {
+            let what = "checksum mismatch; the table was damaged or is not this position's";
+            return Err(corrupt(&path, 0, what));
+        }
+        Ok(())
+    }
+
     /// Reopens the store exactly as of `position`: like [`QueueStore::reopen_at`], but every
     /// block appended after the position is dropped instead of replayed, for a caller that
     /// logs its own pushes since its checkpoint and pushes them again (they would otherwise be
