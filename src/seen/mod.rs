@@ -138,12 +138,14 @@
 //! holds every key whose insert returned before `snapshot()` was called; its insertion count
 //! is read before the copy, so it never counts a key whose bits are missing.
 //!
-//! # Snapshots: the checkpoint's pause
+//! # Snapshots
 //!
-//! A checkpoint pauses the crawl while it copies the array, then writes the copy in the
-//! background. Keep one [`SeenSnapshot`] for the whole crawl, made by
-//! [`SeenSnapshot::for_plan`] (which allocates it and backs every page, once), and copy into
-//! it with [`SeenSet::snapshot_into`]: the pause is then the copy alone. `snapshot()` still
+//! The crawl's checkpoints do not copy the array: they stream it with `save` from the live
+//! set and publish only once every URL accepted meanwhile is in the queue log (see
+//! [`crate::checkpoint`]), so no copy is in the pause. For a caller that needs a frozen copy
+//! repeatedly, keep one [`SeenSnapshot`], made by [`SeenSnapshot::for_plan`] (which allocates
+//! it and backs every page, once), and copy into it with [`SeenSet::snapshot_into`]: the
+//! cost is then the copy alone. `snapshot()` still
 //! makes a fresh one each time. A buffer of another size given to `snapshot_into` is
 //! replaced by one of the right size (the slow path, once), never refused, so the result is
 //! always a snapshot of this filter; both give the same file bytes as `save`.
