@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crawler::config::{Config, Count};
-use crawler::crawl::thread_cpu_ns;
-use crawler::progress::ProgressMode;
+use crawler::cpu_time::thread_cpu_ns;
+use crawler::crawl::ProgressMode;
 use crawler::testweb::WebSpec;
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
 use url::Url;
@@ -140,13 +140,13 @@ fn crawl_once(spec: &WebSpec, port: u16) -> Run {
     let cpu = cpu_secs(&rusage(libc::RUSAGE_SELF)) - cpu_before;
     assert_eq!(summary.failures, 0, "{}", summary.human());
     Run {
-        pages: summary.finished,
+        pages: summary.counts.finished,
         secs,
         cpu,
         fetch_cpu: worker_cpu.load(Ordering::Relaxed) as f64 / 1e9,
         parse_cpu: summary.parse_cpu_secs,
         dispatch_cpu,
-        bytes: summary.bytes,
+        bytes: summary.counts.bytes,
     }
 }
 

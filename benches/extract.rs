@@ -79,7 +79,7 @@ fn page(links: usize, target_bytes: usize) -> String {
 
 /// CPU time of the calling thread.
 fn thread_cpu() -> Duration {
-    Duration::from_nanos(crawler::crawl::thread_cpu_ns())
+    Duration::from_nanos(crawler::cpu_time::thread_cpu_ns())
 }
 
 fn time<T>(samples: &mut Vec<Duration>, f: impl FnOnce() -> T) {

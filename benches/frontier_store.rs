@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crawler::crawl::thread_cpu_ns;
+use crawler::cpu_time::thread_cpu_ns;
 use crawler::frontier::store::{QueueStore, StoreOptions};
 use crawler::frontier::QueuedUrl;
 

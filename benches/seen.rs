@@ -107,7 +107,7 @@ fn make_urls(count: usize, seed: u64, host_prefix: &str) -> Urls {
 }
 
 fn thread_cpu() -> Duration {
-    Duration::from_nanos(crawler::crawl::thread_cpu_ns())
+    Duration::from_nanos(crawler::cpu_time::thread_cpu_ns())
 }
 
 /// Runs `work(part)` on `threads` threads released together; returns wall time and each

@@ -10,27 +10,21 @@
 //! loops end by themselves. Retries are not done here either: the frontier schedules them
 //! so that a retry obeys the host's rate limit like any request.
 //!
-//! `[network] resolve` is implemented as a reqwest DNS resolver: a matching host name
-//! resolves to the configured address, and hyper keeps that address's port when the URL
-//! has none, which is how many `http://*.test/` hosts reach one loopback listener.
-//!
-//! The same resolver keeps a public page from steering the crawler into a private
-//! network: a name that resolves only to private, loopback or link-local addresses is
-//! refused (such addresses are dropped from a mixed answer) unless it is a seed's host,
-//! a `[network] resolve` host, or `scope.allow_private` is set. Checking at resolution
-//! time, not on the URL, is what catches a public name pointing at 10.0.0.1. (IP-literal
-//! URLs never reach the resolver; the scope rules refuse those.)
+//! Every request is first put to the [`RequestGate`] (scope, private addresses, see
+//! [`crate::gate`]), and the client resolves names through the gate's resolver, so nothing
+//! reaches the network that the gate did not allow. `[network] resolve` is part of that
+//! resolver: a matching host name resolves to the configured address, and hyper keeps that
+//! address's port when the URL has none, which is how many `http://*.test/` hosts reach one
+//! loopback listener.
 
-use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use url::Url;
 
-use crate::config::{Config, ResolveRule};
-use crate::scope::is_private_ip;
+use crate::config::Config;
+use crate::gate::{RequestGate, RequestKind};
 
 /// The client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +41,9 @@ pub enum FetchErrorKind {
     Timeout,
     Connect,
     Body,
+    /// The request gate refused it: nothing was sent (or the answer came from an address
+    /// the gate refuses, and was dropped).
+    Refused,
     Other,
 }
 
@@ -96,22 +93,14 @@ impl Fetched {
 /// The shared HTTP client.
 pub struct Fetcher {
     client: reqwest::Client,
+    gate: Arc<RequestGate>,
     max_body_bytes: u64,
     content_types: Vec<String>,
 }
 
 impl Fetcher {
-    /// Builds the client; `seeds` are the hosts allowed on private addresses.
-    pub fn new(config: &Config, seeds: &[Url]) -> Result<Fetcher, FetchSetupError> {
-        let rules = config.resolve_rules()?;
-        let resolver = OverrideResolver {
-            rules,
-            allow_private: config.scope.allow_private,
-            private_ok_hosts: seeds
-                .iter()
-                .filter_map(|u| u.host_str().map(str::to_ascii_lowercase))
-                .collect(),
-        };
+    /// Builds the client; every request it sends passes `gate`.
+    pub fn new(config: &Config, gate: Arc<RequestGate>) -> Result<Fetcher, FetchSetupError> {
         let c = &config.crawl;
         let client = reqwest::Client::builder()
             .user_agent(c.user_agent.clone())
@@ -124,10 +113,11 @@ impl Fetcher {
             .gzip(true)
             .brotli(true)
             .no_proxy()
-            .dns_resolver(SharedResolver(Arc::new(resolver)))
+            .dns_resolver(gate.resolver())
             .build()?;
         Ok(Fetcher {
             client,
+            gate,
             max_body_bytes: c.max_body_bytes.0,
             content_types: c
                 .content_types
@@ -142,25 +132,36 @@ impl Fetcher {
         content_type.is_some_and(|t| self.content_types.iter().any(|c| c == t))
     }
 
-    /// One GET of `url`, body capped at `max_body_bytes` and kept when it will be parsed.
+    /// One GET of the page `url`, body capped at `max_body_bytes` and kept when it will
+    /// be parsed.
     pub async fn fetch(&self, url: &Url) -> Result<Fetched, FetchError> {
-        self.fetch_capped(url, self.max_body_bytes, false).await
+        self.fetch_capped(url, RequestKind::Page, self.max_body_bytes)
+            .await
     }
 
-    /// One GET of `url` with body cap `cap`; a 2xx body is kept whatever its type when
-    /// `keep_any_body` (robots.txt), else only when its type is parsed.
+    /// One GET of `url` for `kind` with body cap `cap`; a 2xx body is kept whatever its
+    /// type for robots.txt, else only when its type is parsed. The gate is asked first.
     pub async fn fetch_capped(
         &self,
         url: &Url,
+        kind: RequestKind,
         cap: u64,
-        keep_any_body: bool,
     ) -> Result<Fetched, FetchError> {
+        let refused = |e: crate::gate::Refused| FetchError {
+            kind: FetchErrorKind::Refused,
+            message: e.to_string(),
+        };
+        self.gate.check(url, kind).map_err(refused)?;
         let mut response = self
             .client
             .get(url.clone())
             .send()
             .await
             .map_err(classify)?;
+        self.gate
+            .check_connected(url, response.remote_addr())
+            .map_err(refused)?;
+        let keep_any_body = kind == RequestKind::Robots;
         let status = response.status().as_u16();
         let headers = response.headers();
         let (content_type, charset) = media_type(headers);
@@ -269,88 +270,9 @@ fn classify(error: reqwest::Error) -> FetchError {
     FetchError { kind, message }
 }
 
-/// Resolves hosts that match a `[network] resolve` rule to its address, and every other
-/// host through the system resolver, without private addresses unless allowed.
-struct OverrideResolver {
-    rules: Vec<ResolveRule>,
-    allow_private: bool,
-    private_ok_hosts: HashSet<String>,
-}
-
-impl OverrideResolver {
-    async fn lookup(
-        &self,
-        host: String,
-    ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
-        if let Some(rule) = self.rules.iter().find(|r| r.matches(&host)) {
-            return Ok(vec![rule.addr]);
-        }
-        let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-        if self.allow_private || self.private_ok_hosts.contains(&host) {
-            return Ok(all);
-        }
-        let public: Vec<SocketAddr> = all
-            .iter()
-            .copied()
-            .filter(|a| !is_private_ip(a.ip()))
-            .collect();
-        match (public.is_empty(), all.first()) {
-            (true, Some(first)) => Err(format!(
-                "{host} resolves to the private address {}; not fetched (scope.allow_private)",
-                first.ip()
-            )
-            .into()),
-            _ => Ok(public),
-        }
-    }
-}
-
-/// The resolver as reqwest holds it: shared, so each lookup's future can own a handle.
-struct SharedResolver(Arc<OverrideResolver>);
-
-impl reqwest::dns::Resolve for SharedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let host = name.as_str().to_ascii_lowercase();
-        let resolver = Arc::clone(&self.0);
-        Box::pin(async move {
-            let addrs = resolver.lookup(host).await?;
-            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn resolver(allow_private: bool, seeds: &[&str]) -> OverrideResolver {
-        OverrideResolver {
-            rules: vec![ResolveRule {
-                pattern: "*.test".into(),
-                addr: "127.0.0.1:8080".parse().unwrap(),
-            }],
-            allow_private,
-            private_ok_hosts: seeds.iter().map(|s| s.to_string()).collect(),
-        }
-    }
-
-    #[tokio::test]
-    async fn private_addresses_are_refused_unless_allowed() {
-        // `localhost` resolves to loopback through the system resolver, with no network.
-        let e = resolver(false, &[])
-            .lookup("localhost".into())
-            .await
-            .unwrap_err();
-        assert!(e.to_string().contains("private address"), "{e}");
-        assert!(resolver(true, &[]).lookup("localhost".into()).await.is_ok());
-        assert!(resolver(false, &["localhost"])
-            .lookup("localhost".into())
-            .await
-            .is_ok());
-        // Configured overrides are the operator's own choice.
-        let addrs = resolver(false, &[]).lookup("h1.test".into()).await.unwrap();
-        assert_eq!(addrs, vec!["127.0.0.1:8080".parse().unwrap()]);
-    }
 
     #[test]
     fn retry_after_forms() {

@@ -8,13 +8,14 @@
 pub mod allocator;
 pub mod checkpoint;
 pub mod config;
+pub mod cpu_time;
 pub mod crawl;
 pub mod extract;
 pub mod fetch;
 pub mod frontier;
+pub mod gate;
 pub mod normalize;
 pub mod output;
-pub mod progress;
 pub mod quantity;
 pub mod robots;
 pub mod scope;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use crawler::config::Config;
-use crawler::progress::ProgressMode;
+use crawler::crawl::ProgressMode;
 use crawler::quantity::{parse_byte_size, parse_count};
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
 

@@ -7,7 +7,8 @@
 //! crate leaves to the crawler, following RFC 9309 §2.3 and common practice:
 //! - a 2xx answer is parsed; only the first 500 KiB are read (RFC 9309 asks crawlers to
 //!   parse at least 500 KiB, and a larger file is almost always an error);
-//! - redirects are followed up to 5 hops;
+//! - redirects are followed up to 5 hops, each hop through the request gate
+//!   ([`crate::gate`]); a hop the gate refuses ends the chain like the hop limit does;
 //! - any other 4xx means "no rules": everything is allowed;
 //! - 5xx, 429 or no answer means "unreachable": nothing on the host is fetched until a
 //!   later attempt succeeds; attempts back off (1 s, 2 s, 4 s, …) and after
@@ -24,7 +25,8 @@ use std::time::Duration;
 
 use url::Url;
 
-use crate::fetch::{FetchError, Fetcher};
+use crate::fetch::{FetchError, FetchErrorKind, Fetcher};
+use crate::gate::RequestKind;
 
 /// RFC 9309 §2.5: crawlers must parse at least 500 KiB.
 pub const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
@@ -122,8 +124,21 @@ pub async fn fetch_robots(fetcher: &Fetcher, host_key: &str, agent: &str) -> Rob
         }
     };
     for _hop in 0..=ROBOTS_MAX_REDIRECTS {
-        let fetched = match fetcher.fetch_capped(&url, ROBOTS_MAX_BYTES, true).await {
+        let fetched = match fetcher
+            .fetch_capped(&url, RequestKind::Robots, ROBOTS_MAX_BYTES)
+            .await
+        {
             Ok(fetched) => fetched,
+            // A redirect the request gate refuses (off the crawl's sites, or into a
+            // private network) is a redirect that cannot be followed: like one past the
+            // redirect limit, robots.txt counts as unavailable (4xx), RFC 9309 §2.3.1.2.
+            Err(FetchError {
+                kind: FetchErrorKind::Refused,
+                message,
+            }) => {
+                tracing::debug!("{host_key}: robots.txt redirect {message}");
+                return RobotsOutcome::allow_all();
+            }
             Err(FetchError { message, .. }) => {
                 return RobotsOutcome::Unavailable {
                     reason: format!("robots.txt: {message}"),

@@ -328,6 +328,25 @@ impl Scope {
         if o.max_url_length > 0 && text.len() > o.max_url_length {
             return Err(OutOfScope::TooLong);
         }
+        self.check_site(url)?;
+        if self.deny.as_ref().is_some_and(|set| set.is_match(text)) {
+            return Err(OutOfScope::Denied);
+        }
+        if self
+            .allow
+            .as_ref()
+            .is_some_and(|set| !set.is_match(text) && !self.seed_urls.contains(text))
+        {
+            return Err(OutOfScope::NotAllowed);
+        }
+        check_path(url.path(), o.max_path_segments, o.max_repeated_segments)
+    }
+
+    /// Rules 2 and 3 alone (private address, site): whether the crawl may send any request
+    /// to `url`'s host. For requests that are not pages of the crawl (robots.txt and its
+    /// redirects), whose paths the URL rules were not written for.
+    pub fn check_site(&self, url: &Url) -> Result<(), OutOfScope> {
+        let o = &self.options;
         let Some(host) = url.host() else {
             return Err(OutOfScope::OffSite);
         };
@@ -349,17 +368,7 @@ impl Scope {
         if !on_site {
             return Err(OutOfScope::OffSite);
         }
-        if self.deny.as_ref().is_some_and(|set| set.is_match(text)) {
-            return Err(OutOfScope::Denied);
-        }
-        if self
-            .allow
-            .as_ref()
-            .is_some_and(|set| !set.is_match(text) && !self.seed_urls.contains(text))
-        {
-            return Err(OutOfScope::NotAllowed);
-        }
-        check_path(url.path(), o.max_path_segments, o.max_repeated_segments)
+        Ok(())
     }
 
     fn is_private_host(&self, host: &Host<&str>, name: &str) -> bool {

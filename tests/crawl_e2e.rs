@@ -55,11 +55,14 @@ fn every_reachable_page_is_fetched_exactly_once() {
         .collect();
     assert!(not_html.is_empty(), "non-HTML parsed: {not_html:?}");
     assert!(!summary.stopped);
-    assert_eq!(summary.accepted, truth.len() as u64);
-    assert_eq!(summary.finished, truth.len() as u64);
+    assert_eq!(summary.counts.accepted, truth.len() as u64);
+    assert_eq!(summary.counts.finished, truth.len() as u64);
     // The permanent 500 page is the one failure.
-    assert_eq!(summary.server_errors, 1, "{}", summary.human());
-    assert!(summary.redirects_over_limit >= 1, "the 12-hop chain is cut");
+    assert_eq!(summary.counts.server_errors, 1, "{}", summary.human());
+    assert!(
+        summary.counts.redirects_over_limit >= 1,
+        "the 12-hop chain is cut"
+    );
     let summary_file: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.path().join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary_file["accepted"], truth.len() as u64);
@@ -95,7 +98,7 @@ fn max_urls_is_honoured_exactly() {
     let mut config = config_for(&server, out.path(), false);
     config.crawl.max_urls = crawler::config::Count(57);
     let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
-    assert_eq!(summary.accepted, 57);
+    assert_eq!(summary.counts.accepted, 57);
     let records = records(out.path());
     assert_eq!(records.len(), 57);
     assert_each_url_recorded_once(&records);
@@ -106,7 +109,7 @@ fn max_urls_is_honoured_exactly() {
         .map(RequestRecord::url)
         .collect();
     assert_eq!(requested.len(), 57);
-    assert!(summary.links_over_cap > 0);
+    assert!(summary.counts.links_over_cap > 0);
 }
 
 #[test]
@@ -279,8 +282,8 @@ fn timeouts_are_retried_then_recorded_as_failures() {
         error.contains("timed out") || error.contains("timeout"),
         "{error}"
     );
-    assert_eq!(summary.network_errors, 1);
-    assert_eq!(summary.retries, 1);
+    assert_eq!(summary.counts.network_errors, 1);
+    assert_eq!(summary.counts.retries, 1);
     // The 300 ms page is slower than most but well inside the timeout.
     let slow = records
         .iter()

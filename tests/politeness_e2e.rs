@@ -65,7 +65,7 @@ fn robots_obeyed_exactly(web: &Arc<Web>, host_memory: u64) {
         .collect();
     assert!(!disallowed.is_empty());
     assert_eq!(disallowed, truth.disallowed());
-    assert_eq!(summary.disallowed, disallowed.len() as u64);
+    assert_eq!(summary.counts.disallowed, disallowed.len() as u64);
     let mut urls = BTreeSet::new();
     for r in &records {
         assert!(urls.insert(r.url.clone()), "recorded twice: {}", r.url);
@@ -194,12 +194,12 @@ fn scope_and_trap_limits_bound_the_crawl() {
         .map(|r| r.url())
         .collect();
     assert_eq!(pages.len(), 40, "max_pages_per_host: {pages:#?}");
-    assert_eq!(summary.accepted, 40);
-    assert!(summary.links_host_cap > 0);
+    assert_eq!(summary.counts.accepted, 40);
+    assert!(summary.counts.links_host_cap > 0);
     assert!(
-        summary.out_of_scope["off_site"] > 0,
+        summary.counts.out_of_scope["off_site"] > 0,
         "{:?}",
-        summary.out_of_scope
+        summary.counts.out_of_scope
     );
     // The offsite redirect was seen and not followed.
     let records = records(out.path());
@@ -299,9 +299,9 @@ fn private_addresses_are_refused_unless_allowed() {
         } else {
             assert!(private.is_empty(), "fetched {private:?}");
             assert_eq!(
-                summary.out_of_scope["private_address"], 3,
+                summary.counts.out_of_scope["private_address"], 3,
                 "{:?}",
-                summary.out_of_scope
+                summary.counts.out_of_scope
             );
         }
         assert!(requested.iter().any(|r| r.starts_with("site.test")));

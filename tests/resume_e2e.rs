@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crawler::checkpoint::{self, CheckpointError};
 use crawler::config::Config;
-use crawler::progress::ProgressMode;
+use crawler::crawl::ProgressMode;
 use crawler::testweb::{TestWebServer, Web, WebSpec};
 use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
 use url::Url;
@@ -96,7 +96,7 @@ fn stop_then_resume_fetches_everything_once() {
         assert!(urls.insert(r.url.clone()), "recorded twice: {}", r.url);
     }
     assert_eq!(urls, truth.discovered());
-    assert_eq!(summary.accepted, truth.discovered().len() as u64);
+    assert_eq!(summary.counts.accepted, truth.discovered().len() as u64);
     let manifest = checkpoint::current_manifest(out.path()).unwrap().unwrap();
     assert!(manifest.finished);
     assert_eq!(manifest.frontier.expect("frontier position").queued, 0);
@@ -245,11 +245,11 @@ fn incompatible_resume_says_what_differs() {
     changed.crawl.max_urls = crawler::config::Count(123_456);
     let loaded = checkpoint::load(out.path()).unwrap();
     let e = run(&changed, &seeds, None, Some(loaded)).expect_err("refused");
-    let text = e.to_string();
+    let text = chain(&e);
     assert!(text.contains("max_urls was 1000000, now 123456"), "{text}");
     let loaded = checkpoint::load(out.path()).unwrap();
     let e = run(&config, &seeds[..1], None, Some(loaded)).expect_err("refused");
-    assert!(e.to_string().contains("seed list differs"), "{e}");
+    assert!(chain(&e).contains("seed list differs"), "{e}");
     assert!(matches!(
         checkpoint::load(&out.path().join("nowhere")),
         Err(CheckpointError::Missing { .. })
@@ -288,4 +288,16 @@ fn damaged_queue_log_and_short_output_are_reported() {
         .unwrap();
     let e = checkpoint::load(out.path()).err().expect("refused");
     assert!(e.to_string().contains("pages.jsonl"), "{e}");
+}
+
+/// An error and its causes on one line, as the CLI prints them.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

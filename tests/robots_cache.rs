@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crawler::crawl::thread_cpu_ns;
+use crawler::cpu_time::thread_cpu_ns;
 use crawler::frontier::robots_cache::{CachedRobots, RobotsCache, RobotsCacheOptions};
 
 /// The system allocator, counting live bytes and their peak.

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crawler::config::Config;
+use crawler::crawl::ProgressMode;
 use crawler::output::PageRecord;
-use crawler::progress::ProgressMode;
 use crawler::testweb::{CrawlRules, TestWebServer};
 use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
 use url::Url;

@@ -7,13 +7,23 @@
 //! redraw rate limiting and clean teardown.
 
 use std::io::IsTerminal;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::crawl::CrawlCounters;
-use crate::seen::SeenStats;
+/// The figures one progress line shows, taken by the dispatcher.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProgressFigures {
+    pub finished: u64,
+    pub accepted: u64,
+    pub failures: u64,
+    pub queued: u64,
+    pub in_flight: u64,
+    pub seen_fill: f64,
+    pub seen_fpp: f64,
+    /// The host with the most URLs queued: key, queued now, ever queued.
+    pub busiest: Option<(String, usize, u64)>,
+}
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,46 +73,42 @@ impl Progress {
         self.interval
     }
 
-    pub fn update(
-        &mut self,
-        c: &CrawlCounters,
-        seen: &SeenStats,
-        queued: u64,
-        in_flight: u64,
-        busiest: Option<(&str, usize, u64)>,
-    ) {
-        let busiest = busiest
+    pub(crate) fn update(&mut self, f: &ProgressFigures) {
+        let busiest = f
+            .busiest
+            .as_ref()
             .map(|(host, now, total)| format!(", busiest host {host}: {now} queued of {total}"))
             .unwrap_or_default();
-        let finished = c.finished.load(Ordering::Relaxed);
+        let finished = f.finished;
+        let (queued, in_flight, errors) = (f.queued, f.in_flight, f.failures);
         let now = Instant::now();
         let dt = now.duration_since(self.last.0).as_secs_f64().max(1e-6);
         let rate = (finished.saturating_sub(self.last.1)) as f64 / dt;
         self.last = (now, finished);
-        let errors = c.failures();
         if let Some(bar) = &self.bar {
             bar.set_position(finished);
             bar.set_message(format!(
                 "{rate:.0}/s  queued {queued}  in flight {in_flight}  errors {errors}  seen fill {:.4} fpp≈{:.1e}{busiest}",
-                seen.fill, seen.estimated_fpp
+                f.seen_fill, f.seen_fpp
             ));
         } else if self.lines {
             eprintln!(
                 "progress: {finished} fetched, {rate:.0} pages/s, {queued} queued, {in_flight} in flight, {errors} errors, {} accepted, seen fill {:.4} fpp≈{:.1e}, {:.0} s{busiest}",
-                c.accepted.load(Ordering::Relaxed),
-                seen.fill,
-                seen.estimated_fpp,
+                f.accepted,
+                f.seen_fill,
+                f.seen_fpp,
                 self.started.elapsed().as_secs_f64()
             );
         }
     }
 
-    pub fn finish(&mut self, c: &CrawlCounters, seen: &SeenStats, queued: u64, in_flight: u64) {
+    /// The last line (or the bar's teardown) at the end of the crawl.
+    pub(crate) fn finish(&mut self, f: &ProgressFigures) {
         if let Some(bar) = self.bar.take() {
-            bar.set_position(c.finished.load(Ordering::Relaxed));
+            bar.set_position(f.finished);
             bar.finish_and_clear();
         } else if self.lines {
-            self.update(c, seen, queued, in_flight, None);
+            self.update(f);
         }
     }
 }

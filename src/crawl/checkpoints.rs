@@ -1,0 +1,203 @@
+//! The crawl's side of checkpoints: when to take one, the short pause that captures a
+//! consistent state, and the phases it goes through in the background until it is
+//! published.
+//!
+//! What a checkpoint holds and why it is consistent is [`crate::checkpoint`]'s business;
+//! this module only sequences it against the dispatcher: at most one checkpoint is being
+//! written at a time, the queue log rotates at the instant of the snapshot, and the
+//! publication waits until the queue log that covers "after the snapshot" is flushed here
+//! and fsynced there (the seen-set file is streamed from the live set and may hold the bits
+//! of URLs accepted after the snapshot, each of which that log records).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
+
+use super::counters::CrawlCounters;
+use super::CrawlError;
+use crate::checkpoint::{self, CheckpointError, Expectation, Manifest, QueueLog};
+use crate::frontier::{Frontier, HostId, QueuedUrl};
+use crate::output::{rfc3339, OutputSender};
+use crate::seen::SeenSet;
+
+/// Where a checkpoint being written in the background stands.
+pub(crate) enum CheckpointPhase {
+    /// Files written; to publish once the queue log is flushed (see [`checkpoint`]).
+    Prepared(checkpoint::Prepared),
+    /// Current: the frontier may reclaim what only older checkpoints needed.
+    Published(Manifest),
+}
+
+/// The background write of a checkpoint, as the dispatcher awaits it.
+pub(crate) type PendingPhase = Result<Result<CheckpointPhase, CheckpointError>, JoinError>;
+
+/// Checkpoint bookkeeping: one write in the background at a time.
+pub(crate) struct Checkpoints {
+    out_dir: PathBuf,
+    pub(crate) interval: Duration,
+    seq: u64,
+    expectation: Expectation,
+    seen: Arc<SeenSet>,
+    counters: Arc<CrawlCounters>,
+    /// The checkpoint being written: its files, then its publication.
+    pending: Option<JoinHandle<Result<CheckpointPhase, CheckpointError>>>,
+    /// URLs accepted since the last checkpoint was taken.
+    queue_log: Option<QueueLog>,
+}
+
+impl Checkpoints {
+    /// `seq` is the highest checkpoint number already used in `out_dir`.
+    pub(crate) fn new(
+        out_dir: PathBuf,
+        interval: Duration,
+        seq: u64,
+        expectation: Expectation,
+        seen: Arc<SeenSet>,
+        counters: Arc<CrawlCounters>,
+    ) -> Checkpoints {
+        Checkpoints {
+            out_dir,
+            interval,
+            seq,
+            expectation,
+            seen,
+            counters,
+            pending: None,
+            queue_log: None,
+        }
+    }
+
+    /// The log that every URL accepted from now on must be appended to.
+    pub(crate) fn queue_log(&mut self) -> Option<&mut QueueLog> {
+        self.queue_log.as_mut()
+    }
+
+    /// A checkpoint is being written and has not finished.
+    pub(crate) fn is_busy(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| !p.is_finished())
+    }
+
+    /// Awaits the background write's next phase; pending forever when there is none, for a
+    /// `select!` branch guarded by [`Checkpoints::has_pending`].
+    pub(crate) async fn next_phase(&mut self) -> PendingPhase {
+        match self.pending.as_mut() {
+            Some(pending) => {
+                let phase = pending.await;
+                self.pending = None;
+                phase
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    pub(crate) fn has_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Takes a consistent snapshot of the crawl state and writes it in the background. The
+    /// crawl pauses only for flushing the output and the frontier's part (its store's tails
+    /// and table, its tallies); the seen-set is streamed from the live set.
+    pub(crate) async fn start(
+        &mut self,
+        frontier: &mut Frontier,
+        in_flight: &[(HostId, QueuedUrl)],
+        output: &OutputSender,
+        finished: bool,
+    ) -> Result<(), CrawlError> {
+        let paused = Instant::now();
+        let position = output.flush().await?;
+        let frontier_snapshot = frontier.begin_checkpoint(in_flight)?;
+        let e = &self.expectation;
+        let manifest = Manifest {
+            format_version: checkpoint::FORMAT_VERSION,
+            seq: self.seq + 1,
+            created_at: rfc3339(SystemTime::now()),
+            finished,
+            pages_bytes: position.bytes,
+            pages_records: position.records,
+            frontier: None,
+            max_urls: e.max_urls,
+            seen_m_bits: e.seen_m_bits,
+            seen_k: e.seen_k,
+            seeds_xxh3: e.seeds_xxh3,
+            seeds: e.seeds,
+            counters: self.counters.to_map(),
+        };
+        self.seq += 1;
+        // From this instant on, accepted URLs go to the next checkpoint's queue log.
+        if let Some(mut log) = self.queue_log.take() {
+            log.flush()?;
+        }
+        self.queue_log = Some(QueueLog::create(&self.out_dir, self.seq)?);
+        tracing::debug!(
+            "checkpoint {}: paused {:?} ({} queued, {} in flight)",
+            manifest.seq,
+            paused.elapsed(),
+            frontier.queued(),
+            in_flight.len()
+        );
+        let out = self.out_dir.clone();
+        let seen = self.seen.clone();
+        self.pending = Some(tokio::task::spawn_blocking(move || {
+            checkpoint::prepare(
+                &out,
+                checkpoint::Snapshot {
+                    seen,
+                    frontier: frontier_snapshot,
+                    manifest,
+                },
+            )
+            .map(CheckpointPhase::Prepared)
+        }));
+        Ok(())
+    }
+
+    /// Moves the checkpoint in the background to its next phase: a prepared one is
+    /// published once the queue log (every URL accepted since the snapshot, whose bits the
+    /// seen-set file may hold) is flushed here and fsynced there; a published one lets the
+    /// frontier reclaim space.
+    pub(crate) fn advance(
+        &mut self,
+        frontier: &mut Frontier,
+        phase: PendingPhase,
+    ) -> Result<(), CrawlError> {
+        let phase = phase.map_err(|e| CheckpointError::Io {
+            path: self.out_dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })??;
+        match phase {
+            CheckpointPhase::Prepared(prepared) => {
+                let log = match self.queue_log.as_mut() {
+                    Some(log) => Some(log.flushed_file()?),
+                    None => None,
+                };
+                self.pending = Some(tokio::task::spawn_blocking(move || {
+                    if let Some((path, file)) = log {
+                        file.sync_data()
+                            .map_err(|source| CheckpointError::Io { path, source })?;
+                    }
+                    checkpoint::publish(prepared).map(CheckpointPhase::Published)
+                }));
+            }
+            CheckpointPhase::Published(manifest) => {
+                if let Some(saved) = &manifest.frontier {
+                    frontier.finish_checkpoint(saved)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the checkpoint being written, then lets the frontier reclaim what only
+    /// older checkpoints needed.
+    pub(crate) async fn wait(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
+        while let Some(pending) = self.pending.take() {
+            let phase = pending.await;
+            self.advance(frontier, phase)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,215 @@
+//! The crawl's counters: what every stage counts, for the progress display, the
+//! checkpoints and the summary.
+//!
+//! Each counter is named ONCE, in the [`counters!`] list below, with its meaning. The list
+//! generates the shared atomic counters ([`CrawlCounters`]), their plain values for
+//! `summary.json` ([`CounterValues`], same names), and the by-name map a checkpoint stores
+//! and a resume reads back. Adding a counter is one line here; nothing else needs to learn
+//! its name unless it prints it in a sentence.
+//!
+//! Counters are relaxed atomics: they are figures for people, never used to decide
+//! anything that must be exact (the dispatcher keeps `accepted` itself, in the one task
+//! that writes it, which is what makes `max_urls` exact).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+use crate::scope::OutOfScope;
+
+macro_rules! counters {
+    ($($(#[doc = $doc:literal])* $name:ident,)*) => {
+        /// Counters shared by every stage; read by the progress display and the summary.
+        #[derive(Debug, Default)]
+        pub struct CrawlCounters {
+            $($(#[doc = $doc])* pub $name: AtomicU64,)*
+            /// Links and redirect targets refused by the scope rules, by reason (indexed
+            /// like [`OutOfScope::ALL`]).
+            pub out_of_scope: [AtomicU64; OutOfScope::ALL.len()],
+        }
+
+        /// The counters' values at one instant, under the same names (`summary.json`).
+        #[derive(Debug, Clone, Default, Serialize)]
+        pub struct CounterValues {
+            $($(#[doc = $doc])* pub $name: u64,)*
+            /// Links and redirect targets refused by the scope rules, by reason.
+            pub out_of_scope: BTreeMap<&'static str, u64>,
+        }
+
+        impl CrawlCounters {
+            /// The values now.
+            pub fn values(&self) -> CounterValues {
+                CounterValues {
+                    $($name: self.$name.load(Ordering::Relaxed),)*
+                    out_of_scope: OutOfScope::ALL
+                        .iter()
+                        .zip(&self.out_of_scope)
+                        .map(|(reason, n)| (reason.as_str(), n.load(Ordering::Relaxed)))
+                        .collect(),
+                }
+            }
+
+            /// Every counter by name (`out_of_scope.<reason>` for the scope reasons), as a
+            /// checkpoint stores them.
+            pub fn to_map(&self) -> BTreeMap<String, u64> {
+                let mut map = BTreeMap::new();
+                $(map.insert(stringify!($name).to_string(), self.$name.load(Ordering::Relaxed));)*
+                for (reason, n) in OutOfScope::ALL.iter().zip(&self.out_of_scope) {
+                    map.insert(format!("out_of_scope.{}", reason.as_str()), n.load(Ordering::Relaxed));
+                }
+                map
+            }
+
+            /// Counters restored from a checkpoint (unknown names are ignored, missing ones
+            /// start at zero, so a checkpoint from before a counter existed still loads).
+            pub fn from_map(map: &BTreeMap<String, u64>) -> Self {
+                let counters = CrawlCounters::default();
+                $(if let Some(v) = map.get(stringify!($name)) {
+                    counters.$name.store(*v, Ordering::Relaxed);
+                })*
+                for (reason, n) in OutOfScope::ALL.iter().zip(&counters.out_of_scope) {
+                    if let Some(v) = map.get(&format!("out_of_scope.{}", reason.as_str())) {
+                        n.store(*v, Ordering::Relaxed);
+                    }
+                }
+                counters
+            }
+        }
+    };
+}
+
+counters!(
+    /// URLs taken on (seeds included): never more than `max_urls`.
+    accepted,
+    /// Accepted URLs that reached their end (a record was written).
+    finished,
+    /// Responses with a 2xx status.
+    ok,
+    /// Redirect responses.
+    redirects,
+    /// 4xx responses.
+    client_errors,
+    /// 5xx or 429 responses after all retries.
+    server_errors,
+    /// No response after all retries (timeouts, refused connections…).
+    network_errors,
+    /// Retries scheduled.
+    retries,
+    /// Body bytes received.
+    bytes,
+    /// Pages parsed for links.
+    parsed,
+    /// Links found in parsed pages.
+    links_found,
+    /// Links dropped because they are not http(s) (mailto:, javascript:, …).
+    links_not_http,
+    /// Links that did not resolve to a URL.
+    links_invalid,
+    /// Links not followed because of rel=nofollow.
+    links_nofollow,
+    /// Links already seen (in the seen-set, or repeated on one page).
+    links_seen,
+    /// Links not queued because they were deeper than `max_depth`.
+    links_too_deep,
+    /// Links not queued because `max_urls` had been reached.
+    links_over_cap,
+    /// Redirect chains cut at `max_redirects`.
+    redirects_over_limit,
+    /// URLs not fetched because robots.txt disallows them.
+    disallowed,
+    /// URLs given up because their host's robots.txt stayed unreachable.
+    robots_unavailable,
+    /// robots.txt fetches made.
+    robots_fetches,
+    /// New links not queued because their host reached `scope.max_pages_per_host`.
+    links_host_cap,
+    /// Expected number of new URLs wrongly reported as seen, in millionths.
+    false_positive_micros,
+    /// CPU time of the parse threads, in nanoseconds.
+    parse_cpu_ns,
+);
+
+impl CrawlCounters {
+    /// Adds `n` to `counter`.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The value of `counter` now.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    /// Counts one URL refused by the scope rules.
+    pub fn add_out_of_scope(&self, reason: OutOfScope) {
+        let index = OutOfScope::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
+        Self::add(&self.out_of_scope[index], 1);
+    }
+
+    /// Fetch failures that make the exit code 1: no usable answer after all retries,
+    /// including URLs given up because their host's robots.txt never answered.
+    pub fn failures(&self) -> u64 {
+        Self::get(&self.server_errors)
+            + Self::get(&self.network_errors)
+            + Self::get(&self.robots_unavailable)
+    }
+}
+
+impl CounterValues {
+    /// Fetch failures that make the exit code 1 (see [`CrawlCounters::failures`]).
+    pub fn failures(&self) -> u64 {
+        self.server_errors + self.network_errors + self.robots_unavailable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_round_trip_keeps_every_counter() {
+        let counters = CrawlCounters::default();
+        CrawlCounters::add(&counters.accepted, 7);
+        CrawlCounters::add(&counters.parse_cpu_ns, 11);
+        counters.add_out_of_scope(OutOfScope::ALL[1]);
+        let map = counters.to_map();
+        assert_eq!(map.get("accepted"), Some(&7));
+        assert_eq!(map.get("parse_cpu_ns"), Some(&11));
+        let back = CrawlCounters::from_map(&map);
+        assert_eq!(back.to_map(), map);
+        let values = back.values();
+        assert_eq!(values.accepted, 7);
+        assert_eq!(
+            values.out_of_scope.get(OutOfScope::ALL[1].as_str()),
+            Some(&1)
+        );
+    }
+
+    #[test]
+    fn summary_json_names_match_checkpoint_names() {
+        let counters = CrawlCounters::default();
+        let json = serde_json::to_value(counters.values()).unwrap_or_default();
+        let object = json.as_object().cloned().unwrap_or_default();
+        for name in counters.to_map().keys() {
+            if let Some(reason) = name.strip_prefix("out_of_scope.") {
+                assert!(object["out_of_scope"].get(reason).is_some(), "{name}");
+            } else {
+                assert!(object.contains_key(name), "{name} missing from summary");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_ignored_and_missing_are_zero() {
+        let mut map = BTreeMap::new();
+        map.insert("no_such_counter".to_string(), 5);
+        map.insert("ok".to_string(), 3);
+        let counters = CrawlCounters::from_map(&map);
+        assert_eq!(CrawlCounters::get(&counters.ok), 3);
+        assert_eq!(CrawlCounters::get(&counters.finished), 0);
+    }
+}

@@ -1,0 +1,292 @@
+//! The dispatcher: the one task that owns the frontier, hands work to fetch tasks, takes
+//! their completions back, and decides when the crawl is over.
+//!
+//! Being the only writer of the frontier and the seen-set (through
+//! [`Acceptance`](super::admission::Acceptance)) is what makes the crawl's promises exact:
+//! no URL queued twice, never more than `max_urls` accepted, and a checkpoint that is one
+//! consistent state taken between two completions.
+//!
+//! Termination is explicit: the crawl is over when the frontier has nothing queued and
+//! nothing in flight. Shutdown stops dispatching, gives fetches in flight
+//! `shutdown_grace_secs` to finish and records them; fetches still running then are
+//! abandoned unrecorded, so a resumed crawl fetches them again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::admission::Acceptance;
+use super::checkpoints::Checkpoints;
+use super::counters::CrawlCounters;
+use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
+use super::messages::{Completion, Outcome};
+use super::progress::{Progress, ProgressFigures};
+use super::shutdown::ShutdownHandle;
+use super::CrawlError;
+use crate::frontier::{Frontier, HostId, QueuedUrl, Work};
+use crate::output::{rfc3339, OutputSender};
+use crate::robots::RobotsOutcome;
+use crate::seen::SeenSet;
+
+pub(crate) struct Dispatcher {
+    pub(crate) acceptance: Acceptance,
+    pub(crate) checkpoints: Checkpoints,
+    pub(crate) seen: Arc<SeenSet>,
+    pub(crate) counters: Arc<CrawlCounters>,
+    /// URLs handed to fetch tasks and not completed: they belong to the frontier in a
+    /// checkpoint.
+    pub(crate) in_flight_items: HashMap<String, (HostId, QueuedUrl)>,
+}
+
+/// What the dispatch loop works with besides its own state.
+pub(crate) struct Wiring<'a> {
+    pub fetch: Arc<FetchShared>,
+    pub completions: mpsc::UnboundedReceiver<Completion>,
+    pub output: &'a OutputSender,
+    pub shutdown: &'a ShutdownHandle,
+    pub display: &'a mut Progress,
+}
+
+impl Dispatcher {
+    /// Runs the crawl to its end or its stop, then takes the final checkpoint (what a
+    /// resume starts from). Returns whether the crawl was stopped before its end.
+    pub(crate) async fn run(
+        &mut self,
+        frontier: &mut Frontier,
+        wiring: Wiring<'_>,
+    ) -> Result<bool, CrawlError> {
+        let output = wiring.output;
+        let stopped = self.dispatch_loop(frontier, wiring).await?;
+        self.checkpoints.wait(frontier).await?;
+        self.checkpoint(frontier, output, !stopped).await?;
+        self.checkpoints.wait(frontier).await?;
+        Ok(stopped)
+    }
+
+    /// Starts a checkpoint of the current state.
+    pub(crate) async fn checkpoint(
+        &mut self,
+        frontier: &mut Frontier,
+        output: &OutputSender,
+        finished: bool,
+    ) -> Result<(), CrawlError> {
+        let in_flight: Vec<(HostId, QueuedUrl)> = self.in_flight_items.values().cloned().collect();
+        self.checkpoints
+            .start(frontier, &in_flight, output, finished)
+            .await
+    }
+
+    /// Accepts `candidates` found by `parent` (`None` for seeds). Returns how many were
+    /// queued.
+    pub(crate) fn accept(
+        &mut self,
+        frontier: &mut Frontier,
+        candidates: super::messages::Candidates,
+        parent: Option<String>,
+    ) -> Result<u64, CrawlError> {
+        self.acceptance
+            .accept(frontier, self.checkpoints.queue_log(), candidates, parent)
+    }
+
+    async fn dispatch_loop(
+        &mut self,
+        frontier: &mut Frontier,
+        wiring: Wiring<'_>,
+    ) -> Result<bool, CrawlError> {
+        let Wiring {
+            fetch,
+            mut completions,
+            output,
+            shutdown,
+            display,
+        } = wiring;
+        let interval = self.checkpoints.interval;
+        let mut checkpoint_tick = tokio::time::interval_at(Instant::now() + interval, interval);
+        checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let concurrency = fetch.config.crawl.concurrency as u64;
+        let grace = Duration::from_secs_f64(fetch.config.crawl.shutdown_grace_secs);
+        let mut stop_rx = shutdown.subscribe();
+        let mut stopping = shutdown.is_stopping();
+        let mut grace_deadline: Option<Instant> = None;
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut tick = tokio::time::interval(display.interval());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            if !stopping {
+                let now = Instant::now();
+                while frontier.in_flight() < concurrency {
+                    match frontier.pop_ready(now)? {
+                        None => break,
+                        Some(Work::Fetch(dispatch)) => {
+                            self.in_flight_items.insert(
+                                dispatch.item.url.clone(),
+                                (dispatch.host, dispatch.item.clone()),
+                            );
+                            tasks.spawn(fetch_task(fetch.clone(), dispatch));
+                        }
+                        Some(Work::Robots { host, key }) => {
+                            CrawlCounters::add(&self.counters.robots_fetches, 1);
+                            tasks.spawn(robots_task(fetch.clone(), host, key));
+                        }
+                        Some(Work::Disallowed(item)) => {
+                            CrawlCounters::add(&self.counters.disallowed, 1);
+                            self.record_unfetched(item, "disallowed by robots.txt", output)
+                                .await?;
+                        }
+                    }
+                }
+            }
+            if frontier.is_finished() {
+                return Ok(false);
+            }
+            if stopping && frontier.in_flight() == 0 {
+                return Ok(true);
+            }
+            if stopping && grace_deadline.is_none() {
+                grace_deadline = Some(Instant::now() + grace);
+            }
+            let wake = if stopping || frontier.in_flight() >= concurrency {
+                None
+            } else {
+                frontier.next_ready_at()
+            };
+            let has_pending = self.checkpoints.has_pending();
+            tokio::select! {
+                Some(completion) = completions.recv() => {
+                    self.handle(frontier, completion, output).await?;
+                    // Drain what else has arrived before dispatching again.
+                    while let Ok(completion) = completions.try_recv() {
+                        self.handle(frontier, completion, output).await?;
+                    }
+                }
+                _ = sleep_until_opt(wake) => {}
+                _ = sleep_until_opt(grace_deadline) => {
+                    // In-flight fetches did not finish in time: abandon them. Their URLs
+                    // are not recorded, so a resumed crawl fetches them again.
+                    tasks.abort_all();
+                    return Ok(true);
+                }
+                changed = stop_rx.changed(), if !stopping => {
+                    if changed.is_err() || *stop_rx.borrow() {
+                        stopping = true;
+                        tracing::info!("stopping: waiting for {} fetches in flight", frontier.in_flight());
+                    }
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                phase = self.checkpoints.next_phase(), if has_pending => {
+                    self.checkpoints.advance(frontier, phase)?;
+                }
+                _ = checkpoint_tick.tick(), if !stopping => {
+                    if self.checkpoints.is_busy() {
+                        tracing::warn!("checkpoint: the previous one is still being written; skipped");
+                    } else {
+                        self.checkpoints.wait(frontier).await?;
+                        self.checkpoint(frontier, output, false).await?;
+                    }
+                }
+                _ = tick.tick() => {
+                    display.update(&self.figures(frontier, true));
+                }
+            }
+        }
+    }
+
+    /// What the progress display shows now; `busiest` scans the hosts (costly at many
+    /// hosts, so only once per progress line).
+    pub(crate) fn figures(&self, frontier: &mut Frontier, busiest: bool) -> ProgressFigures {
+        let seen = self.seen.stats();
+        ProgressFigures {
+            finished: CrawlCounters::get(&self.counters.finished),
+            accepted: CrawlCounters::get(&self.counters.accepted),
+            failures: self.counters.failures(),
+            queued: frontier.queued(),
+            in_flight: frontier.in_flight(),
+            seen_fill: seen.fill,
+            seen_fpp: seen.estimated_fpp,
+            busiest: if busiest {
+                frontier.busiest_host()
+            } else {
+                None
+            },
+        }
+    }
+
+    /// Writes the record of an accepted URL that ends without a fetch.
+    async fn record_unfetched(
+        &mut self,
+        item: QueuedUrl,
+        reason: &str,
+        output: &OutputSender,
+    ) -> Result<(), CrawlError> {
+        let mut record = base_record(&item);
+        record.attempts = 0;
+        record.error = Some(reason.to_string());
+        record.fetched_at = rfc3339(SystemTime::now());
+        CrawlCounters::add(&self.counters.finished, 1);
+        output.send(*record).await?;
+        Ok(())
+    }
+
+    async fn handle(
+        &mut self,
+        frontier: &mut Frontier,
+        completion: Completion,
+        output: &OutputSender,
+    ) -> Result<(), CrawlError> {
+        let (dispatch, outcome) = match completion {
+            Completion::Page { dispatch, outcome } => {
+                self.in_flight_items.remove(&dispatch.item.url);
+                (dispatch, outcome)
+            }
+            Completion::Robots { host, outcome } => {
+                let reason = match &outcome {
+                    RobotsOutcome::Unavailable { reason } => {
+                        tracing::debug!("{}: {reason}", frontier.host_key(host).unwrap_or("?"));
+                        format!("{reason}; gave up after repeated attempts")
+                    }
+                    RobotsOutcome::Rules { .. } => String::new(),
+                };
+                for item in frontier.robots_done(host, outcome)? {
+                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
+                    self.record_unfetched(item, &reason, output).await?;
+                }
+                return Ok(());
+            }
+        };
+        match outcome {
+            Outcome::Retry { delay } => {
+                CrawlCounters::add(&self.counters.retries, 1);
+                frontier.retry(dispatch, delay);
+            }
+            Outcome::Done {
+                mut record,
+                candidates,
+            } => {
+                let parent = dispatch.item.url.clone();
+                let new = self.accept(frontier, candidates, Some(parent))?;
+                if new > 0 {
+                    // The new links reach the OS before the page's record does, so a
+                    // crash can never leave the page done and its links forgotten.
+                    if let Some(log) = self.checkpoints.queue_log() {
+                        log.flush()?;
+                    }
+                }
+                record.new_links = new;
+                frontier.complete(dispatch.host);
+                CrawlCounters::add(&self.counters.finished, 1);
+                output.send(*record).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,240 @@
+//! The fetch task: one dispatched URL, fetched once, turned into an outcome: a record and
+//! the redirect target to admit, a retry to schedule, or a page for the parse pool.
+//!
+//! A fetch task never sleeps for politeness and never follows a redirect itself: the
+//! frontier decides when a host may be fetched (retries included, so a retry obeys the
+//! host's rate like any request), and a redirect target goes through admission like a link
+//! (normalized, scoped, checked against the seen-set), so redirect loops end by themselves.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use url::Url;
+
+use super::admission::Admission;
+use super::counters::CrawlCounters;
+use super::messages::{Candidates, Completion, Outcome, ParseJob};
+use crate::config::Config;
+use crate::fetch::{FetchError, Fetched, Fetcher};
+use crate::frontier::{Dispatch, HostId, QueuedUrl};
+use crate::output::{rfc3339, PageRecord};
+use crate::robots::{agent_token, fetch_robots};
+
+/// A server asking for more than this is retried after this anyway (or not at all
+/// once retries run out).
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
+
+/// What fetch tasks share. Only fetch tasks hold the parse-job sender, so the parse
+/// threads see their channel close once the last fetch task is gone.
+pub(crate) struct FetchShared {
+    pub config: Config,
+    pub admission: Arc<Admission>,
+    pub fetcher: Fetcher,
+    pub counters: Arc<CrawlCounters>,
+    pub completions: mpsc::UnboundedSender<Completion>,
+    pub parse_jobs: crossbeam_channel::Sender<ParseJob>,
+}
+
+/// Fetches one dispatched URL and reports how it ended (directly, or through the parse
+/// pool for a page to parse).
+pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
+    match fetch_outcome(&shared, &dispatch).await {
+        FetchStep::Finished(outcome) => {
+            let _ = shared
+                .completions
+                .send(Completion::Page { dispatch, outcome });
+        }
+        FetchStep::Parse(parts) => {
+            // The parse threads own the job from here and report the completion.
+            let ParsePart {
+                url,
+                fetched,
+                record,
+            } = *parts;
+            let job = ParseJob {
+                dispatch,
+                url,
+                fetched,
+                record,
+            };
+            if let Err(crossbeam_channel::SendError(job)) = shared.parse_jobs.send(job) {
+                let mut record = job.record;
+                record.error = Some("crawl shutting down before the page was parsed".into());
+                let _ = shared.completions.send(Completion::Page {
+                    dispatch: job.dispatch,
+                    outcome: Outcome::Done {
+                        record,
+                        candidates: Candidates::default(),
+                    },
+                });
+            }
+        }
+    }
+}
+
+/// Fetches a host's robots.txt and reports the outcome to the dispatcher.
+pub(crate) async fn robots_task(shared: Arc<FetchShared>, host: HostId, key: String) {
+    let agent = agent_token(&shared.config.crawl.user_agent);
+    let outcome = fetch_robots(&shared.fetcher, &key, &agent).await;
+    let _ = shared
+        .completions
+        .send(Completion::Robots { host, outcome });
+}
+
+/// The record of `item` before its fetch: what is known from the queue.
+pub(crate) fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
+    Box::new(PageRecord {
+        url: item.url.clone(),
+        final_url: None,
+        status: None,
+        content_type: None,
+        bytes: 0,
+        depth: item.depth,
+        parent: item.parent.clone(),
+        links: 0,
+        new_links: 0,
+        fetched_at: String::new(),
+        elapsed_ms: 0,
+        error: None,
+        attempts: item.attempts + 1,
+        truncated: false,
+    })
+}
+
+enum FetchStep {
+    Finished(Outcome),
+    /// A page to parse; boxed to keep the step small.
+    Parse(Box<ParsePart>),
+}
+
+struct ParsePart {
+    url: Url,
+    fetched: Fetched,
+    record: Box<PageRecord>,
+}
+
+/// Exponential backoff for retry number `attempt` (0-based): 0.5 s, 1 s, 2 s, … capped.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(500u64.saturating_mul(1 << attempt.min(10))).min(MAX_RETRY_DELAY)
+}
+
+async fn fetch_outcome(shared: &FetchShared, dispatch: &Dispatch) -> FetchStep {
+    let item = &dispatch.item;
+    let config = &shared.config.crawl;
+    let counters = &shared.counters;
+    let mut record = base_record(item);
+    let started = Instant::now();
+    let done = |mut record: Box<PageRecord>, candidates: Candidates| {
+        record.elapsed_ms = started.elapsed().as_millis() as u64;
+        record.fetched_at = rfc3339(SystemTime::now());
+        FetchStep::Finished(Outcome::Done { record, candidates })
+    };
+    let url = match Url::parse(&item.url) {
+        Ok(url) => url,
+        Err(e) => {
+            record.error = Some(format!("unparsable queued URL: {e}"));
+            CrawlCounters::add(&counters.network_errors, 1);
+            return done(record, Candidates::default());
+        }
+    };
+    let can_retry = item.attempts < config.retries;
+    let fetched = match shared.fetcher.fetch(&url).await {
+        Ok(fetched) => fetched,
+        Err(error) => return fetch_failed(counters, error, can_retry, item, record, done),
+    };
+    CrawlCounters::add(&counters.bytes, fetched.bytes);
+    record.status = Some(fetched.status);
+    record.content_type = fetched.content_type.clone();
+    record.bytes = fetched.bytes;
+    record.truncated = fetched.truncated;
+    record.final_url = Some(item.url.clone());
+    let status = fetched.status;
+    if status >= 500 || status == 429 {
+        if can_retry {
+            let delay = fetched
+                .retry_after
+                .unwrap_or_default()
+                .max(backoff(item.attempts))
+                .min(MAX_RETRY_DELAY);
+            return FetchStep::Finished(Outcome::Retry { delay });
+        }
+        CrawlCounters::add(&counters.server_errors, 1);
+        record.error = Some(format!(
+            "HTTP {status} after {} attempts",
+            item.attempts + 1
+        ));
+        return done(record, Candidates::default());
+    }
+    if fetched.is_redirect() {
+        CrawlCounters::add(&counters.redirects, 1);
+        let Some(location) = fetched.location.as_deref() else {
+            record.error = Some("redirect without a Location header".into());
+            return done(record, Candidates::default());
+        };
+        let (target, screened) =
+            shared
+                .admission
+                .screen_redirect(&url, location, item.depth, item.redirect_hops);
+        if let Some(target) = target {
+            record.final_url = Some(target.as_str().to_string());
+        }
+        return match screened {
+            Ok(candidates) => {
+                record.links = 1;
+                done(record, candidates)
+            }
+            Err(reason) => {
+                record.error = Some(reason);
+                done(record, Candidates::default())
+            }
+        };
+    }
+    if (400..500).contains(&status) {
+        CrawlCounters::add(&counters.client_errors, 1);
+    } else if (200..300).contains(&status) {
+        CrawlCounters::add(&counters.ok, 1);
+    }
+    if fetched.body.is_some() {
+        record.elapsed_ms = started.elapsed().as_millis() as u64;
+        record.fetched_at = rfc3339(SystemTime::now());
+        return FetchStep::Parse(Box::new(ParsePart {
+            url,
+            fetched,
+            record,
+        }));
+    }
+    done(record, Candidates::default())
+}
+
+fn fetch_failed(
+    counters: &CrawlCounters,
+    error: FetchError,
+    can_retry: bool,
+    item: &QueuedUrl,
+    mut record: Box<PageRecord>,
+    done: impl FnOnce(Box<PageRecord>, Candidates) -> FetchStep,
+) -> FetchStep {
+    if error.is_transient() && can_retry {
+        return FetchStep::Finished(Outcome::Retry {
+            delay: backoff(item.attempts),
+        });
+    }
+    CrawlCounters::add(&counters.network_errors, 1);
+    record.error = Some(error.message);
+    done(record, Candidates::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        assert_eq!(backoff(0), Duration::from_millis(500));
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(3), Duration::from_secs(4));
+        assert_eq!(backoff(40), MAX_RETRY_DELAY);
+    }
+}

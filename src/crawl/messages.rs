@@ -1,0 +1,53 @@
+//! What the crawl's tasks send each other: a fetch task's or a parse thread's completion,
+//! reported to the dispatcher, and the job a fetch task hands to the parse pool.
+//!
+//! Everything that ends a dispatched URL travels as one [`Completion`] to the one
+//! dispatcher task, which is the only place the frontier and the seen-set are written.
+
+use std::time::Duration;
+
+use url::Url;
+
+use crate::fetch::Fetched;
+use crate::frontier::{Dispatch, HostId};
+use crate::output::PageRecord;
+use crate::robots::RobotsOutcome;
+
+/// A finished fetch, reported to the dispatcher.
+pub(crate) enum Completion {
+    Page {
+        dispatch: Dispatch,
+        outcome: Outcome,
+    },
+    Robots {
+        host: HostId,
+        outcome: RobotsOutcome,
+    },
+}
+
+pub(crate) enum Outcome {
+    /// The URL reached its end: write `record`, queue the new ones among `candidates`.
+    Done {
+        record: Box<PageRecord>,
+        candidates: Candidates,
+    },
+    /// Try again after `delay`.
+    Retry { delay: Duration },
+}
+
+/// URLs found by one fetch that passed screening (see [`super::admission`]), all at the same
+/// depth, in page order.
+#[derive(Default)]
+pub(crate) struct Candidates {
+    pub urls: Vec<Url>,
+    pub depth: u32,
+    pub redirect_hops: u32,
+}
+
+/// A page to parse, from a fetch task to the parse pool.
+pub(crate) struct ParseJob {
+    pub dispatch: Dispatch,
+    pub url: Url,
+    pub fetched: Fetched,
+    pub record: Box<PageRecord>,
+}

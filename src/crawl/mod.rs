@@ -1,0 +1,333 @@
+//! The crawl: wires seeds, frontier, fetch tasks, the parse pool, the seen-set and the
+//! output together, and owns termination and shutdown.
+//!
+//! One job per file:
+//!
+//! | file | job |
+//! |---|---|
+//! | `mod.rs` | [`run_crawl`]: setup (fresh or resumed), the run, the orderly end |
+//! | [`dispatcher`] | the one task that owns the frontier: hands out work, takes completions back |
+//! | [`admission`] | the one path from a discovered URL to a queued one, and its counting |
+//! | [`fetch_task`] | one dispatched URL fetched once and turned into an outcome |
+//! | [`parse_pool`] | OS threads that extract and screen a page's links |
+//! | [`checkpoints`] | when and how the dispatcher takes a checkpoint |
+//! | [`counters`] | every counter, named once |
+//! | [`summary`] | `summary.json` and the closing lines |
+//! | [`progress`] | the live display |
+//! | [`shutdown`] | stopping from outside |
+//! | [`messages`] | what the tasks send each other |
+//!
+//! One dispatcher task owns the frontier and is the only writer of the seen-set and of the
+//! accepted-URL count. That makes the two promises of the crawl exact rather than
+//! probable: no URL is queued twice (insert-and-queue is one step in one task), and no more
+//! than `max_urls` URLs are ever accepted. The expensive work runs elsewhere: fetches are
+//! tokio tasks sharing one client, and HTML parsing runs on the parse pool, which also
+//! screens the links so that the dispatcher only inserts the few that are probably new.
+
+mod admission;
+mod checkpoints;
+mod counters;
+mod dispatcher;
+mod fetch_task;
+mod messages;
+mod parse_pool;
+pub mod progress;
+mod shutdown;
+mod summary;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use url::Url;
+
+pub use counters::{CounterValues, CrawlCounters};
+pub use parse_pool::ParseThreadError;
+pub use progress::ProgressMode;
+pub use shutdown::ShutdownHandle;
+pub use summary::{CrawlSummary, HostCount};
+
+use crate::checkpoint;
+use crate::config::Config;
+use crate::extract::ExtractOptions;
+use crate::fetch::Fetcher;
+use crate::frontier::{Frontier, FrontierOptions, FrontierPolicy};
+use crate::gate::RequestGate;
+use crate::normalize::host_key;
+use crate::output::{OutputPosition, OutputWriter};
+use crate::scope::Scope;
+use crate::seen::{Plan, SeenSet};
+use admission::{Acceptance, Admission};
+use checkpoints::Checkpoints;
+use dispatcher::{Dispatcher, Wiring};
+use fetch_task::FetchShared;
+use messages::{Candidates, ParseJob};
+use parse_pool::{ParsePool, ParseShared};
+use progress::Progress;
+use summary::Ending;
+
+/// Why a crawl could not run. Each variant's message names its subject; the cause follows
+/// in the error's source chain, printed once by the CLI.
+#[derive(Debug, thiserror::Error)]
+pub enum CrawlError {
+    #[error("seen-set")]
+    Plan(#[from] crate::seen::PlanError),
+    #[error("seen-set")]
+    Seen(#[from] crate::seen::SeenError),
+    #[error(transparent)]
+    Fetch(#[from] crate::fetch::FetchSetupError),
+    #[error("output")]
+    Output(#[from] crate::output::OutputError),
+    #[error("{}: cannot create output directory", path.display())]
+    OutputDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no seed URL to crawl")]
+    NoSeeds,
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Scope(#[from] crate::scope::ScopeError),
+    #[error("checkpoint")]
+    Checkpoint(#[from] checkpoint::CheckpointError),
+    #[error(transparent)]
+    Frontier(#[from] crate::frontier::FrontierError),
+    #[error(transparent)]
+    ParseThread(#[from] ParseThreadError),
+}
+
+/// What the crawl needs besides its configuration.
+pub struct CrawlRequest {
+    pub config: Config,
+    pub seeds: Vec<Url>,
+    pub progress: ProgressMode,
+    pub shutdown: ShutdownHandle,
+    /// A checkpoint to continue from (`--resume`); `None` starts from the seeds.
+    pub resume: Option<checkpoint::Loaded>,
+}
+
+/// The seen-set's plan from `[seen]` and `max_urls` (fpp 0.001 when neither is set).
+pub fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
+    let n = config.crawl.max_urls.0;
+    match (config.seen.fpp, config.seen.memory) {
+        (_, Some(memory)) => Plan::for_memory(n, memory.0),
+        (Some(fpp), None) => Plan::for_fpp(n, fpp),
+        (None, None) => Plan::for_fpp(n, 0.001),
+    }
+}
+
+/// Where a crawl starts from: a fresh seen-set and frontier, or a checkpoint's.
+struct Start {
+    seen: Arc<SeenSet>,
+    counters: Arc<CrawlCounters>,
+    output: OutputPosition,
+    frontier: Frontier,
+    /// URLs queued after the checkpoint (from its queue log), to queue again.
+    replayed: Option<Vec<crate::frontier::QueuedUrl>>,
+    /// The highest checkpoint number on disk.
+    seq: u64,
+}
+
+fn start_state(
+    config: &Config,
+    resume: Option<checkpoint::Loaded>,
+    plan: Plan,
+    expectation: &checkpoint::Expectation,
+) -> Result<Start, CrawlError> {
+    let out_dir = &config.output.dir;
+    let policy = FrontierPolicy::from_config(&config.politeness);
+    let frontier_options =
+        FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
+    let Some(loaded) = resume else {
+        checkpoint::remove(out_dir)?;
+        tracing::info!("seen-set: {}", plan.summary());
+        return Ok(Start {
+            seen: Arc::new(SeenSet::new(plan)?),
+            counters: Arc::new(CrawlCounters::default()),
+            output: OutputPosition::default(),
+            frontier: Frontier::create(policy, frontier_options)?,
+            replayed: None,
+            seq: 0,
+        });
+    };
+    loaded.manifest.check_compatible(out_dir, expectation)?;
+    tracing::info!(
+        "resuming checkpoint {} of {}: {} URLs done, {} queued at the checkpoint ({} queued and {} recorded after it, replayed)",
+        loaded.manifest.seq,
+        loaded.manifest.created_at,
+        loaded.output.records,
+        loaded.frontier.queued,
+        loaded.replayed_urls,
+        loaded.replayed_records
+    );
+    let frontier = Frontier::resume(
+        policy,
+        frontier_options,
+        &loaded.frontier,
+        loaded.hosts,
+        loaded.recorded_after,
+    )?;
+    // Only now, with everything checked and reopened: records past the last complete one
+    // (a torn line) are cut.
+    checkpoint::truncate_output(out_dir, loaded.output.bytes)?;
+    Ok(Start {
+        seen: Arc::new(loaded.seen),
+        counters: Arc::new(CrawlCounters::from_map(&loaded.counters)),
+        output: loaded.output,
+        frontier,
+        replayed: Some(loaded.queued_after),
+        seq: loaded.manifest.seq.max(checkpoint::highest_seq(out_dir)),
+    })
+}
+
+/// Runs a crawl to its end (or until shut down) and returns its summary.
+pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError> {
+    let CrawlRequest {
+        config,
+        seeds,
+        progress,
+        shutdown,
+        resume,
+    } = request;
+    if seeds.is_empty() {
+        return Err(CrawlError::NoSeeds);
+    }
+    let started = Instant::now();
+    let out_dir = config.output.dir.clone();
+    std::fs::create_dir_all(&out_dir).map_err(|source| CrawlError::OutputDir {
+        path: out_dir.clone(),
+        source,
+    })?;
+    let plan = seen_plan(&config)?;
+    let expectation = checkpoint::Expectation {
+        max_urls: config.crawl.max_urls.0,
+        seen_m_bits: plan.m_bits,
+        seen_k: plan.k,
+        seeds_xxh3: checkpoint::seeds_hash(&seeds),
+        seeds: seeds.len() as u64,
+    };
+    let Start {
+        seen,
+        counters,
+        output: start,
+        mut frontier,
+        replayed,
+        seq,
+    } = start_state(&config, resume, plan.clone(), &expectation)?;
+    let (output_writer, output) = OutputWriter::start(&out_dir, 4096, start)?;
+    let (completions_tx, completions_rx) = mpsc::unbounded_channel();
+    let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
+
+    let scope = Arc::new(Scope::new(&config.scope, &seeds)?);
+    let gate = Arc::new(RequestGate::new(&config, &seeds, scope.clone())?);
+    let fetcher = Fetcher::new(&config, gate)?;
+    let admission = Arc::new(Admission::new(
+        &config,
+        config.normalizer()?,
+        scope,
+        seen.clone(),
+        counters.clone(),
+    ));
+    let parse_pool = ParsePool::start(
+        config.crawl.parse_threads,
+        parse_rx,
+        Arc::new(ParseShared {
+            admission: admission.clone(),
+            counters: counters.clone(),
+            completions: completions_tx.clone(),
+            options: ExtractOptions {
+                follow_nofollow: config.crawl.follow_nofollow,
+            },
+        }),
+    )?;
+    let fetch = Arc::new(FetchShared {
+        config: config.clone(),
+        admission,
+        fetcher,
+        counters: counters.clone(),
+        completions: completions_tx,
+        parse_jobs: parse_tx,
+    });
+
+    let mut dispatcher = Dispatcher {
+        acceptance: Acceptance::new(&config, seen.clone(), counters.clone()),
+        checkpoints: Checkpoints::new(
+            out_dir.clone(),
+            Duration::from_secs_f64(config.checkpoint.interval_secs),
+            seq,
+            expectation,
+            seen.clone(),
+            counters.clone(),
+        ),
+        seen: seen.clone(),
+        counters: counters.clone(),
+        in_flight_items: HashMap::new(),
+    };
+    match replayed {
+        Some(items) => {
+            // Queued after the checkpoint, already accepted and in the seen-set: straight
+            // back into the queues (the checkpoint's queues came back with the frontier).
+            for item in items {
+                let key = Url::parse(&item.url)
+                    .map(|u| host_key(&u))
+                    .unwrap_or_default();
+                frontier.push(&key, item)?;
+            }
+        }
+        None => {
+            let seeds = Candidates {
+                urls: seeds,
+                depth: 0,
+                redirect_hops: 0,
+            };
+            dispatcher.accept(&mut frontier, seeds, None)?;
+        }
+    }
+
+    // A checkpoint right away: from here on, a crawl killed at any instant can resume.
+    dispatcher.checkpoint(&mut frontier, &output, false).await?;
+
+    let mut display = Progress::start(
+        progress,
+        config.crawl.max_urls.0,
+        Duration::from_secs_f64(config.output.progress_interval_secs),
+    );
+    let stopped = dispatcher
+        .run(
+            &mut frontier,
+            Wiring {
+                fetch,
+                completions: completions_rx,
+                output: &output,
+                shutdown: &shutdown,
+                display: &mut display,
+            },
+        )
+        .await?;
+    // The last fetch task is gone with `Wiring::fetch`: the parse threads' channel closes.
+    parse_pool.join().await;
+    drop(output);
+    let written = tokio::task::spawn_blocking(move || output_writer.finish())
+        .await
+        .map_err(|_| crate::output::OutputError::Stopped)??;
+    tracing::debug!("{written} records written");
+
+    let summary = CrawlSummary::new(Ending {
+        config: &config,
+        frontier: &frontier,
+        counters: &counters,
+        seen: seen.stats(),
+        plan: seen.plan(),
+        elapsed: started.elapsed(),
+        stopped,
+    });
+    display.finish(&dispatcher.figures(&mut frontier, false));
+    let json = serde_json::to_vec_pretty(&summary).unwrap_or_default();
+    crate::output::write_atomically(&out_dir.join("summary.json"), &json)?;
+    Ok(summary)
+}

@@ -1,0 +1,106 @@
+//! The parse pool: a few OS threads that turn fetched HTML into screened links.
+//!
+//! Parsing is CPU work (tens to hundreds of microseconds per page) and would stall the
+//! async reactor if it ran on it, so it runs on `parse_threads` OS threads (default one per
+//! core) fed by a crossbeam channel. Each thread extracts a page's links (a streaming
+//! extractor, see [`crate::extract`]), screens them through [`Admission`] and reports the
+//! completion to the dispatcher itself. The channel closes when the last fetch task is
+//! gone, which is how the threads know to stop.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::admission::Admission;
+use super::counters::CrawlCounters;
+use super::messages::{Completion, Outcome, ParseJob};
+use crate::cpu_time::thread_cpu_ns;
+use crate::extract::{extract_links, ExtractOptions};
+
+/// A parse thread could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start parse thread {index}")]
+pub struct ParseThreadError {
+    index: usize,
+    #[source]
+    source: std::io::Error,
+}
+
+/// What parse threads share.
+pub(crate) struct ParseShared {
+    pub admission: Arc<Admission>,
+    pub counters: Arc<CrawlCounters>,
+    pub completions: mpsc::UnboundedSender<Completion>,
+    pub options: ExtractOptions,
+}
+
+/// The running parse threads.
+pub(crate) struct ParsePool {
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl ParsePool {
+    /// Starts `threads` parse threads (0 = one per core) on `jobs`.
+    pub(crate) fn start(
+        threads: usize,
+        jobs: crossbeam_channel::Receiver<ParseJob>,
+        shared: Arc<ParseShared>,
+    ) -> Result<ParsePool, ParseThreadError> {
+        let threads = match threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n,
+        };
+        let mut handles = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let jobs = jobs.clone();
+            let shared = shared.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("parse-{index}"))
+                .spawn(move || parse_loop(jobs, shared))
+                .map_err(|source| ParseThreadError { index, source })?;
+            handles.push(handle);
+        }
+        Ok(ParsePool { handles })
+    }
+
+    /// Waits for every thread to finish (their channel must be closed first).
+    pub(crate) async fn join(self) {
+        for handle in self.handles {
+            let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        }
+    }
+}
+
+/// A parse thread: extracts a page's links, screens them, and reports the completion to
+/// the dispatcher.
+fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShared>) {
+    let started_cpu = thread_cpu_ns();
+    let counters = &shared.counters;
+    let mut on_page: HashSet<String> = HashSet::new();
+    while let Ok(job) = jobs.recv() {
+        let ParseJob {
+            dispatch,
+            url,
+            fetched,
+            mut record,
+        } = job;
+        let body = fetched.body.as_deref().unwrap_or_default();
+        let extracted = extract_links(body, &url, fetched.charset.as_deref(), &shared.options);
+        CrawlCounters::add(&counters.parsed, 1);
+        record.links = extracted.links.len() as u64;
+        let depth = dispatch.item.depth + 1;
+        let candidates =
+            shared
+                .admission
+                .screen_links(extracted, depth, fetched.header_nofollow, &mut on_page);
+        let _ = shared.completions.send(Completion::Page {
+            dispatch,
+            outcome: Outcome::Done { record, candidates },
+        });
+    }
+    CrawlCounters::add(
+        &counters.parse_cpu_ns,
+        thread_cpu_ns().saturating_sub(started_cpu),
+    );
+}

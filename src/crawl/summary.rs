@@ -1,0 +1,152 @@
+//! What a crawl reports at its end: `OUT/summary.json` and the lines the CLI prints.
+//!
+//! The counters come in whole from [`CounterValues`] (flattened, so `summary.json` keeps one
+//! flat object with every counter under its own name); this module only adds what is
+//! derived (rates, seen-set figures, the busiest hosts) and the human text.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::counters::{CounterValues, CrawlCounters};
+use crate::config::Config;
+use crate::frontier::Frontier;
+use crate::seen::{Plan, SeenStats};
+
+/// `OUT/summary.json`, and what the CLI prints at the end.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrawlSummary {
+    pub stopped: bool,
+    pub elapsed_secs: f64,
+    pub max_urls: u64,
+    /// Every counter, under its own name (see [`super::counters`]).
+    #[serde(flatten)]
+    pub counts: CounterValues,
+    pub queued_left: u64,
+    pub failures: u64,
+    pub pages_per_sec: f64,
+    pub hosts: usize,
+    pub top_hosts: Vec<HostCount>,
+    /// The frontier's memory and disk at the end, and how often host state was evicted
+    /// and restored.
+    pub frontier: crate::frontier::FrontierStats,
+    pub seen_m_bits: u64,
+    pub seen_k: u32,
+    pub seen_bytes: u64,
+    pub seen_insertions: u64,
+    pub seen_fill: f64,
+    pub seen_estimated_fpp: f64,
+    pub estimated_false_positive_skips: f64,
+    pub parse_cpu_secs: f64,
+    pub output_dir: PathBuf,
+}
+
+/// URLs ever queued per host, for spotting traps.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostCount {
+    pub host: String,
+    pub queued_total: u64,
+    pub queued_now: usize,
+}
+
+/// How a crawl ended, for [`CrawlSummary::new`].
+pub(crate) struct Ending<'a> {
+    pub config: &'a Config,
+    pub frontier: &'a Frontier,
+    pub counters: &'a CrawlCounters,
+    pub seen: SeenStats,
+    pub plan: &'a Plan,
+    pub elapsed: Duration,
+    pub stopped: bool,
+}
+
+impl CrawlSummary {
+    pub(crate) fn new(end: Ending<'_>) -> CrawlSummary {
+        let counts = end.counters.values();
+        let secs = end.elapsed.as_secs_f64().max(1e-9);
+        CrawlSummary {
+            stopped: end.stopped,
+            elapsed_secs: end.elapsed.as_secs_f64(),
+            max_urls: end.config.crawl.max_urls.0,
+            queued_left: end.frontier.queued() + end.frontier.in_flight(),
+            failures: counts.failures(),
+            pages_per_sec: counts.finished as f64 / secs,
+            hosts: end.frontier.host_count(),
+            frontier: end.frontier.stats(),
+            top_hosts: end
+                .frontier
+                .top_hosts(10)
+                .into_iter()
+                .map(|(host, queued_total, queued_now)| HostCount {
+                    host,
+                    queued_total,
+                    queued_now,
+                })
+                .collect(),
+            seen_m_bits: end.seen.m_bits,
+            seen_k: end.seen.k,
+            seen_bytes: end.plan.bytes,
+            seen_insertions: end.seen.insertions,
+            seen_fill: end.seen.fill,
+            seen_estimated_fpp: end.seen.estimated_fpp,
+            estimated_false_positive_skips: counts.false_positive_micros as f64 / 1e6,
+            parse_cpu_secs: counts.parse_cpu_ns as f64 / 1e9,
+            output_dir: end.config.output.dir.clone(),
+            counts,
+        }
+    }
+
+    /// The human summary printed at the end of a crawl.
+    pub fn human(&self) -> String {
+        let c = &self.counts;
+        let mut s = String::new();
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            s,
+            "{}: {} of {} URLs done in {:.1} s ({:.0} pages/s), {} accepted, {} left in the frontier",
+            if self.stopped { "stopped" } else { "finished" },
+            c.finished,
+            self.max_urls,
+            self.elapsed_secs,
+            self.pages_per_sec,
+            c.accepted,
+            self.queued_left
+        );
+        let _ = writeln!(
+            s,
+            "responses: {} ok, {} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}",
+            c.ok,
+            c.redirects,
+            c.client_errors,
+            c.server_errors,
+            c.network_errors,
+            c.retries,
+            crate::quantity::HumanBytes(c.bytes)
+        );
+        let _ = writeln!(
+            s,
+            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid, {} out of scope, {} over max_pages_per_host; {} URLs disallowed by robots.txt, {} given up (robots.txt unreachable)",
+            c.links_found,
+            c.links_seen,
+            c.links_too_deep,
+            c.links_over_cap,
+            c.links_nofollow,
+            c.links_not_http,
+            c.links_invalid,
+            c.out_of_scope.values().sum::<u64>(),
+            c.links_host_cap,
+            c.disallowed,
+            c.robots_unavailable
+        );
+        let _ = write!(
+            s,
+            "seen-set: {} URLs, fill {:.4}, estimated fpp {:.2e}, ~{:.1} new URLs skipped as false positives",
+            self.seen_insertions,
+            self.seen_fill,
+            self.seen_estimated_fpp,
+            self.estimated_false_positive_skips
+        );
+        s
+    }
+}

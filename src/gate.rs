@@ -1,0 +1,330 @@
+//! The request gate: the one check every outgoing request passes, whatever asked for it (a
+//! page, a robots.txt, a redirect hop of a robots.txt; later a sitemap).
+//!
+//! # What it checks
+//! 1. **Scope.** A page must pass every scope rule ([`Scope::check`]); a request that is
+//!    not a page of the crawl (robots.txt and its redirect hops) must be on a host the crawl
+//!    may visit ([`Scope::check_site`]: the private-address and site rules), since the URL
+//!    rules (patterns, path traps) were written for pages.
+//! 2. **Private addresses, on the address actually connected to.** No request goes to a
+//!    private, loopback, link-local or unique-local address (see [`is_private_ip`]; IPv4
+//!    mapped into IPv6 is judged by its IPv4 address) unless `scope.allow_private` is set,
+//!    or the host is a seed's host, or a `[network] resolve` rule names it. The rule is
+//!    applied where an address becomes known: to an IP-literal URL here, before anything is
+//!    sent (literals never reach a resolver); to a host name in [`GateResolver`], the DNS
+//!    resolver the HTTP client uses, which drops private answers (so a public name pointing
+//!    at 10.0.0.1 is refused); and once more to the peer address of the response
+//!    ([`RequestGate::check_connected`]), which catches any path that bypassed both.
+//! 3. **Politeness.** A request is only sent when the frontier hands it out: pages and
+//!    robots.txt are scheduled by the frontier under their host's rate limit and
+//!    concurrency cap. The gate does not keep a second rate limiter, which would count every
+//!    request twice; what it guarantees is that nothing reaches the network except through
+//!    [`crate::fetch::Fetcher`], which asks the gate first.
+//!
+//! # Why one gate
+//! Before it, the private-address rule lived in the resolver and the scope rules in the
+//! crawl, and robots.txt redirects reached neither (a public site's robots.txt could
+//! redirect the crawler to `http://169.254.169.254/`). One gate that the fetcher cannot
+//! skip makes "every request" true by construction rather than by review.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use url::{Host, Url};
+
+use crate::config::{Config, ResolveRule};
+use crate::scope::{is_private_ip, OutOfScope, Scope};
+
+/// What a request is for: decides which scope rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// A page of the crawl (an accepted URL).
+    Page,
+    /// A robots.txt, or a redirect hop while fetching one.
+    Robots,
+}
+
+/// Why the gate refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("not requested: {0}")]
+    Scope(OutOfScope),
+    #[error("not requested: {host} is at the private address {ip} (scope.allow_private)")]
+    PrivateAddress { host: String, ip: IpAddr },
+}
+
+/// Who may be reached on a private address: the same rule for IP literals, resolved names
+/// and connected peers.
+#[derive(Debug, Default)]
+pub(crate) struct AddressRule {
+    allow_private: bool,
+    /// Seed hosts (names and literals, lowercase, no trailing dot).
+    private_ok_hosts: HashSet<String>,
+    /// `[network] resolve`: the operator's own overrides.
+    overrides: Vec<ResolveRule>,
+}
+
+impl AddressRule {
+    fn new(config: &Config, seeds: &[Url]) -> Result<AddressRule, crate::config::ConfigError> {
+        Ok(AddressRule {
+            allow_private: config.scope.allow_private,
+            private_ok_hosts: seeds
+                .iter()
+                .filter_map(|u| u.host_str())
+                .map(host_name)
+                .collect(),
+            overrides: config.resolve_rules()?,
+        })
+    }
+
+    /// Whether `host` (as in a URL) may be reached at `ip`.
+    pub(crate) fn permits(&self, host: &str, ip: IpAddr) -> bool {
+        self.allow_private
+            || !is_private_ip(ip.to_canonical())
+            || self.private_ok_hosts.contains(&host_name(host))
+            || self.override_for(host).is_some()
+    }
+
+    fn override_for(&self, host: &str) -> Option<&ResolveRule> {
+        let host = host_name(host);
+        self.overrides.iter().find(|r| r.matches(&host))
+    }
+}
+
+/// A host as compared by the rule: lowercase, without brackets or one trailing dot.
+fn host_name(host: &str) -> String {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
+}
+
+/// The gate. Cheap to share: the fetcher holds one, its resolver another handle.
+pub struct RequestGate {
+    scope: Arc<Scope>,
+    addresses: Arc<AddressRule>,
+}
+
+impl RequestGate {
+    pub fn new(
+        config: &Config,
+        seeds: &[Url],
+        scope: Arc<Scope>,
+    ) -> Result<RequestGate, crate::config::ConfigError> {
+        Ok(RequestGate {
+            scope,
+            addresses: Arc::new(AddressRule::new(config, seeds)?),
+        })
+    }
+
+    /// Whether `url` may be requested for `kind`. Checked before anything is sent.
+    pub fn check(&self, url: &Url, kind: RequestKind) -> Result<(), Refused> {
+        match kind {
+            RequestKind::Page => self.scope.check(url),
+            RequestKind::Robots => self.scope.check_site(url),
+        }
+        .map_err(Refused::Scope)?;
+        // The scope's own private rule covers literals already, but only with the scope's
+        // exceptions; the gate's rule also honours `[network] resolve` and is the one the
+        // resolver applies, so a literal and a name are judged alike.
+        let ip = match url.host() {
+            Some(Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+            Some(Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+            _ => None,
+        };
+        if let (Some(ip), Some(host)) = (ip, url.host_str()) {
+            if !self.addresses.permits(host, ip) {
+                return Err(Refused::PrivateAddress {
+                    host: host.to_string(),
+                    ip,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the address a response came from was allowed for `url`'s host.
+    pub fn check_connected(&self, url: &Url, peer: Option<SocketAddr>) -> Result<(), Refused> {
+        let (Some(peer), Some(host)) = (peer, url.host_str()) else {
+            return Ok(());
+        };
+        if self.addresses.permits(host, peer.ip()) {
+            Ok(())
+        } else {
+            Err(Refused::PrivateAddress {
+                host: host.to_string(),
+                ip: peer.ip(),
+            })
+        }
+    }
+
+    /// The DNS resolver that applies this gate's address rule to names.
+    pub(crate) fn resolver(&self) -> GateResolver {
+        GateResolver(self.addresses.clone())
+    }
+}
+
+/// Resolves hosts that match a `[network] resolve` rule to its address, and every other
+/// host through the system resolver, dropping the private addresses the rule refuses (a
+/// name with only such addresses fails to resolve, with the reason).
+#[derive(Clone)]
+pub(crate) struct GateResolver(Arc<AddressRule>);
+
+impl GateResolver {
+    async fn lookup(
+        &self,
+        host: String,
+    ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
+        if let Some(rule) = self.0.override_for(&host) {
+            return Ok(vec![rule.addr]);
+        }
+        let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+        let permitted: Vec<SocketAddr> = all
+            .iter()
+            .copied()
+            .filter(|a| self.0.permits(&host, a.ip()))
+            .collect();
+        match (permitted.is_empty(), all.first()) {
+            (true, Some(first)) => Err(format!(
+                "{host} resolves to the private address {}; not fetched (scope.allow_private)",
+                first.ip()
+            )
+            .into()),
+            _ => Ok(permitted),
+        }
+    }
+}
+
+impl reqwest::dns::Resolve for GateResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_ascii_lowercase();
+        let resolver = self.clone();
+        Box::pin(async move {
+            let addrs = resolver.lookup(host).await?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::ScopeOptions;
+
+    fn gate(allow_private: bool, seeds: &[&str], mode_any: bool) -> RequestGate {
+        let mut config = Config::default();
+        config.scope.allow_private = allow_private;
+        if mode_any {
+            config.scope.mode = crate::scope::ScopeMode::Any;
+        }
+        let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
+        let rules = vec![ResolveRule {
+            pattern: "*.test".into(),
+            addr: "127.0.0.1:8080".parse().unwrap(),
+        }];
+        let scope = Arc::new(Scope::new(&config.scope, &seeds).unwrap());
+        RequestGate {
+            scope,
+            addresses: Arc::new(AddressRule {
+                allow_private,
+                private_ok_hosts: seeds
+                    .iter()
+                    .filter_map(|u| u.host_str())
+                    .map(host_name)
+                    .collect(),
+                overrides: rules,
+            }),
+        }
+    }
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn ip_literals_into_private_networks_are_refused_for_every_kind() {
+        let g = gate(false, &["http://a.example/"], true);
+        for target in [
+            "http://169.254.169.254/latest/meta-data/",
+            "http://127.0.0.1:9/robots.txt",
+            "http://[::1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://[::ffff:a9fe:a9fe]/",
+            "http://10.1.2.3/",
+            "http://[fd00::1]/",
+            "http://[fe80::1]/",
+        ] {
+            for kind in [RequestKind::Page, RequestKind::Robots] {
+                assert!(g.check(&url(target), kind).is_err(), "{target} {kind:?}");
+            }
+        }
+        assert!(g
+            .check(&url("http://93.184.216.34/"), RequestKind::Robots)
+            .is_ok());
+    }
+
+    #[test]
+    fn exceptions_seed_hosts_resolve_rules_and_allow_private() {
+        let g = gate(false, &["http://127.0.0.1:8080/"], true);
+        assert!(g
+            .check(
+                &url("http://127.0.0.1:8080/robots.txt"),
+                RequestKind::Robots
+            )
+            .is_ok());
+        assert!(g
+            .check(&url("http://127.0.0.2/robots.txt"), RequestKind::Robots)
+            .is_err());
+        let open = gate(true, &["http://a.example/"], true);
+        assert!(open
+            .check(&url("http://169.254.169.254/"), RequestKind::Robots)
+            .is_ok());
+        let peer: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let g = gate(false, &["http://a.example/"], true);
+        assert!(g
+            .check_connected(&url("http://h1.test/"), Some(peer))
+            .is_ok());
+        assert!(g
+            .check_connected(&url("http://public.example/"), Some(peer))
+            .is_err());
+        assert!(g
+            .check_connected(
+                &url("http://public.example/"),
+                Some("[::ffff:127.0.0.1]:80".parse().unwrap())
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn robots_requests_need_the_site_not_the_page_rules() {
+        let mut g = gate(false, &["http://a.example/"], false);
+        let options = ScopeOptions {
+            deny: vec![r"\.txt$".into()],
+            ..ScopeOptions::default()
+        };
+        g.scope = Arc::new(Scope::new(&options, &[url("http://a.example/")]).unwrap());
+        let robots = url("http://a.example/robots.txt");
+        assert!(g.check(&robots, RequestKind::Robots).is_ok());
+        assert!(g.check(&robots, RequestKind::Page).is_err());
+        assert_eq!(
+            g.check(
+                &url("http://elsewhere.example/robots.txt"),
+                RequestKind::Robots
+            ),
+            Err(Refused::Scope(OutOfScope::OffSite))
+        );
+    }
+
+    #[tokio::test]
+    async fn resolver_drops_private_answers_unless_allowed() {
+        // `localhost` resolves to loopback through the system resolver, with no network.
+        let g = gate(false, &["http://a.example/"], true);
+        let e = g.resolver().lookup("localhost".into()).await.unwrap_err();
+        assert!(e.to_string().contains("private address"), "{e}");
+        let open = gate(true, &["http://a.example/"], true);
+        assert!(open.resolver().lookup("localhost".into()).await.is_ok());
+        let seeded = gate(false, &["http://localhost/"], true);
+        assert!(seeded.resolver().lookup("localhost".into()).await.is_ok());
+        let addrs = g.resolver().lookup("h1.test".into()).await.unwrap();
+        assert_eq!(addrs, vec!["127.0.0.1:8080".parse().unwrap()]);
+    }
+}
