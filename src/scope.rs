@@ -89,7 +89,7 @@
 //!    normal in real URLs: `/api/v1/users/1/posts/1/comments/1/likes/1`,
 //!    `/2026/11/11/`, `/en/news/en/sport/` — counting anywhere would refuse them. This is
 //!    Heritrix's `PathologicalPathDecideRule` (regex `.*?/(.*?/)\1{N,}.*`, a block repeated
-//!    more than N times in a row; its default N is 2, ours 3 as the brief asks), with the
+//!    more than N times in a row; its default N is 2, ours 3 to spare real paths), with the
 //!    block length bounded so the check stays one cheap pass: with the default limits any
 //!    block that could repeat 4 times within 32 segments has ≤ 8 segments, so the bound
 //!    loses nothing. Nutch's default loop rule (`-.*(/[^/]+)/[^/]+\1/[^/]+\1/`, a segment

@@ -33,7 +33,7 @@ use crate::extract::Extracted;
 use crate::frontier::{Frontier, QueuedUrl};
 use crate::normalize::{host_key, Normalizer};
 use crate::scope::{OutOfScope, Scope};
-use crate::seen::SeenSet;
+use crate::seen::SeenBackend;
 
 /// Why a discovered URL was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +88,7 @@ impl Refusal {
 pub(crate) struct Admission {
     normalizer: Normalizer,
     scope: Arc<Scope>,
-    seen: Arc<SeenSet>,
+    seen: Arc<dyn SeenBackend>,
     counters: Arc<CrawlCounters>,
     max_depth: u32,
     max_redirects: u32,
@@ -100,7 +100,7 @@ impl Admission {
         config: &Config,
         normalizer: Normalizer,
         scope: Arc<Scope>,
-        seen: Arc<SeenSet>,
+        seen: Arc<dyn SeenBackend>,
         counters: Arc<CrawlCounters>,
     ) -> Admission {
         Admission {
@@ -220,7 +220,7 @@ impl Admission {
 /// The acceptance half: owned by the dispatcher, the single writer of the seen-set and of
 /// the accepted count.
 pub(crate) struct Acceptance {
-    seen: Arc<SeenSet>,
+    seen: Arc<dyn SeenBackend>,
     counters: Arc<CrawlCounters>,
     max_urls: u64,
     max_pages_per_host: u64,
@@ -229,7 +229,11 @@ pub(crate) struct Acceptance {
 }
 
 impl Acceptance {
-    pub(crate) fn new(config: &Config, seen: Arc<SeenSet>, counters: Arc<CrawlCounters>) -> Self {
+    pub(crate) fn new(
+        config: &Config,
+        seen: Arc<dyn SeenBackend>,
+        counters: Arc<CrawlCounters>,
+    ) -> Self {
         Acceptance {
             seen,
             counters,

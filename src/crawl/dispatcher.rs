@@ -29,12 +29,12 @@ use super::CrawlError;
 use crate::frontier::{Frontier, HostId, QueuedUrl, Work};
 use crate::output::{rfc3339, OutputSender};
 use crate::robots::RobotsOutcome;
-use crate::seen::SeenSet;
+use crate::seen::SeenBackend;
 
 pub(crate) struct Dispatcher {
     pub(crate) acceptance: Acceptance,
     pub(crate) checkpoints: Checkpoints,
-    pub(crate) seen: Arc<SeenSet>,
+    pub(crate) seen: Arc<dyn SeenBackend>,
     pub(crate) counters: Arc<CrawlCounters>,
     /// URLs handed to fetch tasks and not completed: they belong to the frontier in a
     /// checkpoint.

@@ -59,7 +59,7 @@ use crate::gate::RequestGate;
 use crate::normalize::host_key;
 use crate::output::{OutputPosition, OutputWriter};
 use crate::scope::Scope;
-use crate::seen::{Plan, SeenSet};
+use crate::seen::{Plan, SeenBackend, SeenSet};
 use admission::{Acceptance, Admission};
 use checkpoints::Checkpoints;
 use dispatcher::{Dispatcher, Wiring};
@@ -223,6 +223,9 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
 
+    // The crawl runs on the seen-set through its backend interface; the local set itself
+    // is kept for the checkpoints, which persist it.
+    let seen_backend: Arc<dyn SeenBackend> = seen.clone();
     let scope = Arc::new(Scope::new(&config.scope, &seeds)?);
     let gate = Arc::new(RequestGate::new(&config, &seeds, scope.clone())?);
     let fetcher = Fetcher::new(&config, gate)?;
@@ -230,7 +233,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         &config,
         config.normalizer()?,
         scope,
-        seen.clone(),
+        seen_backend.clone(),
         counters.clone(),
     ));
     let parse_pool = ParsePool::start(
@@ -255,7 +258,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     });
 
     let mut dispatcher = Dispatcher {
-        acceptance: Acceptance::new(&config, seen.clone(), counters.clone()),
+        acceptance: Acceptance::new(&config, seen_backend.clone(), counters.clone()),
         checkpoints: Checkpoints::new(
             out_dir.clone(),
             Duration::from_secs_f64(config.checkpoint.interval_secs),
@@ -264,7 +267,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             seen.clone(),
             counters.clone(),
         ),
-        seen: seen.clone(),
+        seen: seen_backend,
         counters: counters.clone(),
         in_flight_items: HashMap::new(),
     };

@@ -25,7 +25,7 @@
 //! At crawl sizes (17 MiB for 10^7 URLs at p = 0.001, 171 MiB for 10^8) every probe is a
 //! cache miss, so the layout is chosen by misses and atomic operations, not by hashing.
 //! Measured on this kind of machine (2 vCPU, n = 10^7, p = 0.001, M operations/s per thread;
-//! `/work/shared/measurements.md`):
+//! figures measured for the design, reproduced by `benches/seen.rs`):
 //!
 //! | layout                                   | insert | lookup | fpp at classic size | same key, two threads, both "new" |
 //! |------------------------------------------|-------:|-------:|--------:|-----------------|
@@ -177,6 +177,7 @@
 //! scratch run (memory-bound on this machine). The cost is a second array's memory held for
 //! the whole crawl (187.5 MiB at 10^8) rather than only while a checkpoint is written.
 
+mod backend;
 mod blocks;
 mod counters;
 mod error;
@@ -187,6 +188,7 @@ mod probe;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
+pub use backend::SeenBackend;
 use blocks::{Block, BlockArray, WordBuffer, LOCK_BIT, LOCK_WORD};
 use counters::LiveCounters;
 pub use error::SeenError;

@@ -90,7 +90,7 @@ mod tests {
             (-2129773440516405919, 9128664383759220103)
         );
 
-        // From /work/shared/measurements.md and the empty input of the reference code.
+        // The reference implementation's output for "hello" (seed 0) and for the empty input.
         let (h1, h2) = murmur3_halves(b"hello", 0);
         assert_eq!((h2, h1), (0x5b1e906a48ae1d19, 0xcbd8a7b341bd9b02));
         assert_eq!(murmur3_halves(b"", 0), (0, 0));
