@@ -23,7 +23,7 @@ use crate::scope::ScopeOptions;
 /// Why the configuration was refused. Every variant names where the problem is.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{path}: cannot read config: {source}")]
+    #[error("{}: cannot read config", path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -326,6 +326,50 @@ impl ResolveRule {
     }
 }
 
+/// `path:line` of the byte offset where a TOML error starts (`path` alone without one).
+fn at_line(path: &Path, text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(span) => {
+            let line = 1 + text
+                .as_bytes()
+                .iter()
+                .take(span.start)
+                .filter(|&&b| b == b'\n')
+                .count();
+            format!("{}:{line}", path.display())
+        }
+        None => path.display().to_string(),
+    }
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" said as the `--set` errors say it,
+/// with the section the key is in (the nearest `[section]` header above it).
+fn file_error_message(
+    text: &str,
+    span: Option<std::ops::Range<usize>>,
+    message: &str,
+) -> Option<String> {
+    let (name, known) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once("`, expected one of "))?;
+    let span = span?;
+    let section = text
+        .get(..span.start)
+        .unwrap_or_default()
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find_map(|line| line.strip_prefix('[').and_then(|l| l.strip_suffix(']')));
+    let known = known.replace('`', "");
+    Some(match section {
+        Some(section) => format!(
+            "unknown key {name:?} in [{}]; its keys are: {known}",
+            section.trim()
+        ),
+        None => format!("unknown section {name:?}; sections are: {known}"),
+    })
+}
+
 impl Config {
     /// Loads `path` (or the defaults when `None`) and applies `--set` overrides.
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
@@ -336,9 +380,22 @@ impl Config {
                     source,
                 })?;
                 let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-                    origin: path.display().to_string(),
-                    message: one_line(&e.to_string()),
+                    origin: at_line(path, &text, e.span()),
+                    message: one_line(e.message()),
                 })?;
+                // The file alone, typed: its errors carry the line they are on; the typed
+                // table's carry the key's full name. Say both.
+                if let Err(e) = toml::from_str::<Config>(&text) {
+                    let keyed = Config::deserialize(toml::Value::Table(table.clone()))
+                        .err()
+                        .map(|e| one_line(&e.to_string()));
+                    return Err(ConfigError::Parse {
+                        origin: at_line(path, &text, e.span()),
+                        message: file_error_message(&text, e.span(), e.message())
+                            .or(keyed)
+                            .unwrap_or_else(|| one_line(e.message())),
+                    });
+                }
                 (path.display().to_string(), table)
             }
             None => ("defaults".to_string(), toml::Table::new()),

@@ -29,9 +29,9 @@ use crate::gate::{RequestGate, RequestKind};
 /// The client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchSetupError {
-    #[error("HTTP client: {0}")]
+    #[error("HTTP client")]
     Client(#[from] reqwest::Error),
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
 }
 

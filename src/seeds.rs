@@ -41,7 +41,7 @@ impl std::fmt::Display for BadSeed {
 /// Why the seed list could not be used at all.
 #[derive(Debug, thiserror::Error)]
 pub enum SeedsError {
-    #[error("{path}: cannot read seeds: {source}")]
+    #[error("{}: cannot read seeds", path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,
