@@ -9,6 +9,7 @@ pub mod allocator;
 pub mod checkpoint;
 pub mod config;
 pub mod crawl;
+pub mod durable;
 pub mod extract;
 pub mod fetch;
 pub mod frontier;
