@@ -84,14 +84,6 @@ impl FileError {
             what: what.into(),
         }
     }
-
-    /// `path` should be there (`what` says why) and is not.
-    pub(crate) fn missing(path: &Path, what: impl Into<String>) -> FileError {
-        FileError::Missing {
-            path: path.to_path_buf(),
-            what: what.into(),
-        }
-    }
 }
 
 /// Fsyncs the directory `dir`, so that the files created, renamed or deleted in it stay so
