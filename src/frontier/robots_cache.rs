@@ -18,7 +18,7 @@
 //! positioned read (or copies it from the write buffer: records not yet written are served
 //! from memory, so a read never forces a write), and checks it before returning anything:
 //! length against the index, XXH3-64 checksum, kind, and host id. A damaged record (a flipped
-//! bit, a truncated file) is [`RobotsCacheError::Corrupt`] naming the file and the record's
+//! bit, a truncated file) is [`FileError::Corrupt`] naming the file and the record's
 //! offset, never a panic and never a half-decoded body; the entry is then forgotten, so the
 //! caller fetches robots.txt again and the next `put` replaces it.
 //!
@@ -147,8 +147,7 @@ use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use xxhash_rust::xxh3::Xxh3Default;
-
+use crate::durable::{checksum_of, At, FileError, Header, IoAt};
 use crate::robots::ROBOTS_MAX_BYTES;
 
 /// The data file, in the cache's directory.
@@ -202,21 +201,12 @@ impl Default for RobotsCacheOptions {
 }
 
 /// Why the cache could not be opened, read or written. Every error names the file; damage
-/// also names the byte offset of the damaged record.
+/// ([`FileError::Corrupt`]) also names the byte offset of the damaged record.
 #[derive(Debug, thiserror::Error)]
 pub enum RobotsCacheError {
-    #[error("cannot {action} {}: {source}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{} is corrupt at byte {offset}: {what}", path.display())]
-    Corrupt {
-        path: PathBuf,
-        offset: u64,
-        what: String,
-    },
+    /// I/O on the cache's file, or a damaged record.
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("robots.txt body of {len} bytes for host {host:016x} exceeds the {MAX_BODY}-byte limit; not stored in {}", path.display())]
     TooLarge {
         path: PathBuf,
@@ -227,22 +217,9 @@ pub enum RobotsCacheError {
     Full { path: PathBuf },
 }
 
-fn io<'a>(
-    action: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> RobotsCacheError + 'a {
-    move |source| RobotsCacheError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-fn corrupt(path: &Path, offset: u64, what: impl Into<String>) -> RobotsCacheError {
-    RobotsCacheError::Corrupt {
-        path: path.to_path_buf(),
-        offset,
-        what: what.into(),
+impl From<IoAt> for RobotsCacheError {
+    fn from(e: IoAt) -> RobotsCacheError {
+        RobotsCacheError::File(e.into())
     }
 }
 
@@ -483,24 +460,22 @@ struct RecordHeader {
 }
 
 impl RecordHeader {
-    fn parse(h: &[u8]) -> RecordHeader {
-        let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+    fn parse(h: &[u8; RECORD_HEADER]) -> RecordHeader {
+        let h = Header::new(h);
         RecordHeader {
-            body_len: u32::from_le_bytes(h[0..4].try_into().unwrap()),
-            kind: h[4],
-            pad: [h[5], h[6], h[7]],
-            host: u64_at(8),
-            expires_unix_ms: u64_at(16),
-            checksum: u64_at(24),
+            body_len: h.u32(0),
+            kind: h.u8(4),
+            pad: h.array(5),
+            host: h.u64(8),
+            expires_unix_ms: h.u64(16),
+            checksum: h.u64(24),
         }
     }
 }
 
-fn record_checksum(header: &[u8], body: &[u8]) -> u64 {
-    let mut h = Xxh3Default::new();
-    h.update(&header[..24]);
-    h.update(body);
-    h.digest()
+/// The checksum of a record: bytes 0..24 of its header, then its body.
+fn record_checksum(header: &[u8; RECORD_HEADER], body: &[u8]) -> u64 {
+    checksum_of(&[&header[..24], body])
 }
 
 fn encode_header(host: u64, expires_unix_ms: u64, kind: u8, body: &[u8]) -> [u8; RECORD_HEADER] {
@@ -516,23 +491,17 @@ fn encode_header(host: u64, expires_unix_ms: u64, kind: u8, body: &[u8]) -> [u8;
 
 /// Checks a whole record (`rec`, read from `offset` of `path`) that the index says is
 /// `host`'s: length, checksum, kind, host. Returns its header.
-fn verify(
-    rec: &[u8],
-    host: u64,
-    path: &Path,
-    offset: u64,
-) -> Result<RecordHeader, RobotsCacheError> {
-    if rec.len() < RECORD_HEADER {
-        return Err(corrupt(
+fn verify(rec: &[u8], host: u64, path: &Path, offset: u64) -> Result<RecordHeader, FileError> {
+    let Some((header, body)) = rec.split_first_chunk::<RECORD_HEADER>() else {
+        return Err(FileError::corrupt(
             path,
             offset,
             format!("record of {} bytes is shorter than its header", rec.len()),
         ));
-    }
-    let h = RecordHeader::parse(&rec[..RECORD_HEADER]);
-    let body = &rec[RECORD_HEADER..];
+    };
+    let h = RecordHeader::parse(header);
     if h.body_len as usize != body.len() {
-        return Err(corrupt(
+        return Err(FileError::corrupt(
             path,
             offset,
             format!(
@@ -542,9 +511,9 @@ fn verify(
             ),
         ));
     }
-    let sum = record_checksum(rec, body);
+    let sum = record_checksum(header, body);
     if sum != h.checksum {
-        return Err(corrupt(
+        return Err(FileError::corrupt(
             path,
             offset,
             format!(
@@ -554,14 +523,14 @@ fn verify(
         ));
     }
     if h.pad != [0; 3] || !(h.kind == KIND_BODY || (h.kind == KIND_ALLOW_ALL && h.body_len == 0)) {
-        return Err(corrupt(
+        return Err(FileError::corrupt(
             path,
             offset,
             format!("kind {} with {} bytes of body", h.kind, h.body_len),
         ));
     }
     if h.host != host {
-        return Err(corrupt(
+        return Err(FileError::corrupt(
             path,
             offset,
             format!("record is host {:016x}'s, not {host:016x}'s", h.host),
@@ -607,14 +576,13 @@ impl RobotsCache {
     /// else in `dir` is touched. One cache per directory: two open at once would clobber each
     /// other's file. Dropping the cache leaves its file; the next `open` removes it.
     pub fn open(dir: &Path, options: RobotsCacheOptions) -> Result<RobotsCache, RobotsCacheError> {
-        fs::create_dir_all(dir).map_err(io("create directory", dir))?;
+        fs::create_dir_all(dir).at("create directory", dir)?;
         let path = dir.join(DATA_FILE);
         let compact_path = dir.join(COMPACT_FILE);
         for p in [&path, &compact_path] {
             match fs::remove_file(p) {
-                Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(io("remove", p)(e)),
+                removed => removed.at("remove", p)?,
             }
         }
         let file = create_data_file(&path)?;
@@ -676,7 +644,7 @@ impl RobotsCache {
             self.file
                 .write_all_at(&header, offset)
                 .and_then(|()| self.file.write_all_at(body, offset + RECORD_HEADER as u64))
-                .map_err(io("write", &self.path))?;
+                .at("write", &self.path)?;
             self.flushed += rec_len as u64;
         } else {
             self.wbuf.extend_from_slice(&header);
@@ -697,7 +665,7 @@ impl RobotsCache {
     /// forgotten).
     ///
     /// The record is read (from the write buffer or the file) and checked whole before
-    /// anything is returned: a damaged one gives [`RobotsCacheError::Corrupt`] with the file
+    /// anything is returned: a damaged one gives [`FileError::Corrupt`] with the file
     /// and the record's offset, and is forgotten (the next `get` says `None`, so the caller
     /// fetches robots.txt again).
     pub fn get(
@@ -725,17 +693,16 @@ impl RobotsCache {
             self.forget(host);
             return Ok(None);
         }
-        let mut rec = match self.read_record(slot.loc, host) {
-            Ok(rec) => rec,
+        let (h, mut rec) = match self.read_record(slot.loc, host) {
+            Ok(read) => read,
             Err(e) => {
-                if matches!(e, RobotsCacheError::Corrupt { .. }) {
+                if matches!(e, FileError::Corrupt { .. }) {
                     self.damaged += 1;
                     self.forget(host);
                 }
-                return Err(e);
+                return Err(e.into());
             }
         };
-        let h = RecordHeader::parse(&rec[..RECORD_HEADER]);
         if now_unix_ms >= h.expires_unix_ms {
             self.forget(host);
             return Ok(None);
@@ -825,7 +792,7 @@ impl RobotsCache {
         }
         self.file
             .write_all_at(&self.wbuf, self.flushed)
-            .map_err(io("write", &self.path))?;
+            .at("write", &self.path)?;
         self.flushed += self.wbuf.len() as u64;
         self.wbuf.clear();
         Ok(())
@@ -847,7 +814,7 @@ impl RobotsCache {
         let new = create_data_file(&self.compact_path);
         let result = new.and_then(|new| {
             let end = self.copy_live(&order, &new)?;
-            fs::rename(&self.compact_path, &self.path).map_err(io("rename", &self.compact_path))?;
+            fs::rename(&self.compact_path, &self.path).at("rename", &self.compact_path)?;
             Ok((new, end))
         });
         let (new, end) = match result {
@@ -892,15 +859,14 @@ impl RobotsCache {
             if !in_window {
                 let want = len.max(READ_WINDOW.min(self.flushed.saturating_sub(offset) as usize));
                 win.resize(want, 0);
-                let got =
-                    read_up_to(&self.file, &mut win, offset).map_err(io("read", &self.path))?;
+                let got = read_up_to(&self.file, &mut win, offset).at("read", &self.path)?;
                 win.truncate(got);
                 win_at = offset;
             }
             let at = (offset - win_at) as usize;
             let checked = match win.get(at..at + len) {
                 Some(rec) => verify(rec, host, &self.path, offset).map(|_| rec),
-                None => Err(corrupt(
+                None => Err(FileError::corrupt(
                     &self.path,
                     offset,
                     format!("the file ends before the record's {len} bytes"),
@@ -919,14 +885,14 @@ impl RobotsCache {
             };
             if !self.wbuf.is_empty() && self.wbuf.len() + len > self.options.write_buffer {
                 new.write_all_at(&self.wbuf, end)
-                    .map_err(io("write", &self.compact_path))?;
+                    .at("write", &self.compact_path)?;
                 end += self.wbuf.len() as u64;
                 self.wbuf.clear();
             }
             self.wbuf.extend_from_slice(rec);
         }
         new.write_all_at(&self.wbuf, end)
-            .map_err(io("write", &self.compact_path))?;
+            .at("write", &self.compact_path)?;
         end += self.wbuf.len() as u64;
         self.wbuf.clear();
         // A record larger than the buffer may have grown it.
@@ -948,14 +914,15 @@ impl RobotsCache {
     }
 
     /// Reads and verifies the whole record at `loc`, from the write buffer or the file.
-    fn read_record(&self, loc: u64, host: u64) -> Result<Vec<u8>, RobotsCacheError> {
+    /// Returns its header and its bytes (the header included).
+    fn read_record(&self, loc: u64, host: u64) -> Result<(RecordHeader, Vec<u8>), FileError> {
         let (offset, len) = (loc_offset(loc), loc_len(loc));
         let rec = if offset >= self.flushed {
             let at = (offset - self.flushed) as usize;
             match self.wbuf.get(at..at + len) {
                 Some(r) => r.to_vec(),
                 None => {
-                    return Err(corrupt(
+                    return Err(FileError::corrupt(
                         &self.path,
                         offset,
                         "the index points past the end of the data",
@@ -967,8 +934,8 @@ impl RobotsCache {
             read_exact_at(&self.file, &mut rec, offset, &self.path)?;
             rec
         };
-        verify(&rec, host, &self.path, offset)?;
-        Ok(rec)
+        let header = verify(&rec, host, &self.path, offset)?;
+        Ok((header, rec))
     }
 
     /// Checks the index against the file's bookkeeping (tests).
@@ -1004,11 +971,11 @@ fn create_data_file(path: &Path) -> Result<File, RobotsCacheError> {
         .create(true)
         .truncate(true)
         .open(path)
-        .map_err(io("create", path))?;
+        .at("create", path)?;
     let mut header = [0u8; FILE_HEADER as usize];
     header[..8].copy_from_slice(&MAGIC);
     header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    file.write_all_at(&header, 0).map_err(io("write", path))?;
+    file.write_all_at(&header, 0).at("write", path)?;
     Ok(file)
 }
 
@@ -1027,21 +994,21 @@ fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize
 }
 
 /// Reads `buf.len()` bytes at `offset`; a file that ends first is damage at `offset`.
-fn read_exact_at(
-    file: &File,
-    buf: &mut [u8],
-    offset: u64,
-    path: &Path,
-) -> Result<(), RobotsCacheError> {
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64, path: &Path) -> Result<(), FileError> {
     file.read_exact_at(buf, offset).map_err(|e| {
         if e.kind() == ErrorKind::UnexpectedEof {
-            corrupt(
+            FileError::corrupt(
                 path,
                 offset,
                 format!("the file ends before the record's {} bytes", buf.len()),
             )
         } else {
-            io("read", path)(e)
+            IoAt {
+                action: "read",
+                path: path.to_path_buf(),
+                source: e,
+            }
+            .into()
         }
     })
 }
@@ -1293,7 +1260,7 @@ mod tests {
                 c.flush().unwrap();
                 flip(c.path(), at + i);
                 match c.get(host, 0) {
-                    Err(RobotsCacheError::Corrupt { path, offset, what }) => {
+                    Err(RobotsCacheError::File(FileError::Corrupt { path, offset, what })) => {
                         assert_eq!(path, dir.path().join(DATA_FILE));
                         assert_eq!(offset, at, "byte {i}: {what}");
                     }
@@ -1336,7 +1303,10 @@ mod tests {
         assert_eq!(c.get(1, 0).unwrap(), Some(body("abc")));
         let e = c.get(2, 0).unwrap_err();
         assert!(
-            matches!(e, RobotsCacheError::Corrupt { offset: 51, .. }),
+            matches!(
+                e,
+                RobotsCacheError::File(FileError::Corrupt { offset: 51, .. })
+            ),
             "{e}"
         );
     }
@@ -1506,7 +1476,7 @@ mod tests {
                 match c.get(h as u64, 0) {
                     Ok(Some(got)) => prop_assert_eq!(got, CachedRobots::Body(b.clone())),
                     Ok(None) => prop_assert!(compact_first, "only a compaction forgets"),
-                    Err(RobotsCacheError::Corrupt { path, .. }) => {
+                    Err(RobotsCacheError::File(FileError::Corrupt { path, .. })) => {
                         prop_assert!(!compact_first, "a compaction drops the damaged");
                         prop_assert_eq!(path, dir.path().join(DATA_FILE));
                     }
