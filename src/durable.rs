@@ -13,6 +13,7 @@
 //!   rename so that the new name never points at data still in the page cache only, and the
 //!   directory's fsync after it because the rename is durable only once the directory entry
 //!   is. A temporary file left by a failed write is removed.
+//! - **New files with a header** ([`create_with_header`]) for the append-only formats.
 //! - **Directory fsync** ([`sync_dir`]), for callers that create or delete files whose
 //!   existence must survive a power cut (the queue store's segments, a checkpoint directory).
 //! - **Little-endian fields** ([`Header`], [`Cursor`]): every format stores integers
@@ -27,8 +28,9 @@
 //!   done and to which file; its cause (the OS's reason) is its [`source`](std::error::Error::source),
 //!   not repeated in its message, so a caller that prints the chain prints it once.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::Xxh3Default;
@@ -92,6 +94,21 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), IoAt> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .at("fsync directory", dir)
+}
+
+/// Creates `path` (truncating any file there) for reading and writing, and writes `header` at
+/// its start: a new file of an append-only format (a queue store segment, the robots.txt
+/// cache's data file). Not fsynced: its owner decides when.
+pub(crate) fn create_with_header(path: &Path, header: &[u8]) -> Result<File, IoAt> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .at("create", path)?;
+    file.write_all_at(header, 0).at("write", path)?;
+    Ok(file)
 }
 
 /// The directory a file is in (`.` for a bare file name).

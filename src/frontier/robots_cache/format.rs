@@ -3,8 +3,9 @@
 //!
 //! # On-disk format (integers little-endian)
 //!
-//! Directory: [`DATA_FILE`](super::DATA_FILE) (`robots-cache.log`), and [`COMPACT_FILE`](super::COMPACT_FILE) while a compaction
-//! writes it. Nothing else in the directory is touched.
+//! Directory: [`DATA_FILE`](super::DATA_FILE) (`robots-cache.log`), and
+//! [`COMPACT_FILE`](super::COMPACT_FILE) while a compaction writes it. Nothing else in the
+//! directory is touched.
 //!
 //! File header, 16 bytes:
 //!
@@ -29,13 +30,13 @@
 //! In memory, a location is `o << 24 | (32 + L)`: records end below 1 TiB
 //! ([`RobotsCacheError::Full`] beyond).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::RobotsCacheError;
-use crate::durable::{checksum_of, At, FileError, Header, IoAt};
+use crate::durable::{self, checksum_of, FileError, Header, IoAt};
 
 pub(super) const MAGIC: [u8; 8] = *b"CRWLRBTC";
 pub(super) const VERSION: u32 = 1;
@@ -160,18 +161,10 @@ pub(super) fn verify(
 }
 
 pub(super) fn create_data_file(path: &Path) -> Result<File, RobotsCacheError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .at("create", path)?;
     let mut header = [0u8; FILE_HEADER as usize];
     header[..8].copy_from_slice(&MAGIC);
     header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    file.write_all_at(&header, 0).at("write", path)?;
-    Ok(file)
+    Ok(durable::create_with_header(path, &header)?)
 }
 
 /// Reads from `offset` until `buf` is full or the file ends; returns the bytes read.

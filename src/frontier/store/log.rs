@@ -11,7 +11,7 @@ use super::format::{
     BlockHeader, BLOCK_HEADER, MAX_BODY, NEXT_FIELD, SEGMENT_HEADER, SEGMENT_MAGIC, VERSION,
 };
 use super::{item_bytes, QueueStore, StoreError, Window, PATCH_BYTES};
-use crate::durable::{At, Cursor, FileError, Header};
+use crate::durable::{self, At, Cursor, FileError, Header};
 
 impl QueueStore {
     pub(super) fn write_all_tails(&mut self) -> Result<(), StoreError> {
@@ -259,18 +259,11 @@ impl QueueStore {
 
     pub(super) fn start_segment(&mut self, s: u32) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, s);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .at("create", &path)?;
         let mut header = [0u8; SEGMENT_HEADER as usize];
         header[0..8].copy_from_slice(&SEGMENT_MAGIC);
         header[8..12].copy_from_slice(&VERSION.to_le_bytes());
         header[12..16].copy_from_slice(&s.to_le_bytes());
-        file.write_all_at(&header, 0).at("write", &path)?;
+        let file = durable::create_with_header(&path, &header)?;
         self.files.insert(s, file);
         self.seg_len.insert(s, SEGMENT_HEADER);
         self.active = s;
