@@ -22,11 +22,14 @@
 //!   says what was missing instead of panicking.
 //! - **Checksum trailers** ([`Checksum`], [`split_trailer`], [`checksum_of`]): the formats end
 //!   with (or, for records, carry) an XXH3-64 of the bytes it covers, stored little-endian.
+//!   Written by [`Checksum::trailer`] (or `checksum_of(..).to_le_bytes()`), checked by
+//!   [`split_trailer`] (a file read whole) or a [`Checksum`] of the bytes read.
 //!   XXH3 is fast enough to hash a 187.5 MiB seen-set file in well under a second and catches
 //!   the torn writes and flipped bits a crash or a bad disk leaves.
 //! - **Errors that name the file** ([`IoAt`], [`FileError`]): an I/O error says what was being
-//!   done and to which file; its cause (the OS's reason) is its [`source`](std::error::Error::source),
-//!   not repeated in its message, so a caller that prints the chain prints it once.
+//!   done and to which file; its cause (the OS's reason) is its
+//!   [`source`](std::error::Error::source), not repeated in its message, so a caller that
+//!   prints the chain of causes prints it once.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -300,6 +303,11 @@ impl Checksum {
     pub(crate) fn digest(&self) -> u64 {
         self.0.digest()
     }
+
+    /// The trailer that ends a file of the bytes hashed: the digest, little-endian.
+    pub(crate) fn trailer(&self) -> [u8; TRAILER_LEN] {
+        self.digest().to_le_bytes()
+    }
 }
 
 /// The XXH3-64 of `parts`, one after another (a record's checksum covers its header's first
@@ -313,7 +321,7 @@ pub(crate) fn checksum_of(parts: &[&[u8]]) -> u64 {
 }
 
 /// A file's bytes split at its checksum trailer: what the trailer covers, the stored
-/// checksum and the one computed now. `None` if the file is shorter than a trailer.
+/// checksum and the one computed now.
 pub(crate) struct Trailer<'a> {
     pub(crate) body: &'a [u8],
     pub(crate) stored: u64,
@@ -334,13 +342,8 @@ pub(crate) fn split_trailer(bytes: &[u8]) -> Option<Trailer<'_>> {
     Some(Trailer {
         body,
         stored: u64::from_le_bytes(*trailer),
-        computed: xxhash_rust::xxh3::xxh3_64(body),
+        computed: checksum_of(&[body]),
     })
-}
-
-/// The trailer for `body`: its XXH3-64, little-endian.
-pub(crate) fn trailer_of(body: &[u8]) -> [u8; TRAILER_LEN] {
-    xxhash_rust::xxh3::xxh3_64(body).to_le_bytes()
 }
 
 #[cfg(test)]
@@ -409,7 +412,9 @@ mod tests {
     #[test]
     fn trailers_check_what_they_cover() {
         let mut bytes = b"some body".to_vec();
-        bytes.extend_from_slice(&trailer_of(b"some body"));
+        let mut sum = Checksum::new();
+        sum.update(b"some body");
+        bytes.extend_from_slice(&sum.trailer());
         let t = split_trailer(&bytes).unwrap();
         assert!(t.matches());
         assert_eq!(t.body, b"some body");

@@ -144,7 +144,7 @@ pub fn write_atomically(
         file.write_all(bytes)?;
         start += chunk.len();
     }
-    file.write_all(&hasher.digest().to_le_bytes())?;
+    file.write_all(&hasher.trailer())?;
     Ok(file.sync()?.install()?)
 }
 

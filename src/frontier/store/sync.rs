@@ -47,7 +47,7 @@ impl PendingSync {
             log_end: self.log_end,
             table_checksum: *self
                 .checksum
-                .get_or_init(|| u64::from_le_bytes(durable::trailer_of(&self.table))),
+                .get_or_init(|| durable::checksum_of(&[&self.table])),
         }
     }
 
