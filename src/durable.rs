@@ -6,24 +6,24 @@
 //! ([`crate::frontier::store`]), the robots.txt cache ([`crate::frontier::robots_cache`]) and
 //! `summary.json` ([`crate::output`]). What it guarantees, and why:
 //!
-//! - **Atomic replace** ([`Staged`], [`replace`]): a file is written under a temporary name in
+//! - **Atomic replace** (`Staged`, `replace`): a file is written under a temporary name in
 //!   its own directory, fsynced, renamed over its final name, and the directory is fsynced. A
 //!   rename within a directory is atomic, so a reader (or a process restarted after a crash)
 //!   finds the old file or the new one, whole, never a mix; the file's fsync comes before the
 //!   rename so that the new name never points at data still in the page cache only, and the
 //!   directory's fsync after it because the rename is durable only once the directory entry
 //!   is. A temporary file left by a failed write is removed.
-//! - **New files with a header** ([`create_with_header`]) for the append-only formats.
-//! - **Directory fsync** ([`sync_dir`]), for callers that create or delete files whose
+//! - **New files with a header** (`create_with_header`) for the append-only formats.
+//! - **Directory fsync** (`sync_dir`), for callers that create or delete files whose
 //!   existence must survive a power cut (the queue store's segments, a checkpoint directory).
-//! - **Little-endian fields** ([`Header`], [`Cursor`]): every format stores integers
+//! - **Little-endian fields** (`Header`, `Cursor`): every format stores integers
 //!   little-endian. A fixed-size header is read by offset from a `&[u8; N]` (the caller has
 //!   proved the length); a variable-length part is read through a cursor whose every read
 //!   says what was missing instead of panicking.
-//! - **Checksum trailers** ([`Checksum`], [`split_trailer`], [`checksum_of`]): the formats end
+//! - **Checksum trailers** (`Checksum`, `split_trailer`, `checksum_of`): the formats end
 //!   with (or, for records, carry) an XXH3-64 of the bytes it covers, stored little-endian.
-//!   Written by [`Checksum::trailer`] (or `checksum_of(..).to_le_bytes()`), checked by
-//!   [`split_trailer`] (a file read whole) or a [`Checksum`] of the bytes read.
+//!   Written by `Checksum::trailer` (or `checksum_of(..).to_le_bytes()`), checked by
+//!   `split_trailer` (a file read whole) or a `Checksum` of the bytes read.
 //!   XXH3 is fast enough to hash a 187.5 MiB seen-set file in well under a second and catches
 //!   the torn writes and flipped bits a crash or a bad disk leaves.
 //! - **Errors that name the file** ([`IoAt`], [`FileError`]): an I/O error says what was being

@@ -89,8 +89,9 @@ impl QueueStore {
     /// queued twice). The log is cut at the position's log end: later segments are deleted
     /// (newest first) and the directory fsynced, then the position's segment is truncated and
     /// fsynced, before anything new is written there. What was dropped is reported in
-    /// [`RecoveryReport::discarded_bytes`] and [`RecoveryReport::discarded_segments`], not as
-    /// a `cut` (it is not damage). Items popped after the position are queued again, and the
+    /// [`RecoveryReport::discarded_bytes`](super::RecoveryReport::discarded_bytes) and
+    /// [`RecoveryReport::discarded_segments`](super::RecoveryReport::discarded_segments), not
+    /// as a `cut` (it is not damage). Items popped after the position are queued again, and the
     /// items in flight given to [`QueueStore::begin_sync_with`] come first, as with `reopen_at`.
     ///
     /// The links (`next` fields) that blocks before the position got to dropped blocks are
