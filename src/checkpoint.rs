@@ -55,6 +55,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::durable::{self, At, IoAt};
 use crate::frontier::{FrontierSnapshot, QueuedUrl, SavedFrontier, SavedHosts};
 use crate::seen::{SeenError, SeenSet};
 
@@ -84,10 +85,16 @@ pub struct Manifest {
     pub counters: BTreeMap<String, u64>,
 }
 
-/// Why a checkpoint could not be written or used. Each names the file and the problem.
+/// Why a checkpoint could not be written or used. Each names the file and the problem; an
+/// I/O error's cause is its [`source`](std::error::Error::source), not part of its message.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
-    #[error("{path}: {source}")]
+    /// I/O on the checkpoint's files.
+    #[error(transparent)]
+    File(#[from] IoAt),
+    /// I/O the crawl met while driving a checkpoint (a background task that failed, the
+    /// queue log's fsync), named by its path only.
+    #[error("{}", path.display())]
     Io {
         path: PathBuf,
         source: std::io::Error,
@@ -98,9 +105,9 @@ pub enum CheckpointError {
     UnsupportedVersion { path: PathBuf, found: u32 },
     #[error("{path}: {what}")]
     Corrupt { path: PathBuf, what: String },
-    #[error("checkpoint seen-set: {0}")]
+    #[error(transparent)]
     Seen(#[from] SeenError),
-    #[error("checkpoint frontier: {0}")]
+    #[error(transparent)]
     Frontier(#[from] crate::frontier::FrontierError),
     #[error("{dir}: no checkpoint to resume from")]
     Missing { dir: PathBuf },
@@ -165,8 +172,8 @@ pub fn truncate_output(out: &Path, keep: u64) -> Result<(), CheckpointError> {
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(io(&path))?;
-    let length = file.metadata().map_err(io(&path))?.len();
+        .at("open", &path)?;
+    let length = file.metadata().at("read metadata of", &path)?.len();
     if length < keep {
         return Err(CheckpointError::OutputTooShort {
             path,
@@ -174,8 +181,8 @@ pub fn truncate_output(out: &Path, keep: u64) -> Result<(), CheckpointError> {
             expected: keep,
         });
     }
-    file.set_len(keep).map_err(io(&path))?;
-    file.sync_all().map_err(io(&path))?;
+    file.set_len(keep).at("truncate", &path)?;
+    file.sync_all().at("fsync", &path)?;
     Ok(())
 }
 
@@ -183,9 +190,8 @@ pub fn truncate_output(out: &Path, keep: u64) -> Result<(), CheckpointError> {
 pub fn remove(out: &Path) -> Result<(), CheckpointError> {
     let dir = checkpoint_dir(out);
     match fs::remove_dir_all(&dir) {
-        Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io(&dir)(e)),
+        removed => Ok(removed.at("remove", &dir)?),
     }
 }
 
@@ -229,13 +235,6 @@ pub struct Loaded {
     pub replayed_records: u64,
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
-    move |source| CheckpointError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// The checkpoint directory of an output directory.
 pub fn checkpoint_dir(out: &Path) -> PathBuf {
     out.join("checkpoint")
@@ -257,10 +256,10 @@ pub fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, CheckpointErr
         mut manifest,
     } = snapshot;
     let dir = root.join(format!("ckpt-{}", manifest.seq));
-    fs::create_dir_all(&dir).map_err(io(&dir))?;
+    fs::create_dir_all(&dir).at("create", &dir)?;
     seen.save(&dir.join("seen.bin"))?;
     manifest.frontier = Some(frontier.write(&dir)?);
-    sync_dir(&dir)?;
+    durable::sync_dir(&dir)?;
     Ok(Prepared { root, manifest })
 }
 
@@ -272,19 +271,18 @@ pub fn publish(prepared: Prepared) -> Result<Manifest, CheckpointError> {
     let current = root.join("manifest.json");
     let previous = root.join("manifest.prev.json");
     let tmp = root.join("manifest.json.tmp");
-    let json =
-        serde_json::to_vec_pretty(&manifest).map_err(|e| io(&tmp)(std::io::Error::other(e)))?;
-    {
-        let mut file = File::create(&tmp).map_err(io(&tmp))?;
-        file.write_all(&json).map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-    }
+    let json = serde_json::to_vec_pretty(&manifest)
+        .map_err(std::io::Error::other)
+        .at("encode", &current)?;
+    let mut staged = durable::Staged::create(&current, tmp)?;
+    staged.write_all(&json)?;
+    let synced = staged.sync()?;
     let old = read_manifest(&current).ok();
     if old.is_some() {
-        fs::rename(&current, &previous).map_err(io(&previous))?;
+        fs::rename(&current, &previous).at("rename to", &previous)?;
     }
-    fs::rename(&tmp, &current).map_err(io(&current))?;
-    sync_dir(&root)?;
+    // The rename into place, then the fsync of the directory: both renames are durable.
+    synced.install()?;
     // Keep the current and the previous checkpoint; older ones are garbage.
     let keep: Vec<String> = [Some(manifest.seq), old.as_ref().map(|m| m.seq)]
         .into_iter()
@@ -311,13 +309,9 @@ pub fn publish(prepared: Prepared) -> Result<Manifest, CheckpointError> {
     Ok(manifest)
 }
 
-fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
-}
-
 /// Reads a manifest file and checks its version.
 pub fn read_manifest(path: &Path) -> Result<Manifest, CheckpointError> {
-    let bytes = fs::read(path).map_err(io(path))?;
+    let bytes = fs::read(path).at("read", path)?;
     let manifest: Manifest =
         serde_json::from_slice(&bytes).map_err(|e| CheckpointError::BadManifest {
             path: path.to_path_buf(),
@@ -353,7 +347,7 @@ pub fn load(out: &Path) -> Result<Loaded, CheckpointError> {
         Ok(loaded) => Ok(loaded),
         Err(error) if previous.exists() => {
             let mut loaded = load_from(&root, &previous).map_err(|_| error_clone(&error))?;
-            loaded.fell_back = Some(error.to_string());
+            loaded.fell_back = Some(with_causes(&error));
             Ok(loaded)
         }
         Err(error) => Err(error),
@@ -363,8 +357,24 @@ pub fn load(out: &Path) -> Result<Loaded, CheckpointError> {
 fn error_clone(error: &CheckpointError) -> CheckpointError {
     CheckpointError::Corrupt {
         path: PathBuf::from("checkpoint"),
-        what: format!("{error}; and the previous checkpoint is not usable either"),
+        what: format!(
+            "{}; and the previous checkpoint is not usable either",
+            with_causes(error)
+        ),
     }
+}
+
+/// `error`'s message followed by its causes, for a message that stands alone (it is not
+/// the source of the error returned).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointError> {
@@ -456,8 +466,8 @@ impl QueueLog {
     pub fn create(out: &Path, seq: u64) -> Result<QueueLog, CheckpointError> {
         let path = queue_log_path(out, seq);
         let root = checkpoint_dir(out);
-        fs::create_dir_all(&root).map_err(io(&root))?;
-        let file = File::create(&path).map_err(io(&path))?;
+        fs::create_dir_all(&root).at("create", &root)?;
+        let file = File::create(&path).at("create", &path)?;
         Ok(QueueLog {
             path,
             file: BufWriter::with_capacity(1 << 16, file),
@@ -468,21 +478,22 @@ impl QueueLog {
     pub fn append(&mut self, item: &QueuedUrl) -> Result<(), CheckpointError> {
         self.line.clear();
         serde_json::to_writer(&mut self.line, item)
-            .map_err(|e| io(&self.path)(std::io::Error::other(e)))?;
+            .map_err(std::io::Error::other)
+            .at("encode a URL for", &self.path)?;
         self.line.push(b'\n');
-        self.file.write_all(&self.line).map_err(io(&self.path))
+        Ok(self.file.write_all(&self.line).at("write", &self.path)?)
     }
 
     /// Hands what was appended to the OS (enough to survive `kill -9`).
     pub fn flush(&mut self) -> Result<(), CheckpointError> {
-        self.file.flush().map_err(io(&self.path))
+        Ok(self.file.flush().at("write", &self.path)?)
     }
 
     /// Flushes, and returns a handle on the file with its path, to fsync it on another
     /// thread before a checkpoint is published.
     pub fn flushed_file(&mut self) -> Result<(PathBuf, File), CheckpointError> {
         self.flush()?;
-        let file = self.file.get_ref().try_clone().map_err(io(&self.path))?;
+        let file = self.file.get_ref().try_clone().at("open", &self.path)?;
         Ok((self.path.clone(), file))
     }
 }
@@ -568,8 +579,8 @@ fn read_lines<T: serde::de::DeserializeOwned>(
     from: u64,
 ) -> Result<(Vec<T>, u64), CheckpointError> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut file = File::open(path).map_err(io(path))?;
-    let length = file.metadata().map_err(io(path))?.len();
+    let mut file = File::open(path).at("open", path)?;
+    let length = file.metadata().at("read metadata of", path)?.len();
     if length < from {
         return Err(CheckpointError::OutputTooShort {
             path: path.to_path_buf(),
@@ -577,9 +588,9 @@ fn read_lines<T: serde::de::DeserializeOwned>(
             expected: from,
         });
     }
-    file.seek(SeekFrom::Start(from)).map_err(io(path))?;
+    file.seek(SeekFrom::Start(from)).at("seek in", path)?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(io(path))?;
+    file.read_to_end(&mut bytes).at("read", path)?;
     let mut values = Vec::new();
     let mut offset = 0usize;
     let mut number = 0usize;

@@ -15,6 +15,8 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::durable::{self, At, IoAt};
+
 /// One line of `pages.jsonl`: the outcome of one accepted URL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageRecord {
@@ -47,11 +49,8 @@ pub struct PageRecord {
 /// Why output could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoAt),
     #[error("output writer stopped")]
     Stopped,
 }
@@ -93,10 +92,9 @@ impl OutputSender {
             .map_err(|_| OutputError::Stopped)?;
         rx.await
             .map_err(|_| OutputError::Stopped)?
-            .map_err(|e| OutputError::Io {
-                path: PathBuf::from("pages.jsonl"),
-                source: std::io::Error::other(e),
-            })
+            .map_err(std::io::Error::other)
+            .at("flush", Path::new("pages.jsonl"))
+            .map_err(OutputError::from)
     }
 }
 
@@ -118,18 +116,12 @@ impl OutputWriter {
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|source| OutputError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            .at("open", &path)?;
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let handle = std::thread::Builder::new()
             .name("output".into())
             .spawn(move || write_loop(file, path, rx, start))
-            .map_err(|source| OutputError::Io {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+            .at("start the writer of", dir)?;
         Ok((OutputWriter { handle }, OutputSender { tx }))
     }
 
@@ -145,10 +137,6 @@ fn write_loop(
     mut rx: mpsc::Receiver<Message>,
     start: OutputPosition,
 ) -> Result<u64, OutputError> {
-    let io = |source| OutputError::Io {
-        path: path.clone(),
-        source,
-    };
     let mut out = BufWriter::with_capacity(1 << 16, file);
     let mut written: u64 = 0;
     let mut position = start;
@@ -162,9 +150,10 @@ fn write_loop(
                 Message::Record(record) => {
                     line.clear();
                     serde_json::to_writer(&mut line, &record)
-                        .map_err(|e| io(std::io::Error::other(e)))?;
+                        .map_err(std::io::Error::other)
+                        .at("encode a record for", &path)?;
                     line.push(b'\n');
-                    out.write_all(&line).map_err(io)?;
+                    out.write_all(&line).at("write", &path)?;
                     written += 1;
                     position.records += 1;
                     position.bytes += line.len() as u64;
@@ -180,10 +169,10 @@ fn write_loop(
             }
             next = rx.try_recv().ok();
         }
-        out.flush().map_err(io)?;
+        out.flush().at("write", &path)?;
     }
-    out.flush().map_err(io)?;
-    out.get_ref().sync_data().map_err(io)?;
+    out.flush().at("write", &path)?;
+    out.get_ref().sync_data().at("fsync", &path)?;
     Ok(written)
 }
 
@@ -192,19 +181,15 @@ pub fn rfc3339(time: std::time::SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
-/// Writes `contents` to `path` through a temporary file and a rename, so a reader never
-/// sees half a file.
+/// Writes `contents` to `path` atomically (through `path` with the extension `tmp`, see
+/// [`crate::durable`]), so a reader never sees half a file, and a crash leaves the old one or
+/// the new one.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), OutputError> {
-    let tmp = path.with_extension("tmp");
-    let io = |source| OutputError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = File::create(&tmp).map_err(io)?;
-    file.write_all(contents).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)?;
-    Ok(())
+    Ok(durable::replace(
+        path,
+        path.with_extension("tmp"),
+        contents,
+    )?)
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
-//! What can go wrong building, saving or loading a seen-set; file errors name the file.
+//! What can go wrong building, saving or loading a seen-set; file errors name the file, and
+//! an I/O error's cause is its [`source`](std::error::Error::source), not part of its message.
 
 use std::path::PathBuf;
 
 use super::plan::PlanError;
+use crate::durable::IoAt;
 
 /// Why a seen-set could not be built, saved or loaded. Every way a file can be damaged has
 /// its own variant, so a refused checkpoint says what is wrong with it.
@@ -12,7 +14,7 @@ pub enum SeenError {
     Plan(#[from] PlanError),
     #[error("cannot allocate {bytes} bytes for the seen-set bit array; lower max URLs or raise the false-positive rate")]
     OutOfMemory { bytes: u64 },
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}", path.display())]
     Io {
         action: &'static str,
         path: PathBuf,
@@ -53,4 +55,20 @@ pub enum SeenError {
     },
     #[error("{} is corrupt: the lock bit of block {block} is set (a saved filter never holds a lock)", path.display())]
     LockBitSet { path: PathBuf, block: u64 },
+}
+
+impl From<IoAt> for SeenError {
+    fn from(
+        IoAt {
+            action,
+            path,
+            source,
+        }: IoAt,
+    ) -> SeenError {
+        SeenError::Io {
+            action,
+            path,
+            source,
+        }
+    }
 }

@@ -1,12 +1,13 @@
 //! The seen-set file: header, bit array, checksum (byte layout in the module doc of
-//! [`crate::seen`]). Writing is atomic (temporary file, fsync, rename, fsync of the
-//! directory); reading refuses anything that is not exactly what a writer produced.
+//! [`crate::seen`]). Writing is an atomic replace ([`crate::durable::Staged`]: temporary
+//! file, fsync, rename, fsync of the directory); reading refuses anything that is not exactly
+//! what a writer produced.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
-use xxhash_rust::xxh3::Xxh3Default;
+use crate::durable::{At, Checksum, Header, Staged};
 
 use super::blocks::{BlockArray, WordBuffer, LOCK_BIT, LOCK_WORD};
 use super::error::SeenError;
@@ -120,56 +121,31 @@ pub fn write_atomically(
     words: usize,
     mut fill: impl FnMut(usize, &mut [u64]),
 ) -> Result<(), SeenError> {
-    let io = |action: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| SeenError::Io {
-            action,
-            path,
-            source,
-        }
-    };
-    let file_name = path.file_name().ok_or_else(|| SeenError::Io {
-        action: "save to",
-        path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
-    })?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
+    let Some(file_name) = path.file_name() else {
+        return Err(SeenError::Io {
+            action: "save to",
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+        });
     };
     let mut tmp_name = file_name.to_os_string();
     tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-
-    let written = (|| {
-        let mut file = File::create(&tmp).map_err(io("create", &tmp))?;
-        let mut hasher = Xxh3Default::new();
-        hasher.update(header);
-        file.write_all(header).map_err(io("write", &tmp))?;
-        let mut buffer = vec![0u64; CHUNK_WORDS.min(words)];
-        let mut start = 0;
-        while start < words {
-            let chunk = &mut buffer[..CHUNK_WORDS.min(words - start)];
-            fill(start, chunk);
-            let bytes = words_as_bytes(chunk);
-            hasher.update(bytes);
-            file.write_all(bytes).map_err(io("write", &tmp))?;
-            start += chunk.len();
-        }
-        file.write_all(&hasher.digest().to_le_bytes())
-            .map_err(io("write", &tmp))?;
-        file.sync_all().map_err(io("fsync", &tmp))?;
-        std::fs::rename(&tmp, path).map_err(io("rename into place", path))
-    })();
-    if written.is_err() {
-        // Best effort: the error that matters is the one being returned.
-        let _ = std::fs::remove_file(&tmp);
-        return written;
+    let mut file = Staged::create(path, path.with_file_name(tmp_name))?;
+    let mut hasher = Checksum::new();
+    hasher.update(header);
+    file.write_all(header)?;
+    let mut buffer = vec![0u64; CHUNK_WORDS.min(words)];
+    let mut start = 0;
+    while start < words {
+        let chunk = &mut buffer[..CHUNK_WORDS.min(words - start)];
+        fill(start, chunk);
+        let bytes = words_as_bytes(chunk);
+        hasher.update(bytes);
+        file.write_all(bytes)?;
+        start += chunk.len();
     }
-    // The rename is durable only once the directory entry is.
-    File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", &dir))
+    file.write_all(&hasher.trailer())?;
+    Ok(file.sync()?.install()?)
 }
 
 /// What a file holds once checked: the plan, the filled array, the counters.
@@ -182,15 +158,8 @@ pub struct Loaded {
 
 /// Reads and checks a seen-set file; any deviation is its own error.
 pub fn read(path: &Path) -> Result<Loaded, SeenError> {
-    let io = |action: &'static str| {
-        move |source| SeenError::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
-    };
-    let mut file = File::open(path).map_err(io("open"))?;
-    let size = file.metadata().map_err(io("read metadata of"))?.len();
+    let mut file = File::open(path).at("open", path)?;
+    let size = file.metadata().at("read metadata of", path)?.len();
     let minimum = HEADER_LEN + CHECKSUM_LEN;
     if size < minimum {
         return Err(SeenError::Truncated {
@@ -200,7 +169,7 @@ pub fn read(path: &Path) -> Result<Loaded, SeenError> {
         });
     }
     let mut header = [0u8; HEADER_LEN as usize];
-    file.read_exact(&mut header).map_err(io("read"))?;
+    file.read_exact(&mut header).at("read", path)?;
     let fields = parse_header(path, &header)?;
     let expected = fields
         .m_bits
@@ -231,13 +200,13 @@ pub fn read(path: &Path) -> Result<Loaded, SeenError> {
     )?;
     // One pass, chunk by chunk while it is in cache: read, hash, check lock bits, count bits.
     // The checksum is judged before the lock bits, so random damage reads as damage.
-    let mut hasher = Xxh3Default::new();
+    let mut hasher = Checksum::new();
     hasher.update(&header);
     let mut first_locked_block = None;
     let mut bits_set = 0u64;
     for (index, chunk) in array.words_mut().chunks_mut(CHUNK_WORDS).enumerate() {
         file.read_exact(words_as_bytes_mut(chunk))
-            .map_err(io("read"))?;
+            .at("read", path)?;
         hasher.update(words_as_bytes(chunk));
         if cfg!(target_endian = "big") {
             for w in chunk.iter_mut() {
@@ -253,7 +222,7 @@ pub fn read(path: &Path) -> Result<Loaded, SeenError> {
         bits_set += count_ones(chunk);
     }
     let mut stored = [0u8; CHECKSUM_LEN as usize];
-    file.read_exact(&mut stored).map_err(io("read"))?;
+    file.read_exact(&mut stored).at("read", path)?;
     let stored = u64::from_le_bytes(stored);
     let computed = hasher.digest();
     if stored != computed {
@@ -301,21 +270,15 @@ fn bad(
 }
 
 fn parse_header(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<HeaderFields, SeenError> {
-    let u32_at = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-    let u64_at = |at: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&h[at..at + 8]);
-        u64::from_le_bytes(b)
-    };
-    let mut magic = [0u8; 8];
-    magic.copy_from_slice(&h[0..8]);
+    let h = Header::new(h);
+    let magic = h.array(0);
     if magic != MAGIC {
         return Err(SeenError::BadMagic {
             path: path.to_path_buf(),
             found: magic,
         });
     }
-    let version = u32_at(8);
+    let version = h.u32(8);
     if version != VERSION {
         return Err(SeenError::UnsupportedVersion {
             path: path.to_path_buf(),
@@ -323,11 +286,11 @@ fn parse_header(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<HeaderFiel
             supported: VERSION,
         });
     }
-    let layout = u32_at(12);
+    let layout = h.u32(12);
     if Layout::from_code(layout).is_none() {
         return Err(bad(path, "layout", layout, "1, blocked 512-bit"));
     }
-    let scheme = u32_at(16);
+    let scheme = h.u32(16);
     if scheme != HASH_SCHEME {
         return Err(bad(
             path,
@@ -336,23 +299,23 @@ fn parse_header(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<HeaderFiel
             "1, MurmurHash3 x64_128 double hashing",
         ));
     }
-    let m_bits = u64_at(24);
+    let m_bits = h.u64(24);
     if m_bits == 0 || m_bits % BLOCK_BITS != 0 {
         return Err(bad(path, "m_bits", m_bits, "a positive multiple of 512"));
     }
-    let k = u32_at(32);
+    let k = h.u32(32);
     if k == 0 || k > MAX_K {
         return Err(bad(path, "k", k, "1 to 48"));
     }
-    let reserved = u32_at(36);
+    let reserved = h.u32(36);
     if reserved != 0 {
         return Err(bad(path, "reserved field", reserved, "0"));
     }
-    let n = u64_at(40);
+    let n = h.u64(40);
     if n == 0 {
         return Err(bad(path, "n", n, "at least 1"));
     }
-    let target_fpp = f64::from_bits(u64_at(48));
+    let target_fpp = f64::from_bits(h.u64(48));
     if !(target_fpp > 0.0 && target_fpp < 1.0) {
         return Err(bad(
             path,
@@ -362,12 +325,12 @@ fn parse_header(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<HeaderFiel
         ));
     }
     Ok(HeaderFields {
-        seed: u32_at(20),
+        seed: h.u32(20),
         m_bits,
         k,
         n,
         target_fpp,
-        insertions: u64_at(56),
+        insertions: h.u64(56),
     })
 }
 
