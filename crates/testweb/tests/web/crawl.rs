@@ -12,8 +12,8 @@ mod testweb {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crawler::testweb::{max_concurrency, CrawlRules, TestWebServer, Web, WebSpec};
     use scraper::{Html, Selector};
+    use testweb::{max_concurrency, CrawlRules, TestWebServer, Web, WebSpec};
     use url::Url;
 
     struct Client {

@@ -6,7 +6,7 @@ mod testweb {
 
     use std::collections::BTreeSet;
 
-    use crawler::testweb::{CrawlRules, Features, PageKind, Web, WebSpec};
+    use testweb::{CrawlRules, Features, PageKind, Web, WebSpec};
 
     fn tiny(hosts: usize, pages: usize, features: Features) -> Web {
         Web::new(WebSpec {
@@ -175,7 +175,7 @@ mod testweb {
             },
         );
         let truth = web.ground_truth(&web.seeds(), &CrawlRules::default());
-        let get = |t: &crawler::testweb::GroundTruth, p: &str| {
+        let get = |t: &testweb::GroundTruth, p: &str| {
             t.get(&format!("http://h2.test{p}"))
                 .map(|e| (e.status, e.requests))
         };

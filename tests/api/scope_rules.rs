@@ -697,7 +697,7 @@ mod scope {
     /// modes.
     #[test]
     fn scope_defaults_admit_the_whole_synthetic_web() {
-        use crawler::testweb::{CrawlRules, Web, WebSpec};
+        use testweb::{CrawlRules, Web, WebSpec};
         let mut spec = WebSpec::small(42);
         spec.features.advanced_variants = true;
         let web = Web::new(spec);

@@ -16,7 +16,7 @@
 //! # Use in a test
 //! ```
 //! use std::sync::Arc;
-//! use crawler::testweb::{CrawlRules, TestWebServer, Web, WebSpec};
+//! use testweb::{CrawlRules, TestWebServer, Web, WebSpec};
 //!
 //! let web = Arc::new(Web::new(WebSpec::small(42)));
 //! let server = TestWebServer::start(Arc::clone(&web))?;

@@ -6,8 +6,8 @@
 // Inside `mod testweb` so that `cargo test testweb` selects these tests.
 mod testweb {
 
-    use crawler::testweb::{ExpectedLink, Features, Web, WebSpec};
     use scraper::{Html, Selector};
+    use testweb::{ExpectedLink, Features, Web, WebSpec};
     use url::Url;
 
     fn extract(page_url: &str, body: &[u8]) -> Vec<ExpectedLink> {

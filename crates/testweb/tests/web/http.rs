@@ -10,7 +10,7 @@ mod testweb {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use crawler::testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec, BIG_PAGE_BYTES};
+    use testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec, BIG_PAGE_BYTES};
     use url::Url;
 
     struct Reply {
