@@ -31,7 +31,7 @@ pub struct CrawlRules {
     /// Request timeout: a page slower than this counts as a timeout (only `/slow/too-slow`).
     pub timeout: Duration,
     /// The crawler's normalization also strips tracking and session parameters and a trailing
-    /// `?`, and decodes percent-encoded unreserved characters (the normalization issue): then
+    /// `?`, and decodes percent-encoded unreserved characters (its `[normalize]` rules): then
     /// the advanced variants of a page are that page. Off: they are distinct URLs, each
     /// fetched once.
     pub full_normalization: bool,
