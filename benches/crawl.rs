@@ -1,7 +1,8 @@
 //! Crawl-throughput benchmark: the synthetic web crawled end to end over loopback.
 //!
-//! The web (`WebSpec::bench`: 24 hosts, 30,000 pages of 16 KiB with 80 links) is served by
-//! the `testweb` binary in a *separate process*, so the crawler's CPU time and peak RSS are
+//! The web (`WebSpec::bench`: 24 hosts, 30,000 pages of 16 KiB with 80 links) is served in a
+//! *separate process* (this benchmark's own executable started again with `--serve-testweb`,
+//! running the `testweb` server), so the crawler's CPU time and peak RSS are
 //! measured alone (getrusage of this process) while both still share the machine's cores.
 //! Politeness is off and concurrency is 64, as the issue specifies. Each run crawls the
 //! whole web; the figures printed are medians over the runs, plus the per-run table.
@@ -22,9 +23,13 @@ use std::time::{Duration, Instant};
 use crawler::config::{Config, Count};
 use crawler::cpu_time::thread_cpu_ns;
 use crawler::crawl::ProgressMode;
-use crawler::testweb::WebSpec;
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
+use testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec};
 use url::Url;
+
+/// The first argument that makes this executable the server process:
+/// `--serve-testweb PORT HOSTS PAGES SEED LINKS_PER_PAGE PAGE_BYTES`.
+const SERVE: &str = "--serve-testweb";
 
 struct ServerProcess {
     child: Child,
@@ -37,23 +42,19 @@ impl ServerProcess {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("a free port");
-        let child = Command::new(env!("CARGO_BIN_EXE_testweb"))
-            .args([
-                "--port",
-                &port.to_string(),
-                "--hosts",
-                &spec.hosts.to_string(),
-                "--pages",
-                &spec.pages.to_string(),
-                "--seed",
-                &spec.seed.to_string(),
-                "--links-per-page",
-                &spec.links_per_page.to_string(),
-                "--page-bytes",
-                &spec.page_bytes.to_string(),
-                "--features",
-                "none,variants,nofollow",
-            ])
+        let child = Command::new(std::env::current_exe().expect("this benchmark's path"))
+            .arg(SERVE)
+            .args(
+                [
+                    port as u64,
+                    spec.hosts as u64,
+                    spec.pages as u64,
+                    spec.seed,
+                    spec.links_per_page as u64,
+                    spec.page_bytes as u64,
+                ]
+                .map(|n| n.to_string()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -69,6 +70,33 @@ impl ServerProcess {
     fn stop(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The server process: the synthetic web of `args` (see [`SERVE`]) with the features the
+/// benchmark crawls (URL variants and nofollow, no errors, traps or slow pages), served
+/// until the benchmark kills it.
+fn serve(args: &[String]) -> ! {
+    let number = |i: usize| -> u64 {
+        args.get(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("{SERVE}: argument {i} of {args:?}"))
+    };
+    let spec = WebSpec {
+        hosts: number(1) as usize,
+        pages: number(2) as usize,
+        seed: number(3),
+        links_per_page: number(4) as usize,
+        page_bytes: number(5) as usize,
+        features: Features::parse("none,variants,nofollow").expect("features"),
+    };
+    let options = ServerOptions {
+        port: number(0) as u16,
+        log_requests: false,
+    };
+    let _server = TestWebServer::start_with(Arc::new(Web::new(spec)), options).expect("listen");
+    loop {
+        std::thread::park();
     }
 }
 
@@ -156,8 +184,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    crawler::allocator::limit_malloc_arenas();
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(SERVE) {
+        serve(&args[2..]);
+    }
+    crawler::allocator::limit_malloc_arenas();
     let runs = args
         .iter()
         .position(|a| a == "--runs")

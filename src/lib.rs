@@ -22,6 +22,5 @@ pub mod robots;
 pub mod scope;
 pub mod seeds;
 pub mod seen;
-pub mod testweb;
 
 pub use crawl::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};

@@ -45,6 +45,7 @@ enum Command {
     },
     /// Crawl the built-in synthetic web (many virtual hosts on one loopback port): a
     /// complete offline demo and a quick check that everything works.
+    #[cfg(feature = "demo")]
     Demo(DemoArgs),
     /// Print the effective configuration (defaults, --config file, --set overrides).
     Config {
@@ -75,6 +76,7 @@ struct PlanArgs {
     memory: Option<u64>,
 }
 
+#[cfg(feature = "demo")]
 #[derive(Args, Debug)]
 struct DemoArgs {
     /// Virtual hosts in the synthetic web.
@@ -181,6 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write_stdout(&config.to_toml())?;
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "demo")]
         Some(Command::Demo(args)) => demo(args),
         None => crawl(cli.crawl),
     }
@@ -194,9 +197,12 @@ fn progress_mode(text: &str) -> ProgressMode {
     }
 }
 
+/// `crawler demo`, with the `demo` feature (a default one): the synthetic web of
+/// crates/testweb started in-process and crawled.
+#[cfg(feature = "demo")]
 fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    use crawler::testweb::{TestWebServer, Web, WebSpec};
     use std::sync::Arc;
+    use testweb::{TestWebServer, Web, WebSpec};
     let spec = WebSpec {
         hosts: args.hosts.max(1),
         pages: args.pages.max(args.hosts.max(1)),

@@ -1,8 +1,9 @@
 //! The reference link extractor, built on scraper (html5ever's spec tree builder), and the
 //! differential comparison between it and the fast streaming extractor in `crawler::extract`.
 //!
-//! Shared by `tests/extract_*.rs` (`mod extract_support;`) and by the fuzz target
-//! (`#[path]`-included), so that the lead can run the same comparison over the synthetic web.
+//! Shared by the `extract_*` modules of `tests/api/`, by `benches/extract.rs` and by the fuzz
+//! target (all three `#[path]`-include it), so that the same comparison can run over any
+//! corpus, the synthetic web's pages included.
 //!
 //! # One source tag, one link
 //! The tree builder clones formatting elements (`<a>` is one) when markup is misnested:
@@ -352,7 +353,7 @@ pub enum Outcome {
 }
 
 /// Runs both extractors on one document (whole, and streamed in small chunks) and compares.
-/// The function the lead can point at every page of the synthetic web: `Err` is a bug.
+/// The function to point at every page of a corpus (the synthetic web's, say): `Err` is a bug.
 pub fn differential(
     html: &[u8],
     page_url: &Url,

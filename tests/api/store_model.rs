@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use crawler::frontier::store::{QueueStore, StoreOptions};
 use crawler::frontier::QueuedUrl;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -50,7 +51,12 @@ fn item(n: u64) -> QueuedUrl {
 type Model = HashMap<u64, VecDeque<QueuedUrl>>;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // Failures are kept beside this file, in `store_model.proptest-regressions`.
+    #![proptest_config(ProptestConfig {
+        cases: 48,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn store_matches_a_vecdeque_model(

@@ -10,12 +10,11 @@ use std::time::Duration;
 use crawler::checkpoint::{self, CheckpointError};
 use crawler::config::Config;
 use crawler::crawl::ProgressMode;
-use crawler::testweb::{TestWebServer, Web, WebSpec};
 use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
+use testweb::{TestWebServer, Web, WebSpec};
 use url::Url;
 
-mod support;
-use support::{config_for, records, rules_for};
+use crate::support::{config_for, records, rules_for};
 
 fn run(
     config: &Config,

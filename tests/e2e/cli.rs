@@ -278,7 +278,7 @@ fn plan_refuses_nonsense_with_reasons() {
 
 #[test]
 fn unfinished_crawl_needs_resume_or_fresh_and_resume_goes_on() {
-    use crawler::testweb::{TestWebServer, Web, WebSpec};
+    use testweb::{TestWebServer, Web, WebSpec};
     let web = std::sync::Arc::new(Web::new(WebSpec::small(51)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let (pattern, addr) = server.resolve_entry();

@@ -5,11 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-mod support;
+use crate::support::{config_for, crawl, records, rules_for};
 use crawler::output::PageRecord;
-use crawler::testweb::{max_concurrency, Features, RequestRecord, TestWebServer, Web, WebSpec};
 use crawler::ShutdownHandle;
-use support::{config_for, crawl, records, rules_for};
+use testweb::{max_concurrency, Features, RequestRecord, TestWebServer, Web, WebSpec};
 
 fn assert_each_url_recorded_once(records: &[PageRecord]) {
     let mut seen = BTreeSet::new();

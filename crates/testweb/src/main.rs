@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use crawler::testweb::{Features, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
+use testweb::{Features, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
 
 #[derive(Parser, Debug)]
 #[command(about = "Serve the synthetic web used by the crawler's tests and benchmarks")]

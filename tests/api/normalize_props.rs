@@ -2,17 +2,17 @@
 //! under a second per property in a debug build): it never panics, it is idempotent for
 //! every combination of options, it decodes only what does not change meaning, spellings
 //! of one URL agree, and inputs the `url` crate parses equal normalize equal. The same
-//! inputs are what `fuzz-normalize/` throws at it without a bound.
-//!
-//! Also the hot-path measurement: `cargo test --test normalize_props normalize_bench -- --ignored --nocapture`.
+//! inputs are what `fuzz-normalize/` throws at it without a bound. (The hot path's speed is
+//! measured by `cargo bench --bench normalize`.)
 
 use crawler::normalize::{NormalizeOptions, Normalizer, Rejected};
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::TestRunner;
+use proptest::test_runner::{FileFailurePersistence, TestRunner};
 use url::Url;
 
-/// `cases` per property, or `PROPTEST_CASES` from the environment for a longer run.
+/// `cases` per property, or `PROPTEST_CASES` from the environment for a longer run. Failures
+/// are kept beside this file, in `normalize_props.proptest-regressions`.
 fn config(cases: u32) -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
@@ -21,6 +21,9 @@ fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
         cases,
         max_shrink_iters: 2000,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
         ..ProptestConfig::default()
     }
 }
@@ -617,72 +620,5 @@ fn mutate(s: &str, how: u8, at: usize) -> String {
             let colon = s.find(':').unwrap_or(0);
             format!("{}{}", s[..colon].to_uppercase(), &s[colon..])
         }
-    }
-}
-
-/// The hot path: ns per `canonicalize` on typical links, minus the cost of cloning the
-/// parsed URL. Meaningful in an optimized build; prints the debug figure otherwise.
-#[test]
-#[ignore]
-fn normalize_bench_canonicalize() {
-    let n = Normalizer::default();
-    let groups: &[(&str, &[&str])] = &[
-        (
-            "no query",
-            &[
-                "https://www.example.com/articles/2024/05/a-long-article-title",
-                "https://example.com/about/team/",
-                "http://blog.example.org/post/12345",
-                "https://docs.example.net/guide/install.html",
-            ],
-        ),
-        (
-            "query",
-            &[
-                "https://example.com/search?q=rust+crawler&page=2",
-                "https://shop.example.com/item?id=123&color=red&size=m",
-                "https://example.org/list?sort=date&order=desc",
-                "https://news.example.com/read?article=987654",
-            ],
-        ),
-        (
-            "rewritten",
-            &[
-                "https://example.com/p/1?utm_source=x&utm_medium=y&id=3",
-                "https://example.com/%7Euser/a%2fb#top",
-                "https://example.com/index.jsp;jsessionid=AB12CD?x=1",
-                "https://example.com/page?gclid=abc123",
-            ],
-        ),
-    ];
-    let iters = if cfg!(debug_assertions) {
-        20_000
-    } else {
-        500_000
-    };
-    for (label, links) in groups {
-        let urls: Vec<Url> = links.iter().map(|l| Url::parse(l).unwrap()).collect();
-        let time = |canon: bool| {
-            let start = std::time::Instant::now();
-            for i in 0..iters {
-                let mut u = urls[i % urls.len()].clone();
-                if canon {
-                    let _ = n.canonicalize(std::hint::black_box(&mut u));
-                }
-                std::hint::black_box(u);
-            }
-            start.elapsed().as_nanos() as f64 / iters as f64
-        };
-        let (clone, both) = (time(false), time(true));
-        println!(
-            "canonicalize, {label:>9}: {:7.1} ns/link ({:.1} with the clone){}",
-            both - clone,
-            both,
-            if cfg!(debug_assertions) {
-                " [debug build]"
-            } else {
-                ""
-            }
-        );
     }
 }

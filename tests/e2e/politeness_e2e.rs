@@ -1,4 +1,4 @@
-//! Issue 5's end-to-end checks on the synthetic web: robots.txt obeyed exactly (from the
+//! Politeness end to end on the synthetic web: robots.txt obeyed exactly (from the
 //! server's log), an unreachable robots.txt blocking its host until it recovers,
 //! Crawl-delay honoured (from the server's timestamps), and URL variants of one page
 //! fetched once.
@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use crawler::config::Config;
 
-mod support;
-use crawler::testweb::{Features, TestWebServer, Web, WebSpec};
+use crate::support::{config_for, crawl, records, rules_for};
 use crawler::ShutdownHandle;
-use support::{config_for, crawl, records, rules_for};
+use testweb::{Features, TestWebServer, Web, WebSpec};
 
 #[test]
 fn robots_rules_nofollow_and_url_variants_are_obeyed_exactly() {

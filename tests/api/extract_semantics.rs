@@ -1,8 +1,7 @@
 //! The semantic decisions of `crawler::extract`, pinned with exact expected results (the
 //! differential test only shows that the fast extractor and the reference agree).
 
-mod extract_support;
-
+use crate::extract_support;
 use crawler::extract::{extract_links, ExtractOptions, Extracted, LinkExtractor};
 use url::Url;
 

@@ -51,7 +51,7 @@ pub enum Page {
     /// A month of the calendar trap, as a month index (`/calendar/{year}/{month:02}`).
     Calendar(u32),
     Special(Special),
-    /// Another spelling of tree page `k` that only full normalization (issue 5) folds into
+    /// Another spelling of tree page `k` that only full normalization folds into
     /// `/p/{k}`: see [`ADVANCED_VARIANTS`]. Same answer and body as `/p/{k}`.
     TreeVariant(u32, u8),
     /// `/robots.txt`: served, never linked, not part of the ground truth's pages.

@@ -16,7 +16,7 @@
 //! # Use in a test
 //! ```
 //! use std::sync::Arc;
-//! use crawler::testweb::{CrawlRules, TestWebServer, Web, WebSpec};
+//! use testweb::{CrawlRules, TestWebServer, Web, WebSpec};
 //!
 //! let web = Arc::new(Web::new(WebSpec::small(42)));
 //! let server = TestWebServer::start(Arc::clone(&web))?;
@@ -98,7 +98,7 @@
 //!   content="noindex, NOFOLLOW">`) and `/nofollow/header` (`X-Robots-Tag: noarchive,
 //!   nofollow`), each linking a child (`/nofollow/meta-child`, `/nofollow/header-child`)
 //!   reachable only through it.
-//! - `advanced_variants` (opt-in, for the normalization issue): a quarter of the duplicate
+//! - `advanced_variants` (opt-in, for the normalizer's tests): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
 //!   served with `/p/{k}`'s bytes. With `CrawlRules::full_normalization` they are `/p/{k}`;
@@ -202,14 +202,14 @@ pub struct Features {
     pub robots: bool,
     pub variants: bool,
     pub nofollow: bool,
-    /// Spellings only full normalization folds (the normalization issue): some duplicate
+    /// Spellings only full normalization folds (tracking and session parameters): some duplicate
     /// links to `/p/{k}` become `/p/{k}?utm_source=…&utm_medium=…`, `?gclid=…`, a bare `?`,
     /// `?jsessionid=…` or `/%70/{k}`, served with the page's own bytes. See
     /// `CrawlRules::full_normalization`.
     pub advanced_variants: bool,
     /// Adds `/slow/too-slow` (60 s), for tests that set a short crawler timeout.
     pub too_slow: bool,
-    /// Adds page-level nofollow (the politeness issue): `/nofollow/meta` says
+    /// Adds page-level nofollow (robots meta tag and header): `/nofollow/meta` says
     /// `<meta name="robots" content="noindex, NOFOLLOW">`, `/nofollow/header` sends
     /// `X-Robots-Tag: noarchive, nofollow`; their children are reachable only through them.
     pub meta_robots: bool,

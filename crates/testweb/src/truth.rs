@@ -31,7 +31,7 @@ pub struct CrawlRules {
     /// Request timeout: a page slower than this counts as a timeout (only `/slow/too-slow`).
     pub timeout: Duration,
     /// The crawler's normalization also strips tracking and session parameters and a trailing
-    /// `?`, and decodes percent-encoded unreserved characters (the normalization issue): then
+    /// `?`, and decodes percent-encoded unreserved characters (its `[normalize]` rules): then
     /// the advanced variants of a page are that page. Off: they are distinct URLs, each
     /// fetched once.
     pub full_normalization: bool,
@@ -70,7 +70,7 @@ pub struct ExpectedPage {
     pub disallowed: bool,
 }
 
-/// The expected outcome of a crawl; see [`crate::testweb::Web::ground_truth`].
+/// The expected outcome of a crawl; see [`crate::Web::ground_truth`].
 #[derive(Clone, Debug)]
 pub struct GroundTruth {
     pages: BTreeMap<String, ExpectedPage>,
@@ -395,8 +395,8 @@ pub fn max_concurrency(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testweb::graph::Rng;
-    use crate::testweb::{Features, WebSpec};
+    use crate::graph::Rng;
+    use crate::{Features, WebSpec};
 
     /// A crawl that takes its frontier in random order (the worst a concurrent crawler can
     /// do) and keeps the depth of first discovery, like the crawler's seen-set.

@@ -414,7 +414,7 @@ pub fn filler_block() -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testweb::WebSpec;
+    use crate::WebSpec;
 
     #[test]
     fn pages_come_close_to_the_target_size() {

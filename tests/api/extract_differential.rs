@@ -2,10 +2,8 @@
 //! what the scraper reference finds (`extract_support::reference_extract`), on hand-written
 //! edge cases and on generated tag soup, whole and streamed in small chunks.
 
-mod extract_support;
-
+use crate::extract_support::{differential, Outcome};
 use crawler::extract::ExtractOptions;
-use extract_support::{differential, Outcome};
 use proptest::prelude::*;
 use url::Url;
 

@@ -1,7 +1,7 @@
 //! Figures for `crawler::frontier::robots_cache`: put and get rates, compaction, and the
 //! memory of the index per host, counted by a global allocator that tracks live heap bytes.
 //!
-//! `cargo test --release --test robots_cache -- --ignored --nocapture`
+//! Run: `cargo bench --bench robots_cache`
 //! (`ROBOTS_CACHE_BENCH_HOSTS` sets the host count, 1e6 by default.)
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -121,9 +121,7 @@ fn mib(b: u64) -> f64 {
     b as f64 / (1 << 20) as f64
 }
 
-#[test]
-#[ignore = "benchmark: run with --release -- --ignored --nocapture"]
-fn robots_cache_figures() {
+fn main() {
     let n: u64 = std::env::var("ROBOTS_CACHE_BENCH_HOSTS")
         .ok()
         .and_then(|v| v.parse().ok())

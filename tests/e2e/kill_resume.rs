@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crawler::testweb::{requests_per_url, CrawlRules, TestWebServer, Web, WebSpec};
 use rand::{Rng, SeedableRng};
+use testweb::{requests_per_url, CrawlRules, TestWebServer, Web, WebSpec};
 
 const CONCURRENCY: usize = 8;
 

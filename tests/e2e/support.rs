@@ -8,8 +8,8 @@ use std::time::Duration;
 use crawler::config::Config;
 use crawler::crawl::ProgressMode;
 use crawler::output::PageRecord;
-use crawler::testweb::{CrawlRules, TestWebServer};
 use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
+use testweb::{CrawlRules, TestWebServer};
 use url::Url;
 
 /// A configuration for crawling `server` into `out`: generous per-host limits so tests

@@ -1,20 +1,18 @@
 //! Differential pass over a directory of real HTML files (ignored by default: it needs a
-//! corpus and takes a while). The lead can point it at the synthetic web's pages:
+//! corpus and takes a while). It can be pointed at the synthetic web's pages:
 //!
 //! ```text
 //! EXTRACT_CORPUS_DIR=/path/to/pages EXTRACT_CORPUS_LIMIT=5000 EXTRACT_CORPUS_STRIDE=1 \
-//!     cargo test --release --test extract_corpus -- --ignored --nocapture
+//!     cargo test --release --test api extract_corpus -- --ignored --nocapture
 //! ```
 //!
 //! Without `EXTRACT_CORPUS_DIR` it uses the Rust documentation that rustup installs, if
 //! present. Each file's URL is `http://corpus.test/<path relative to the directory>`.
 
-mod extract_support;
-
 use std::path::{Path, PathBuf};
 
+use crate::extract_support::{differential, Outcome};
 use crawler::extract::ExtractOptions;
-use extract_support::{differential, Outcome};
 use url::Url;
 
 fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {

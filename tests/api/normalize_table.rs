@@ -6,7 +6,7 @@
 //!   testNormalizer), and the session-id cases of the ACHE crawler's fork of it;
 //! - `NUTCH`: Apache Nutch `TestBasicURLNormalizer` (its cases are a subset of
 //!   crawler-commons', so they are listed once, tagged `CC+NUTCH`);
-//! - `ISSUE`: the examples and rules of issue 5; `TESTWEB`: the URL variants the synthetic
+//! - `SPEC`: the examples and rules the normalizer was specified with; `TESTWEB`: the URL variants the synthetic
 //!   web serves; `OURS`: edge cases of our own.
 //!
 //! Where our WHATWG-based answer deliberately differs from the published one, the line says
@@ -42,7 +42,7 @@ const TABLE: &[Case] = &[
     ("http://x.com/show?http%3A%2F%2Fx.com%2Fb", Ok("http://x.com/show?http%3A%2F%2Fx.com%2Fb")),
     ("http://google.com/search?q=c%2B%2B", Ok("http://google.com/search?q=c%2B%2B")),
     ("http://x.com/s?q=a+b", Ok("http://x.com/s?q=a+b")),
-    // DIFF: CC/Nutch keep the Unicode host `http://bücher.de/`; issue 5 asks for punycode,
+    // DIFF: CC/Nutch keep the Unicode host `http://bücher.de/`; our rules ask for punycode,
     // which is the same host (and what goes into DNS and the Host header).
     ("http://b\u{fc}cher.de/", Ok("http://xn--bcher-kva.de/")),
     ("http://x.com/./a/../%66.html", Ok("http://x.com/f.html")),
@@ -99,7 +99,7 @@ const TABLE: &[Case] = &[
     ("http://foo.com/foo.php?phpsessid=2Aa3ASdfasfdadf&a=1", Ok("http://foo.com/foo.php?a=1")),
     ("http://foo.com/foo.php?phpsessid=2Aa3ASdfasfdadf", Ok("http://foo.com/foo.php")),
     ("http://foo.com/index.jsp;jsessionid=1", Ok("http://foo.com/index.jsp")),
-    // ---- ISSUE 5 -----------------------------------------------------------------------
+    // ---- SPEC ---------------------------------------------------------------------------
     ("HTTP://Example.com:80/a/./b/", Ok("http://example.com/a/b/")),
     ("http://example.com/a/b", Ok("http://example.com/a/b")),
     ("HTTP://Example.COM:80/a/./b/../b#frag", Ok("http://example.com/a/b")),

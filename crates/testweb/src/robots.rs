@@ -138,7 +138,7 @@ fn pattern_matches(pattern: &[u8], path: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testweb::WebSpec;
+    use crate::WebSpec;
 
     #[test]
     fn star_group_is_picked_out() {

@@ -1,0 +1,7 @@
+//! Tests of the synthetic web itself, over real HTTP and against its ground truth, one binary
+//! (`cargo test -p testweb`).
+
+mod crawl;
+mod extract;
+mod http;
+mod truth;

@@ -1,0 +1,10 @@
+//! End-to-end tests, one binary: whole crawls against the synthetic web (`testweb`), checked
+//! against its ground truth and its request log, and the `crawler` binary run as a user runs
+//! it (`cargo test --test e2e`, or `cargo test --test e2e resume` for one subject).
+
+mod cli;
+mod crawl_e2e;
+mod kill_resume;
+mod politeness_e2e;
+mod resume_e2e;
+mod support;
