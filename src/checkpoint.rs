@@ -111,6 +111,12 @@ pub enum CheckpointError {
     Frontier(#[from] crate::frontier::FrontierError),
     #[error("{dir}: no checkpoint to resume from")]
     Missing { dir: PathBuf },
+    #[error("{}: the latest checkpoint is damaged ({latest}), and the previous checkpoint is not usable either ({previous}); the crawl cannot resume: start it again with --fresh", dir.display())]
+    NoneUsable {
+        dir: PathBuf,
+        latest: String,
+        previous: String,
+    },
     #[error("--resume: this crawl is not the one checkpointed in {dir}: {differences}; use the same seeds and sizing, or --fresh to start again")]
     Incompatible { dir: PathBuf, differences: String },
     #[error("{path}: {found} bytes, shorter than the {expected} bytes the checkpoint covers; the output was damaged")]
@@ -346,21 +352,16 @@ pub fn load(out: &Path) -> Result<Loaded, CheckpointError> {
     match load_from(&root, &current) {
         Ok(loaded) => Ok(loaded),
         Err(error) if previous.exists() => {
-            let mut loaded = load_from(&root, &previous).map_err(|_| error_clone(&error))?;
+            let mut loaded =
+                load_from(&root, &previous).map_err(|previous| CheckpointError::NoneUsable {
+                    dir: root.clone(),
+                    latest: with_causes(&error),
+                    previous: with_causes(&previous),
+                })?;
             loaded.fell_back = Some(with_causes(&error));
             Ok(loaded)
         }
         Err(error) => Err(error),
-    }
-}
-
-fn error_clone(error: &CheckpointError) -> CheckpointError {
-    CheckpointError::Corrupt {
-        path: PathBuf::from("checkpoint"),
-        what: format!(
-            "{}; and the previous checkpoint is not usable either",
-            with_causes(error)
-        ),
     }
 }
 

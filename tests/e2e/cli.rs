@@ -346,3 +346,90 @@ fn unfinished_crawl_needs_resume_or_fresh_and_resume_goes_on() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("finished"), "{}", stderr(&o));
 }
+
+/// The five errors users meet most, word for word: each names its subject and place once,
+/// prints its cause once, and says what to do where there is something to do.
+#[test]
+fn the_commonest_errors_read_exactly_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("s.txt"), "http://a.test/\n").unwrap();
+    std::fs::write(d.join("c.toml"), "[crawl]\nmax_urlz = 5\n").unwrap();
+    std::fs::write(d.join("file"), "").unwrap();
+    let keys = "max_urls, max_depth, concurrency, user_agent, max_body_bytes, timeout_secs, \
+                connect_timeout_secs, max_redirects, retries, content_types, follow_nofollow, \
+                parse_threads, shutdown_grace_secs";
+    let last_line = |args: &[&str]| {
+        let o = crawler(args, d);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        stderr(&o)
+            .trim()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let base = ["--max-urls", "10"];
+    assert_eq!(
+        last_line(&[&base[..], &["--seeds", "nope.txt", "--out", "o1"]].concat()),
+        "crawler: nope.txt: cannot read seeds: No such file or directory (os error 2)"
+    );
+    assert_eq!(
+        last_line(
+            &[
+                &base[..],
+                &["--seeds", "s.txt", "--config", "c.toml", "--out", "o2"]
+            ]
+            .concat()
+        ),
+        format!("crawler: c.toml:2: unknown key \"max_urlz\" in [crawl]; its keys are: {keys}")
+    );
+    assert_eq!(
+        last_line(
+            &[
+                &base[..],
+                &["--seeds", "s.txt", "--set", "crawl.bogus=1", "--out", "o3"]
+            ]
+            .concat()
+        ),
+        format!(
+            "crawler: --set crawl.bogus: unknown key \"bogus\" in [crawl]; its keys are: {keys}"
+        )
+    );
+    assert_eq!(
+        last_line(&[&base[..], &["--seeds", "s.txt", "--out", "file/x"]].concat()),
+        "crawler: file/x: cannot create output directory: Not a directory (os error 20)"
+    );
+    // A checkpoint whose two manifests are both damaged: nothing to resume from.
+    let unreachable = "network.resolve.\"*.test\"=\"127.0.0.1:9\"";
+    let o = crawler(
+        &[
+            &base[..],
+            &[
+                "--seeds",
+                "s.txt",
+                "--out",
+                "o4",
+                "--set",
+                unreachable,
+                "--set",
+                "crawl.retries=0",
+                "--set",
+                "politeness.respect_robots=false",
+            ],
+        ]
+        .concat(),
+        d,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    std::fs::write(d.join("o4/checkpoint/manifest.json"), "garbage\n").unwrap();
+    std::fs::write(d.join("o4/checkpoint/manifest.prev.json"), "garbage\n").unwrap();
+    assert_eq!(
+        last_line(&[&base[..], &["--seeds", "s.txt", "--out", "o4", "--resume"]].concat()),
+        "crawler: o4/checkpoint: the latest checkpoint is damaged (o4/checkpoint/manifest.json: \
+         not a checkpoint manifest: expected value at line 1 column 1), and the previous \
+         checkpoint is not usable either (o4/checkpoint/manifest.prev.json: not a checkpoint \
+         manifest: expected value at line 1 column 1); the crawl cannot resume: start it again \
+         with --fresh"
+    );
+}
