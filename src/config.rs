@@ -120,6 +120,7 @@ pub struct CrawlSection {
     pub retries: u32,
     pub content_types: Vec<String>,
     pub follow_nofollow: bool,
+    pub max_links_per_page: usize,
     pub parse_threads: usize,
     pub shutdown_grace_secs: f64,
 }
@@ -138,6 +139,7 @@ impl Default for CrawlSection {
             retries: 2,
             content_types: vec!["text/html".into(), "application/xhtml+xml".into()],
             follow_nofollow: false,
+            max_links_per_page: 6000,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
         }
@@ -272,6 +274,7 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
             "retries",
             "content_types",
             "follow_nofollow",
+            "max_links_per_page",
             "parse_threads",
             "shutdown_grace_secs",
         ],

@@ -11,9 +11,17 @@
 //!
 //! # Guarantees
 //! - Never panics, whatever the bytes: HTML is hostile input. Nothing here unwraps input.
+//! - Bounded work per page when limits are set ([`ExtractOptions::max_links`],
+//!   [`ExtractOptions::max_url_length`]): at most `max_links` values are buffered, no URL
+//!   much longer than `max_url_length` is built (an over-long `href` is refused as it is;
+//!   links relative to an over-long `<base>` are refused without copying it; see
+//!   `relative_to_long_base`), and resolved links stop at a budget of
+//!   [`BUDGET_PER_BODY_BYTE`] × body + [`BUDGET_BASE`] bytes. So a 9 MB page with a 4 MB
+//!   `<base href>` and 200,000 links costs about its own size, not 800 GB of URLs. What is
+//!   refused is counted ([`Extracted::over_limit`], [`Extracted::too_long`]).
 //! - Finds exactly what the DOM parser the project was specified with (scraper, i.e. html5ever's
 //!   spec tree builder) finds, up to the documented differences below; a differential test over
-//!   hand-written edge cases and generated tag soup (`tests/extract_differential.rs`, and the
+//!   hand-written edge cases and generated tag soup (`tests/api/extract_differential.rs`, and the
 //!   fuzz target `fuzz/fuzz_targets/extract_differential.rs`) checks it.
 //!
 //! # Semantics (decided to match the HTML spec and scraper)
@@ -79,7 +87,7 @@
 //!   outside the cases above.
 //!
 //! # Why built this way
-//! The issue leaves about 330 µs of CPU per page for everything, so the hot path streams with
+//! A crawl has about 330 µs of CPU per page for everything, so the hot path streams with
 //! lol_html instead of building a DOM. Measured on this machine on 4,863 real documentation
 //! pages (mean 12 KB, 295,149 links): scraper (parse + select) 223 µs per page, html5ever's
 //! tokenizer alone 151 µs, lol_html 49 µs, all finding the same links; `Url::join` adds about
@@ -108,7 +116,21 @@ use url::Url;
 pub struct ExtractOptions {
     /// Report `rel=nofollow` links too. Default `false`: they are skipped (and counted).
     pub follow_nofollow: bool,
+    /// Links kept per page (0 = all). Later ones are counted in [`Extracted::over_limit`],
+    /// not buffered. With a limit set, the resolved links of a page also stay within a
+    /// memory budget of [`BUDGET_PER_BODY_BYTE`] × the body + [`BUDGET_BASE`] bytes.
+    pub max_links: usize,
+    /// Longest URL worth building (0 = no limit): an `href` longer than this, or a relative
+    /// one whose `<base>` is longer than this, is counted in [`Extracted::too_long`] without
+    /// being resolved.
+    pub max_url_length: usize,
 }
+
+/// With [`ExtractOptions::max_links`] set, resolved links may take this many bytes per
+/// byte of the page's body...
+pub const BUDGET_PER_BODY_BYTE: usize = 16;
+/// ...plus this many, so that short pages of long relative links still resolve.
+pub const BUDGET_BASE: usize = 1 << 20;
 
 /// What one document links to.
 #[derive(Debug, Default, Clone)]
@@ -120,6 +142,10 @@ pub struct Extracted {
     pub nofollow_skipped: usize,
     /// `href`/`src` values that did not resolve to a URL.
     pub invalid: usize,
+    /// Links past [`ExtractOptions::max_links`] or the page's memory budget: not resolved.
+    pub over_limit: usize,
+    /// Links that would be longer than [`ExtractOptions::max_url_length`]: not resolved.
+    pub too_long: usize,
     /// `<meta name="robots">` said `nofollow` (or `none`). Links are reported anyway.
     pub meta_nofollow: bool,
     /// The effective `<base href>`, if the document has one that resolves.
@@ -158,6 +184,7 @@ pub fn extract_links(
 pub struct LinkExtractor {
     page_url: Url,
     follow_nofollow: bool,
+    max_url_length: usize,
     /// Encoding named by the caller; a byte-order mark may override it.
     label_encoding: &'static Encoding,
     /// Bytes held back until there are enough to check for a byte-order mark.
@@ -190,15 +217,20 @@ impl LinkExtractor {
         let label_encoding = encoding
             .and_then(|label| Encoding::for_label(label.trim().as_bytes()))
             .unwrap_or(UTF_8);
+        let collector = Collector {
+            max_links: opts.max_links,
+            ..Collector::default()
+        };
         Self {
             page_url,
             follow_nofollow: opts.follow_nofollow,
+            max_url_length: opts.max_url_length,
             label_encoding,
             sniff: Some(Vec::new()),
             encoding: label_encoding,
             transcoder: None,
             rewriter: None,
-            state: Arc::new(Mutex::new(Collector::default())),
+            state: Arc::new(Mutex::new(collector)),
         }
     }
 
@@ -240,8 +272,9 @@ impl LinkExtractor {
             }
         }
         let mut collector = std::mem::take(&mut *lock(&self.state));
+        let body_len = collector.input.len();
         collector.input = Vec::new();
-        collector.resolve(&self.page_url, self.encoding)
+        collector.resolve(&self.page_url, self.encoding, body_len, self.max_url_length)
     }
 
     /// Decides the encoding from the first bytes, builds the rewriter and feeds `data`.
@@ -316,43 +349,113 @@ struct Collector {
     frameset_depth: usize,
     /// Decoded value of the first `<base href>`.
     base: Option<String>,
+    /// Links buffered at most (0 = all).
+    max_links: usize,
+    /// Links seen past `max_links`.
+    over_limit: usize,
 }
 
-/// Buffers one link value, entity-decoded, for resolution at the end.
-fn push_link(arena: &mut String, spans: &mut Vec<(usize, usize)>, raw: &str) {
+/// Buffers one link value, entity-decoded, for resolution at the end, unless `max_links`
+/// are buffered already.
+fn push_link(
+    arena: &mut String,
+    spans: &mut Vec<(usize, usize)>,
+    (max_links, over_limit): (usize, &mut usize),
+    raw: &str,
+) {
+    if max_links > 0 && spans.len() >= max_links {
+        *over_limit += 1;
+        return;
+    }
     let start = arena.len();
     push_decoded(arena, raw);
     spans.push((start, arena.len()));
 }
 
 impl Collector {
-    fn resolve(self, page_url: &Url, encoding: &'static Encoding) -> Extracted {
+    /// Resolves the buffered links. With `max_len` set, no URL much longer than it is ever
+    /// built: an `href` longer than `max_len` is refused as it is, and a `<base>` longer
+    /// than `max_len` only serves links whose result does not start with it (absolute,
+    /// scheme-relative and root-relative ones; see [`relative_to_long_base`]).
+    fn resolve(
+        self,
+        page_url: &Url,
+        encoding: &'static Encoding,
+        body_len: usize,
+        max_len: usize,
+    ) -> Extracted {
         let query_encoding = encoding.output_encoding();
+        let too_long = |text: &str| max_len > 0 && text.len() > max_len;
         let base = self
             .base
             .as_deref()
+            // Built once whatever its length (its bytes are in the body): it is the links
+            // relative to it that must not each copy it.
             .and_then(|href| resolve(page_url, href, query_encoding));
         let effective = base.as_ref().unwrap_or(page_url);
+        let long_base = too_long(effective.as_str());
+        let budget = (self.max_links > 0).then(|| {
+            body_len
+                .saturating_mul(BUDGET_PER_BODY_BYTE)
+                .saturating_add(BUDGET_BASE)
+        });
+        let mut used = 0usize;
         let mut out = Extracted {
             links: Vec::with_capacity(self.spans.len()),
             nofollow_skipped: self.nofollow_skipped,
             invalid: 0,
+            over_limit: self.over_limit,
+            too_long: 0,
             meta_nofollow: self.meta_nofollow,
             base: None,
         };
-        for &(start, end) in &self.spans {
-            match self
-                .arena
-                .get(start..end)
-                .and_then(|href| resolve(effective, href, query_encoding))
-            {
-                Some(url) => out.links.push(url),
+        for (index, &(start, end)) in self.spans.iter().enumerate() {
+            let Some(href) = self.arena.get(start..end) else {
+                out.invalid += 1;
+                continue;
+            };
+            if too_long(href) || (long_base && relative_to_long_base(href)) {
+                out.too_long += 1;
+                continue;
+            }
+            match resolve(effective, href, query_encoding) {
+                Some(url) => {
+                    used = used.saturating_add(url.as_str().len());
+                    if budget.is_some_and(|budget| used > budget) {
+                        out.over_limit += self.spans.len() - index;
+                        break;
+                    }
+                    out.links.push(url)
+                }
                 None => out.invalid += 1,
             }
         }
         out.base = base;
         out
     }
+}
+
+/// Whether `href` has a scheme (`http:`, `mailto:` …): its result ignores the base.
+fn is_absolute(href: &str) -> bool {
+    let href = href.trim_start_matches(|c: char| c <= ' ');
+    let Some((scheme, _)) = href.split_once(':') else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+/// Whether resolving `href` against a base copies the base's path (a relative path, a
+/// query, a fragment, or the empty href): against an over-long base, such a result is
+/// over-long too, so it is refused without being built. Absolute (`http://…`),
+/// scheme-relative (`//host/…`) and root-relative (`/path`) hrefs keep at most the base's
+/// scheme and host and are resolved as usual. (A relative path full of `../` could in
+/// principle climb back under the limit; no page needs that, and a hostile one must not
+/// make us build a multi-megabyte URL per link to find out.)
+fn relative_to_long_base(href: &str) -> bool {
+    let trimmed = href.trim_start_matches(|c: char| c <= ' ');
+    !(is_absolute(trimmed) || trimmed.starts_with('/') || trimmed.starts_with('\\'))
 }
 
 /// Resolves `href` against `base` as the URL standard does for a document in `encoding`.
@@ -534,7 +637,10 @@ fn element_handler(
             meta_nofollow,
             frameset_depth,
             base,
+            max_links,
+            over_limit,
         } = &mut *guard;
+        let limit = (*max_links, over_limit);
         let input: &[u8] = input;
         let attr = |name: &[u8]| raw_attr(el, input, name).map(|raw| text(raw, encoding));
         match kind {
@@ -542,18 +648,18 @@ fn element_handler(
                 if !follow_nofollow && attr(b"rel").is_some_and(|rel| rel_has_nofollow(&rel)) {
                     *nofollow_skipped += 1;
                 } else if let Some(href) = attr(b"href") {
-                    push_link(arena, spans, &href);
+                    push_link(arena, spans, limit, &href);
                 }
             }
             Kind::Iframe => {
                 if let Some(src) = attr(b"src") {
-                    push_link(arena, spans, &src);
+                    push_link(arena, spans, limit, &src);
                 }
             }
             Kind::Frame => {
                 if *frameset_depth > 0 {
                     if let Some(src) = attr(b"src") {
-                        push_link(arena, spans, &src);
+                        push_link(arena, spans, limit, &src);
                     }
                 }
             }
@@ -652,5 +758,84 @@ mod tests {
             links(r#"<a href="?a=1&amp;b=2&#x2F;">x</a><a rel="NoFollow noopener" href="n">"#),
             ["http://example.test/dir/page.html?a=1&b=2/"]
         );
+    }
+
+    fn limited(html: &str, max_links: usize, max_url_length: usize) -> Extracted {
+        let page = Url::parse("http://example.test/dir/page.html").unwrap();
+        let opts = ExtractOptions {
+            max_links,
+            max_url_length,
+            ..ExtractOptions::default()
+        };
+        extract_links(html.as_bytes(), &page, None, &opts)
+    }
+
+    #[test]
+    fn links_past_the_page_limit_are_counted_not_kept() {
+        let html: String = (0..10).map(|i| format!("<a href=/p{i}>x</a>")).collect();
+        let out = limited(&html, 3, 0);
+        let kept: Vec<&str> = out.links.iter().map(Url::path).collect();
+        assert_eq!(kept, ["/p0", "/p1", "/p2"]);
+        assert_eq!(out.over_limit, 7);
+        assert_eq!(limited(&html, 0, 0).links.len(), 10);
+    }
+
+    #[test]
+    fn an_over_long_href_or_base_builds_no_long_url() {
+        let long = "a".repeat(5000);
+        let html = format!(
+            "<base href='/{long}/'><a href=x>1</a><a href='?q'>2</a><a href=''>3</a>\
+             <a href=/root>4</a><a href=//other.test/y>5</a><a href=https://abs.test/z>6</a>\
+             <a href='/{long}'>7</a>"
+        );
+        let out = limited(&html, 6000, 2048);
+        let kept: Vec<&str> = out.links.iter().map(Url::as_str).collect();
+        assert_eq!(
+            kept,
+            [
+                "http://example.test/root",
+                "http://other.test/y",
+                "https://abs.test/z"
+            ]
+        );
+        assert_eq!(
+            out.too_long, 4,
+            "three relative to the long base, one long href"
+        );
+        // Without a length limit the same page resolves everything, as the spec says.
+        assert_eq!(limited(&html, 0, 0).links.len(), 7);
+    }
+
+    #[test]
+    fn resolved_links_stay_within_the_page_budget() {
+        // 200,000 one-byte relative links against a 2,000-byte page URL would resolve to
+        // 400 MB; the budget stops at 16 bytes per body byte + 1 MiB.
+        let dir = "d".repeat(1990);
+        let page = Url::parse(&format!("http://example.test/{dir}/p")).unwrap();
+        let html = "<a href=x>".repeat(200_000);
+        let opts = ExtractOptions {
+            max_links: 1_000_000,
+            max_url_length: 4096,
+            ..ExtractOptions::default()
+        };
+        let out = extract_links(html.as_bytes(), &page, None, &opts);
+        let bytes: usize = out.links.iter().map(|u| u.as_str().len()).sum();
+        assert!(
+            bytes <= html.len() * BUDGET_PER_BODY_BYTE + BUDGET_BASE,
+            "{bytes}"
+        );
+        assert_eq!(out.links.len() + out.over_limit, 200_000);
+        assert!(out.over_limit > 0);
+    }
+
+    #[test]
+    fn absolute_is_a_scheme_and_a_colon() {
+        assert!(is_absolute("http://a"));
+        assert!(is_absolute(" mailto:x"));
+        assert!(is_absolute("web+cal:x"));
+        assert!(!is_absolute("/a:b"));
+        assert!(!is_absolute("a/b:c"));
+        assert!(!is_absolute(":x"));
+        assert!(!is_absolute("1a:x"));
     }
 }

@@ -11,7 +11,7 @@
 //!    mapped into IPv6 is judged by its IPv4 address) unless `scope.allow_private` is set,
 //!    or the host is a seed's host, or a `[network] resolve` rule names it. The rule is
 //!    applied where an address becomes known: to an IP-literal URL here, before anything is
-//!    sent (literals never reach a resolver); to a host name in [`GateResolver`], the DNS
+//!    sent (literals never reach a resolver); to a host name in `GateResolver`, the DNS
 //!    resolver the HTTP client uses, which drops private answers (so a public name pointing
 //!    at 10.0.0.1 is refused); and once more to the peer address of the response
 //!    ([`RequestGate::check_connected`]), which catches any path that bypassed both.

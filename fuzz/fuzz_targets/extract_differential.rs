@@ -29,6 +29,7 @@ fn check(data: &[u8]) {
     };
     let opts = ExtractOptions {
         follow_nofollow: options & 0x80 != 0,
+        ..ExtractOptions::default()
     };
     let Ok(page) = Url::parse("http://example.test/dir/page.html?q=1#top") else {
         return;

@@ -46,6 +46,8 @@ pub(crate) enum Refusal {
     Nofollow,
     /// Deeper than `max_depth`.
     TooDeep,
+    /// Past `max_links_per_page` or the page's extraction budget.
+    OverPageCap,
     /// Broke a scope rule.
     OutOfScope(OutOfScope),
     /// Already in the seen-set or earlier on the same page.
@@ -69,6 +71,7 @@ impl Refusal {
             Refusal::Invalid => &counters.links_invalid,
             Refusal::Nofollow => &counters.links_nofollow,
             Refusal::TooDeep => &counters.links_too_deep,
+            Refusal::OverPageCap => &counters.links_over_page_cap,
             Refusal::OutOfScope(reason) => {
                 for _ in 0..n {
                     counters.add_out_of_scope(reason);
@@ -129,6 +132,9 @@ impl Admission {
         CrawlCounters::add(&c.links_found, found);
         Refusal::Nofollow.count(c, extracted.nofollow_skipped as u64);
         Refusal::Invalid.count(c, extracted.invalid as u64);
+        Refusal::OverPageCap.count(c, extracted.over_limit as u64);
+        // Refused before being built, for the same reason the scope would refuse them.
+        Refusal::OutOfScope(OutOfScope::TooLong).count(c, extracted.too_long as u64);
         let mut candidates = Candidates {
             urls: Vec::new(),
             depth,

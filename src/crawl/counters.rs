@@ -112,6 +112,9 @@ counters!(
     links_seen,
     /// Links not queued because they were deeper than `max_depth`.
     links_too_deep,
+    /// Links not taken because the page had more than `crawl.max_links_per_page` (or its
+    /// resolved links outgrew the page's memory budget).
+    links_over_page_cap,
     /// Links not queued because `max_urls` had been reached.
     links_over_cap,
     /// Redirect chains cut at `max_redirects`.

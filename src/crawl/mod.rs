@@ -6,16 +6,16 @@
 //! | file | job |
 //! |---|---|
 //! | `mod.rs` | [`run_crawl`]: setup (fresh or resumed), the run, the orderly end |
-//! | [`dispatcher`] | the one task that owns the frontier: hands out work, takes completions back |
-//! | [`admission`] | the one path from a discovered URL to a queued one, and its counting |
-//! | [`fetch_task`] | one dispatched URL fetched once and turned into an outcome |
-//! | [`parse_pool`] | OS threads that extract and screen a page's links |
-//! | [`checkpoints`] | when and how the dispatcher takes a checkpoint |
-//! | [`counters`] | every counter, named once |
-//! | [`summary`] | `summary.json` and the closing lines |
+//! | `dispatcher.rs` | the one task that owns the frontier: hands out work, takes completions back |
+//! | `admission.rs` | the one path from a discovered URL to a queued one, and its counting |
+//! | `fetch_task.rs` | one dispatched URL fetched once and turned into an outcome |
+//! | `parse_pool.rs` | OS threads that extract and screen a page's links |
+//! | `checkpoints.rs` | when and how the dispatcher takes a checkpoint |
+//! | `counters.rs` | every counter, named once |
+//! | `summary.rs` | `summary.json` and the closing lines |
 //! | [`progress`] | the live display |
-//! | [`shutdown`] | stopping from outside |
-//! | [`messages`] | what the tasks send each other |
+//! | `shutdown.rs` | stopping from outside |
+//! | `messages.rs` | what the tasks send each other |
 //!
 //! One dispatcher task owns the frontier and is the only writer of the seen-set and of the
 //! accepted-URL count. That makes the two promises of the crawl exact rather than
@@ -245,6 +245,8 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             completions: completions_tx.clone(),
             options: ExtractOptions {
                 follow_nofollow: config.crawl.follow_nofollow,
+                max_links: config.crawl.max_links_per_page,
+                max_url_length: config.scope.max_url_length,
             },
         }),
     )?;

@@ -68,7 +68,7 @@ impl Progress {
         }
     }
 
-    /// How often [`Progress::update`] wants to be called.
+    /// How often the display wants to be updated.
     pub fn interval(&self) -> Duration {
         self.interval
     }

@@ -20,7 +20,7 @@ pub struct CrawlSummary {
     pub stopped: bool,
     pub elapsed_secs: f64,
     pub max_urls: u64,
-    /// Every counter, under its own name (see [`super::counters`]).
+    /// Every counter, under its own name (see [`CrawlCounters`](super::CrawlCounters)).
     #[serde(flatten)]
     pub counts: CounterValues,
     pub queued_left: u64,

@@ -54,7 +54,7 @@
 //! and Nutch): collapsing `//` in paths (an empty segment is a different path to many
 //! servers), percent-encoding characters the WHATWG parser leaves raw (`[`, `]`, `|` in a
 //! query: browsers send them raw), keeping IDN hosts in Unicode (punycode is what DNS and
-//! the `Host` header see), and lowercasing paths. See `tests/normalize_table.rs` for the case-by-case comparison.
+//! the `Host` header see), and lowercasing paths. See `tests/api/normalize_table.rs` for the case-by-case comparison.
 //!
 //! # Cost
 //!

@@ -111,6 +111,7 @@ fn run_case(html: &[u8], encoding: Option<&str>) {
     for follow in [false, true] {
         let opts = ExtractOptions {
             follow_nofollow: follow,
+            ..ExtractOptions::default()
         };
         match differential(html, &page(), encoding, &opts) {
             Ok(Outcome::Agreed(_)) => {}
@@ -432,6 +433,7 @@ fn extract_differential_generated() {
         |(html, encoding, follow)| {
             let opts = ExtractOptions {
                 follow_nofollow: follow,
+                ..ExtractOptions::default()
             };
             if html.windows(10).any(|w| w == b"<frameset>") {
                 framesets.set(framesets.get() + 1);

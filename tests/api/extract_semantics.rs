@@ -18,6 +18,7 @@ fn run(html: &str) -> Extracted {
 fn run_bytes(html: &[u8], encoding: Option<&str>, follow: bool) -> Extracted {
     let opts = ExtractOptions {
         follow_nofollow: follow,
+        ..ExtractOptions::default()
     };
     let fast = extract_links(html, &page(), encoding, &opts);
     // Every pinned case is also a differential case.
