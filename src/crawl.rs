@@ -17,7 +17,7 @@
 //! dispatching, gives in-flight fetches `shutdown_grace_secs` to finish, records them, and
 //! returns a summary marked `stopped`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -533,7 +533,6 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         seen: seen.clone(),
         counters: counters.clone(),
         batch_out: Vec::new(),
-        in_flight_items: HashMap::new(),
         checkpoints: Checkpoints {
             out_dir: out_dir.clone(),
             interval: Duration::from_secs_f64(config.checkpoint.interval_secs),
@@ -630,9 +629,6 @@ struct Dispatcher {
     seen: Arc<SeenSet>,
     counters: Arc<CrawlCounters>,
     batch_out: Vec<bool>,
-    /// URLs handed to fetch tasks and not completed: they belong to the frontier in a
-    /// checkpoint.
-    in_flight_items: HashMap<String, (HostId, QueuedUrl)>,
     checkpoints: Checkpoints,
 }
 
@@ -690,8 +686,7 @@ impl Dispatcher {
         let paused = Instant::now();
         let position = output.flush().await?;
         let seen = self.seen.clone();
-        let in_flight: Vec<(HostId, QueuedUrl)> = self.in_flight_items.values().cloned().collect();
-        let frontier_snapshot = frontier.begin_checkpoint(&in_flight)?;
+        let frontier_snapshot = frontier.begin_checkpoint()?;
         let c = &self.checkpoints;
         let manifest = Manifest {
             format_version: checkpoint::FORMAT_VERSION,
@@ -722,7 +717,7 @@ impl Dispatcher {
             manifest.seq,
             pause,
             frontier.queued(),
-            in_flight.len()
+            frontier.in_flight()
         );
         self.checkpoints.pending = Some(tokio::task::spawn_blocking(move || {
             checkpoint::prepare(
@@ -813,10 +808,6 @@ impl Dispatcher {
                     match frontier.pop_ready(now)? {
                         None => break,
                         Some(Work::Fetch(dispatch)) => {
-                            self.in_flight_items.insert(
-                                dispatch.item.url.clone(),
-                                (dispatch.host, dispatch.item.clone()),
-                            );
                             tasks.spawn(fetch_task(shared.clone(), dispatch));
                         }
                         Some(Work::Robots { host, key }) => {
@@ -917,10 +908,7 @@ impl Dispatcher {
         output: &OutputSender,
     ) -> Result<(), CrawlError> {
         let (dispatch, outcome) = match completion {
-            Completion::Page { dispatch, outcome } => {
-                self.in_flight_items.remove(&dispatch.item.url);
-                (dispatch, outcome)
-            }
+            Completion::Page { dispatch, outcome } => (dispatch, outcome),
             Completion::Robots { host, outcome } => {
                 let reason = match &outcome {
                     RobotsOutcome::Unavailable { reason } => {
@@ -955,7 +943,7 @@ impl Dispatcher {
                     }
                 }
                 record.new_links = new;
-                frontier.complete(dispatch.host);
+                frontier.complete(dispatch);
                 CrawlCounters::add(&self.counters.finished, 1);
                 output.send(*record).await?;
             }
