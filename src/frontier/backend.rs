@@ -7,6 +7,13 @@
 //! associated types because they are the backend's own: the disk frontier's snapshot is a
 //! store position and `hosts.bin`, which means nothing to a backend kept elsewhere.
 //!
+//! The crawl's dispatcher still takes a [`Frontier`]; making it generic over this trait is
+//! the first step of adding a backend. Until then nothing in the crate is generic over it,
+//! hence `pub` rather than `pub(crate)`.
+//!
+//! Guarantees: the promises every backend makes are listed on [`FrontierBackend`]; the disk
+//! frontier's unit tests check them for [`Frontier`].
+//!
 //! Why a trait and not an enum of backends: the backends share no state, each is used on its
 //! own for a whole crawl, and a trait states the promises once, for every backend, where an
 //! enum would only list the ones that exist.
@@ -32,9 +39,10 @@ use crate::robots::RobotsOutcome;
 ///   backlog never starves another.
 /// - **Exactly-once hand-out.** Each push is handed out once: as [`Work::Fetch`], as
 ///   [`Work::Disallowed`], or among the URLs [`robots_done`](Self::robots_done) gives up;
-///   after a [`retry`](Self::retry) it is handed out once more. A [`Dispatch`] is given back
-///   exactly once, by [`complete`](Self::complete) or [`retry`](Self::retry) (they take it by
-///   value).
+///   after a [`retry`](Self::retry) it is handed out once more, and after a resume what was
+///   in flight at the checkpoint is handed out again. A [`Dispatch`] is given back at most
+///   once, by [`complete`](Self::complete) or [`retry`](Self::retry) (they take it by value);
+///   one never given back stays in flight.
 /// - **In-flight ownership.** Between [`pop_ready`](Self::pop_ready) and its give-back, the
 ///   URL belongs to the backend: [`in_flight`](Self::in_flight) counts it,
 ///   [`is_finished`](Self::is_finished) is false, and a checkpoint records it at the front of
@@ -42,7 +50,8 @@ use crate::robots::RobotsOutcome;
 ///   fetch abandoned without a give-back (a stop that cannot wait) is therefore not lost.
 /// - **Politeness.** No page of a host is handed out beyond `per_host_concurrency` in flight,
 ///   before the host's rate limit, retry backoff or crawl-delay allows, or (when robots.txt is
-///   respected) before its robots.txt is known; a robots.txt fetch counts as in flight.
+///   respected) before its robots.txt is known; a robots.txt fetch ([`Work::Robots`]) counts
+///   as in flight until [`robots_done`](Self::robots_done) but holds no URL.
 /// - **What survives a crash.** The state of the last checkpoint whose snapshot was written:
 ///   its queued and in-flight URLs and per-host tallies. URLs pushed after it are the caller's
 ///   to push again (the crawl's queue log); URLs recorded after it are the caller's to name on

@@ -41,18 +41,18 @@
 //! # Checkpoints
 //!
 //! The frontier is owned by one task (the crawl's dispatcher) and is not shared: no lock is
-//! needed, and its state at any instant is one consistent value. The frontier also owns what
-//! it hands out: a URL given as a [`Dispatch`] stays in its keeping, in flight, until
+//! needed, and its state at any instant is one consistent value. It also owns what it hands
+//! out: a URL given as a [`Dispatch`] stays in its keeping, in flight, until
 //! [`Frontier::complete`] or [`Frontier::retry`] gives the dispatch back, so a checkpoint
 //! records it without the caller keeping a list of its own. [`Frontier::begin_checkpoint`]
 //! is the pause: the store writes its tails and encodes its table (the in-flight URLs recorded
 //! at the front of their hosts' queues, in the order they were handed out), and the per-host
-//! tallies are copied. The returned
-//! [`FrontierSnapshot`] is written by another thread (store fsyncs and table, `hosts.bin`);
-//! [`Frontier::finish_checkpoint`] then lets the store reclaim what the previous checkpoints no
-//! longer need. [`Frontier::resume`] reopens the store exactly at a checkpoint's position
-//! (URLs pushed after it come back from the crawl's queue log, not from the store) and drops,
-//! when they reach the head of their queue, the URLs that were recorded after the checkpoint.
+//! tallies are copied. The returned [`FrontierSnapshot`] is written by another thread (store
+//! fsyncs and table, `hosts.bin`); [`Frontier::finish_checkpoint`] then lets the store reclaim
+//! what the previous checkpoints no longer need. [`Frontier::resume`] reopens the store
+//! exactly at a checkpoint's position (URLs pushed after it come back from the crawl's queue
+//! log, not from the store) and drops, when they reach the head of their queue, the URLs that
+//! were recorded after the checkpoint.
 //!
 //! # Measured
 //!

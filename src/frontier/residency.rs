@@ -5,8 +5,9 @@
 //! again, a robots.txt fetch in progress or a robots.txt backoff with URLs waiting on it is
 //! never evicted, so eviction changes nothing of politeness: a restored host gets a fresh
 //! limiter, which is exactly an idle one (GCRA state is "full" after `burst × period` without
-//! requests), and its robots.txt rules from the disk cache, without a request. The resident
-//! state stays within its budget except while every resident host is busy.
+//! requests), and its robots.txt rules from the disk cache, without a request. Over budget,
+//! idle hosts are looked for at each restore and every 10 ms, so the resident state exceeds
+//! its budget only by hosts that are busy.
 //!
 //! Why: per-host state (limiter, schedule, parsed rules) is the one part of the frontier that
 //! would otherwise grow with every host ever seen; see the module doc of [`super`].

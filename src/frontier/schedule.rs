@@ -1,12 +1,12 @@
 //! When each host may next be served: the min-heap of hosts by ready instant, the per-host
 //! GCRA rate limiter (with robots.txt crawl-delay) and the per-host in-flight cap.
 //!
-//! Guarantees: a host is in the heap at most once (its tally's `scheduled` flag), only while
-//! it has something queued and room under its in-flight cap, and never with an instant
-//! earlier than its `not_before` (retry backoff, Retry-After); a request is handed out only
-//! when the host's limiter gives a token, and a crawl-delay never makes a host faster than
-//! the configured rate. Ties between hosts ready at the same instant go first come, first
-//! served (a sequence number), so hosts take turns.
+//! Guarantees: a host has at most one entry in the heap (its tally's `scheduled` flag), put
+//! there only when it has something queued and room under its in-flight cap, never with an
+//! instant earlier than its `not_before` (retry backoff, Retry-After); a request is handed
+//! out only when the host's limiter gives a token, and a crawl-delay never makes a host
+//! faster than the configured rate. Ties between hosts ready at the same instant go first
+//! come, first served (a sequence number), so hosts take turns.
 //!
 //! Why a heap of hosts rather than of URLs: see the module doc of [`super`]. A host that must
 //! wait costs one heap entry until its time comes, whatever it has queued.

@@ -466,3 +466,47 @@ fn robots_fetch_in_flight_records_no_url() {
     let (saved, _f) = checkpoint_and_resume(f, dir.path(), p);
     assert_eq!(saved.queued, 1);
 }
+
+/// The promises of [`FrontierBackend`] that hold without a clock: per-host order, each push
+/// handed out once, a retried URL first again, in-flight counted until given back.
+fn check_backend_promises(f: &mut impl FrontierBackend) {
+    for i in 0..5 {
+        for h in ["a", "b", "c"] {
+            let key = format!("http://{h}");
+            f.push(&key, item(&format!("{key}/{i}"))).unwrap();
+        }
+    }
+    let first = fetch(f.pop_ready(Instant::now()));
+    assert_eq!(f.in_flight(), 1);
+    f.retry(first, Duration::ZERO);
+    assert_eq!(f.in_flight(), 0);
+    let mut seen: Vec<QueuedUrl> = Vec::new();
+    while !f.is_finished() {
+        match f.pop_ready(Instant::now()).unwrap() {
+            Some(Work::Fetch(d)) => {
+                seen.push(d.item.clone());
+                f.complete(d);
+            }
+            Some(other) => panic!("{other:?}"),
+            None => std::thread::sleep(Duration::from_micros(50)),
+        }
+    }
+    assert_eq!(seen.len(), 15, "each push once");
+    for h in ["a", "b", "c"] {
+        let key = format!("http://{h}/");
+        let order: Vec<&str> = seen
+            .iter()
+            .filter(|i| i.url.starts_with(&key))
+            .map(|i| i.url.as_str())
+            .collect();
+        let pushed: Vec<String> = (0..5).map(|i| format!("{key}{i}")).collect();
+        assert_eq!(order, pushed, "in push order, the retried one first");
+    }
+    assert_eq!(seen.iter().filter(|i| i.attempts == 1).count(), 1);
+}
+
+#[test]
+fn the_disk_frontier_keeps_the_backend_promises() {
+    let mut f = frontier(policy(1e6, 1000, 2));
+    check_backend_promises(&mut f.frontier);
+}
