@@ -26,9 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crawler::checkpoint::{self, Manifest};
-use crawler::frontier::{
-    Dispatch, Frontier, FrontierOptions, FrontierPolicy, HostId, QueuedUrl, Work,
-};
+use crawler::frontier::{Dispatch, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl, Work};
 use crawler::normalize::{host_key, NormalizeOptions, Normalizer};
 use crawler::quantity::parse_count;
 use crawler::seen::{Plan, SeenSet};
@@ -171,23 +169,12 @@ impl Checkpointing {
         }
     }
 
-    fn take(
-        &mut self,
-        seen: &Arc<SeenSet>,
-        frontier: &mut Frontier,
-        in_flight: &VecDeque<Dispatch>,
-        accepted: u64,
-        finished: u64,
-    ) {
+    fn take(&mut self, seen: &Arc<SeenSet>, frontier: &mut Frontier, accepted: u64, finished: u64) {
         self.wait(frontier);
         let paused = Instant::now();
         // The seen-set is streamed from the live set by the writer, as the crawl does.
         let seen_live = seen.clone();
-        let flying: Vec<(HostId, QueuedUrl)> =
-            in_flight.iter().map(|d| (d.host, d.item.clone())).collect();
-        let snapshot = frontier
-            .begin_checkpoint(&flying)
-            .expect("begin checkpoint");
+        let snapshot = frontier.begin_checkpoint().expect("begin checkpoint");
         self.store_ms.push(snapshot.store_pause.as_secs_f64() * 1e3);
         self.tallies_ms
             .push(snapshot.tallies_pause.as_secs_f64() * 1e3);
@@ -332,10 +319,10 @@ fn main() {
         let Some(done) = in_flight.pop_front() else {
             panic!("the frontier ran dry at {accepted} URLs: raise SCALE_FANOUT");
         };
-        frontier.complete(done.host);
         finished += 1;
         parent_host = host_of(&done.item.url).unwrap_or(parent_host);
         parent_url.clone_from(&done.item.url);
+        frontier.complete(done);
         // Its links, through the normalizer.
         for _ in 0..s.fanout {
             let host = if rng.below(10) < 7 {
@@ -353,7 +340,7 @@ fn main() {
         if finished % 4096 == 0 {
             let at = Instant::now();
             if at >= next_checkpoint {
-                ckpt.take(&seen, &mut frontier, &in_flight, accepted, finished);
+                ckpt.take(&seen, &mut frontier, accepted, finished);
                 next_checkpoint = Instant::now() + s.checkpoint_every;
             }
             if at >= next_report {
@@ -372,7 +359,7 @@ fn main() {
     }
     let crawl_secs = started.elapsed().as_secs_f64();
     // The last checkpoint, as a clean stop takes it.
-    ckpt.take(&seen, &mut frontier, &in_flight, accepted, finished);
+    ckpt.take(&seen, &mut frontier, accepted, finished);
     ckpt.wait(&mut frontier);
     let stats = frontier.stats();
     let queued_at_end = stats.queued + in_flight.len() as u64;

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::counters::CrawlCounters;
 use super::CrawlError;
 use crate::checkpoint::{self, CheckpointError, Expectation, Manifest, QueueLog};
-use crate::frontier::{Frontier, HostId, QueuedUrl};
+use crate::frontier::Frontier;
 use crate::output::{rfc3339, OutputSender};
 use crate::seen::SeenSet;
 
@@ -103,13 +103,12 @@ impl Checkpoints {
     pub(crate) async fn start(
         &mut self,
         frontier: &mut Frontier,
-        in_flight: &[(HostId, QueuedUrl)],
         output: &OutputSender,
         finished: bool,
     ) -> Result<(), CrawlError> {
         let paused = Instant::now();
         let position = output.flush().await?;
-        let frontier_snapshot = frontier.begin_checkpoint(in_flight)?;
+        let frontier_snapshot = frontier.begin_checkpoint()?;
         let e = &self.expectation;
         let manifest = Manifest {
             format_version: checkpoint::FORMAT_VERSION,
@@ -137,7 +136,7 @@ impl Checkpoints {
             manifest.seq,
             paused.elapsed(),
             frontier.queued(),
-            in_flight.len()
+            frontier.in_flight()
         );
         let out = self.out_dir.clone();
         let seen = self.seen.clone();

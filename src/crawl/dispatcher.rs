@@ -11,7 +11,6 @@
 //! `shutdown_grace_secs` to finish and records them; fetches still running then are
 //! abandoned unrecorded, so a resumed crawl fetches them again.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -26,7 +25,7 @@ use super::messages::{Completion, Outcome};
 use super::progress::{Progress, ProgressFigures};
 use super::shutdown::ShutdownHandle;
 use super::CrawlError;
-use crate::frontier::{Frontier, HostId, QueuedUrl, Work};
+use crate::frontier::{Frontier, QueuedUrl, Work};
 use crate::output::{rfc3339, OutputSender};
 use crate::robots::RobotsOutcome;
 use crate::seen::SeenBackend;
@@ -36,9 +35,6 @@ pub(crate) struct Dispatcher {
     pub(crate) checkpoints: Checkpoints,
     pub(crate) seen: Arc<dyn SeenBackend>,
     pub(crate) counters: Arc<CrawlCounters>,
-    /// URLs handed to fetch tasks and not completed: they belong to the frontier in a
-    /// checkpoint.
-    pub(crate) in_flight_items: HashMap<String, (HostId, QueuedUrl)>,
 }
 
 /// What the dispatch loop works with besides its own state.
@@ -73,10 +69,7 @@ impl Dispatcher {
         output: &OutputSender,
         finished: bool,
     ) -> Result<(), CrawlError> {
-        let in_flight: Vec<(HostId, QueuedUrl)> = self.in_flight_items.values().cloned().collect();
-        self.checkpoints
-            .start(frontier, &in_flight, output, finished)
-            .await
+        self.checkpoints.start(frontier, output, finished).await
     }
 
     /// Accepts `candidates` found by `parent` (`None` for seeds). Returns how many were
@@ -121,10 +114,6 @@ impl Dispatcher {
                     match frontier.pop_ready(now)? {
                         None => break,
                         Some(Work::Fetch(dispatch)) => {
-                            self.in_flight_items.insert(
-                                dispatch.item.url.clone(),
-                                (dispatch.host, dispatch.item.clone()),
-                            );
                             tasks.spawn(fetch_task(fetch.clone(), dispatch));
                         }
                         Some(Work::Robots { host, key }) => {
@@ -237,10 +226,7 @@ impl Dispatcher {
         output: &OutputSender,
     ) -> Result<(), CrawlError> {
         let (dispatch, outcome) = match completion {
-            Completion::Page { dispatch, outcome } => {
-                self.in_flight_items.remove(&dispatch.item.url);
-                (dispatch, outcome)
-            }
+            Completion::Page { dispatch, outcome } => (dispatch, outcome),
             Completion::Robots { host, outcome } => {
                 let reason = match &outcome {
                     RobotsOutcome::Unavailable { reason } => {
@@ -275,7 +261,7 @@ impl Dispatcher {
                     }
                 }
                 record.new_links = new;
-                frontier.complete(dispatch.host);
+                frontier.complete(dispatch);
                 CrawlCounters::add(&self.counters.finished, 1);
                 output.send(*record).await?;
             }

@@ -35,7 +35,6 @@ pub mod progress;
 mod shutdown;
 mod summary;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -271,7 +270,6 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         ),
         seen: seen_backend,
         counters: counters.clone(),
-        in_flight_items: HashMap::new(),
     };
     match replayed {
         Some(items) => {

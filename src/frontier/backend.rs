@@ -1,0 +1,171 @@
+//! What a frontier must do for the crawl's dispatcher, as a trait, so that another backend
+//! (one shared by several crawler processes, for instance) can stand in for today's
+//! [`Frontier`] on disk.
+//!
+//! The trait holds only the operations the crawl calls; constructors and on-disk details
+//! (`create`, `resume`, the store) stay with each backend. The checkpoint's types are
+//! associated types because they are the backend's own: the disk frontier's snapshot is a
+//! store position and `hosts.bin`, which means nothing to a backend kept elsewhere.
+//!
+//! The crawl's dispatcher still takes a [`Frontier`]; making it generic over this trait is
+//! the first step of adding a backend. Until then nothing in the crate is generic over it,
+//! hence `pub` rather than `pub(crate)`.
+//!
+//! Guarantees: the promises every backend makes are listed on [`FrontierBackend`]; the disk
+//! frontier's unit tests check them for [`Frontier`].
+//!
+//! Why a trait and not an enum of backends: the backends share no state, each is used on its
+//! own for a whole crawl, and a trait states the promises once, for every backend, where an
+//! enum would only list the ones that exist.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{
+    Dispatch, Frontier, FrontierError, FrontierSnapshot, FrontierStats, HostId, QueuedUrl,
+    SavedFrontier, Work,
+};
+use crate::robots::RobotsOutcome;
+
+/// A frontier as the crawl's dispatcher uses it: queues of accepted URLs per host, handed out
+/// politely, with what is handed out kept until it is given back.
+///
+/// # What a backend promises
+///
+/// - **Order per host.** A host's URLs are handed out in the order they were pushed, except a
+///   URL given back with [`retry`](Self::retry), which goes before the rest of its host's
+///   queue. Hosts are served in turn by the instant each may next be fetched: one host's
+///   backlog never starves another.
+/// - **Exactly-once hand-out.** Each push is handed out once: as [`Work::Fetch`], as
+///   [`Work::Disallowed`], or among the URLs [`robots_done`](Self::robots_done) gives up;
+///   after a [`retry`](Self::retry) it is handed out once more, and after a resume what was
+///   in flight at the checkpoint is handed out again. A [`Dispatch`] is given back at most
+///   once, by [`complete`](Self::complete) or [`retry`](Self::retry) (they take it by value);
+///   one never given back stays in flight.
+/// - **In-flight ownership.** Between [`pop_ready`](Self::pop_ready) and its give-back, the
+///   URL belongs to the backend: [`in_flight`](Self::in_flight) counts it,
+///   [`is_finished`](Self::is_finished) is false, and a checkpoint records it at the front of
+///   its host's queue, so that a crawl resumed from that checkpoint fetches it again first. A
+///   fetch abandoned without a give-back (a stop that cannot wait) is therefore not lost.
+/// - **Politeness.** No page of a host is handed out beyond `per_host_concurrency` in flight,
+///   before the host's rate limit, retry backoff or crawl-delay allows, or (when robots.txt is
+///   respected) before its robots.txt is known; a robots.txt fetch ([`Work::Robots`]) counts
+///   as in flight until [`robots_done`](Self::robots_done) but holds no URL.
+/// - **What survives a crash.** The state of the last checkpoint whose snapshot was written:
+///   its queued and in-flight URLs and per-host tallies. URLs pushed after it are the caller's
+///   to push again (the crawl's queue log); URLs recorded after it are the caller's to name on
+///   resume so that they are dropped, not fetched twice. Nothing newer than that checkpoint is
+///   the backend's to keep.
+/// - **One caller.** Each instance is driven by one task through `&mut self`; a checkpoint's
+///   [`begin_checkpoint`](Self::begin_checkpoint) is one consistent state of it.
+///
+/// Errors are [`FrontierError`]: the crawl stops on one and resumes from its last checkpoint.
+pub trait FrontierBackend {
+    /// What [`begin_checkpoint`](Self::begin_checkpoint) takes in the pause, to be written on
+    /// another thread.
+    type Snapshot: Send + 'static;
+    /// What the checkpoint's manifest records once the snapshot is written.
+    type Saved;
+
+    /// Queues an accepted URL at the back of its host's queue (`host_key` as
+    /// [`crate::normalize::host_key`] gives it).
+    fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError>;
+    /// The next piece of work whose host may be served at `now`, if any.
+    fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError>;
+    /// When the earliest host with work may be served, if any host has work.
+    fn next_ready_at(&self) -> Option<Instant>;
+    /// A handed-out URL is done (fetched, failed or refused).
+    fn complete(&mut self, dispatch: Dispatch);
+    /// A handed-out URL goes back to the front of its host's queue; the host waits `delay`.
+    fn retry(&mut self, dispatch: Dispatch, delay: Duration);
+    /// The outcome of a [`Work::Robots`]; returns the URLs given up on (to be recorded).
+    fn robots_done(
+        &mut self,
+        host: HostId,
+        outcome: RobotsOutcome,
+    ) -> Result<Vec<QueuedUrl>, FrontierError>;
+    /// The checkpoint's pause: one consistent state, in-flight URLs included.
+    fn begin_checkpoint(&mut self) -> Result<Self::Snapshot, FrontierError>;
+    /// The checkpoint holding `saved` is published: what only older ones needed may go.
+    fn finish_checkpoint(&mut self, saved: &Self::Saved) -> Result<(), FrontierError>;
+    /// URLs queued, not in flight.
+    fn queued(&self) -> u64;
+    /// Pages and robots.txt fetches handed out and not yet given back.
+    fn in_flight(&self) -> u64;
+    /// Nothing queued and nothing in flight.
+    fn is_finished(&self) -> bool;
+    /// URLs ever queued for the host with this key (`max_pages_per_host`).
+    fn host_total_queued(&self, host_key: &str) -> u64;
+    /// The key of a host with something in flight (for messages).
+    fn host_key(&self, host: HostId) -> Option<&str>;
+    /// Hosts ever seen.
+    fn host_count(&self) -> usize;
+    /// Hosts with the most URLs ever queued, largest first: (key, ever queued, queued now).
+    fn top_hosts(&self, count: usize) -> Vec<(String, u64, usize)>;
+    /// The host with the most URLs queued now: (key, queued now, ever queued).
+    fn busiest_host(&mut self) -> Option<(String, usize, u64)>;
+    /// Figures for progress lines and the summary.
+    fn stats(&self) -> FrontierStats;
+}
+
+impl FrontierBackend for Frontier {
+    type Snapshot = FrontierSnapshot;
+    type Saved = SavedFrontier;
+
+    fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
+        Frontier::push(self, host_key, item)
+    }
+    fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError> {
+        Frontier::pop_ready(self, now)
+    }
+    fn next_ready_at(&self) -> Option<Instant> {
+        Frontier::next_ready_at(self)
+    }
+    fn complete(&mut self, dispatch: Dispatch) {
+        Frontier::complete(self, dispatch)
+    }
+    fn retry(&mut self, dispatch: Dispatch, delay: Duration) {
+        Frontier::retry(self, dispatch, delay)
+    }
+    fn robots_done(
+        &mut self,
+        host: HostId,
+        outcome: RobotsOutcome,
+    ) -> Result<Vec<QueuedUrl>, FrontierError> {
+        Frontier::robots_done(self, host, outcome)
+    }
+    fn begin_checkpoint(&mut self) -> Result<FrontierSnapshot, FrontierError> {
+        Frontier::begin_checkpoint(self)
+    }
+    fn finish_checkpoint(&mut self, saved: &SavedFrontier) -> Result<(), FrontierError> {
+        Frontier::finish_checkpoint(self, saved)
+    }
+    fn queued(&self) -> u64 {
+        Frontier::queued(self)
+    }
+    fn in_flight(&self) -> u64 {
+        Frontier::in_flight(self)
+    }
+    fn is_finished(&self) -> bool {
+        Frontier::is_finished(self)
+    }
+    fn host_total_queued(&self, host_key: &str) -> u64 {
+        Frontier::host_total_queued(self, host_key)
+    }
+    fn host_key(&self, host: HostId) -> Option<&str> {
+        Frontier::host_key(self, host)
+    }
+    fn host_count(&self) -> usize {
+        Frontier::host_count(self)
+    }
+    fn top_hosts(&self, count: usize) -> Vec<(String, u64, usize)> {
+        Frontier::top_hosts(self, count)
+    }
+    fn busiest_host(&mut self) -> Option<(String, usize, u64)> {
+        Frontier::busiest_host(self)
+    }
+    fn stats(&self) -> FrontierStats {
+        Frontier::stats(self)
+    }
+}

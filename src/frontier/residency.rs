@@ -1,0 +1,197 @@
+//! Which hosts' state is in memory: the `[frontier] host_memory` budget, eviction of idle
+//! hosts (least recently served first) and their restore when their turn comes again.
+//!
+//! Guarantees: a host with anything in flight, a wait pending, a rate limiter not yet full
+//! again, a robots.txt fetch in progress or a robots.txt backoff with URLs waiting on it is
+//! never evicted, so eviction changes nothing of politeness: a restored host gets a fresh
+//! limiter, which is exactly an idle one (GCRA state is "full" after `burst × period` without
+//! requests), and its robots.txt rules from the disk cache, without a request. Over budget,
+//! idle hosts are looked for at each restore and every 10 ms, so the resident state exceeds
+//! its budget only by hosts that are busy.
+//!
+//! Why: per-host state (limiter, schedule, parsed rules) is the one part of the frontier that
+//! would otherwise grow with every host ever seen; see the module doc of [`super`].
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::robots_gate::RobotsState;
+use super::schedule::{apply_crawl_delay, new_limiter, Limiter};
+use super::{key_of, Frontier, FrontierError, HostId};
+
+/// Estimated bytes of a resident host beyond its key and rules: the struct, the limiter, the
+/// map entry and its LRU entries.
+const HOST_STATE_BYTES: u64 = 256;
+/// How often to look for idle hosts while the resident state is over budget and no host is
+/// being restored (a restore looks at once).
+const EVICTION_RETRY: Duration = Duration::from_millis(10);
+/// Parsed robots.txt rules are estimated at this many times their body.
+const RULES_PER_BODY_BYTE: u64 = 3;
+
+/// The state of a host being served (resident).
+pub(crate) struct HostState {
+    pub(crate) key: String,
+    pub(crate) in_flight: u32,
+    /// Not before this instant (retry backoff, Retry-After, crawl-delay).
+    pub(crate) not_before: Instant,
+    pub(crate) limiter: Option<Limiter>,
+    /// Period of `limiter` times its burst: idle that long, the limiter is as good as new.
+    pub(crate) limiter_refill: Duration,
+    /// When the limiter last gave a token.
+    pub(crate) last_request: Option<Instant>,
+    pub(crate) robots: RobotsState,
+    /// Consecutive failed robots.txt fetches.
+    pub(crate) robots_failures: u32,
+    /// The LRU tick of the last time the host was served.
+    touched: u64,
+    /// Estimated bytes this state holds (struct, key, parsed rules).
+    pub(crate) bytes: u64,
+}
+
+/// The resident hosts and their bookkeeping.
+pub(crate) struct Residency {
+    pub(crate) hosts: HashMap<HostId, HostState>,
+    /// Sum of the resident hosts' `bytes`.
+    pub(crate) bytes: u64,
+    /// Least recently served first: (tick, host); an entry whose tick is not the host's
+    /// `touched` is stale and skipped.
+    lru: VecDeque<(u64, HostId)>,
+    tick: u64,
+    pub(crate) evictions: u64,
+    pub(crate) restores: u64,
+    /// When to look for idle hosts again while over budget.
+    next_eviction: Instant,
+}
+
+impl Residency {
+    pub(crate) fn new() -> Self {
+        Residency {
+            hosts: HashMap::new(),
+            bytes: 0,
+            lru: VecDeque::new(),
+            tick: 0,
+            evictions: 0,
+            restores: 0,
+            next_eviction: Instant::now(),
+        }
+    }
+
+    /// Keeps the LRU list from filling with stale entries.
+    fn compact_lru(&mut self) {
+        if self.lru.len() <= 4 * self.hosts.len() + 1024 {
+            return;
+        }
+        let mut live: Vec<(u64, HostId)> = self
+            .hosts
+            .iter()
+            .map(|(&id, state)| (state.touched, id))
+            .collect();
+        live.sort_unstable();
+        self.lru = live.into();
+    }
+}
+
+/// Estimated bytes of a resident host with key `key` and a robots.txt body of `robots_body`.
+pub(crate) fn state_bytes(key: &str, robots_body: u64) -> u64 {
+    HOST_STATE_BYTES + key.len() as u64 + robots_body * RULES_PER_BODY_BYTE
+}
+
+impl Frontier {
+    /// Over budget with no host restored lately: hosts that were busy may be idle now.
+    pub(crate) fn evict_if_over_budget(&mut self, now: Instant) {
+        if self.resident.bytes > self.options.host_memory && now >= self.resident.next_eviction {
+            self.evict_idle(now, None);
+            self.resident.next_eviction = now + EVICTION_RETRY;
+        }
+    }
+
+    /// Brings a host's state into memory (from the robots.txt cache if it was evicted), and
+    /// evicts idle hosts beyond the budget.
+    pub(crate) fn make_resident(&mut self, id: HostId, now: Instant) -> Result<(), FrontierError> {
+        self.resident.tick += 1;
+        let tick = self.resident.tick;
+        if let Some(state) = self.resident.hosts.get_mut(&id) {
+            state.touched = tick;
+            self.resident.lru.push_back((tick, id));
+            self.resident.compact_lru();
+            return Ok(());
+        }
+        let key = match self.store.peek(id)? {
+            Some(front) => key_of(&front.url),
+            None => return Ok(()),
+        };
+        let (robots, body_len, crawl_delay_rules) = self.restore_robots(id, now);
+        let mut state = HostState {
+            bytes: state_bytes(&key, body_len),
+            key,
+            in_flight: 0,
+            not_before: now,
+            limiter: new_limiter(&self.policy, &self.clock),
+            limiter_refill: self.policy.period * self.policy.burst,
+            last_request: None,
+            robots,
+            robots_failures: 0,
+            touched: tick,
+        };
+        if let Some(rules) = crawl_delay_rules {
+            apply_crawl_delay(&mut state, &rules, self.policy.period, self.clock.clone());
+        }
+        self.resident.bytes += state.bytes;
+        self.resident.hosts.insert(id, state);
+        self.resident.lru.push_back((tick, id));
+        self.resident.restores += 1;
+        if self.resident.bytes > self.options.host_memory {
+            self.evict_idle(now, Some(id));
+        }
+        self.resident.compact_lru();
+        Ok(())
+    }
+
+    /// Evicts idle hosts, least recently served first, until the resident state fits its
+    /// budget or no idle host is left among those looked at. `keep` is the host being served.
+    fn evict_idle(&mut self, now: Instant, keep: Option<HostId>) {
+        let mut budget = self.resident.lru.len();
+        while self.resident.bytes > self.options.host_memory && budget > 0 {
+            budget -= 1;
+            let Some((tick, id)) = self.resident.lru.pop_front() else {
+                break;
+            };
+            let Some(state) = self.resident.hosts.get(&id) else {
+                continue;
+            };
+            if state.touched != tick {
+                continue; // stale: the host was served again later
+            }
+            if Some(id) == keep || !self.is_idle(id, state, now) {
+                self.resident.lru.push_back((tick, id));
+                continue;
+            }
+            if let Some(state) = self.resident.hosts.remove(&id) {
+                self.resident.bytes -= state.bytes;
+                self.resident.evictions += 1;
+            }
+        }
+    }
+
+    /// Whether a host's state can be dropped now and rebuilt later without changing what
+    /// happens: nothing in flight, no wait pending, its rate limiter full again, no robots.txt
+    /// fetch in progress and no backoff with URLs waiting on it.
+    fn is_idle(&self, id: HostId, state: &HostState, now: Instant) -> bool {
+        if state.in_flight > 0 || state.not_before > now {
+            return false;
+        }
+        if state
+            .last_request
+            .is_some_and(|at| now < at + state.limiter_refill)
+        {
+            return false;
+        }
+        match state.robots {
+            RobotsState::Fetching => false,
+            RobotsState::Unavailable { retry_at } => retry_at <= now && self.store.len(id) == 0,
+            _ => true,
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! robots.txt per host: when to fetch it, what its rules let through, how long to back off
+//! when it is unreachable, and its disk cache ([`super::robots_cache`]) for evicted hosts.
+//!
+//! Guarantees (with `respect_robots`): no page of a host is handed out before its robots.txt
+//! has been fetched (or read back from the cache, unexpired); while that fetch is in flight the
+//! host's pages wait; a URL the rules disallow comes out as [`Work::Disallowed`] without a
+//! request and without spending a rate token; an unreachable robots.txt blocks the host with
+//! growing backoff ([`unavailable_backoff`]) and after [`MAX_UNAVAILABLE_ATTEMPTS`] failures
+//! its queued URLs are given up, returned to the caller to record. Rules expire after
+//! `robots_ttl` and are fetched again.
+//!
+//! Why the cache: a host evicted from memory (see [`super::residency`]) comes back with its
+//! rules for one read and one parse, never a second request.
+//!
+//! [`Work::Disallowed`]: super::Work::Disallowed
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+
+use super::residency::state_bytes;
+use super::robots_cache::CachedRobots;
+use super::schedule::apply_crawl_delay;
+use super::{Frontier, FrontierError, HostId, QueuedUrl};
+use crate::robots::{unavailable_backoff, RobotsOutcome, RobotsRules, MAX_UNAVAILABLE_ATTEMPTS};
+
+/// Where a host stands with its robots.txt.
+#[derive(Debug, Clone)]
+pub(crate) enum RobotsState {
+    /// robots.txt is not consulted (`respect_robots = false`).
+    NotNeeded,
+    /// Not fetched yet (or its cache entry expired).
+    Unknown,
+    /// A fetch is in flight; the host's pages wait.
+    Fetching,
+    /// Rules in force until `expires`.
+    Ready {
+        rules: Arc<RobotsRules>,
+        expires: Instant,
+    },
+    /// Unreachable: nothing is fetched before `retry_at`.
+    Unavailable { retry_at: Instant },
+}
+
+impl RobotsState {
+    pub(crate) fn is_fetching(&self) -> bool {
+        matches!(self, RobotsState::Fetching)
+    }
+}
+
+/// What robots.txt says about serving a resident host's next URL now.
+pub(crate) enum RobotsGate {
+    /// Go on: the front URL may be fetched (rate limit permitting).
+    Open,
+    /// robots.txt must be fetched first (unknown, expired, or its backoff is over).
+    FetchRobots,
+    /// Nothing to do for this host now; it is scheduled again when its fetch ends.
+    Skip,
+    /// Blocked by an unreachable robots.txt until this instant.
+    WaitUntil(Instant),
+    /// The front URL, taken off the queue: the rules disallow it.
+    Disallowed(QueuedUrl),
+}
+
+impl Frontier {
+    /// The robots.txt state of a host being restored: unexpired rules from the cache, or
+    /// unknown. Also the cached body's length (for the state's size) and the rules, whose
+    /// crawl-delay the caller installs.
+    pub(crate) fn restore_robots(
+        &mut self,
+        id: HostId,
+        now: Instant,
+    ) -> (RobotsState, u64, Option<Arc<RobotsRules>>) {
+        let mut robots = if self.policy.respect_robots {
+            RobotsState::Unknown
+        } else {
+            RobotsState::NotNeeded
+        };
+        let mut body_len = 0;
+        let mut crawl_delay_rules = None;
+        if let Some(cache) = self.robots_cache.as_mut() {
+            let now_ms = unix_ms(SystemTime::now());
+            let cached = match cache.get_with_expiry(id, now_ms) {
+                Ok(cached) => cached,
+                Err(e) => {
+                    // Forgotten by the cache: robots.txt is simply fetched again.
+                    tracing::warn!("{e}; robots.txt will be fetched again");
+                    None
+                }
+            };
+            if let Some((entry, expires_ms)) = cached {
+                let rules = match &entry {
+                    CachedRobots::AllowAll => RobotsRules::allow_all(),
+                    CachedRobots::Body(body) => {
+                        body_len = body.len() as u64;
+                        RobotsRules::parse(&self.options.robots_agent, body)
+                    }
+                };
+                let rules = Arc::new(rules);
+                let left = Duration::from_millis(expires_ms.saturating_sub(now_ms));
+                crawl_delay_rules = Some(rules.clone());
+                robots = RobotsState::Ready {
+                    rules,
+                    expires: now + left,
+                };
+            }
+        }
+        (robots, body_len, crawl_delay_rules)
+    }
+
+    /// Decides, for a resident host, what its robots.txt allows at `now`.
+    pub(crate) fn robots_gate(
+        &mut self,
+        id: HostId,
+        now: Instant,
+    ) -> Result<RobotsGate, FrontierError> {
+        let Some(host) = self.resident.hosts.get(&id) else {
+            return Ok(RobotsGate::Skip);
+        };
+        Ok(match &host.robots {
+            RobotsState::NotNeeded => RobotsGate::Open,
+            RobotsState::Fetching => RobotsGate::Skip,
+            RobotsState::Unavailable { retry_at } if *retry_at > now => {
+                RobotsGate::WaitUntil(*retry_at)
+            }
+            RobotsState::Ready { rules, expires } if *expires > now => {
+                let rules = rules.clone();
+                let allowed = self
+                    .store
+                    .peek(id)?
+                    .is_none_or(|front| rules.allows(&front.url));
+                if allowed {
+                    RobotsGate::Open
+                } else {
+                    // Refused without a request, so without spending a rate token.
+                    match self.store.pop(id)? {
+                        Some(item) => RobotsGate::Disallowed(item),
+                        None => RobotsGate::Skip,
+                    }
+                }
+            }
+            _ => RobotsGate::FetchRobots,
+        })
+    }
+
+    /// The body of [`Frontier::robots_done`].
+    pub(crate) fn record_robots(
+        &mut self,
+        id: HostId,
+        outcome: RobotsOutcome,
+    ) -> Result<Vec<QueuedUrl>, FrontierError> {
+        let now = Instant::now();
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let policy_period = self.policy.period;
+        let clock = self.clock.clone();
+        let Some(host) = self.resident.hosts.get_mut(&id) else {
+            return Ok(Vec::new());
+        };
+        host.in_flight = host.in_flight.saturating_sub(1);
+        let mut given_up = Vec::new();
+        match outcome {
+            RobotsOutcome::Rules { rules, body } => {
+                host.robots_failures = 0;
+                apply_crawl_delay(host, &rules, policy_period, clock);
+                let body_len = body.as_ref().map_or(0, |b| b.len() as u64);
+                let old = host.bytes;
+                host.bytes = state_bytes(&host.key, body_len);
+                let expires = now + self.policy.robots_ttl;
+                host.robots = RobotsState::Ready { rules, expires };
+                self.resident.bytes = self.resident.bytes - old + host.bytes;
+                if let Some(cache) = self.robots_cache.as_mut() {
+                    let entry = match body {
+                        Some(body) => CachedRobots::Body(body),
+                        None => CachedRobots::AllowAll,
+                    };
+                    let expires_ms = unix_ms(SystemTime::now() + self.policy.robots_ttl);
+                    cache.put(id, expires_ms, &entry)?;
+                }
+            }
+            RobotsOutcome::Unavailable { .. } => {
+                host.robots_failures += 1;
+                host.robots = RobotsState::Unavailable {
+                    retry_at: now + unavailable_backoff(host.robots_failures),
+                };
+                if host.robots_failures >= MAX_UNAVAILABLE_ATTEMPTS {
+                    while let Some(item) = self.store.pop(id)? {
+                        given_up.push(item);
+                    }
+                }
+            }
+        }
+        self.schedule(id, now);
+        Ok(given_up)
+    }
+}
+
+fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,220 @@
+//! The frontier's part of a checkpoint: taken in the crawl's pause
+//! ([`Frontier::begin_checkpoint`](super::Frontier::begin_checkpoint)), written on another
+//! thread ([`FrontierSnapshot::write`]), and read back and checked before a resume
+//! ([`SavedFrontier::check`]).
+//!
+//! Guarantees: a snapshot is one consistent state of the frontier, with every URL handed
+//! out and not yet given back recorded at the front of its host's queue (in the order it
+//! was handed out), so a resume fetches it again first; `hosts.bin` is fsynced before
+//! [`FrontierSnapshot::write`] returns; [`SavedFrontier::check`] refuses, naming the file, a
+//! `hosts.bin` of the wrong length, checksum, magic, version or counts, or a store without
+//! this position's table: nothing is used unless all of it is sound.
+//!
+//! Why the pause is short: the queued URLs are already on disk in the store, so only the
+//! store's tails and table, and an 8-byte tally per host, are copied in it (figures in the
+//! module doc of [`super`]).
+//!
+//! # `hosts.bin`
+//!
+//! Little-endian: magic `CRWLHOST`, `u32` version 1, `u32` zero, `u64` host count `H`, `u64`
+//! done count `D`, `H` × (`u64` host id, `u32` URLs ever queued), `D` × `u64` XXH3-64 of a
+//! URL recorded but still in the store, then the XXH3-64 of every byte before it.
+
+use std::path::Path;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::store::{PendingSync, QueueStore, StorePosition};
+use super::{io, Frontier, FrontierError, HostId, QueuedUrl};
+
+/// A copy of the tallies for a checkpoint: (host, URLs ever queued).
+type TallyBuffer = Vec<(HostId, u32)>;
+
+/// The tallies' buffers going round: a written snapshot hands its buffer back for the next
+/// checkpoint to fill without faulting in fresh pages (~16 bytes per host).
+pub(crate) struct TallyBuffers {
+    give_back: Sender<TallyBuffer>,
+    returned: Receiver<TallyBuffer>,
+}
+
+impl TallyBuffers {
+    pub(crate) fn new() -> Self {
+        let (give_back, returned) = channel();
+        TallyBuffers {
+            give_back,
+            returned,
+        }
+    }
+}
+
+/// The part of a checkpoint that the frontier writes, taken by
+/// [`Frontier::begin_checkpoint`](super::Frontier::begin_checkpoint).
+pub struct FrontierSnapshot {
+    /// How long the store's part of the pause took (tails written, table encoded), and
+    /// the copy of the host tallies.
+    pub store_pause: Duration,
+    pub tallies_pause: Duration,
+    pending: PendingSync,
+    tallies: TallyBuffer,
+    /// Where the tallies' buffer goes back once written.
+    recycle: Sender<TallyBuffer>,
+    done: Vec<u64>,
+    queued: u64,
+}
+
+/// What a checkpoint's manifest records of the frontier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedFrontier {
+    /// The store's position (`OUT/frontier/queues/`).
+    pub store: StorePosition,
+    /// URLs queued or in flight at the checkpoint.
+    pub queued: u64,
+    /// Hosts in `hosts.bin`, its length and checksum.
+    pub hosts: u64,
+    pub hosts_bytes: u64,
+    pub hosts_xxh3: u64,
+}
+
+/// `hosts.bin` read back and checked.
+#[derive(Debug, Default)]
+pub struct SavedHosts {
+    /// (host, URLs ever queued).
+    pub(crate) tallies: Vec<(HostId, u32)>,
+    /// Hashes of URLs recorded before the checkpoint but still in the store.
+    pub(crate) done: Vec<u64>,
+}
+
+const HOSTS_MAGIC: [u8; 8] = *b"CRWLHOST";
+const HOSTS_VERSION: u32 = 1;
+pub(crate) const HOSTS_FILE: &str = "hosts.bin";
+
+impl Frontier {
+    /// The body of [`Frontier::begin_checkpoint`]: the store's tails and table with the
+    /// URLs in flight at the front of their queues, and a copy of the tallies.
+    pub(crate) fn snapshot(&mut self) -> Result<FrontierSnapshot, FrontierError> {
+        let started = std::time::Instant::now();
+        // In the order they were handed out: the store puts them before the queue's front.
+        let in_flight: Vec<(HostId, QueuedUrl)> = self.dispatched.values().cloned().collect();
+        let pending = self.store.begin_sync_with(&in_flight)?;
+        let store_pause = started.elapsed();
+        let mut tallies = self.tally_buffers.returned.try_recv().unwrap_or_default();
+        tallies.clear();
+        tallies.extend(self.tallies.iter().map(|(&id, t)| (id, t.queued_ever)));
+        let tallies_pause = started.elapsed() - store_pause;
+        Ok(FrontierSnapshot {
+            store_pause,
+            tallies_pause,
+            pending,
+            tallies,
+            recycle: self.tally_buffers.give_back.clone(),
+            done: self.already_done.iter().copied().collect(),
+            queued: self.store.total() + in_flight.len() as u64,
+        })
+    }
+}
+
+impl FrontierSnapshot {
+    /// Writes the frontier's part of a checkpoint into `dir` (a checkpoint's directory):
+    /// makes the store's state durable and writes `hosts.bin`, fsynced.
+    pub fn write(self, dir: &Path) -> Result<SavedFrontier, FrontierError> {
+        let position = self.pending.write()?;
+        let mut bytes = Vec::with_capacity(40 + self.tallies.len() * 12 + self.done.len() * 8);
+        bytes.extend_from_slice(&HOSTS_MAGIC);
+        bytes.extend_from_slice(&HOSTS_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&(self.tallies.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&(self.done.len() as u64).to_le_bytes());
+        for &(host, count) in &self.tallies {
+            bytes.extend_from_slice(&host.to_le_bytes());
+            bytes.extend_from_slice(&count.to_le_bytes());
+        }
+        for &hash in &self.done {
+            bytes.extend_from_slice(&hash.to_le_bytes());
+        }
+        let checksum = xxh3_64(&bytes);
+        bytes.extend_from_slice(&checksum.to_le_bytes());
+        let hosts = self.tallies.len() as u64;
+        let mut tallies = self.tallies;
+        tallies.clear();
+        let _ = self.recycle.send(tallies);
+        let path = dir.join(HOSTS_FILE);
+        {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&path).map_err(io(&path))?;
+            file.write_all(&bytes).map_err(io(&path))?;
+            file.sync_all().map_err(io(&path))?;
+        }
+        Ok(SavedFrontier {
+            store: position,
+            queued: self.queued,
+            hosts,
+            hosts_bytes: bytes.len() as u64,
+            hosts_xxh3: checksum,
+        })
+    }
+}
+
+impl SavedFrontier {
+    /// Reads and checks `hosts.bin` of the checkpoint in `dir`, and checks that the store
+    /// still has this position's table, whole: nothing is used unless all of it is sound.
+    pub fn check(&self, dir: &Path, frontier_dir: &Path) -> Result<SavedHosts, FrontierError> {
+        let path = dir.join(HOSTS_FILE);
+        let bytes = std::fs::read(&path).map_err(io(&path))?;
+        let corrupt = |what: String| FrontierError::Corrupt {
+            path: path.clone(),
+            what,
+        };
+        if bytes.len() as u64 != self.hosts_bytes {
+            return Err(corrupt(format!(
+                "{} bytes, the manifest says {} (truncated or overwritten)",
+                bytes.len(),
+                self.hosts_bytes
+            )));
+        }
+        let (body, trailer) = bytes.split_at(bytes.len().saturating_sub(8));
+        let stored = u64::from_le_bytes(trailer.try_into().unwrap_or([0; 8]));
+        if bytes.len() < 40 || xxh3_64(body) != stored || stored != self.hosts_xxh3 {
+            return Err(corrupt("checksum mismatch; the file was damaged".into()));
+        }
+        if body[..8] != HOSTS_MAGIC {
+            return Err(corrupt("not a hosts file (bad magic)".into()));
+        }
+        let word = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().unwrap_or([0; 8]));
+        let version = u32::from_le_bytes(body[8..12].try_into().unwrap_or([0; 4]));
+        if version != HOSTS_VERSION {
+            return Err(corrupt(format!(
+                "format version {version}, this crawler reads {HOSTS_VERSION}"
+            )));
+        }
+        let (hosts, done) = (word(16), word(24));
+        let expected = 32u64
+            .checked_add(hosts.saturating_mul(12))
+            .and_then(|n| n.checked_add(done.saturating_mul(8)));
+        if expected != Some(body.len() as u64) || hosts != self.hosts {
+            return Err(corrupt(format!(
+                "{hosts} hosts and {done} done URLs do not fit its {} bytes (manifest: {} hosts)",
+                body.len(),
+                self.hosts
+            )));
+        }
+        let mut saved = SavedHosts {
+            tallies: Vec::with_capacity(hosts as usize),
+            done: Vec::with_capacity(done as usize),
+        };
+        let mut at = 32;
+        for _ in 0..hosts {
+            let count = u32::from_le_bytes(body[at + 8..at + 12].try_into().unwrap_or([0; 4]));
+            saved.tallies.push((word(at), count));
+            at += 12;
+        }
+        for _ in 0..done {
+            saved.done.push(word(at));
+            at += 8;
+        }
+        QueueStore::check_position(&frontier_dir.join("queues"), self.store)?;
+        Ok(saved)
+    }
+}

@@ -1,0 +1,512 @@
+//! Tests of the frontier through its API: scheduling, politeness, robots.txt, eviction,
+//! checkpoints and what is in flight at them.
+
+use std::sync::Arc;
+
+use super::snapshot::HOSTS_FILE;
+use super::*;
+use crate::robots::{unavailable_backoff, RobotsRules, MAX_UNAVAILABLE_ATTEMPTS};
+
+struct TestFrontier {
+    frontier: Frontier,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TestFrontier {
+    type Target = Frontier;
+    fn deref(&self) -> &Frontier {
+        &self.frontier
+    }
+}
+
+impl std::ops::DerefMut for TestFrontier {
+    fn deref_mut(&mut self) -> &mut Frontier {
+        &mut self.frontier
+    }
+}
+
+fn options(dir: &Path, host_memory: u64) -> FrontierOptions {
+    FrontierOptions {
+        dir: dir.join("frontier"),
+        queue_memory: 1 << 20,
+        host_memory,
+        robots_agent: "crawler".into(),
+    }
+}
+
+fn frontier(policy: FrontierPolicy) -> TestFrontier {
+    let dir = tempfile::tempdir().unwrap();
+    let frontier = Frontier::create(policy, options(dir.path(), 64 << 20)).unwrap();
+    TestFrontier {
+        frontier,
+        _dir: dir,
+    }
+}
+
+fn policy(rps: f64, burst: u32, conc: u32) -> FrontierPolicy {
+    FrontierPolicy::from_config(&PolitenessSection {
+        per_host_rps: rps,
+        per_host_burst: burst,
+        per_host_concurrency: conc,
+        respect_robots: false,
+        ..PolitenessSection::default()
+    })
+}
+
+fn fetch(work: Result<Option<Work>, FrontierError>) -> Dispatch {
+    match work {
+        Ok(Some(Work::Fetch(d))) => d,
+        other => panic!("expected a fetch, got {other:?}"),
+    }
+}
+
+fn nothing(work: Result<Option<Work>, FrontierError>) {
+    match work {
+        Ok(None) => {}
+        other => panic!("expected nothing, got {other:?}"),
+    }
+}
+
+fn item(url: &str) -> QueuedUrl {
+    QueuedUrl {
+        url: url.to_string(),
+        depth: 0,
+        parent: None,
+        redirect_hops: 0,
+        attempts: 0,
+    }
+}
+
+fn rules(text: &str) -> RobotsOutcome {
+    RobotsOutcome::Rules {
+        rules: Arc::new(RobotsRules::parse("crawler", text.as_bytes())),
+        body: Some(text.as_bytes().to_vec()),
+    }
+}
+
+#[test]
+fn hosts_take_turns_and_concurrency_is_capped() {
+    let mut f = frontier(policy(1000.0, 1000, 1));
+    for i in 0..3 {
+        f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
+    }
+    f.push("http://b", item("http://b/0")).unwrap();
+    let now = Instant::now();
+    let first = fetch(f.pop_ready(now));
+    let second = fetch(f.pop_ready(now));
+    assert_ne!(first.host, second.host, "b must not wait behind a");
+    // Both hosts are at their cap of one in flight.
+    nothing(f.pop_ready(now));
+    assert_eq!(f.in_flight(), 2);
+    f.complete(first);
+    let third = fetch(f.pop_ready(Instant::now()));
+    assert_eq!(third.item.url, "http://a/1");
+}
+
+#[test]
+fn rate_limit_delays_the_host() {
+    let mut f = frontier(policy(10.0, 1, 100));
+    f.push("http://a", item("http://a/0")).unwrap();
+    f.push("http://a", item("http://a/1")).unwrap();
+    let now = Instant::now();
+    fetch(f.pop_ready(now));
+    nothing(f.pop_ready(now));
+    let next = f.next_ready_at().unwrap();
+    let wait = next - now;
+    assert!(
+        wait > Duration::from_millis(50) && wait <= Duration::from_millis(110),
+        "{wait:?}"
+    );
+}
+
+#[test]
+fn retry_goes_first_and_waits() {
+    let mut f = frontier(policy(1000.0, 1000, 4));
+    f.push("http://a", item("http://a/0")).unwrap();
+    f.push("http://a", item("http://a/1")).unwrap();
+    let d = fetch(f.pop_ready(Instant::now()));
+    f.retry(d, Duration::from_millis(200));
+    assert_eq!(f.queued(), 2);
+    nothing(f.pop_ready(Instant::now()));
+    let later = Instant::now() + Duration::from_millis(250);
+    let again = fetch(f.pop_ready(later));
+    assert_eq!(again.item.url, "http://a/0");
+    assert_eq!(again.item.attempts, 1);
+}
+
+#[test]
+fn finished_only_when_nothing_queued_or_in_flight() {
+    let mut f = frontier(policy(1000.0, 1000, 4));
+    assert!(f.is_finished());
+    f.push("http://a", item("http://a/0")).unwrap();
+    assert!(!f.is_finished());
+    let d = fetch(f.pop_ready(Instant::now()));
+    assert!(!f.is_finished());
+    f.complete(d);
+    assert!(f.is_finished());
+}
+
+#[test]
+fn robots_comes_first_then_gates_each_url() {
+    let mut p = policy(1000.0, 1000, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("http://a", item("http://a/private/x")).unwrap();
+    f.push("http://a", item("http://a/open")).unwrap();
+    let now = Instant::now();
+    let Ok(Some(Work::Robots { host, key })) = f.pop_ready(now) else {
+        panic!("robots.txt first")
+    };
+    assert_eq!(key, "http://a");
+    // Nothing else for the host while its robots.txt is in flight.
+    nothing(f.pop_ready(now));
+    let given_up = f
+        .robots_done(host, rules("User-agent: *\nDisallow: /private/\n"))
+        .unwrap();
+    assert!(given_up.is_empty());
+    match f.pop_ready(Instant::now()) {
+        Ok(Some(Work::Disallowed(item))) => assert_eq!(item.url, "http://a/private/x"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(fetch(f.pop_ready(Instant::now())).item.url, "http://a/open");
+}
+
+#[test]
+fn unreachable_robots_blocks_then_gives_up() {
+    let mut p = policy(1000.0, 1000, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("http://a", item("http://a/1")).unwrap();
+    let mut now = Instant::now();
+    for attempt in 1..=MAX_UNAVAILABLE_ATTEMPTS {
+        let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(now) else {
+            panic!("attempt {attempt}: robots.txt again")
+        };
+        let given_up = f
+            .robots_done(
+                host,
+                RobotsOutcome::Unavailable {
+                    reason: "HTTP 503".into(),
+                },
+            )
+            .unwrap();
+        // Nothing is fetched from the host meanwhile.
+        nothing(f.pop_ready(Instant::now()));
+        if attempt < MAX_UNAVAILABLE_ATTEMPTS {
+            assert!(given_up.is_empty());
+            now = Instant::now() + unavailable_backoff(attempt) + Duration::from_millis(1);
+        } else {
+            assert_eq!(given_up.len(), 1);
+            assert!(f.is_finished());
+        }
+    }
+}
+
+#[test]
+fn crawl_delay_slows_the_host() {
+    let mut p = policy(1000.0, 1000, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    for i in 0..3 {
+        f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
+    }
+    let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(Instant::now()) else {
+        panic!()
+    };
+    f.robots_done(host, rules("User-agent: *\nCrawl-delay: 2\n"))
+        .unwrap();
+    let now = Instant::now();
+    fetch(f.pop_ready(now));
+    nothing(f.pop_ready(now));
+    let wait = f.next_ready_at().unwrap() - now;
+    assert!(wait > Duration::from_millis(1500), "{wait:?}");
+}
+
+/// With room for a handful of hosts, serving 200 hosts in turn evicts idle ones; each
+/// comes back with its robots.txt rules (disallow and crawl-delay) from the disk cache,
+/// so robots.txt is fetched once per host, never again.
+#[test]
+fn evicted_hosts_come_back_with_their_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1e6 requests/s: a host's limiter is full again a microsecond after its request.
+    let mut p = policy(1e6, 1, 4);
+    p.respect_robots = true;
+    let mut f = Frontier::create(p, options(dir.path(), 8 * 1024)).unwrap();
+    let hosts = 200;
+    for h in 0..hosts {
+        for i in 0..3 {
+            let key = format!("http://h{h}.test");
+            f.push(&key, item(&format!("{key}/private/{i}"))).unwrap();
+            f.push(&key, item(&format!("{key}/open/{i}"))).unwrap();
+        }
+    }
+    let body = "User-agent: *\nDisallow: /private/\n";
+    let (mut robots, mut fetched, mut disallowed) = (0, 0, 0);
+    while !f.is_finished() {
+        let now = Instant::now();
+        match f.pop_ready(now).unwrap() {
+            Some(Work::Robots { host, .. }) => {
+                robots += 1;
+                f.robots_done(host, rules(body)).unwrap();
+            }
+            Some(Work::Fetch(d)) => {
+                assert!(d.item.url.contains("/open/"), "{}", d.item.url);
+                fetched += 1;
+                f.complete(d);
+            }
+            Some(Work::Disallowed(item)) => {
+                assert!(item.url.contains("/private/"));
+                disallowed += 1;
+            }
+            None => std::thread::sleep(Duration::from_micros(50)),
+        }
+    }
+    assert_eq!(robots, hosts, "robots.txt fetched once per host");
+    assert_eq!((fetched, disallowed), (3 * hosts, 3 * hosts));
+    let stats = f.stats();
+    assert!(stats.evictions > 0, "{stats:?}");
+    assert!(stats.restores > hosts as u64, "{stats:?}");
+    assert!(stats.resident_bytes <= 8 * 1024 + 1024, "{stats:?}");
+}
+
+/// A checkpoint holds queued and in-flight URLs; resuming it drops what was recorded
+/// after it, and what was pushed after it is the caller's to push again.
+#[test]
+fn resume_restores_the_checkpointed_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(1e6, 1000, 100);
+    let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
+    for i in 0..10 {
+        f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
+        f.push("http://b", item(&format!("http://b/{i}"))).unwrap();
+    }
+    let now = Instant::now();
+    let in_flight = fetch(f.pop_ready(now));
+    let done = fetch(f.pop_ready(now));
+    let done_url = done.item.url.clone();
+    f.complete(done);
+    let ckpt = dir.path().join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let snapshot = f.begin_checkpoint().unwrap();
+    let saved = snapshot.write(&ckpt).unwrap();
+    f.finish_checkpoint(&saved).unwrap();
+    assert_eq!(saved.queued, 19);
+    // After the checkpoint: one more fetched and recorded, one pushed (then lost).
+    let recorded = fetch(f.pop_ready(Instant::now()));
+    f.push("http://c", item("http://c/0")).unwrap();
+    drop(f);
+
+    let hosts = saved.check(&ckpt, &dir.path().join("frontier")).unwrap();
+    let mut f = Frontier::resume(
+        p,
+        options(dir.path(), 1 << 20),
+        &saved,
+        hosts,
+        [url_hash(&recorded.item.url)],
+    )
+    .unwrap();
+    assert_eq!(f.host_total_queued("http://a"), 10);
+    let mut urls = Vec::new();
+    while let Some(Work::Fetch(d)) = f.pop_ready(Instant::now()).unwrap() {
+        urls.push(d.item.url.clone());
+        f.complete(d);
+    }
+    assert!(urls.contains(&in_flight.item.url), "in flight comes back");
+    assert!(!urls.contains(&done_url), "done before stays done");
+    assert!(
+        !urls.contains(&recorded.item.url),
+        "recorded after is dropped"
+    );
+    assert!(!urls.iter().any(|u| u.starts_with("http://c")));
+    assert_eq!(urls.len(), 18);
+    let unique: HashSet<&String> = urls.iter().collect();
+    assert_eq!(unique.len(), 18);
+}
+
+#[test]
+fn damaged_hosts_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = Frontier::create(policy(10.0, 1, 1), options(dir.path(), 1 << 20)).unwrap();
+    f.push("http://a", item("http://a/0")).unwrap();
+    let ckpt = dir.path().join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let saved = f.begin_checkpoint().unwrap().write(&ckpt).unwrap();
+    let path = ckpt.join(HOSTS_FILE);
+    let good = std::fs::read(&path).unwrap();
+    for at in [0, 9, 20, 33, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x40;
+        std::fs::write(&path, &bad).unwrap();
+        let e = saved
+            .check(&ckpt, &dir.path().join("frontier"))
+            .unwrap_err();
+        assert!(e.to_string().contains("hosts.bin"), "{e}");
+    }
+    std::fs::write(&path, &good[..good.len() - 3]).unwrap();
+    let e = saved
+        .check(&ckpt, &dir.path().join("frontier"))
+        .unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    std::fs::write(&path, &good).unwrap();
+    saved.check(&ckpt, &dir.path().join("frontier")).unwrap();
+}
+
+/// Takes a checkpoint of `f` in `dir/ckpt`, drops `f` (a crash right after) and resumes.
+fn checkpoint_and_resume(
+    mut f: Frontier,
+    dir: &Path,
+    p: FrontierPolicy,
+) -> (SavedFrontier, Frontier) {
+    let ckpt = dir.join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let saved = f.begin_checkpoint().unwrap().write(&ckpt).unwrap();
+    f.finish_checkpoint(&saved).unwrap();
+    drop(f);
+    let hosts = saved.check(&ckpt, &dir.join("frontier")).unwrap();
+    let f = Frontier::resume(p, options(dir, 1 << 20), &saved, hosts, []).unwrap();
+    (saved, f)
+}
+
+/// Every URL the frontier hands out from now on, each completed at once.
+fn drain(f: &mut impl FrontierBackend) -> Vec<QueuedUrl> {
+    let mut items = Vec::new();
+    while let Some(Work::Fetch(d)) = f.pop_ready(Instant::now()).unwrap() {
+        items.push(d.item.clone());
+        f.complete(d);
+    }
+    items
+}
+
+fn urls(items: &[QueuedUrl]) -> Vec<&str> {
+    items.iter().map(|i| i.url.as_str()).collect()
+}
+
+/// Popped and neither completed nor retried: the frontier keeps it, and a checkpoint puts it
+/// at the head of its host's queue, in the order handed out, before what was still queued.
+#[test]
+fn in_flight_is_at_the_head_of_its_queue_in_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(1e6, 1000, 2);
+    let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
+    for i in 0..4 {
+        f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
+    }
+    f.push("http://b", item("http://b/0")).unwrap();
+    let now = Instant::now();
+    let mut flying = Vec::new();
+    while let Some(work) = f.pop_ready(now).unwrap() {
+        let Work::Fetch(d) = work else { panic!() };
+        flying.push(d);
+    }
+    // a/0 and a/1 (a's cap is two) and b/0 are in flight; a/2 and a/3 are queued.
+    assert_eq!(f.in_flight(), 3);
+    assert_eq!(f.dispatched.len(), 3);
+    assert_eq!(f.queued(), 2);
+    let (saved, mut f) = checkpoint_and_resume(f, dir.path(), p);
+    assert_eq!(saved.queued, 5);
+    let mut items = drain(&mut f);
+    items.sort_by_key(|i| i.url.starts_with("http://b"));
+    assert_eq!(
+        urls(&items),
+        [
+            "http://a/0",
+            "http://a/1",
+            "http://a/2",
+            "http://a/3",
+            "http://b/0"
+        ]
+    );
+    assert!(items.iter().all(|i| i.attempts == 0));
+    drop(flying);
+}
+
+/// Completed: gone from the frontier's keeping and from the checkpoint. Retried: back at
+/// the head of its queue once, with its attempt counted, as before.
+#[test]
+fn completed_and_retried_leave_the_in_flight_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(1e6, 1000, 4);
+    let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
+    for i in 0..4 {
+        f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
+    }
+    let now = Instant::now();
+    let first = fetch(f.pop_ready(now));
+    let second = fetch(f.pop_ready(now));
+    let third = fetch(f.pop_ready(now));
+    assert_eq!(f.dispatched.len(), 3);
+    f.complete(first);
+    f.retry(second, Duration::ZERO);
+    assert_eq!(f.in_flight(), 1);
+    assert_eq!(f.dispatched.len(), 1);
+    assert_eq!(f.queued(), 2, "the retried one and a/3");
+    // Still in flight: a/2, ahead of the retried a/1 and of a/3.
+    let (saved, mut f) = checkpoint_and_resume(f, dir.path(), p);
+    assert_eq!(saved.queued, 3);
+    let items = drain(&mut f);
+    assert_eq!(urls(&items), ["http://a/2", "http://a/1", "http://a/3"]);
+    assert_eq!(items[1].attempts, 1, "the retry is counted");
+    assert!(f.dispatched.is_empty() && f.is_finished());
+    drop(third);
+}
+
+/// A robots.txt fetch counts as in flight but holds no URL: nothing of it is recorded.
+#[test]
+fn robots_fetch_in_flight_records_no_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = policy(1e6, 1000, 4);
+    p.respect_robots = true;
+    let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
+    f.push("http://a", item("http://a/0")).unwrap();
+    let Ok(Some(Work::Robots { .. })) = f.pop_ready(Instant::now()) else {
+        panic!("robots.txt first")
+    };
+    assert_eq!(f.in_flight(), 1);
+    assert!(f.dispatched.is_empty());
+    let (saved, _f) = checkpoint_and_resume(f, dir.path(), p);
+    assert_eq!(saved.queued, 1);
+}
+
+/// The promises of [`FrontierBackend`] that hold without a clock: per-host order, each push
+/// handed out once, a retried URL first again, in-flight counted until given back.
+fn check_backend_promises(f: &mut impl FrontierBackend) {
+    for i in 0..5 {
+        for h in ["a", "b", "c"] {
+            let key = format!("http://{h}");
+            f.push(&key, item(&format!("{key}/{i}"))).unwrap();
+        }
+    }
+    let first = fetch(f.pop_ready(Instant::now()));
+    assert_eq!(f.in_flight(), 1);
+    f.retry(first, Duration::ZERO);
+    assert_eq!(f.in_flight(), 0);
+    let mut seen: Vec<QueuedUrl> = Vec::new();
+    while !f.is_finished() {
+        match f.pop_ready(Instant::now()).unwrap() {
+            Some(Work::Fetch(d)) => {
+                seen.push(d.item.clone());
+                f.complete(d);
+            }
+            Some(other) => panic!("{other:?}"),
+            None => std::thread::sleep(Duration::from_micros(50)),
+        }
+    }
+    assert_eq!(seen.len(), 15, "each push once");
+    for h in ["a", "b", "c"] {
+        let key = format!("http://{h}/");
+        let order: Vec<&str> = seen
+            .iter()
+            .filter(|i| i.url.starts_with(&key))
+            .map(|i| i.url.as_str())
+            .collect();
+        let pushed: Vec<String> = (0..5).map(|i| format!("{key}{i}")).collect();
+        assert_eq!(order, pushed, "in push order, the retried one first");
+    }
+    assert_eq!(seen.iter().filter(|i| i.attempts == 1).count(), 1);
+}
+
+#[test]
+fn the_disk_frontier_keeps_the_backend_promises() {
+    let mut f = frontier(policy(1e6, 1000, 2));
+    check_backend_promises(&mut f.frontier);
+}
