@@ -8,11 +8,12 @@
 //! store position and `hosts.bin`, which means nothing to a backend kept elsewhere.
 //!
 //! The crawl's dispatcher still takes a [`Frontier`]; making it generic over this trait is
-//! the first step of adding a backend. Until then nothing in the crate is generic over it,
-//! hence `pub` rather than `pub(crate)`.
+//! the first step of adding a backend. Until then nothing in the crate calls through it, and
+//! a crate-private trait that nothing uses is dead code to the compiler: hence `pub`.
 //!
 //! Guarantees: the promises every backend makes are listed on [`FrontierBackend`]; the disk
-//! frontier's unit tests check them for [`Frontier`].
+//! frontier's unit tests check them for [`Frontier`] (order, hand-out and in-flight through
+//! the trait; politeness and checkpoints through its own API).
 //!
 //! Why a trait and not an enum of backends: the backends share no state, each is used on its
 //! own for a whole crawl, and a trait states the promises once, for every backend, where an
