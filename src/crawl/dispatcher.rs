@@ -116,9 +116,9 @@ impl Dispatcher {
                         Some(Work::Fetch(dispatch)) => {
                             tasks.spawn(fetch_task(fetch.clone(), dispatch));
                         }
-                        Some(Work::Robots { host, key }) => {
+                        Some(Work::Robots(robots)) => {
                             CrawlCounters::add(&self.counters.robots_fetches, 1);
-                            tasks.spawn(robots_task(fetch.clone(), host, key));
+                            tasks.spawn(robots_task(fetch.clone(), robots));
                         }
                         Some(Work::Disallowed(item)) => {
                             CrawlCounters::add(&self.counters.disallowed, 1);
@@ -227,15 +227,15 @@ impl Dispatcher {
     ) -> Result<(), CrawlError> {
         let (dispatch, outcome) = match completion {
             Completion::Page { dispatch, outcome } => (dispatch, outcome),
-            Completion::Robots { host, outcome } => {
+            Completion::Robots { fetch, outcome } => {
                 let reason = match &outcome {
                     RobotsOutcome::Unavailable { reason } => {
-                        tracing::debug!("{}: {reason}", frontier.host_key(host).unwrap_or("?"));
+                        tracing::debug!("{}: {reason}", fetch.url);
                         format!("{reason}; gave up after repeated attempts")
                     }
-                    RobotsOutcome::Rules { .. } => String::new(),
+                    RobotsOutcome::Rules { .. } | RobotsOutcome::Redirect { .. } => String::new(),
                 };
-                for item in frontier.robots_done(host, outcome)? {
+                for item in frontier.robots_done(fetch, outcome)? {
                     CrawlCounters::add(&self.counters.robots_unavailable, 1);
                     self.record_unfetched(item, &reason, output).await?;
                 }

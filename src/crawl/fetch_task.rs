@@ -18,9 +18,9 @@ use super::counters::CrawlCounters;
 use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::config::Config;
 use crate::fetch::{FetchError, Fetched, Fetcher};
-use crate::frontier::{Dispatch, HostId, QueuedUrl};
+use crate::frontier::{Dispatch, QueuedUrl, RobotsFetch};
 use crate::output::{rfc3339, PageRecord};
-use crate::robots::{agent_token, fetch_robots};
+use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
 
 /// A server asking for more than this is retried after this anyway (or not at all
 /// once retries run out).
@@ -74,13 +74,19 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
     }
 }
 
-/// Fetches a host's robots.txt and reports the outcome to the dispatcher.
-pub(crate) async fn robots_task(shared: Arc<FetchShared>, host: HostId, key: String) {
+/// Sends one request of a host's robots.txt (its first, or a redirect hop) and reports the
+/// outcome to the dispatcher.
+pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
     let agent = agent_token(&shared.config.crawl.user_agent);
-    let outcome = fetch_robots(&shared.fetcher, &key, &agent).await;
+    let outcome = match Url::parse(&fetch.url) {
+        Ok(url) => fetch_robots(&shared.fetcher, &url, &agent).await,
+        Err(e) => RobotsOutcome::Unavailable {
+            reason: format!("robots.txt URL {}: {e}", fetch.url),
+        },
+    };
     let _ = shared
         .completions
-        .send(Completion::Robots { host, outcome });
+        .send(Completion::Robots { fetch, outcome });
 }
 
 /// The record of `item` before its fetch: what is known from the queue.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::fetch::Fetched;
-use crate::frontier::{Dispatch, HostId};
+use crate::frontier::{Dispatch, RobotsFetch};
 use crate::output::PageRecord;
 use crate::robots::RobotsOutcome;
 
@@ -20,7 +20,7 @@ pub(crate) enum Completion {
         outcome: Outcome,
     },
     Robots {
-        host: HostId,
+        fetch: RobotsFetch,
         outcome: RobotsOutcome,
     },
 }

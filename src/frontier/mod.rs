@@ -156,13 +156,28 @@ pub struct Dispatch {
     pub item: QueuedUrl,
 }
 
+/// One request of a host's robots.txt: its first, or a redirect hop. Give it back, once,
+/// with [`Frontier::robots_done`].
+#[derive(Debug, Clone)]
+pub struct RobotsFetch {
+    /// The host whose robots.txt this is.
+    pub host: HostId,
+    /// The host the request goes to, whose politeness it was sent under: `host` itself for
+    /// the first request and same-host hops, another host for a hop that leaves it.
+    pub via: HostId,
+    /// What to request.
+    pub url: String,
+    /// Redirects followed before this request.
+    pub hops: u32,
+}
+
 /// What the frontier hands out next.
 #[derive(Debug)]
 pub enum Work {
     /// Fetch this URL.
     Fetch(Dispatch),
-    /// Fetch this host's robots.txt, then report with [`Frontier::robots_done`].
-    Robots { host: HostId, key: String },
+    /// Fetch one hop of a host's robots.txt, then report with [`Frontier::robots_done`].
+    Robots(RobotsFetch),
     /// This URL is disallowed by robots.txt: record it, do not fetch it. It is no
     /// longer queued and not in flight.
     Disallowed(QueuedUrl),
@@ -467,7 +482,8 @@ impl Frontier {
             if !self.already_done.is_empty() {
                 self.drop_already_done(id)?;
             }
-            if self.store.len(id) == 0 {
+            let hops_waiting = self.has_robots_hops(id);
+            if self.store.len(id) == 0 && !hops_waiting {
                 continue;
             }
             self.make_resident(id, now)?;
@@ -481,6 +497,18 @@ impl Frontier {
                 let at = host.not_before;
                 self.push_ready(id, at);
                 continue;
+            }
+            if hops_waiting {
+                // A robots.txt redirect hop into this host goes before its own pages: the
+                // host it is for waits on it. It needs no robots.txt of this host, only its
+                // politeness (a rate token and a slot).
+                match self.hand_out_robots_hop(id, now) {
+                    Ok(work) => return Ok(Some(work)),
+                    Err(at) => {
+                        self.push_ready(id, at);
+                        continue;
+                    }
+                }
             }
             let fetch_robots = match self.robots_gate(id, now)? {
                 RobotsGate::Open => false,
@@ -506,8 +534,15 @@ impl Frontier {
                 host.robots = RobotsState::Fetching;
                 host.in_flight += 1;
                 self.in_flight += 1;
-                let key = host.key.clone();
-                return Ok(Some(Work::Robots { host: id, key }));
+                let url = crate::robots::robots_url(&host.key)
+                    .map(String::from)
+                    .unwrap_or_else(|_| format!("{}/robots.txt", host.key));
+                return Ok(Some(Work::Robots(RobotsFetch {
+                    host: id,
+                    via: id,
+                    url,
+                    hops: 0,
+                })));
             }
             let Some(item) = self.store.pop(id)? else {
                 continue;
@@ -545,10 +580,10 @@ impl Frontier {
     /// up and returned, so that the caller records them.
     pub fn robots_done(
         &mut self,
-        id: HostId,
+        fetch: RobotsFetch,
         outcome: RobotsOutcome,
     ) -> Result<Vec<QueuedUrl>, FrontierError> {
-        self.record_robots(id, outcome)
+        self.record_robots(fetch, outcome)
     }
 
     /// When the earliest scheduled host becomes ready, if any host is scheduled.

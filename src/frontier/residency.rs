@@ -48,6 +48,19 @@ pub(crate) struct HostState {
     touched: u64,
     /// Estimated bytes this state holds (struct, key, parsed rules).
     pub(crate) bytes: u64,
+    /// robots.txt redirect hops into this host, waiting for its politeness (a token and a
+    /// slot), on behalf of the hosts whose robots.txt they are (this one included).
+    pub(crate) robots_hops: Vec<RobotsHop>,
+}
+
+/// A robots.txt redirect hop waiting to be sent to the host that holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct RobotsHop {
+    /// The host whose robots.txt is being fetched.
+    pub(crate) for_host: HostId,
+    pub(crate) url: String,
+    /// Redirects followed before this request.
+    pub(crate) hops: u32,
 }
 
 /// The resident hosts and their bookkeeping.
@@ -122,6 +135,28 @@ impl Frontier {
             Some(front) => key_of(&front.url),
             None => return Ok(()),
         };
+        self.restore_state(id, key, now);
+        Ok(())
+    }
+
+    /// Brings the state of the host with key `key` into memory, whether or not it has URLs
+    /// queued (a robots.txt redirect may lead to a host the crawl has no page of).
+    pub(crate) fn make_resident_as(&mut self, id: HostId, key: &str, now: Instant) {
+        self.resident.tick += 1;
+        let tick = self.resident.tick;
+        if let Some(state) = self.resident.hosts.get_mut(&id) {
+            state.touched = tick;
+            self.resident.lru.push_back((tick, id));
+            self.resident.compact_lru();
+            return;
+        }
+        self.restore_state(id, key.to_string(), now);
+    }
+
+    /// A new resident state for a host that has none (fresh limiter, robots.txt rules from
+    /// the cache when unexpired), then evicts idle hosts beyond the budget.
+    fn restore_state(&mut self, id: HostId, key: String, now: Instant) {
+        let tick = self.resident.tick;
         let (robots, body_len, crawl_delay_rules) = self.restore_robots(id, now);
         let mut state = HostState {
             bytes: state_bytes(&key, body_len),
@@ -134,6 +169,7 @@ impl Frontier {
             robots,
             robots_failures: 0,
             touched: tick,
+            robots_hops: Vec::new(),
         };
         if let Some(rules) = crawl_delay_rules {
             apply_crawl_delay(&mut state, &rules, self.policy.period, self.clock.clone());
@@ -146,7 +182,6 @@ impl Frontier {
             self.evict_idle(now, Some(id));
         }
         self.resident.compact_lru();
-        Ok(())
     }
 
     /// Evicts idle hosts, least recently served first, until the resident state fits its
@@ -179,7 +214,7 @@ impl Frontier {
     /// happens: nothing in flight, no wait pending, its rate limiter full again, no robots.txt
     /// fetch in progress and no backoff with URLs waiting on it.
     fn is_idle(&self, id: HostId, state: &HostState, now: Instant) -> bool {
-        if state.in_flight > 0 || state.not_before > now {
+        if state.in_flight > 0 || state.not_before > now || !state.robots_hops.is_empty() {
             return false;
         }
         if state

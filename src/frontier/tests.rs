@@ -154,10 +154,10 @@ fn robots_comes_first_then_gates_each_url() {
     f.push("http://a", item("http://a/private/x")).unwrap();
     f.push("http://a", item("http://a/open")).unwrap();
     let now = Instant::now();
-    let Ok(Some(Work::Robots { host, key })) = f.pop_ready(now) else {
+    let Ok(Some(Work::Robots(host))) = f.pop_ready(now) else {
         panic!("robots.txt first")
     };
-    assert_eq!(key, "http://a");
+    assert_eq!(host.url, "http://a/robots.txt");
     // Nothing else for the host while its robots.txt is in flight.
     nothing(f.pop_ready(now));
     let given_up = f
@@ -179,7 +179,7 @@ fn unreachable_robots_blocks_then_gives_up() {
     f.push("http://a", item("http://a/1")).unwrap();
     let mut now = Instant::now();
     for attempt in 1..=MAX_UNAVAILABLE_ATTEMPTS {
-        let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(now) else {
+        let Ok(Some(Work::Robots(host))) = f.pop_ready(now) else {
             panic!("attempt {attempt}: robots.txt again")
         };
         let given_up = f
@@ -210,7 +210,7 @@ fn crawl_delay_slows_the_host() {
     for i in 0..3 {
         f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
     }
-    let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(Instant::now()) else {
+    let Ok(Some(Work::Robots(host))) = f.pop_ready(Instant::now()) else {
         panic!()
     };
     f.robots_done(host, rules("User-agent: *\nCrawl-delay: 2\n"))
@@ -245,7 +245,7 @@ fn evicted_hosts_come_back_with_their_rules() {
     while !f.is_finished() {
         let now = Instant::now();
         match f.pop_ready(now).unwrap() {
-            Some(Work::Robots { host, .. }) => {
+            Some(Work::Robots(host)) => {
                 robots += 1;
                 f.robots_done(host, rules(body)).unwrap();
             }
@@ -458,7 +458,7 @@ fn robots_fetch_in_flight_records_no_url() {
     p.respect_robots = true;
     let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
     f.push("http://a", item("http://a/0")).unwrap();
-    let Ok(Some(Work::Robots { .. })) = f.pop_ready(Instant::now()) else {
+    let Ok(Some(Work::Robots(_))) = f.pop_ready(Instant::now()) else {
         panic!("robots.txt first")
     };
     assert_eq!(f.in_flight(), 1);
@@ -509,4 +509,99 @@ fn check_backend_promises(f: &mut impl FrontierBackend) {
 fn the_disk_frontier_keeps_the_backend_promises() {
     let mut f = frontier(policy(1e6, 1000, 2));
     check_backend_promises(&mut f.frontier);
+}
+
+fn robots_work(work: Result<Option<Work>, FrontierError>) -> RobotsFetch {
+    match work {
+        Ok(Some(Work::Robots(fetch))) => fetch,
+        other => panic!("expected a robots.txt request, got {other:?}"),
+    }
+}
+
+fn redirect(to: &str) -> RobotsOutcome {
+    RobotsOutcome::Redirect {
+        to: url::Url::parse(to).unwrap(),
+    }
+}
+
+#[test]
+fn a_robots_redirect_on_the_same_host_waits_for_the_hosts_rate() {
+    let mut p = policy(20.0, 1, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("http://a", item("http://a/page")).unwrap();
+    let first = robots_work(f.pop_ready(Instant::now()));
+    assert_eq!(
+        (first.host, first.via, first.hops),
+        (first.host, first.host, 0)
+    );
+    assert!(f
+        .robots_done(first.clone(), redirect("http://a/real/robots.txt"))
+        .unwrap()
+        .is_empty());
+    // The hop is a request to `a`: its token was spent by the first request, so nothing
+    // goes out now, and the next time anything may is a rate period later.
+    nothing(f.pop_ready(Instant::now()));
+    let at = f.next_ready_at().expect("the hop is scheduled");
+    assert!(at > Instant::now() + Duration::from_millis(25), "{at:?}");
+    std::thread::sleep(at.saturating_duration_since(Instant::now()) + Duration::from_millis(5));
+    let hop = robots_work(f.pop_ready(Instant::now()));
+    assert_eq!(hop.url, "http://a/real/robots.txt");
+    assert_eq!((hop.host, hop.via, hop.hops), (first.host, first.host, 1));
+    assert_eq!(f.in_flight(), 1);
+    f.robots_done(hop, rules("User-agent: *\nAllow: /\n"))
+        .unwrap();
+    assert_eq!(f.in_flight(), 0);
+}
+
+#[test]
+fn a_robots_redirect_to_another_host_is_a_request_under_that_hosts_rate() {
+    let mut p = policy(1.0, 1, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("http://a", item("http://a/page")).unwrap();
+    let first = robots_work(f.pop_ready(Instant::now()));
+    f.robots_done(first.clone(), redirect("http://b/robots.txt"))
+        .unwrap();
+    // `b` has never been requested: its token is there, so the hop goes out at once,
+    // charged to `b`; `a`'s pages still wait for their robots.txt.
+    let hop = robots_work(f.pop_ready(Instant::now()));
+    assert_eq!(hop.url, "http://b/robots.txt");
+    assert_eq!(hop.host, first.host);
+    assert_eq!(hop.via, host_id("http://b"));
+    nothing(f.pop_ready(Instant::now()));
+    // A page of `b` queued now must wait for `b`'s next token: the hop spent it.
+    f.push("http://b", item("http://b/page")).unwrap();
+    f.robots_done(hop, rules("User-agent: *\nDisallow: /page\n"))
+        .unwrap();
+    // `a`'s rules are in: its page is disallowed, without a request.
+    match f.pop_ready(Instant::now()) {
+        Ok(Some(Work::Disallowed(item))) => assert_eq!(item.url, "http://a/page"),
+        other => panic!("{other:?}"),
+    }
+    nothing(f.pop_ready(Instant::now()));
+    let at = f.next_ready_at().expect("b is scheduled");
+    assert!(at > Instant::now() + Duration::from_millis(500), "{at:?}");
+}
+
+#[test]
+fn robots_redirects_end_at_the_limit_with_everything_allowed() {
+    let mut p = policy(1000.0, 1000, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("http://a", item("http://a/page")).unwrap();
+    let mut fetch = robots_work(f.pop_ready(Instant::now()));
+    for hop in 1..=crate::robots::ROBOTS_MAX_REDIRECTS {
+        f.robots_done(fetch, redirect(&format!("http://a/r{hop}")))
+            .unwrap();
+        fetch = robots_work(f.pop_ready(Instant::now()));
+        assert_eq!(fetch.hops, hop);
+    }
+    f.robots_done(fetch, redirect("http://a/one-too-many"))
+        .unwrap();
+    assert_eq!(fetch_url(f.pop_ready(Instant::now())), "http://a/page");
+}
+
+fn fetch_url(work: Result<Option<Work>, FrontierError>) -> String {
+    fetch(work).item.url
 }
