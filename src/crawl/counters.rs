@@ -131,6 +131,9 @@ counters!(
     false_positive_micros,
     /// CPU time of the parse threads, in nanoseconds.
     parse_cpu_ns,
+    /// URLs whose fetch or parse panicked (a crawler bug): recorded with the panic's
+    /// message, counted as failures; the crawl goes on.
+    panics,
 );
 
 impl CrawlCounters {
@@ -154,18 +157,20 @@ impl CrawlCounters {
     }
 
     /// Fetch failures that make the exit code 1: no usable answer after all retries,
-    /// including URLs given up because their host's robots.txt never answered.
+    /// including URLs given up because their host's robots.txt never answered, and URLs
+    /// lost to a panic.
     pub fn failures(&self) -> u64 {
         Self::get(&self.server_errors)
             + Self::get(&self.network_errors)
             + Self::get(&self.robots_unavailable)
+            + Self::get(&self.panics)
     }
 }
 
 impl CounterValues {
     /// Fetch failures that make the exit code 1 (see [`CrawlCounters::failures`]).
     pub fn failures(&self) -> u64 {
-        self.server_errors + self.network_errors + self.robots_unavailable
+        self.server_errors + self.network_errors + self.robots_unavailable + self.panics
     }
 }
 

@@ -15,6 +15,7 @@ use url::Url;
 
 use super::admission::Admission;
 use super::counters::CrawlCounters;
+use super::faults::{panic_message, Faults};
 use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::config::Config;
 use crate::fetch::{FetchError, Fetched, Fetcher};
@@ -35,12 +36,49 @@ pub(crate) struct FetchShared {
     pub counters: Arc<CrawlCounters>,
     pub completions: mpsc::UnboundedSender<Completion>,
     pub parse_jobs: crossbeam_channel::Sender<ParseJob>,
+    pub faults: Faults,
+}
+
+/// Runs `work` as a task of its own and returns its output, or the message of its panic.
+/// The inner task is aborted if this future is dropped (a fetch abandoned at shutdown), so
+/// nothing outlives the crawl.
+async fn catching_panics<T: Send + 'static>(
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for AbortOnDrop<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let mut task = AbortOnDrop(tokio::spawn(work));
+    match (&mut task.0).await {
+        Ok(output) => Ok(output),
+        Err(e) if e.is_panic() => Err(panic_message(&*e.into_panic())),
+        Err(_) => Err("the task was cancelled".to_string()),
+    }
 }
 
 /// Fetches one dispatched URL and reports how it ended (directly, or through the parse
-/// pool for a page to parse).
+/// pool for a page to parse). A panic while fetching costs this URL only: it is recorded
+/// with the panic's message and counted, and the crawl goes on.
 pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
-    match fetch_outcome(&shared, &dispatch).await {
+    let item = dispatch.item.clone();
+    let inner = shared.clone();
+    let step = match catching_panics(async move { fetch_outcome(&inner, &item).await }).await {
+        Ok(step) => step,
+        Err(message) => {
+            CrawlCounters::add(&shared.counters.panics, 1);
+            let mut record = base_record(&dispatch.item);
+            record.error = Some(format!("crawler bug: the fetch panicked: {message}"));
+            record.fetched_at = rfc3339(SystemTime::now());
+            FetchStep::Finished(Outcome::Done {
+                record,
+                candidates: Candidates::default(),
+            })
+        }
+    };
+    match step {
         FetchStep::Finished(outcome) => {
             let _ = shared
                 .completions
@@ -79,7 +117,16 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
 pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
     let agent = agent_token(&shared.config.crawl.user_agent);
     let outcome = match Url::parse(&fetch.url) {
-        Ok(url) => fetch_robots(&shared.fetcher, &url, &agent).await,
+        Ok(url) => {
+            let inner = shared.clone();
+            let request = async move { fetch_robots(&inner.fetcher, &url, &agent).await };
+            catching_panics(request).await.unwrap_or_else(|message| {
+                CrawlCounters::add(&shared.counters.panics, 1);
+                RobotsOutcome::Unavailable {
+                    reason: format!("crawler bug: the robots.txt fetch panicked: {message}"),
+                }
+            })
+        }
         Err(e) => RobotsOutcome::Unavailable {
             reason: format!("robots.txt URL {}: {e}", fetch.url),
         },
@@ -126,8 +173,10 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(500u64.saturating_mul(1 << attempt.min(10))).min(MAX_RETRY_DELAY)
 }
 
-async fn fetch_outcome(shared: &FetchShared, dispatch: &Dispatch) -> FetchStep {
-    let item = &dispatch.item;
+async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
+    if shared.faults.panic_fetch.as_deref() == Some(item.url.as_str()) {
+        panic!("injected fault: panic while fetching {}", item.url);
+    }
     let config = &shared.config.crawl;
     let counters = &shared.counters;
     let mut record = base_record(item);

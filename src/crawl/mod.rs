@@ -28,6 +28,7 @@ mod admission;
 mod checkpoints;
 mod counters;
 mod dispatcher;
+mod faults;
 mod fetch_task;
 mod messages;
 mod parse_pool;
@@ -235,6 +236,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         seen_backend.clone(),
         counters.clone(),
     ));
+    let faults = faults::Faults::from_env();
     let parse_pool = ParsePool::start(
         config.crawl.parse_threads,
         parse_rx,
@@ -242,6 +244,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             admission: admission.clone(),
             counters: counters.clone(),
             completions: completions_tx.clone(),
+            faults: faults.clone(),
             options: ExtractOptions {
                 follow_nofollow: config.crawl.follow_nofollow,
                 max_links: config.crawl.max_links_per_page,
@@ -256,6 +259,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         counters: counters.clone(),
         completions: completions_tx,
         parse_jobs: parse_tx,
+        faults,
     });
 
     let mut dispatcher = Dispatcher {

@@ -115,14 +115,19 @@ impl CrawlSummary {
         );
         let _ = writeln!(
             s,
-            "responses: {} ok, {} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}",
+            "responses: {} ok, {} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}{}",
             c.ok,
             c.redirects,
             c.client_errors,
             c.server_errors,
             c.network_errors,
             c.retries,
-            crate::quantity::HumanBytes(c.bytes)
+            crate::quantity::HumanBytes(c.bytes),
+            if c.panics > 0 {
+                format!("; {} URLs lost to a crawler bug (a panic, see their records)", c.panics)
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             s,
