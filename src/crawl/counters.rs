@@ -121,6 +121,9 @@ counters!(
     redirects_over_limit,
     /// URLs not fetched because robots.txt disallows them.
     disallowed,
+    /// URLs not fetched because their host's Crawl-delay is over
+    /// `politeness.max_crawl_delay_secs`.
+    deferred,
     /// URLs given up because their host's robots.txt stayed unreachable.
     robots_unavailable,
     /// robots.txt fetches made.

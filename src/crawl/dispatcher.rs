@@ -125,6 +125,15 @@ impl Dispatcher {
                             self.record_unfetched(item, "disallowed by robots.txt", output)
                                 .await?;
                         }
+                        Some(Work::Deferred { item, crawl_delay }) => {
+                            CrawlCounters::add(&self.counters.deferred, 1);
+                            let reason = format!(
+                                "deferred: robots.txt asks for a Crawl-delay of {} s, over politeness.max_crawl_delay_secs = {} s",
+                                crawl_delay.as_secs_f64(),
+                                fetch.config.politeness.max_crawl_delay_secs
+                            );
+                            self.record_unfetched(item, &reason, output).await?;
+                        }
                     }
                 }
             }

@@ -23,8 +23,8 @@ use crate::frontier::{Dispatch, QueuedUrl, RobotsFetch};
 use crate::output::{rfc3339, PageRecord};
 use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
 
-/// A server asking for more than this is retried after this anyway (or not at all
-/// once retries run out).
+/// The longest backoff between retries (a `Retry-After` longer than
+/// `politeness.max_crawl_delay_secs` is not waited for at all: the URL ends).
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 
 /// What fetch tasks share. Only fetch tasks hold the parse-job sender, so the parse
@@ -207,12 +207,20 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
     record.final_url = Some(item.url.clone());
     let status = fetched.status;
     if status >= 500 || status == 429 {
+        let limit = shared.config.politeness.max_crawl_delay_secs;
+        let asked = fetched.retry_after.unwrap_or_default();
+        if asked.as_secs_f64() > limit {
+            // A server asking for a longer pause than the crawl waits for any host: the URL
+            // ends here rather than holding the crawl open.
+            CrawlCounters::add(&counters.server_errors, 1);
+            record.error = Some(format!(
+                "HTTP {status} with Retry-After {} s, over politeness.max_crawl_delay_secs = {limit} s; not retried",
+                asked.as_secs()
+            ));
+            return done(record, Candidates::default());
+        }
         if can_retry {
-            let delay = fetched
-                .retry_after
-                .unwrap_or_default()
-                .max(backoff(item.attempts))
-                .min(MAX_RETRY_DELAY);
+            let delay = asked.max(backoff(item.attempts)).min(MAX_RETRY_DELAY);
             return FetchStep::Finished(Outcome::Retry { delay });
         }
         CrawlCounters::add(&counters.server_errors, 1);

@@ -181,6 +181,13 @@ pub enum Work {
     /// This URL is disallowed by robots.txt: record it, do not fetch it. It is no
     /// longer queued and not in flight.
     Disallowed(QueuedUrl),
+    /// This URL's host asks for a Crawl-delay longer than the crawl accepts
+    /// ([`FrontierPolicy::max_crawl_delay`]): record it as deferred, do not fetch it. It is
+    /// no longer queued and not in flight.
+    Deferred {
+        item: QueuedUrl,
+        crawl_delay: Duration,
+    },
 }
 
 /// Why the frontier could not go on. Each names the file and the problem.
@@ -229,11 +236,15 @@ pub struct FrontierPolicy {
     pub respect_robots: bool,
     /// How long robots.txt rules are kept.
     pub robots_ttl: Duration,
+    /// A host whose Crawl-delay is longer is not crawled: its URLs come out as
+    /// [`Work::Deferred`].
+    pub max_crawl_delay: Duration,
 }
 
 impl FrontierPolicy {
     pub fn from_config(p: &PolitenessSection) -> Self {
         let robots_ttl = Duration::from_secs_f64(p.robots_ttl_secs);
+        let max_crawl_delay = Duration::from_secs_f64(p.max_crawl_delay_secs);
         if !p.enabled {
             return FrontierPolicy {
                 quota: None,
@@ -242,6 +253,7 @@ impl FrontierPolicy {
                 per_host_concurrency: u32::MAX,
                 respect_robots: p.respect_robots,
                 robots_ttl,
+                max_crawl_delay,
             };
         }
         let period = Duration::from_secs_f64(1.0 / p.per_host_rps);
@@ -253,6 +265,7 @@ impl FrontierPolicy {
             per_host_concurrency: p.per_host_concurrency.max(1),
             respect_robots: p.respect_robots,
             robots_ttl,
+            max_crawl_delay,
         }
     }
 }
@@ -521,6 +534,10 @@ impl Frontier {
                 RobotsGate::Disallowed(item) => {
                     self.schedule(id, now);
                     return Ok(Some(Work::Disallowed(item)));
+                }
+                RobotsGate::Deferred { item, crawl_delay } => {
+                    self.schedule(id, now);
+                    return Ok(Some(Work::Deferred { item, crawl_delay }));
                 }
             };
             let Some(host) = self.resident.hosts.get_mut(&id) else {

@@ -7,7 +7,11 @@
 //! request and without spending a rate token; an unreachable robots.txt blocks the host with
 //! growing backoff ([`unavailable_backoff`]) and after [`MAX_UNAVAILABLE_ATTEMPTS`] failures
 //! its queued URLs are given up, returned to the caller to record. Rules expire after
-//! `robots_ttl` and are fetched again.
+//! `robots_ttl` and are fetched again. A host whose Crawl-delay is over
+//! `max_crawl_delay` is not crawled: its URLs come out as [`Work::Deferred`], each without a
+//! request, so one such host cannot keep the crawl alive for days.
+//!
+//! [`Work::Deferred`]: super::Work::Deferred
 //!
 //! Why the cache: a host evicted from memory (see [`super::residency`]) comes back with its
 //! rules for one read and one parse, never a second request.
@@ -64,6 +68,11 @@ pub(crate) enum RobotsGate {
     WaitUntil(Instant),
     /// The front URL, taken off the queue: the rules disallow it.
     Disallowed(QueuedUrl),
+    /// The front URL, taken off the queue: the host's Crawl-delay is over the crawl's limit.
+    Deferred {
+        item: QueuedUrl,
+        crawl_delay: Duration,
+    },
 }
 
 impl Frontier {
@@ -128,6 +137,17 @@ impl Frontier {
                 RobotsGate::WaitUntil(*retry_at)
             }
             RobotsState::Ready { rules, expires } if *expires > now => {
+                if let Some(crawl_delay) = rules
+                    .crawl_delay
+                    .filter(|delay| *delay > self.policy.max_crawl_delay)
+                {
+                    // Refused without a request, like a disallowed URL: the host asked for
+                    // fewer requests than the crawl can wait for.
+                    return Ok(match self.store.pop(id)? {
+                        Some(item) => RobotsGate::Deferred { item, crawl_delay },
+                        None => RobotsGate::Skip,
+                    });
+                }
                 let rules = rules.clone();
                 let allowed = self
                     .store

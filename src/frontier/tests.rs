@@ -258,6 +258,7 @@ fn evicted_hosts_come_back_with_their_rules() {
                 assert!(item.url.contains("/private/"));
                 disallowed += 1;
             }
+            Some(other @ Work::Deferred { .. }) => panic!("{other:?}"),
             None => std::thread::sleep(Duration::from_micros(50)),
         }
     }
@@ -604,4 +605,45 @@ fn robots_redirects_end_at_the_limit_with_everything_allowed() {
 
 fn fetch_url(work: Result<Option<Work>, FrontierError>) -> String {
     fetch(work).item.url
+}
+
+#[test]
+fn a_crawl_delay_over_the_limit_defers_the_host_without_requests() {
+    let mut p = policy(1.0, 1, 4);
+    p.respect_robots = true;
+    p.max_crawl_delay = Duration::from_secs(30);
+    let mut f = frontier(p);
+    for i in 0..3 {
+        f.push("http://slow", item(&format!("http://slow/{i}"))).unwrap();
+    }
+    f.push("http://ok", item("http://ok/1")).unwrap();
+    let now = Instant::now();
+    let first = robots_work(f.pop_ready(now));
+    let second = robots_work(f.pop_ready(now));
+    let (slow, ok) = if first.url.starts_with("http://slow") {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    f.robots_done(slow, rules("User-agent: *\nCrawl-delay: 86400\n"))
+        .unwrap();
+    f.robots_done(ok, rules("User-agent: *\nCrawl-delay: 30\n"))
+        .unwrap();
+    // Every URL of the slow host comes out at once, deferred, though its rate token was
+    // spent by the robots.txt request: deferring sends nothing.
+    let mut deferred = Vec::new();
+    let mut fetched = Vec::new();
+    while let Ok(Some(work)) = f.pop_ready(Instant::now()) {
+        match work {
+            Work::Deferred { item, crawl_delay } => {
+                assert_eq!(crawl_delay, Duration::from_secs(86400));
+                deferred.push(item.url);
+            }
+            Work::Fetch(d) => fetched.push(d.item.url),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(deferred, ["http://slow/0", "http://slow/1", "http://slow/2"]);
+    // A delay at the limit is honoured, not deferred.
+    assert_eq!(fetched, ["http://ok/1"]);
 }
