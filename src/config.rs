@@ -512,7 +512,10 @@ impl Config {
         if !(p.max_crawl_delay_secs.is_finite() && p.max_crawl_delay_secs > 0.0) {
             return Err(invalid(
                 "politeness.max_crawl_delay_secs",
-                format!("{} is not a positive number of seconds", p.max_crawl_delay_secs),
+                format!(
+                    "{} is not a positive number of seconds",
+                    p.max_crawl_delay_secs
+                ),
             ));
         }
         if !(p.robots_ttl_secs.is_finite() && p.robots_ttl_secs > 0.0) {

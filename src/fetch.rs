@@ -26,6 +26,12 @@ use url::Url;
 use crate::config::Config;
 use crate::gate::{RequestGate, RequestKind};
 
+/// How long an idle keep-alive connection is kept. Idle sockets number about the recent
+/// request rate to distinct hosts times this: short enough that a page linking tens of
+/// thousands of hosts does not hold a socket for each (see [`crate::descriptors`]), long
+/// enough that a host crawled at one request per second keeps its connection.
+pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchSetupError {
@@ -92,7 +98,10 @@ impl Fetched {
 
 /// The shared HTTP client.
 pub struct Fetcher {
-    client: reqwest::Client,
+    /// The client new requests use. Replaced by [`Fetcher::shed_idle_connections`]; a
+    /// request holds its own handle, so one in flight finishes on the client it began on.
+    client: std::sync::RwLock<reqwest::Client>,
+    config: Config,
     gate: Arc<RequestGate>,
     max_body_bytes: u64,
     content_types: Vec<String>,
@@ -102,21 +111,9 @@ impl Fetcher {
     /// Builds the client; every request it sends passes `gate`.
     pub fn new(config: &Config, gate: Arc<RequestGate>) -> Result<Fetcher, FetchSetupError> {
         let c = &config.crawl;
-        let client = reqwest::Client::builder()
-            .user_agent(c.user_agent.clone())
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs_f64(c.timeout_secs))
-            .connect_timeout(Duration::from_secs_f64(c.connect_timeout_secs))
-            .pool_max_idle_per_host((config.politeness.per_host_concurrency as usize).clamp(1, 64))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .tcp_nodelay(true)
-            .gzip(true)
-            .brotli(true)
-            .no_proxy()
-            .dns_resolver(gate.resolver())
-            .build()?;
         Ok(Fetcher {
-            client,
+            client: std::sync::RwLock::new(build_client(config, &gate)?),
+            config: config.clone(),
             gate,
             max_body_bytes: c.max_body_bytes.0,
             content_types: c
@@ -125,6 +122,29 @@ impl Fetcher {
                 .map(|t| t.to_ascii_lowercase())
                 .collect(),
         })
+    }
+
+    /// Closes every idle keep-alive connection, to give their descriptors back when the
+    /// process runs short (see [`crate::descriptors`]): new requests get a new client with
+    /// an empty pool; the old pool closes its idle connections as soon as the requests in
+    /// flight on it are done. Connection reuse starts over, which is the price.
+    pub fn shed_idle_connections(&self) {
+        match build_client(&self.config, &self.gate) {
+            Ok(client) => {
+                let mut current = self.client.write().unwrap_or_else(|e| e.into_inner());
+                *current = client;
+            }
+            Err(e) => {
+                tracing::warn!("cannot rebuild the HTTP client to close idle connections: {e}")
+            }
+        }
+    }
+
+    fn client(&self) -> reqwest::Client {
+        self.client
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Whether a media type is one whose body is parsed for links.
@@ -153,7 +173,7 @@ impl Fetcher {
         };
         self.gate.check(url, kind).map_err(refused)?;
         let mut response = self
-            .client
+            .client()
             .get(url.clone())
             .send()
             .await
@@ -204,6 +224,26 @@ impl Fetcher {
             header_nofollow,
         })
     }
+}
+
+/// The HTTP client as the crawl configures it: no redirects followed (the crawl admits
+/// targets like links), timeouts, a small keep-alive pool, gzip and brotli, names resolved
+/// through the gate.
+fn build_client(config: &Config, gate: &RequestGate) -> Result<reqwest::Client, reqwest::Error> {
+    let c = &config.crawl;
+    reqwest::Client::builder()
+        .user_agent(c.user_agent.clone())
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs_f64(c.timeout_secs))
+        .connect_timeout(Duration::from_secs_f64(c.connect_timeout_secs))
+        .pool_max_idle_per_host((config.politeness.per_host_concurrency as usize).clamp(1, 64))
+        .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+        .tcp_nodelay(true)
+        .gzip(true)
+        .brotli(true)
+        .no_proxy()
+        .dns_resolver(gate.resolver())
+        .build()
 }
 
 fn header_str(headers: &HeaderMap, name: reqwest::header::HeaderName) -> Option<&str> {

@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod cpu_time;
 pub mod crawl;
+pub mod descriptors;
 pub mod durable;
 pub mod extract;
 pub mod fetch;

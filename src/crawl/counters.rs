@@ -134,6 +134,9 @@ counters!(
     false_positive_micros,
     /// CPU time of the parse threads, in nanoseconds.
     parse_cpu_ns,
+    /// Times dispatching paused because file descriptors ran short (see
+    /// `crate::descriptors`).
+    descriptor_pauses,
     /// URLs whose fetch or parse panicked (a crawler bug): recorded with the panic's
     /// message, counted as failures; the crawl goes on.
     panics,

@@ -25,6 +25,7 @@ use super::messages::{Completion, Outcome};
 use super::progress::{Progress, ProgressFigures};
 use super::shutdown::ShutdownHandle;
 use super::CrawlError;
+use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::frontier::{Frontier, QueuedUrl, Work};
 use crate::output::{rfc3339, OutputSender};
 use crate::robots::RobotsOutcome;
@@ -35,6 +36,8 @@ pub(crate) struct Dispatcher {
     pub(crate) checkpoints: Checkpoints,
     pub(crate) seen: Arc<dyn SeenBackend>,
     pub(crate) counters: Arc<CrawlCounters>,
+    /// The descriptor budget: no new work while it is exhausted.
+    pub(crate) descriptors: Descriptors,
 }
 
 /// What the dispatch loop works with besides its own state.
@@ -55,7 +58,9 @@ impl Dispatcher {
         wiring: Wiring<'_>,
     ) -> Result<bool, CrawlError> {
         let output = wiring.output;
-        let stopped = self.dispatch_loop(frontier, wiring).await?;
+        let stopped = self.dispatch_loop(frontier, wiring).await;
+        CrawlCounters::add(&self.counters.descriptor_pauses, self.descriptors.pauses);
+        let stopped = stopped?;
         self.checkpoints.wait(frontier).await?;
         self.checkpoint(frontier, output, !stopped).await?;
         self.checkpoints.wait(frontier).await?;
@@ -108,16 +113,22 @@ impl Dispatcher {
         let mut tick = tokio::time::interval(display.interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let pauses = self.descriptors.pauses;
             if !stopping {
                 let now = Instant::now();
                 while frontier.in_flight() < concurrency {
+                    if self.descriptors.exhausted(now, frontier.in_flight()) {
+                        break;
+                    }
                     match frontier.pop_ready(now)? {
                         None => break,
                         Some(Work::Fetch(dispatch)) => {
+                            self.descriptors.dispatched();
                             tasks.spawn(fetch_task(fetch.clone(), dispatch));
                         }
                         Some(Work::Robots(robots)) => {
                             CrawlCounters::add(&self.counters.robots_fetches, 1);
+                            self.descriptors.dispatched();
                             tasks.spawn(robots_task(fetch.clone(), robots));
                         }
                         Some(Work::Disallowed(item)) => {
@@ -146,7 +157,19 @@ impl Dispatcher {
             if stopping && grace_deadline.is_none() {
                 grace_deadline = Some(Instant::now() + grace);
             }
-            let wake = if stopping || frontier.in_flight() >= concurrency {
+            let short_of_descriptors = !stopping
+                && self
+                    .descriptors
+                    .exhausted(Instant::now(), frontier.in_flight());
+            if self.descriptors.pauses > pauses {
+                // Idle keep-alive connections are most of what is open: close them now
+                // rather than wait for their idle timeout.
+                fetch.fetcher.shed_idle_connections();
+            }
+            let wake = if short_of_descriptors {
+                // Look again soon: idle connections close, fetches in flight end.
+                Some(Instant::now() + RECOUNT_AFTER)
+            } else if stopping || frontier.in_flight() >= concurrency {
                 None
             } else {
                 frontier.next_ready_at()

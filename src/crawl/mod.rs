@@ -52,6 +52,7 @@ pub use summary::{CrawlSummary, HostCount};
 
 use crate::checkpoint;
 use crate::config::Config;
+use crate::descriptors::Descriptors;
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
 use crate::frontier::{Frontier, FrontierOptions, FrontierPolicy};
@@ -198,6 +199,8 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         return Err(CrawlError::NoSeeds);
     }
     let started = Instant::now();
+    let descriptor_limit = crate::descriptors::raise_limit();
+    tracing::debug!("open files limit: {descriptor_limit:?}");
     let out_dir = config.output.dir.clone();
     std::fs::create_dir_all(&out_dir).map_err(|source| CrawlError::OutputDir {
         path: out_dir.clone(),
@@ -274,6 +277,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         ),
         seen: seen_backend,
         counters: counters.clone(),
+        descriptors: Descriptors::new(descriptor_limit),
     };
     match replayed {
         Some(items) => {

@@ -614,7 +614,8 @@ fn a_crawl_delay_over_the_limit_defers_the_host_without_requests() {
     p.max_crawl_delay = Duration::from_secs(30);
     let mut f = frontier(p);
     for i in 0..3 {
-        f.push("http://slow", item(&format!("http://slow/{i}"))).unwrap();
+        f.push("http://slow", item(&format!("http://slow/{i}")))
+            .unwrap();
     }
     f.push("http://ok", item("http://ok/1")).unwrap();
     let now = Instant::now();
@@ -643,7 +644,10 @@ fn a_crawl_delay_over_the_limit_defers_the_host_without_requests() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(deferred, ["http://slow/0", "http://slow/1", "http://slow/2"]);
+    assert_eq!(
+        deferred,
+        ["http://slow/0", "http://slow/1", "http://slow/2"]
+    );
     // A delay at the limit is honoured, not deferred.
     assert_eq!(fetched, ["http://ok/1"]);
 }
