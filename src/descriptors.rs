@@ -31,15 +31,15 @@ use tokio::time::Instant;
 
 /// How often the open descriptors are counted when the last count was not close to the
 /// limit.
-pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// The shortest interval between two counts while at the ceiling: what the dispatcher
 /// waits before looking again.
-pub const RECOUNT_AFTER: Duration = Duration::from_millis(10);
+pub(crate) const RECOUNT_AFTER: Duration = Duration::from_millis(10);
 
 /// Raises the soft limit on open files to the hard limit. Returns the soft limit in force
 /// afterwards (`None` when it cannot be read).
-pub fn raise_limit() -> Option<u64> {
+pub(crate) fn raise_limit() -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -63,7 +63,7 @@ pub fn raise_limit() -> Option<u64> {
 }
 
 /// Descriptors open in this process now (`None` without `/proc`).
-pub fn open_now() -> Option<usize> {
+pub(crate) fn open_now() -> Option<usize> {
     std::fs::read_dir("/proc/self/fd")
         .ok()
         .map(|dir| dir.count())
@@ -71,7 +71,7 @@ pub fn open_now() -> Option<usize> {
 
 /// The dispatcher's view of the descriptor budget.
 #[derive(Debug)]
-pub struct Descriptors {
+pub(crate) struct Descriptors {
     /// Above this many open, no new work is handed out.
     ceiling: Option<usize>,
     /// Open at the last count.
@@ -82,13 +82,13 @@ pub struct Descriptors {
     /// The last count (with what was in flight) was at the ceiling.
     over: bool,
     /// Times dispatching paused for descriptors.
-    pub pauses: u64,
+    pub(crate) pauses: u64,
 }
 
 impl Descriptors {
     /// A budget under the soft limit `limit` (after [`raise_limit`]): a tenth of it, at
     /// least 64 and at most 1,024, is kept for the crawl's own files.
-    pub fn new(limit: Option<u64>) -> Descriptors {
+    pub(crate) fn new(limit: Option<u64>) -> Descriptors {
         let ceiling = limit.map(|limit| {
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
             let reserve = (limit / 10).clamp(64, 1024);
@@ -98,7 +98,7 @@ impl Descriptors {
     }
 
     /// A budget that pauses at `ceiling` open descriptors.
-    pub fn with_ceiling(ceiling: Option<usize>) -> Descriptors {
+    pub(crate) fn with_ceiling(ceiling: Option<usize>) -> Descriptors {
         Descriptors {
             ceiling,
             last_count: 0,
@@ -109,13 +109,8 @@ impl Descriptors {
         }
     }
 
-    /// The number above which dispatching pauses.
-    pub fn ceiling(&self) -> Option<usize> {
-        self.ceiling
-    }
-
     /// A request was handed out: it may open a socket.
-    pub fn dispatched(&mut self) {
+    pub(crate) fn dispatched(&mut self) {
         self.opened_since += 1;
     }
 
@@ -124,7 +119,7 @@ impl Descriptors {
     /// handed out since plus those in flight is an upper bound of what will be open; only
     /// when that bound reaches the ceiling (or the count is older than [`CHECK_EVERY`]) is
     /// `/proc/self/fd` counted again, at most every [`RECOUNT_AFTER`].
-    pub fn exhausted(&mut self, now: Instant, in_flight: u64) -> bool {
+    pub(crate) fn exhausted(&mut self, now: Instant, in_flight: u64) -> bool {
         let Some(ceiling) = self.ceiling else {
             return false;
         };
@@ -180,13 +175,13 @@ mod tests {
 
     #[test]
     fn the_ceiling_leaves_a_reserve() {
-        assert_eq!(Descriptors::new(Some(1024)).ceiling(), Some(1024 - 102));
-        assert_eq!(Descriptors::new(Some(100)).ceiling(), Some(36));
+        assert_eq!(Descriptors::new(Some(1024)).ceiling, Some(1024 - 102));
+        assert_eq!(Descriptors::new(Some(100)).ceiling, Some(36));
         assert_eq!(
-            Descriptors::new(Some(1 << 20)).ceiling(),
+            Descriptors::new(Some(1 << 20)).ceiling,
             Some((1 << 20) - 1024)
         );
-        assert_eq!(Descriptors::new(None).ceiling(), None);
+        assert_eq!(Descriptors::new(None).ceiling, None);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!   parse at least 500 KiB, and a larger file is almost always an error);
 //! - redirects are followed up to 5 hops; each hop is a request of its own, scheduled by
 //!   the frontier under the politeness of the host it goes to and passing the request gate
-//!   ([`crate::gate`]); a hop the gate refuses ends the chain like the hop limit does;
+//!   (`crate::gate`); a hop the gate refuses ends the chain like the hop limit does;
 //! - any other 4xx means "no rules": everything is allowed;
 //! - 5xx, 429 or no answer means "unreachable": nothing on the host is fetched until a
 //!   later attempt succeeds; attempts back off (1 s, 2 s, 4 s, …) and after
@@ -125,7 +125,7 @@ pub fn robots_url(host_key: &str) -> Result<Url, url::ParseError> {
 /// One request of a robots.txt fetch: `url` is the host's robots.txt or, after a redirect,
 /// the hop to request next. A redirect is returned, not followed: every hop is a request of
 /// its own, handed out by the frontier under its own host's politeness and passing the
-/// request gate (see [`crate::gate`]); the frontier counts the hops.
+/// request gate (see `crate::gate`); the frontier counts the hops.
 pub async fn fetch_robots(fetcher: &Fetcher, url: &Url, agent: &str) -> RobotsOutcome {
     let fetched = match fetcher
         .fetch_capped(url, RequestKind::Robots, ROBOTS_MAX_BYTES)

@@ -42,11 +42,11 @@ pub(crate) struct Dispatcher {
 
 /// What the dispatch loop works with besides its own state.
 pub(crate) struct Wiring<'a> {
-    pub fetch: Arc<FetchShared>,
-    pub completions: mpsc::UnboundedReceiver<Completion>,
-    pub output: &'a OutputSender,
-    pub shutdown: &'a ShutdownHandle,
-    pub display: &'a mut Progress,
+    pub(crate) fetch: Arc<FetchShared>,
+    pub(crate) completions: mpsc::UnboundedReceiver<Completion>,
+    pub(crate) output: &'a OutputSender,
+    pub(crate) shutdown: &'a ShutdownHandle,
+    pub(crate) display: &'a mut Progress,
 }
 
 impl Dispatcher {

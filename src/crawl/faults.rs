@@ -11,9 +11,9 @@
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Faults {
     /// Panic in the fetch task of this URL.
-    pub panic_fetch: Option<String>,
+    pub(crate) panic_fetch: Option<String>,
     /// Panic in the parse thread while parsing this URL.
-    pub panic_parse: Option<String>,
+    pub(crate) panic_parse: Option<String>,
 }
 
 impl Faults {

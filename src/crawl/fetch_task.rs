@@ -30,13 +30,13 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 /// What fetch tasks share. Only fetch tasks hold the parse-job sender, so the parse
 /// threads see their channel close once the last fetch task is gone.
 pub(crate) struct FetchShared {
-    pub config: Config,
-    pub admission: Arc<Admission>,
-    pub fetcher: Fetcher,
-    pub counters: Arc<CrawlCounters>,
-    pub completions: mpsc::UnboundedSender<Completion>,
-    pub parse_jobs: crossbeam_channel::Sender<ParseJob>,
-    pub faults: Faults,
+    pub(crate) config: Config,
+    pub(crate) admission: Arc<Admission>,
+    pub(crate) fetcher: Fetcher,
+    pub(crate) counters: Arc<CrawlCounters>,
+    pub(crate) completions: mpsc::UnboundedSender<Completion>,
+    pub(crate) parse_jobs: crossbeam_channel::Sender<ParseJob>,
+    pub(crate) faults: Faults,
 }
 
 /// Runs `work` as a task of its own and returns its output, or the message of its panic.

@@ -39,15 +39,15 @@ pub(crate) enum Outcome {
 /// depth, in page order.
 #[derive(Default)]
 pub(crate) struct Candidates {
-    pub urls: Vec<Url>,
-    pub depth: u32,
-    pub redirect_hops: u32,
+    pub(crate) urls: Vec<Url>,
+    pub(crate) depth: u32,
+    pub(crate) redirect_hops: u32,
 }
 
 /// A page to parse, from a fetch task to the parse pool.
 pub(crate) struct ParseJob {
-    pub dispatch: Dispatch,
-    pub url: Url,
-    pub fetched: Fetched,
-    pub record: Box<PageRecord>,
+    pub(crate) dispatch: Dispatch,
+    pub(crate) url: Url,
+    pub(crate) fetched: Fetched,
+    pub(crate) record: Box<PageRecord>,
 }

@@ -31,11 +31,11 @@ pub struct ParseThreadError {
 
 /// What parse threads share.
 pub(crate) struct ParseShared {
-    pub admission: Arc<Admission>,
-    pub counters: Arc<CrawlCounters>,
-    pub completions: mpsc::UnboundedSender<Completion>,
-    pub options: ExtractOptions,
-    pub faults: Faults,
+    pub(crate) admission: Arc<Admission>,
+    pub(crate) counters: Arc<CrawlCounters>,
+    pub(crate) completions: mpsc::UnboundedSender<Completion>,
+    pub(crate) options: ExtractOptions,
+    pub(crate) faults: Faults,
 }
 
 /// The running parse threads.

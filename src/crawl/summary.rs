@@ -18,47 +18,47 @@ use crate::seen::{Plan, SeenStats};
 #[derive(Debug, Clone, Serialize)]
 pub struct CrawlSummary {
     pub stopped: bool,
-    pub elapsed_secs: f64,
-    pub max_urls: u64,
+    pub(crate) elapsed_secs: f64,
+    pub(crate) max_urls: u64,
     /// Every counter, under its own name (see [`CrawlCounters`](super::CrawlCounters)).
     #[serde(flatten)]
     pub counts: CounterValues,
     pub queued_left: u64,
     pub failures: u64,
-    pub pages_per_sec: f64,
+    pub(crate) pages_per_sec: f64,
     pub hosts: usize,
-    pub top_hosts: Vec<HostCount>,
+    pub(crate) top_hosts: Vec<HostCount>,
     /// The frontier's memory and disk at the end, and how often host state was evicted
     /// and restored.
     pub frontier: crate::frontier::FrontierStats,
-    pub seen_m_bits: u64,
-    pub seen_k: u32,
-    pub seen_bytes: u64,
-    pub seen_insertions: u64,
-    pub seen_fill: f64,
-    pub seen_estimated_fpp: f64,
-    pub estimated_false_positive_skips: f64,
+    pub(crate) seen_m_bits: u64,
+    pub(crate) seen_k: u32,
+    pub(crate) seen_bytes: u64,
+    pub(crate) seen_insertions: u64,
+    pub(crate) seen_fill: f64,
+    pub(crate) seen_estimated_fpp: f64,
+    pub(crate) estimated_false_positive_skips: f64,
     pub parse_cpu_secs: f64,
-    pub output_dir: PathBuf,
+    pub(crate) output_dir: PathBuf,
 }
 
 /// URLs ever queued per host, for spotting traps.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostCount {
-    pub host: String,
-    pub queued_total: u64,
-    pub queued_now: usize,
+    pub(crate) host: String,
+    pub(crate) queued_total: u64,
+    pub(crate) queued_now: usize,
 }
 
 /// How a crawl ended, for [`CrawlSummary::new`].
 pub(crate) struct Ending<'a> {
-    pub config: &'a Config,
-    pub frontier: &'a Frontier,
-    pub counters: &'a CrawlCounters,
-    pub seen: SeenStats,
-    pub plan: &'a Plan,
-    pub elapsed: Duration,
-    pub stopped: bool,
+    pub(crate) config: &'a Config,
+    pub(crate) frontier: &'a Frontier,
+    pub(crate) counters: &'a CrawlCounters,
+    pub(crate) seen: SeenStats,
+    pub(crate) plan: &'a Plan,
+    pub(crate) elapsed: Duration,
+    pub(crate) stopped: bool,
 }
 
 impl CrawlSummary {
