@@ -123,12 +123,7 @@ impl Frontier {
     /// Brings a host's state into memory (from the robots.txt cache if it was evicted), and
     /// evicts idle hosts beyond the budget.
     pub(crate) fn make_resident(&mut self, id: HostId, now: Instant) -> Result<(), FrontierError> {
-        self.resident.tick += 1;
-        let tick = self.resident.tick;
-        if let Some(state) = self.resident.hosts.get_mut(&id) {
-            state.touched = tick;
-            self.resident.lru.push_back((tick, id));
-            self.resident.compact_lru();
+        if self.touch(id) {
             return Ok(());
         }
         let key = match self.store.peek(id)? {
@@ -142,15 +137,22 @@ impl Frontier {
     /// Brings the state of the host with key `key` into memory, whether or not it has URLs
     /// queued (a robots.txt redirect may lead to a host the crawl has no page of).
     pub(crate) fn make_resident_as(&mut self, id: HostId, key: &str, now: Instant) {
+        if !self.touch(id) {
+            self.restore_state(id, key.to_string(), now);
+        }
+    }
+
+    /// Marks a resident host as served now (the LRU's newest); false if it is not resident.
+    fn touch(&mut self, id: HostId) -> bool {
         self.resident.tick += 1;
         let tick = self.resident.tick;
-        if let Some(state) = self.resident.hosts.get_mut(&id) {
-            state.touched = tick;
-            self.resident.lru.push_back((tick, id));
-            self.resident.compact_lru();
-            return;
-        }
-        self.restore_state(id, key.to_string(), now);
+        let Some(state) = self.resident.hosts.get_mut(&id) else {
+            return false;
+        };
+        state.touched = tick;
+        self.resident.lru.push_back((tick, id));
+        self.resident.compact_lru();
+        true
     }
 
     /// A new resident state for a host that has none (fresh limiter, robots.txt rules from
