@@ -14,6 +14,7 @@ const CONCURRENCY: usize = 8;
 
 #[test]
 fn kill_9_and_resume_loses_nothing() {
+    let _load = crate::support::ordinary();
     let seed: u64 = std::env::var("KILL_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

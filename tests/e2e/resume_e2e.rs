@@ -56,6 +56,7 @@ fn slow_config(server: &TestWebServer, out: &Path) -> Config {
 
 #[test]
 fn stop_then_resume_fetches_everything_once() {
+    let _load = crate::support::ordinary();
     let web = Arc::new(Web::new(WebSpec::small(31)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -141,6 +142,7 @@ fn flip_byte(path: &Path, at_fraction: f64) {
 
 #[test]
 fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
+    let _load = crate::support::ordinary();
     type Damage = fn(&Path);
     let cases: &[(&str, Damage, &str)] = &[
         (
@@ -239,6 +241,7 @@ fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
 
 #[test]
 fn incompatible_resume_says_what_differs() {
+    let _load = crate::support::ordinary();
     let (out, config, seeds) = stopped_crawl(45);
     let mut changed = config.clone();
     changed.crawl.max_urls = crawler::config::Count(123_456);
@@ -257,6 +260,7 @@ fn incompatible_resume_says_what_differs() {
 
 #[test]
 fn damaged_queue_log_and_short_output_are_reported() {
+    let _load = crate::support::ordinary();
     // A bad line inside the queue log (not a torn end) is damage: refused, never skipped.
     let (out, _, _) = stopped_crawl(46);
     let m = checkpoint::current_manifest(out.path()).unwrap().unwrap();
