@@ -4,6 +4,7 @@
 
 mod cli;
 mod crawl_e2e;
+mod hostile;
 mod kill_resume;
 mod politeness_e2e;
 mod resume_e2e;

@@ -380,61 +380,38 @@ fn repeated(byte: u8, len: usize) -> Bytes {
 /// `<base href="http://huge-base.hostile.test/aaaa…/">` (4 MiB) then relative links.
 fn huge_base() -> impl Iterator<Item = Bytes> + Send {
     let filler = repeated(b'a', BLOCK);
-    let mut base_left = HUGE_BASE_BYTES;
-    let mut stage = 0u8;
-    let mut next_link = 0u32;
-    std::iter::from_fn(move || loop {
-        match stage {
-            0 => {
-                stage = 1;
-                return Some(Bytes::from_static(
-                    b"<html><head><base href=\"http://huge-base.hostile.test/",
-                ));
-            }
-            1 if base_left > 0 => {
-                let take = base_left.min(BLOCK);
-                base_left -= take;
-                return Some(filler.slice(..take));
-            }
-            1 => {
-                stage = 2;
-                return Some(Bytes::from_static(b"/\"></head><body>\n"));
-            }
-            2 if next_link < HUGE_BASE_LINKS => {
-                let end = (next_link + 1000).min(HUGE_BASE_LINKS);
-                let mut s = String::with_capacity(30 * 1000);
-                for i in next_link..end {
-                    s.push_str(&format!("<a href=\"p{i}\">{i}</a>\n"));
-                }
-                next_link = end;
-                return Some(Bytes::from(s));
-            }
-            2 => {
-                stage = 3;
-                return Some(Bytes::from_static(b"</body></html>\n"));
-            }
-            _ => return None,
-        }
-    })
+    let rest = filler.slice(..HUGE_BASE_BYTES % BLOCK);
+    std::iter::once(Bytes::from_static(
+        b"<html><head><base href=\"http://huge-base.hostile.test/",
+    ))
+    .chain(std::iter::repeat_n(filler, HUGE_BASE_BYTES / BLOCK))
+    .chain(std::iter::once(rest))
+    .chain(link_blocks(
+        b"/\"></head><body>\n",
+        HUGE_BASE_LINKS,
+        |i, s| s.push_str(&format!("<a href=\"p{i}\">{i}</a>\n")),
+    ))
 }
 
 /// A million `<a href="/l/{i}">` in blocks of 2,000 links.
 fn million_links() -> impl Iterator<Item = Bytes> + Send {
-    link_blocks(MILLION_LINKS, |i, s| {
+    link_blocks(b"<html><body>\n", MILLION_LINKS, |i, s| {
         s.push_str(&format!("<a href=\"/l/{i}\">{i}</a>\n"))
     })
 }
 
 /// `<a href="http://h{i}.many.hostile.test/">` for every host of the set.
 fn many_hosts() -> impl Iterator<Item = Bytes> + Send {
-    link_blocks(MANY_HOSTS, |i, s| {
+    link_blocks(b"<html><body>\n", MANY_HOSTS, |i, s| {
         s.push_str(&format!(
             "<a href=\"http://h{i}.many.hostile.test/\">h{i}</a>\n"
         ))
     })
 }
 
+/// `head`, then `count` links written by `link` in blocks of 2,000, then the closing tags.
 fn link_blocks(
+    head: &'static [u8],
     count: u32,
     link: impl Fn(u32, &mut String) + Send + 'static,
 ) -> impl Iterator<Item = Bytes> + Send {
@@ -443,7 +420,7 @@ fn link_blocks(
     std::iter::from_fn(move || match stage {
         0 => {
             stage = 1;
-            Some(Bytes::from_static(b"<html><body>\n"))
+            Some(Bytes::from_static(head))
         }
         1 if next < count => {
             let end = next.saturating_add(2000).min(count);
