@@ -91,6 +91,8 @@ pub(crate) struct Shared {
     /// Requests seen so far per stateful page (flaky pages, robots.txt).
     attempts: Mutex<HashMap<Node, u32>>,
     pub(crate) next_connection: AtomicU64,
+    /// Longest lateness of the stall probe's ticks, in µs (see [`TestWebServer::track_stalls`]).
+    max_stall_us: AtomicU64,
     /// Set when the hostile corner is served.
     pub(crate) hostile: Option<HostileState>,
 }
@@ -150,6 +152,8 @@ pub struct TestWebServer {
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
     cpu_clock: Option<libc::clockid_t>,
+    /// Spawns tasks on the server's runtime from outside it (the stall probe).
+    runtime: tokio::runtime::Handle,
 }
 
 impl TestWebServer {
@@ -221,12 +225,14 @@ impl TestWebServer {
             })),
             attempts: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(0),
+            max_stall_us: AtomicU64::new(0),
             hostile: hostile_addrs.map(|a| HostileState {
                 canary_port: a.canary.port(),
                 canary_hits: AtomicU64::new(0),
             }),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
+        let handle = runtime.handle().clone();
         let serving = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("testweb-server".into())
@@ -259,6 +265,7 @@ impl TestWebServer {
             stop: Some(stop_tx),
             thread: Some(thread),
             cpu_clock,
+            runtime: handle,
         })
     }
 
@@ -305,6 +312,36 @@ impl TestWebServer {
     /// The raw-socket responder's address (hostile corner only).
     pub fn raw_addr(&self) -> Option<SocketAddr> {
         self.hostile.map(|h| h.raw)
+    }
+
+    /// Starts the stall probe: a task on the server's thread that wakes every millisecond
+    /// and records how late it woke ([`TestWebServer::max_stall`]). A request's arrival
+    /// stamp is taken on the same thread, so the probe's lateness bounds how much later
+    /// than its real arrival a request can have been stamped: when the machine is so loaded
+    /// that the server thread does not run for 80 ms, requests sent apart in that time are
+    /// stamped together. Timing tests widen their tolerance by this measured figure instead
+    /// of a guessed one. Opt-in: it costs a wake-up per millisecond, which a benchmark
+    /// measuring the server's CPU time should not pay.
+    pub fn track_stalls(&self) {
+        let shared = Arc::clone(&self.shared);
+        self.runtime.spawn(async move {
+            let tick = Duration::from_millis(1);
+            loop {
+                let due = Instant::now() + tick;
+                tokio::time::sleep_until(due.into()).await;
+                // The timer wheel rounds to the next millisecond: up to 1 ms late is normal.
+                let late = Instant::now().saturating_duration_since(due);
+                shared
+                    .max_stall_us
+                    .fetch_max(late.as_micros() as u64, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// The longest the server thread was late to run since [`TestWebServer::track_stalls`]
+    /// (zero without it).
+    pub fn max_stall(&self) -> Duration {
+        Duration::from_micros(self.shared.max_stall_us.load(Ordering::Relaxed))
     }
 
     /// Every request received so far, in arrival order (empty when the log is off).
