@@ -628,7 +628,8 @@ fn many_hosts_beyond_the_file_limit() {
 #[ignore = "fails until Crawl-delay and Retry-After are capped and links per page and URL length are bounded"]
 fn all_hostile_hosts_together() {
     // Seen today: exit Some(2) at once: `--set politeness.max_crawl_delay_secs` is an unknown
-    // key; without it, the huge <base> alone passes 2 GB (see the cases above).
+    // key. Without that key: killed by the watchdog at 2052 MB RSS after 22.2 s, 3,076
+    // requests served, the canary untouched.
     let _load = crate::support::ordinary();
     let server = hostile_server();
     let run = run(
