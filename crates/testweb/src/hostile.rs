@@ -243,7 +243,10 @@ impl Hostile {
 /// Answers a request to a `*.hostile.test` host; `None` for any other host (the caller
 /// routes it to the synthetic web). `host` is lower-case without port.
 pub(crate) fn answer(canary_port: u16, host: &str, path: &str) -> Option<Response<WebBody>> {
-    if !host.ends_with(HOSTILE_DOMAIN) {
+    if !host
+        .strip_suffix(HOSTILE_DOMAIN)
+        .is_some_and(|label| label.ends_with('.'))
+    {
         return None;
     }
     let Some((which, many)) = Hostile::from_host(host) else {
