@@ -11,6 +11,7 @@ use testweb::{Features, TestWebServer, Web, WebSpec};
 
 #[test]
 fn many_hosts_with_few_descriptors_finish_without_failures() {
+    let _load = crate::support::ordinary();
     let hosts = 1500;
     let web = Arc::new(Web::new(WebSpec {
         hosts,

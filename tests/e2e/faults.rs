@@ -12,6 +12,7 @@ use crawler::output::PageRecord;
 use testweb::{CrawlRules, PageKind, TestWebServer, Web, WebSpec};
 
 fn crawl_with_fault(fault: &str, pick: impl Fn(&testweb::ExpectedPage) -> bool) {
+    let _load = crate::support::ordinary();
     let web = Arc::new(Web::new(WebSpec::small(71)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let (pattern, addr) = server.resolve_entry();
