@@ -35,8 +35,9 @@
 //! Hand-written, because what is available was measured and failed one of these: a crate
 //! that compiles a regex per wildcard rule held >100 MiB for a 500 KiB file of a few thousand
 //! `*`/`$` rules and rejected the whole file over one rule with 80 wildcards (its size limit),
-//! which made us allow everything; the port of Google's reference parser re-parses the body
-//! on every query (about 5 queries per second on that file). Google's reference test cases
+//! which made us allow everything; a port of the reference parser (the one published with
+//! RFC 9309) re-parses the body on
+//! every query (about 5 queries per second on that file). The reference parser's test cases
 //! that concern the behaviour above are among this module's tests.
 //!
 //! # Fetching ([`fetch_robots`])

@@ -12,7 +12,7 @@
 //! the path, each later one is found at its leftmost occurrence after the previous one, and
 //! under a final `$` the last must end the path. Leftmost is always the right choice for
 //! `*`-only globs (it leaves the most path for what follows), so nothing is ever revisited:
-//! one pattern costs O(pattern + path) with a linear substring search (std's `str::find` is
+//! one pattern costs O(pattern + path) with a linear substring search (`str::find` is
 //! Two-Way), where a backtracking glob would cost O(pattern × path) and a regex its automaton.
 
 /// Whether `b` may appear literally in the canonical form (RFC 3986 unreserved or reserved).
@@ -117,22 +117,30 @@ pub(crate) fn matches(pattern: &str, anchored: bool, path: &str, work: &mut u64)
         return false;
     }
     let mut pos = first.len();
+    // Under `$` the last segment is the path's end: checked first (it is O(1) to find), and the
+    // middle segments are searched only in what lies between.
+    let end = if anchored {
+        *work += last.len() as u64;
+        if path.len() - pos < last.len() || !path.ends_with(last) {
+            return false;
+        }
+        path.len() - last.len()
+    } else {
+        path.len()
+    };
     for segment in middle.split('*').filter(|s| !s.is_empty()) {
-        match path[pos..].find(segment) {
+        match path[pos..end].find(segment) {
             Some(at) => {
                 *work += (at + segment.len()) as u64;
                 pos += at + segment.len();
             }
             None => {
-                *work += (path.len() - pos + segment.len()) as u64;
+                *work += (end - pos + segment.len()) as u64;
                 return false;
             }
         }
     }
-    if anchored {
-        *work += last.len() as u64;
-        path.len() - pos >= last.len() && path.ends_with(last)
-    } else if last.is_empty() {
+    if anchored || last.is_empty() {
         true
     } else {
         *work += (path.len() - pos + last.len()) as u64;

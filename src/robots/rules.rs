@@ -100,6 +100,9 @@ impl RobotsRules {
 
     /// [`allows`](Self::allows), adding the bytes the matcher examined to `work`.
     pub(crate) fn allows_counting(&self, url: &str, work: &mut u64) -> bool {
+        if self.rules.is_empty() {
+            return true;
+        }
         let path = path_and_query(url);
         let path = if pattern::is_canonical(path.as_bytes()) {
             path
@@ -205,7 +208,7 @@ enum Key {
 }
 
 impl Key {
-    /// Case-insensitive, with the spellings Google's parser accepts for the same directives:
+    /// Case-insensitive, with the spellings the reference parser accepts for the same directives:
     /// a typo in `Disallow` should still protect the site.
     fn of(key: &[u8]) -> Key {
         let key = key.to_ascii_lowercase();
@@ -335,7 +338,7 @@ impl<'a> Parser<'a> {
         if content.is_empty() {
             return;
         }
-        // `key value` without the colon is a common slip that Google's parser accepts too.
+        // `key value` without the colon is a common slip that the reference parser accepts too.
         let separator = content
             .iter()
             .position(|&b| b == b':')
