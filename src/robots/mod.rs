@@ -36,9 +36,9 @@
 //! that compiles a regex per wildcard rule held >100 MiB for a 500 KiB file of a few thousand
 //! `*`/`$` rules and rejected the whole file over one rule with 80 wildcards (its size limit),
 //! which made us allow everything; a port of the reference parser (the one published with
-//! RFC 9309) re-parses the body on
-//! every query (about 5 queries per second on that file). The reference parser's test cases
-//! that concern the behaviour above are among this module's tests.
+//! RFC 9309) re-parses the body on every query (about 5 queries per second on that file).
+//! The reference parser's test cases that concern the behaviour above are among this
+//! module's tests.
 //!
 //! # Fetching ([`fetch_robots`])
 //!
