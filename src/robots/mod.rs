@@ -32,6 +32,10 @@
 //!   O(Σ pattern + rules × path) at worst (each pattern is matched in O(pattern + path), see
 //!   `pattern`'s doc), and stops at the first, most specific, matching rule.
 //!
+//! `cargo bench --bench robots` measures a hostile 500 KiB file: a few ms to parse, under
+//! 1 MiB of peak heap; thousands of `allows` a second, tens in the worst case (every one of
+//! ~4,400 rules scanning a 2 KiB path).
+//!
 //! Hand-written, because what is available was measured and failed one of these: a crate
 //! that compiles a regex per wildcard rule held >100 MiB for a 500 KiB file of a few thousand
 //! `*`/`$` rules and rejected the whole file over one rule with 80 wildcards (its size limit),
