@@ -6,7 +6,7 @@
 //! The frontier keeps per-host state for millions of hosts and evicts idle ones from memory.
 //! A host that comes back must get its robots.txt rules back without fetching robots.txt
 //! again while its entry is fresh (24 h by default). Parsed rules are large (a
-//! `texting_robots::Robot` holds its patterns); the body is what is kept, on disk, and the
+//! `RobotsRules` holds its patterns); the body is what is kept, on disk, and the
 //! caller parses it again. What stays in memory per host must be a few dozen bytes: at 1e6
 //! hosts, 40 bytes a host is 40 MB.
 //!

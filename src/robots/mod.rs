@@ -1,10 +1,52 @@
 //! robots.txt: fetching, the rules for our user agent, and the per-host cache entry.
 //!
-//! Parsing and matching are texting_robots' (RFC 9309: groups by user agent with `*` as
-//! the fallback, `Allow`/`Disallow` with `*` and `$` wildcards, longest match wins and
-//! `Allow` wins a tie, `Crawl-delay`), a maintained crate tested against Google's
-//! reference cases; writing our own would only add bugs. This module adds what the
-//! crate leaves to the crawler, following RFC 9309 §2.3 and common practice:
+//! # Rules ([`RobotsRules`])
+//!
+//! RFC 9309, parsed here in one pass over the body:
+//! - groups: the `User-agent` lines of a group (several in a row share it) name product
+//!   tokens, compared case-insensitively with ours (`FooBot/1.2` names `FooBot`); all groups
+//!   that name us are merged; if none does, the `*` groups are, and if there is none either,
+//!   no rule applies. Rules before the first `User-agent` line belong to no group and are
+//!   ignored, except in a file that has no `User-agent` line at all, where they apply to
+//!   everyone (the protective reading of what such a file means);
+//! - `Allow` / `Disallow` with `*` (any run of octets) and a final `$` (end of the path); the
+//!   matching rule with the longest pattern wins, `Allow` wins a tie, no match allows, an
+//!   empty `Disallow:` allows; patterns and the URL's path and query are compared after
+//!   percent-encoding normalization (RFC 9309 §2.2.2: `%62` is `b`, `%2F` is not `/`, hex is
+//!   uppercased, octets outside ASCII are encoded);
+//! - `Crawl-delay` (a non-negative number of seconds, capped at a day) of our group, or one
+//!   above every group; `Sitemap:` lines from anywhere, collected in
+//!   [`RobotsRules::sitemaps`]; directive names case-insensitive, with the common misspellings
+//!   of `Disallow` and `User-agent` accepted; a UTF-8 BOM, LF/CR/CRLF line ends, `#` comments.
+//!
+//! What it guarantees, for any body:
+//! - parsing never fails and never gives up on the file: a line it cannot take (no `:`, an
+//!   unknown directive, a bad `Crawl-delay`, longer than [`MAX_LINE_BYTES`], past a cap such
+//!   as [`MAX_RULES`]) is skipped and counted in [`RobotsRules::skipped_lines`], the first few
+//!   with a reason in [`RobotsRules::notes`]; every other line still counts. A host cannot
+//!   turn its `Disallow: /private/` off with one line we cannot read;
+//! - memory is linear in the body: only our group's rules are kept, their canonical patterns
+//!   back to back in one string (at most 3 bytes per body byte, 1 for ASCII) plus 16 bytes a
+//!   rule; no automaton is built;
+//! - time is linear: parsing is one pass; [`RobotsRules::allows`] costs
+//!   O(Σ pattern + rules × path) at worst (each pattern is matched in O(pattern + path), see
+//!   `pattern`'s doc), and stops at the first, most specific, matching rule.
+//!
+//! `cargo bench --bench robots` measures a hostile 500 KiB file: a few ms to parse, under
+//! 1 MiB of peak heap; thousands of `allows` a second, tens in the worst case (every one of
+//! ~4,400 rules scanning a 2 KiB path).
+//!
+//! Hand-written, because what is available was measured and failed one of these: a crate
+//! that compiles a regex per wildcard rule held >100 MiB for a 500 KiB file of a few thousand
+//! `*`/`$` rules and rejected the whole file over one rule with 80 wildcards (its size limit),
+//! which made us allow everything; a port of the reference parser (the one published with
+//! RFC 9309) re-parses the body on every query (about 5 queries per second on that file).
+//! The reference parser's test cases that concern the behaviour above are among this
+//! module's tests.
+//!
+//! # Fetching ([`fetch_robots`])
+//!
+//! Following RFC 9309 §2.3 and common practice:
 //! - a 2xx answer is parsed; only the first 500 KiB are read (RFC 9309 asks crawlers to
 //!   parse at least 500 KiB, and a larger file is almost always an error);
 //! - redirects are followed up to 5 hops; each hop is a request of its own, scheduled by
@@ -21,6 +63,13 @@
 //! The robots.txt request is a request like any other: the frontier schedules it under
 //! the host's rate limit and concurrency cap.
 
+mod pattern;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+pub use rules::{RobotsRules, MAX_LINE_BYTES, MAX_NOTES, MAX_RULES, MAX_SITEMAPS};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,51 +84,6 @@ pub const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
 pub const ROBOTS_MAX_REDIRECTS: u32 = 5;
 /// Attempts at an unreachable robots.txt before the host's URLs are given up.
 pub const MAX_UNAVAILABLE_ATTEMPTS: u32 = 5;
-
-/// The rules that apply to us on one host.
-#[derive(Debug)]
-pub struct RobotsRules {
-    robot: Option<texting_robots::Robot>,
-    /// `Crawl-delay` for our group, if any.
-    pub crawl_delay: Option<Duration>,
-}
-
-impl RobotsRules {
-    /// Everything allowed (no robots.txt, or a 4xx).
-    pub fn allow_all() -> Self {
-        RobotsRules {
-            robot: None,
-            crawl_delay: None,
-        }
-    }
-
-    /// Parses a robots.txt body for `agent` (the product token of our user agent).
-    pub fn parse(agent: &str, body: &[u8]) -> Self {
-        match texting_robots::Robot::new(agent, body) {
-            Ok(robot) => {
-                let crawl_delay = robot
-                    .delay
-                    .filter(|d| d.is_finite() && *d > 0.0)
-                    .map(|d| Duration::from_secs_f32(d.min(86_400.0)));
-                RobotsRules {
-                    robot: Some(robot),
-                    crawl_delay,
-                }
-            }
-            // The parser is forgiving; a file it still cannot read is treated like a
-            // missing one, which is what RFC 9309 says for unparsable lines.
-            Err(_) => Self::allow_all(),
-        }
-    }
-
-    /// Whether `url` may be fetched.
-    pub fn allows(&self, url: &str) -> bool {
-        match &self.robot {
-            Some(robot) => robot.allowed(url),
-            None => true,
-        }
-    }
-}
 
 /// What fetching a host's robots.txt produced.
 #[derive(Debug, Clone)]
@@ -179,44 +183,4 @@ pub async fn fetch_robots(fetcher: &Fetcher, url: &Url, agent: &str) -> RobotsOu
 /// Delay before attempt number `attempt` (1-based) at an unreachable robots.txt.
 pub fn unavailable_backoff(attempt: u32) -> Duration {
     Duration::from_secs(1u64 << attempt.saturating_sub(1).min(12))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn agent_tokens() {
-        assert_eq!(agent_token("crawler/0.1.0"), "crawler");
-        assert_eq!(agent_token("MyBot (+http://x)"), "MyBot");
-        assert_eq!(agent_token("plain"), "plain");
-    }
-
-    #[test]
-    fn longest_match_and_wildcards() {
-        let rules = RobotsRules::parse(
-            "crawler",
-            b"User-agent: BadBot\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\nAllow: /private/open\nDisallow: /*.pdf$\nCrawl-delay: 2\n",
-        );
-        assert!(rules.allows("http://a.test/"));
-        assert!(!rules.allows("http://a.test/private/page"));
-        assert!(rules.allows("http://a.test/private/open"));
-        assert!(!rules.allows("http://a.test/doc.pdf"));
-        assert!(rules.allows("http://a.test/doc.pdf?x=1"));
-        assert_eq!(rules.crawl_delay, Some(Duration::from_secs(2)));
-        let bad = RobotsRules::parse("BadBot", b"User-agent: BadBot\nDisallow: /\n");
-        assert!(!bad.allows("http://a.test/anything"));
-    }
-
-    #[test]
-    fn garbage_is_survivable() {
-        let rules = RobotsRules::parse("crawler", &[0xff, 0xfe, 0, 1, 2, b'\n', b':']);
-        assert!(rules.allows("http://a.test/x"));
-    }
-
-    #[test]
-    fn backoff_grows() {
-        assert_eq!(unavailable_backoff(1), Duration::from_secs(1));
-        assert_eq!(unavailable_backoff(3), Duration::from_secs(4));
-    }
 }
