@@ -510,3 +510,45 @@ fn the_disk_frontier_keeps_the_backend_promises() {
     let mut f = frontier(policy(1e6, 1000, 2));
     check_backend_promises(&mut f.frontier);
 }
+
+/// A host whose robots.txt stays unreachable gives its queued URLs up to be recorded; one
+/// already recorded after the checkpoint resumed from is not given up (recorded) again.
+#[test]
+fn robots_give_up_after_resume_skips_what_was_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = policy(1000.0, 1000, 4);
+    p.respect_robots = true;
+    let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
+    for i in 0..3 {
+        f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
+    }
+    let ckpt = dir.path().join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let saved = f.begin_checkpoint().unwrap().write(&ckpt).unwrap();
+    f.finish_checkpoint(&saved).unwrap();
+    drop(f);
+    let hosts = saved.check(&ckpt, &dir.path().join("frontier")).unwrap();
+    // http://a/1 was recorded after the checkpoint (its record is in pages.jsonl).
+    let mut f = Frontier::resume(
+        p,
+        options(dir.path(), 1 << 20),
+        &saved,
+        hosts,
+        [url_hash("http://a/1")],
+    )
+    .unwrap();
+    let mut now = Instant::now();
+    let mut given_up = Vec::new();
+    for attempt in 1..=MAX_UNAVAILABLE_ATTEMPTS {
+        let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(now) else {
+            panic!("attempt {attempt}: robots.txt again")
+        };
+        let unavailable = RobotsOutcome::Unavailable {
+            reason: "HTTP 503".into(),
+        };
+        given_up.extend(f.robots_done(host, unavailable).unwrap());
+        now = Instant::now() + unavailable_backoff(attempt) + Duration::from_millis(1);
+    }
+    assert_eq!(urls(&given_up), ["http://a/0", "http://a/2"]);
+    assert!(f.is_finished());
+}
