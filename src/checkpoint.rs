@@ -272,6 +272,7 @@ pub fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, CheckpointErr
 /// Makes a prepared checkpoint the current one (manifest swap), keeps the previous one and
 /// deletes older checkpoints and queue logs.
 pub fn publish(prepared: Prepared) -> Result<Manifest, CheckpointError> {
+    fault::crash_at("prepared");
     let Prepared { root, manifest } = prepared;
 
     let current = root.join("manifest.json");
@@ -286,6 +287,7 @@ pub fn publish(prepared: Prepared) -> Result<Manifest, CheckpointError> {
     let old = read_manifest(&current).ok();
     if old.is_some() {
         fs::rename(&current, &previous).at("rename to", &previous)?;
+        fault::crash_at("manifest-moved");
     }
     // The rename into place, then the fsync of the directory: both renames are durable.
     synced.install()?;
@@ -482,6 +484,15 @@ impl QueueLog {
             .map_err(std::io::Error::other)
             .at("encode a URL for", &self.path)?;
         self.line.push(b'\n');
+        if fault::hit("queue-log") {
+            let injected = std::io::Error::other(format!("{} (injected)", fault::VARIABLE));
+            let error = IoAt {
+                action: "write",
+                path: self.path.clone(),
+                source: injected,
+            };
+            return Err(error.into());
+        }
         Ok(self.file.write_all(&self.line).at("write", &self.path)?)
     }
 
@@ -609,6 +620,60 @@ fn read_lines<T: serde::de::DeserializeOwned>(
         offset += newline + 1;
     }
     Ok((values, from + offset as u64))
+}
+
+/// Fault injection for the crash tests (`tests/e2e/`), through the environment:
+/// `CRAWLER_TEST_FAULT=<point>[:<n>]` makes the crawl fail at `<point>` the `n`-th time it gets
+/// there (the first by default) and every time after. Unset, each point costs one read of a
+/// cached value. It exists because the instants that matter (a crash between two steps of a
+/// checkpoint, a full disk) cannot be hit reliably from outside. The points:
+///
+/// - `prepared`: a checkpoint's files are written and fsynced, it is not published: the
+///   process kills itself (`SIGKILL`, as `kill -9` would);
+/// - `manifest-moved`: publishing, the current manifest is renamed to `manifest.prev.json` and
+///   the new one is not in place yet: the process kills itself;
+/// - `queue-log`: appending an accepted URL to the queue log fails (as on a full disk).
+pub mod fault {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    /// The variable that names the point.
+    pub const VARIABLE: &str = "CRAWLER_TEST_FAULT";
+
+    fn configured() -> Option<&'static (String, u64)> {
+        static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();
+        CONFIGURED
+            .get_or_init(|| {
+                let value = std::env::var(VARIABLE).ok()?;
+                let (point, n) = match value.split_once(':') {
+                    Some((point, n)) => (point.to_string(), n.parse().ok()?),
+                    None => (value, 1),
+                };
+                Some((point, n))
+            })
+            .as_ref()
+    }
+
+    /// Whether the fault at `point` happens now (counting this visit).
+    pub(crate) fn hit(point: &str) -> bool {
+        static VISITS: AtomicU64 = AtomicU64::new(0);
+        match configured() {
+            Some((name, n)) if name == point => VISITS.fetch_add(1, Ordering::Relaxed) + 1 >= *n,
+            _ => false,
+        }
+    }
+
+    /// Kills the process at `point` if the fault is set there: a crash at a chosen instant.
+    pub(crate) fn crash_at(point: &str) {
+        if hit(point) {
+            eprintln!("{VARIABLE}: killed at {point}");
+            // SAFETY: kill(2) on our own pid with a valid signal number; SIGKILL does not
+            // return, like a `kill -9` from outside.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
+    }
 }
 
 /// The hash of a seed list, for checking that a resume uses the same seeds.
