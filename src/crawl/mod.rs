@@ -271,6 +271,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         seen: seen_backend,
         counters: counters.clone(),
     };
+    let fresh = replayed.is_none();
     match replayed {
         Some(items) => {
             // Queued after the checkpoint, already accepted and in the seen-set: straight
@@ -292,8 +293,14 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         }
     }
 
-    // A checkpoint right away: from here on, a crawl killed at any instant can resume.
+    // A checkpoint right away: from here on, a crawl killed at any instant can resume. A
+    // fresh crawl waits for it to be published before its first request, or a kill in its
+    // first moments would leave records and no checkpoint (a directory that neither
+    // `--resume` nor a plain run accepts); a resumed one already has its checkpoint.
     dispatcher.checkpoint(&mut frontier, &output, false).await?;
+    if fresh {
+        dispatcher.checkpoints.wait(&mut frontier).await?;
+    }
 
     let mut display = Progress::start(
         progress,
