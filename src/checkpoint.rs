@@ -45,7 +45,9 @@
 //! current manifest becomes `manifest.prev.json` and the new one is renamed into place
 //! (rename is atomic), then the directory is fsynced and checkpoints older than the
 //! previous one are deleted. A crash at any instant leaves a whole current checkpoint, or
-//! a whole previous one. Loading checks everything before using anything, and falls back
+//! a whole previous one. The previous one kept is always the one the crawl knows to be good
+//! (resumed from, or last published): after a resume that fell back to `manifest.prev.json`,
+//! the damaged current manifest is replaced and never moved over the good one ([`publish`]). Loading checks everything before using anything, and falls back
 //! to the previous checkpoint, saying why, when the current one is damaged.
 
 use std::collections::BTreeMap;
@@ -249,7 +251,7 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
 /// [`prepare`] then [`publish`], for a caller without a queue log (benchmarks): nothing is
 /// accepted into its seen-set while this runs, or what is must not need to survive a crash.
 pub fn write(out: &Path, snapshot: Snapshot) -> Result<Manifest, CheckpointError> {
-    publish(prepare(out, snapshot)?)
+    publish(prepare(out, snapshot)?, None)
 }
 
 /// Writes a checkpoint's files under `out/checkpoint/ckpt-<seq>/`, fsynced, without making
@@ -271,7 +273,15 @@ pub fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, CheckpointErr
 
 /// Makes a prepared checkpoint the current one (manifest swap), keeps the previous one and
 /// deletes older checkpoints and queue logs.
-pub fn publish(prepared: Prepared) -> Result<Manifest, CheckpointError> {
+///
+/// `good` is the checkpoint the crawl knows to be usable: the one it resumed from, then the
+/// last one it published (`None`: whatever `manifest.json` names). It is the one kept as the
+/// previous checkpoint. When `manifest.json` names another (the crawl resumed from
+/// `manifest.prev.json` because the current checkpoint was damaged), the damaged one is
+/// replaced and `manifest.prev.json` is left alone: moving the damaged manifest over it, or
+/// deleting its directory, would leave no usable checkpoint at all if the crawl crashed
+/// before the new manifest was in place.
+pub fn publish(prepared: Prepared, good: Option<u64>) -> Result<Manifest, CheckpointError> {
     fault::crash_at("prepared");
     let Prepared { root, manifest } = prepared;
 
@@ -284,20 +294,26 @@ pub fn publish(prepared: Prepared) -> Result<Manifest, CheckpointError> {
     let mut staged = durable::Staged::create(&current, tmp)?;
     staged.write_all(&json)?;
     let synced = staged.sync()?;
-    let old = read_manifest(&current).ok();
-    if old.is_some() {
+    let current_seq = read_manifest(&current).ok().map(|m| m.seq);
+    let kept = match (current_seq, good) {
+        (Some(seq), None) => Some(seq),
+        (Some(seq), Some(good)) if seq == good => Some(good),
+        // The current manifest is not the good one: manifest.prev.json is; it stays.
+        (_, good) => good,
+    };
+    if current_seq.is_some() && current_seq == kept {
         fs::rename(&current, &previous).at("rename to", &previous)?;
-        fault::crash_at("manifest-moved");
     }
+    fault::crash_at("manifest-moved");
     // The rename into place, then the fsync of the directory: both renames are durable.
     synced.install()?;
     // Keep the current and the previous checkpoint; older ones are garbage.
-    let keep: Vec<String> = [Some(manifest.seq), old.as_ref().map(|m| m.seq)]
+    let keep: Vec<String> = [Some(manifest.seq), kept]
         .into_iter()
         .flatten()
         .map(|seq| format!("ckpt-{seq}"))
         .collect();
-    let oldest_kept = old.as_ref().map_or(manifest.seq, |m| m.seq);
+    let oldest_kept = kept.map_or(manifest.seq, |seq| seq.min(manifest.seq));
     if let Ok(entries) = fs::read_dir(&root) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -630,8 +646,9 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 ///
 /// - `prepared`: a checkpoint's files are written and fsynced, it is not published: the
 ///   process kills itself (`SIGKILL`, as `kill -9` would);
-/// - `manifest-moved`: publishing, the current manifest is renamed to `manifest.prev.json` and
-///   the new one is not in place yet: the process kills itself;
+/// - `manifest-moved`: publishing, the current manifest is moved aside (renamed to
+///   `manifest.prev.json`, when it is the one to keep) and the new one is not in place yet:
+///   the process kills itself;
 /// - `queue-log`: appending an accepted URL to the queue log fails (as on a full disk).
 pub mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -46,14 +46,19 @@ pub(crate) struct Checkpoints {
     pending: Option<JoinHandle<Result<CheckpointPhase, CheckpointError>>>,
     /// URLs accepted since the last checkpoint was taken.
     queue_log: Option<QueueLog>,
+    /// The checkpoint known to be good: the one resumed from, then the last published. A
+    /// publication keeps it as the previous one (see [`checkpoint::publish`]).
+    good: Option<u64>,
 }
 
 impl Checkpoints {
-    /// `seq` is the highest checkpoint number already used in `out_dir`.
+    /// `seq` is the highest checkpoint number already used in `out_dir`; `resumed_from` the
+    /// checkpoint a resumed crawl loaded.
     pub(crate) fn new(
         out_dir: PathBuf,
         interval: Duration,
         seq: u64,
+        resumed_from: Option<u64>,
         expectation: Expectation,
         seen: Arc<SeenSet>,
         counters: Arc<CrawlCounters>,
@@ -67,6 +72,7 @@ impl Checkpoints {
             counters,
             pending: None,
             queue_log: None,
+            good: resumed_from,
         }
     }
 
@@ -173,15 +179,17 @@ impl Checkpoints {
                     Some(log) => Some(log.flushed_file()?),
                     None => None,
                 };
+                let good = self.good;
                 self.pending = Some(tokio::task::spawn_blocking(move || {
                     if let Some((path, file)) = log {
                         file.sync_data()
                             .map_err(|source| CheckpointError::Io { path, source })?;
                     }
-                    checkpoint::publish(prepared).map(CheckpointPhase::Published)
+                    checkpoint::publish(prepared, good).map(CheckpointPhase::Published)
                 }));
             }
             CheckpointPhase::Published(manifest) => {
+                self.good = Some(manifest.seq);
                 if let Some(saved) = &manifest.frontier {
                     frontier.finish_checkpoint(saved)?;
                 }

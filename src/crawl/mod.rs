@@ -130,6 +130,8 @@ struct Start {
     replayed: Option<Vec<crate::frontier::QueuedUrl>>,
     /// The highest checkpoint number on disk.
     seq: u64,
+    /// The checkpoint resumed from.
+    resumed_from: Option<u64>,
 }
 
 fn start_state(
@@ -152,6 +154,7 @@ fn start_state(
             frontier: Frontier::create(policy, frontier_options)?,
             replayed: None,
             seq: 0,
+            resumed_from: None,
         });
     };
     loaded.manifest.check_compatible(out_dir, expectation)?;
@@ -181,6 +184,7 @@ fn start_state(
         frontier,
         replayed: Some(loaded.queued_after),
         seq: loaded.manifest.seq.max(checkpoint::highest_seq(out_dir)),
+        resumed_from: Some(loaded.manifest.seq),
     })
 }
 
@@ -217,6 +221,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         mut frontier,
         replayed,
         seq,
+        resumed_from,
     } = start_state(&config, resume, plan.clone(), &expectation)?;
     let (output_writer, output) = OutputWriter::start(&out_dir, 4096, start)?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
@@ -264,6 +269,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             out_dir.clone(),
             Duration::from_secs_f64(config.checkpoint.interval_secs),
             seq,
+            resumed_from,
             expectation,
             seen.clone(),
             counters.clone(),

@@ -259,7 +259,12 @@ fn slow_crawl(seed: u64) -> CliCrawl {
 fn killed_between_prepare_and_publish_resumes_exactly() {
     let crawl = slow_crawl(62);
     let o = crawl.run(false, Some("prepared:3"), 0);
-    assert!(killed(&o), "{:?} {}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        killed(&o),
+        "{:?} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     let root = checkpoint::checkpoint_dir(&crawl.out());
     assert!(root.join("ckpt-3").exists(), "checkpoint 3 was prepared");
     let m = checkpoint::current_manifest(&crawl.out()).unwrap().unwrap();
@@ -278,7 +283,12 @@ fn killed_between_prepare_and_publish_resumes_exactly() {
 fn a_crash_after_falling_back_keeps_a_usable_checkpoint() {
     let crawl = slow_crawl(63);
     let o = crawl.run(false, Some("prepared:3"), 0);
-    assert!(killed(&o), "{:?} {}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        killed(&o),
+        "{:?} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Damage the current checkpoint (2): the resume falls back to checkpoint 1.
     let current = checkpoint::checkpoint_dir(&crawl.out()).join("ckpt-2");
     let hosts = current.join("hosts.bin");
@@ -289,7 +299,12 @@ fn a_crash_after_falling_back_keeps_a_usable_checkpoint() {
     assert_eq!(checkpoint::load(&crawl.out()).unwrap().manifest.seq, 1);
     // Killed in its first publication, just before the new manifest is put in place.
     let o = crawl.run(true, Some("manifest-moved"), 1);
-    assert!(killed(&o), "{:?} {}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        killed(&o),
+        "{:?} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     let loaded = checkpoint::load(&crawl.out())
         .unwrap_or_else(|e| panic!("no usable checkpoint after the second crash: {e}"));
     assert_eq!(loaded.manifest.seq, 1, "still the good one");
