@@ -101,6 +101,14 @@ pub enum CheckpointError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The queue log could not be written. The crawl stops rather than go on with a URL
+    /// that is in neither the checkpoint nor the log (a crash would forget it); the last
+    /// checkpoint is intact.
+    #[error("{}: cannot append to the queue log; the crawl stopped, its last checkpoint intact: fix the cause below (a full disk?), then run the same command with --resume", path.display())]
+    QueueLog {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: not a checkpoint manifest: {message}")]
     BadManifest { path: PathBuf, message: String },
     #[error("{path}: checkpoint format version {found}, this crawler reads {FORMAT_VERSION}")]
@@ -500,21 +508,27 @@ impl QueueLog {
             .map_err(std::io::Error::other)
             .at("encode a URL for", &self.path)?;
         self.line.push(b'\n');
-        if fault::hit("queue-log") {
-            let injected = std::io::Error::other(format!("{} (injected)", fault::VARIABLE));
-            let error = IoAt {
-                action: "write",
-                path: self.path.clone(),
-                source: injected,
-            };
-            return Err(error.into());
-        }
-        Ok(self.file.write_all(&self.line).at("write", &self.path)?)
+        let written = if fault::hit("queue-log") {
+            Err(std::io::Error::other(format!(
+                "{} (injected)",
+                fault::VARIABLE
+            )))
+        } else {
+            self.file.write_all(&self.line)
+        };
+        written.map_err(|source| self.failed(source))
     }
 
     /// Hands what was appended to the OS (enough to survive `kill -9`).
     pub fn flush(&mut self) -> Result<(), CheckpointError> {
-        Ok(self.file.flush().at("write", &self.path)?)
+        self.file.flush().map_err(|source| self.failed(source))
+    }
+
+    fn failed(&self, source: std::io::Error) -> CheckpointError {
+        CheckpointError::QueueLog {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     /// Flushes, and returns a handle on the file with its path, to fsync it on another
