@@ -237,6 +237,9 @@ pub struct Loaded {
     pub hosts: SavedHosts,
     /// URLs queued after the checkpoint (from the queue log) and not recorded since.
     pub queued_after: Vec<QueuedUrl>,
+    /// URLs queued after the checkpoint and recorded since: no longer queued, but counted
+    /// for their host (`max_pages_per_host`) with [`crate::frontier::Frontier::count_queued`].
+    pub recorded_from_log: Vec<String>,
     /// Hashes ([`crate::frontier::url_hash`]) of URLs recorded after the checkpoint that
     /// were queued before it: still in the frontier's store, to be dropped when popped.
     pub recorded_after: Vec<u64>,
@@ -440,6 +443,7 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
         frontier,
         hosts,
         queued_after: Vec::new(),
+        recorded_from_log: Vec::new(),
         recorded_after: Vec::new(),
         fell_back: None,
         output,
@@ -586,10 +590,11 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         .collect();
     drop(logged);
     loaded.replayed_urls = queued.len() as u64;
-    loaded.queued_after = queued
+    let (recorded, queued): (Vec<QueuedUrl>, Vec<QueuedUrl>) = queued
         .into_iter()
-        .filter(|item| !done.contains(item.url.as_str()))
-        .collect();
+        .partition(|item| done.contains(item.url.as_str()));
+    loaded.queued_after = queued;
+    loaded.recorded_from_log = recorded.into_iter().map(|item| item.url).collect();
     loaded.replayed_records = records.len() as u64;
     loaded.output = crate::output::OutputPosition {
         bytes: end,

@@ -126,8 +126,9 @@ struct Start {
     counters: Arc<CrawlCounters>,
     output: OutputPosition,
     frontier: Frontier,
-    /// URLs queued after the checkpoint (from its queue log), to queue again.
-    replayed: Option<Vec<crate::frontier::QueuedUrl>>,
+    /// URLs queued after the checkpoint (from its queue log): to queue again, and those
+    /// recorded since, to count for their host.
+    replayed: Option<(Vec<crate::frontier::QueuedUrl>, Vec<String>)>,
     /// The highest checkpoint number on disk.
     seq: u64,
     /// The checkpoint resumed from.
@@ -182,7 +183,7 @@ fn start_state(
         counters: Arc::new(CrawlCounters::from_map(&loaded.counters)),
         output: loaded.output,
         frontier,
-        replayed: Some(loaded.queued_after),
+        replayed: Some((loaded.queued_after, loaded.recorded_from_log)),
         seq: loaded.manifest.seq.max(checkpoint::highest_seq(out_dir)),
         resumed_from: Some(loaded.manifest.seq),
     })
@@ -279,14 +280,17 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     };
     let fresh = replayed.is_none();
     match replayed {
-        Some(items) => {
+        Some((items, recorded)) => {
             // Queued after the checkpoint, already accepted and in the seen-set: straight
             // back into the queues (the checkpoint's queues came back with the frontier).
+            // Those recorded since are not queued again but were queued: they count for
+            // their host's `max_pages_per_host` like the others.
+            let key_of = |url: &str| Url::parse(url).map(|u| host_key(&u)).unwrap_or_default();
             for item in items {
-                let key = Url::parse(&item.url)
-                    .map(|u| host_key(&u))
-                    .unwrap_or_default();
-                frontier.push(&key, item)?;
+                frontier.push(&key_of(&item.url), item)?;
+            }
+            for url in recorded {
+                frontier.count_queued(&key_of(&url));
             }
         }
         None => {

@@ -416,12 +416,20 @@ impl Frontier {
     pub fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         let id = host_id(host_key);
         self.store.push(id, &item)?;
+        self.count_queued(host_key);
+        self.schedule(id, Instant::now());
+        Ok(())
+    }
+
+    /// Counts a URL queued for a host ([`Frontier::host_total_queued`], which
+    /// `max_pages_per_host` reads) without queuing it: a resume replaying its queue log counts
+    /// this way the URLs queued after the checkpoint and already recorded since.
+    pub fn count_queued(&mut self, host_key: &str) {
+        let id = host_id(host_key);
         let tally = self.tallies.entry(id).or_default();
         tally.queued_ever = tally.queued_ever.saturating_add(1);
         let count = tally.queued_ever as u64;
         self.note_top(id, host_key, count);
-        self.schedule(id, Instant::now());
-        Ok(())
     }
 
     /// Puts a URL that was handed out back at the front of its host's queue, to be tried

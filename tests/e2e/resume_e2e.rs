@@ -300,3 +300,99 @@ fn chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// URLs ever queued for `host_key` as the current checkpoint's `hosts.bin` records them
+/// (format in `crawler::frontier::snapshot`).
+fn checkpointed_tally(out: &Path, host_key: &str) -> u32 {
+    let bytes = std::fs::read(current_dir(out).join("hosts.bin")).unwrap();
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let id = crawler::frontier::host_id(host_key);
+    (0..word(16) as usize)
+        .map(|i| 32 + i * 12)
+        .find(|&at| word(at) == id)
+        .map_or(0, |at| {
+            u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap())
+        })
+}
+
+/// `n` URLs of `host` queued after the current checkpoint and recorded (a crawl killed after
+/// they were fetched, before the next checkpoint): in its queue log and in `pages.jsonl`.
+fn queued_and_recorded_after_checkpoint(out: &Path, host: &str, n: usize) {
+    use std::io::Write;
+    let m = checkpoint::current_manifest(out).unwrap().unwrap();
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(checkpoint::queue_log_path(out, m.seq))
+        .unwrap();
+    let mut pages = std::fs::OpenOptions::new()
+        .append(true)
+        .open(out.join("pages.jsonl"))
+        .unwrap();
+    for i in 0..n {
+        let url = format!("{host}/after-the-checkpoint/{i}");
+        let item = crawler::frontier::QueuedUrl {
+            url: url.clone(),
+            depth: 1,
+            parent: None,
+            redirect_hops: 0,
+            attempts: 0,
+        };
+        writeln!(log, "{}", serde_json::to_string(&item).unwrap()).unwrap();
+        let record = crawler::output::PageRecord {
+            url,
+            final_url: None,
+            status: Some(404),
+            content_type: None,
+            bytes: 0,
+            depth: 1,
+            parent: None,
+            links: 0,
+            new_links: 0,
+            fetched_at: "2026-11-23T00:00:00.000Z".into(),
+            elapsed_ms: 1,
+            error: None,
+            attempts: 1,
+            truncated: false,
+        };
+        writeln!(pages, "{}", serde_json::to_string(&record).unwrap()).unwrap();
+    }
+}
+
+/// `scope.max_pages_per_host` holds across a crash: the URLs a resume replays from the
+/// queue log count for their host, the ones recorded since the checkpoint included.
+#[test]
+fn max_pages_per_host_holds_across_a_crash() {
+    let web = Arc::new(Web::new(WebSpec::small(48)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = slow_config(&server, out.path());
+    let summary = run(
+        &config,
+        &web.seeds(),
+        Some(Duration::from_millis(300)),
+        None,
+    )
+    .unwrap();
+    assert!(summary.stopped);
+    let host = "http://h0.test";
+    let tally = checkpointed_tally(out.path(), host);
+    assert!(tally > 0);
+    // Ten more of h0's URLs were queued and fetched after the checkpoint: the host is at
+    // its cap when the crawl resumes.
+    queued_and_recorded_after_checkpoint(out.path(), host, 10);
+    let cap = u64::from(tally) + 10;
+    config.scope.max_pages_per_host = cap;
+    let loaded = checkpoint::load(out.path()).unwrap();
+    assert_eq!(loaded.replayed_records, 10);
+    run(&config, &web.seeds(), None, Some(loaded)).unwrap();
+    let records = records(out.path());
+    let mut urls = BTreeSet::new();
+    for r in &records {
+        assert!(urls.insert(r.url.clone()), "recorded twice: {}", r.url);
+    }
+    let on_host = urls.iter().filter(|u| u.starts_with(host)).count() as u64;
+    assert!(
+        on_host <= cap,
+        "{on_host} pages of {host} recorded, max_pages_per_host = {cap} ({tally} queued at the checkpoint)"
+    );
+}
