@@ -245,6 +245,9 @@ pub struct Loaded {
     pub recorded_after: Vec<u64>,
     /// Set when the current checkpoint was damaged and the previous one was used.
     pub fell_back: Option<String>,
+    /// Damage found in what is replayed after the checkpoint, each naming the file, the line
+    /// and what it costs (see [`replay`]).
+    pub damage: Vec<String>,
     /// Where `pages.jsonl` resumes: the end of its last complete record.
     pub output: crate::output::OutputPosition,
     /// The checkpoint's counters brought up to date with what was replayed.
@@ -446,6 +449,7 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
         recorded_from_log: Vec::new(),
         recorded_after: Vec::new(),
         fell_back: None,
+        damage: Vec::new(),
         output,
         counters,
         replayed_urls: 0,
@@ -546,8 +550,22 @@ impl QueueLog {
 
 /// Replays what happened after `loaded`'s checkpoint: the queue logs of it and of any
 /// later checkpoint that was never published, and the complete records of `pages.jsonl`
-/// past the checkpoint's length. A torn last line (the crash) is cut; damage elsewhere is
-/// an error naming the file and line.
+/// past the checkpoint's length.
+///
+/// What a crash can leave, and what damage costs (each damage is named in
+/// [`Loaded::damage`]):
+/// - a torn last line (the crash itself): cut, silently;
+/// - a bad line elsewhere in a queue log: skipped, the lines after it used. Stopping there
+///   would forget every URL after it; falling back would not help, since the previous
+///   checkpoint replays the same logs. The page that found the skipped URL is fetched again
+///   (its record no longer matches the log, below), so the URL is found again unless its bit
+///   reached the checkpoint's seen-set file while that was written;
+/// - a bad line in `pages.jsonl` past the checkpoint: the output is cut there, and the pages
+///   recorded after it are fetched again (each is queued at the checkpoint or in its logs);
+/// - a record past the checkpoint whose page's new links are not all in the queue logs
+///   (`new_links` counts them; a power loss can keep the record and lose the log's tail): not
+///   trusted, the output is cut there too and the page fetched again, so none of its links
+///   is lost. After `kill -9` this never happens: the links reach the OS before the record.
 fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
     let out = root.parent().unwrap_or(root);
     let mut logs: Vec<(u64, PathBuf)> = Vec::new();
@@ -568,16 +586,45 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
     logs.sort();
     let mut queued: Vec<QueuedUrl> = Vec::new();
     for (_, path) in &logs {
-        for item in read_lines::<QueuedUrl>(path, 0)?.0 {
-            queued.push(item);
-        }
+        let lines = read_lines::<QueuedUrl>(path, 0, AtDamage::Skip)?;
+        queued.extend(lines.values);
+        loaded.damage.extend(lines.damage);
     }
     let pages = out.join("pages.jsonl");
-    let (records, end) = if pages.exists() {
-        read_lines::<crate::output::PageRecord>(&pages, loaded.manifest.pages_bytes)?
-    } else {
-        (Vec::new(), loaded.manifest.pages_bytes)
-    };
+    let from = loaded.manifest.pages_bytes;
+    let (mut records, mut ends, mut end) = (Vec::new(), Vec::new(), from);
+    if pages.exists() {
+        let lines = read_lines::<crate::output::PageRecord>(&pages, from, AtDamage::Stop)?;
+        (records, ends, end) = (lines.values, lines.ends, lines.end);
+        loaded.damage.extend(lines.damage);
+    }
+    // Each record's links must be in the logs (see above): cut at the first that is short.
+    let mut logged_children: std::collections::HashMap<&str, u64> =
+        std::collections::HashMap::new();
+    for item in &queued {
+        if let Some(parent) = &item.parent {
+            *logged_children.entry(parent.as_str()).or_insert(0) += 1;
+        }
+    }
+    let short = records
+        .iter()
+        .position(|r| r.new_links > logged_children.get(r.url.as_str()).copied().unwrap_or(0));
+    if let Some(at) = short {
+        let r = &records[at];
+        let start = if at == 0 { from } else { ends[at - 1] };
+        loaded.damage.push(format!(
+            "{}: the record of {} at byte {start} counts {} new links and the queue logs hold {} (the logs lost their end, as a power loss can do); the output is cut there and {} pages are fetched again",
+            pages.display(),
+            r.url,
+            r.new_links,
+            logged_children.get(r.url.as_str()).copied().unwrap_or(0),
+            records.len() - at
+        ));
+        records.truncate(at);
+        ends.truncate(at);
+        end = start;
+    }
+    drop(logged_children);
     let done: std::collections::HashSet<&str> = records.iter().map(|r| r.url.as_str()).collect();
     for item in &queued {
         loaded.seen.insert_new(item.url.as_bytes());
@@ -618,13 +665,34 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
     Ok(())
 }
 
-/// Reads JSON lines from byte `from` of `path`; returns the values of the complete lines
-/// and the offset just past the last one. An unparsable final line without its newline is
-/// the torn end of a crash and is left out; any other bad line is an error.
+/// What [`read_lines`] does with a bad line that is not the torn end of a crash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AtDamage {
+    /// Skip it and read on (a queue log: the lines after it are URLs to keep).
+    Skip,
+    /// Stop there (`pages.jsonl`: what follows is cut and fetched again).
+    Stop,
+}
+
+/// JSON lines read from a byte offset.
+struct Lines<T> {
+    values: Vec<T>,
+    /// The offset just past each value's line.
+    ends: Vec<u64>,
+    /// The offset just past the last line used.
+    end: u64,
+    /// The bad lines, named with their file, line and what they cost.
+    damage: Vec<String>,
+}
+
+/// Reads JSON lines from byte `from` of `path`. An unparsable final line without its newline
+/// is the torn end of a crash and is left out; any other bad line is damage, skipped or
+/// stopped at as `at_damage` says.
 fn read_lines<T: serde::de::DeserializeOwned>(
     path: &Path,
     from: u64,
-) -> Result<(Vec<T>, u64), CheckpointError> {
+    at_damage: AtDamage,
+) -> Result<Lines<T>, CheckpointError> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = File::open(path).at("open", path)?;
     let length = file.metadata().at("read metadata of", path)?.len();
@@ -638,7 +706,12 @@ fn read_lines<T: serde::de::DeserializeOwned>(
     file.seek(SeekFrom::Start(from)).at("seek in", path)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).at("read", path)?;
-    let mut values = Vec::new();
+    let mut lines = Lines {
+        values: Vec::new(),
+        ends: Vec::new(),
+        end: from,
+        damage: Vec::new(),
+    };
     let mut offset = 0usize;
     let mut number = 0usize;
     while offset < bytes.len() {
@@ -647,14 +720,31 @@ fn read_lines<T: serde::de::DeserializeOwned>(
             break; // torn last line: cut
         };
         let line = &bytes[offset..offset + newline];
-        let value = serde_json::from_slice::<T>(line).map_err(|e| CheckpointError::Corrupt {
-            path: path.to_path_buf(),
-            what: format!("line {number} after byte {from}: {e}"),
-        })?;
-        values.push(value);
+        let start = from + offset as u64;
         offset += newline + 1;
+        match serde_json::from_slice::<T>(line) {
+            Ok(value) => {
+                lines.values.push(value);
+                lines.ends.push(from + offset as u64);
+                lines.end = from + offset as u64;
+            }
+            Err(e) if at_damage == AtDamage::Skip => {
+                lines.damage.push(format!(
+                    "{}: line {number} (byte {start}) is damaged ({e}) and was skipped",
+                    path.display()
+                ));
+                lines.end = from + offset as u64;
+            }
+            Err(e) => {
+                lines.damage.push(format!(
+                    "{}: line {number} after byte {from} (byte {start}) is damaged ({e}); the file is cut there and the pages recorded from there on are fetched again",
+                    path.display()
+                ));
+                break;
+            }
+        }
     }
-    Ok((values, from + offset as u64))
+    Ok(lines)
 }
 
 /// Fault injection for the crash tests (`tests/e2e/`), through the environment:

@@ -159,6 +159,9 @@ fn start_state(
         });
     };
     loaded.manifest.check_compatible(out_dir, expectation)?;
+    for damage in &loaded.damage {
+        tracing::warn!("resume: {damage}");
+    }
     tracing::info!(
         "resuming checkpoint {} of {}: {} URLs done, {} queued at the checkpoint ({} queued and {} recorded after it, replayed)",
         loaded.manifest.seq,
