@@ -20,7 +20,7 @@ use super::counters::CrawlCounters;
 use super::CrawlError;
 use crate::checkpoint::{self, CheckpointError, Expectation, Manifest, QueueLog};
 use crate::frontier::Frontier;
-use crate::output::{rfc3339, OutputSender};
+use crate::output::{rfc3339, BackgroundSync, OutputSender};
 use crate::seen::SeenSet;
 
 /// Where a checkpoint being written in the background stands.
@@ -49,6 +49,8 @@ pub(crate) struct Checkpoints {
     /// The checkpoint known to be good: the one resumed from, then the last published. A
     /// publication keeps it as the previous one (see [`checkpoint::publish`]).
     good: Option<u64>,
+    /// Fsyncs the queue log and `pages.jsonl` between checkpoints.
+    sync: BackgroundSync,
 }
 
 impl Checkpoints {
@@ -56,14 +58,15 @@ impl Checkpoints {
     /// checkpoint a resumed crawl loaded.
     pub(crate) fn new(
         out_dir: PathBuf,
-        interval: Duration,
+        (interval, sync_interval): (Duration, Duration),
         seq: u64,
         resumed_from: Option<u64>,
         expectation: Expectation,
         seen: Arc<SeenSet>,
         counters: Arc<CrawlCounters>,
-    ) -> Checkpoints {
-        Checkpoints {
+    ) -> Result<Checkpoints, CrawlError> {
+        let sync = BackgroundSync::start(sync_interval, out_dir.join("pages.jsonl"))?;
+        Ok(Checkpoints {
             out_dir,
             interval,
             seq,
@@ -73,7 +76,8 @@ impl Checkpoints {
             pending: None,
             queue_log: None,
             good: resumed_from,
-        }
+            sync,
+        })
     }
 
     /// The log that every URL accepted from now on must be appended to.
@@ -137,6 +141,8 @@ impl Checkpoints {
             log.flush()?;
         }
         self.queue_log = Some(QueueLog::create(&self.out_dir, self.seq)?);
+        self.sync
+            .queue_log(checkpoint::queue_log_path(&self.out_dir, self.seq));
         tracing::debug!(
             "checkpoint {}: paused {:?} ({} queued, {} in flight)",
             manifest.seq,

@@ -271,13 +271,16 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         acceptance: Acceptance::new(&config, seen_backend.clone(), counters.clone()),
         checkpoints: Checkpoints::new(
             out_dir.clone(),
-            Duration::from_secs_f64(config.checkpoint.interval_secs),
+            (
+                Duration::from_secs_f64(config.checkpoint.interval_secs),
+                Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
+            ),
             seq,
             resumed_from,
             expectation,
             seen.clone(),
             counters.clone(),
-        ),
+        )?,
         seen: seen_backend,
         counters: counters.clone(),
     };
