@@ -330,6 +330,9 @@ pub struct Frontier {
     /// the store: dropped, not fetched, when they reach the head of their queue.
     already_done: HashSet<u64>,
     tally_buffers: TallyBuffers,
+    /// When this frontier was resumed from a checkpoint: hosts made resident soon after wait
+    /// one rate period from then (see `residency.rs`).
+    resumed_at: Option<Instant>,
 }
 
 impl Frontier {
@@ -374,6 +377,7 @@ impl Frontier {
         frontier.already_done.extend(hosts.done);
         frontier.already_done.extend(recorded_since);
         let now = Instant::now();
+        frontier.resumed_at = Some(now);
         let waiting: Vec<HostId> = frontier.store.hosts().map(|(host, _)| host).collect();
         for host in waiting {
             frontier.push_ready(host, now);
@@ -409,6 +413,7 @@ impl Frontier {
             next_dispatch: 0,
             already_done: HashSet::new(),
             tally_buffers: TallyBuffers::new(),
+            resumed_at: None,
         })
     }
 

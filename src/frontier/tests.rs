@@ -537,7 +537,8 @@ fn robots_give_up_after_resume_skips_what_was_recorded() {
         [url_hash("http://a/1")],
     )
     .unwrap();
-    let mut now = Instant::now();
+    // A resumed host's first request waits one rate period (1 ms here).
+    let mut now = Instant::now() + Duration::from_millis(2);
     let mut given_up = Vec::new();
     for attempt in 1..=MAX_UNAVAILABLE_ATTEMPTS {
         let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(now) else {
@@ -551,4 +552,24 @@ fn robots_give_up_after_resume_skips_what_was_recorded() {
     }
     assert_eq!(urls(&given_up), ["http://a/0", "http://a/2"]);
     assert!(f.is_finished());
+}
+
+/// A resumed frontier does not know when each host was last sent a request: every host's
+/// first request waits one rate period from the resume.
+#[test]
+fn a_resumed_host_waits_one_period_before_its_first_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(10.0, 1, 1);
+    let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
+    f.push("http://a", item("http://a/0")).unwrap();
+    let before = Instant::now();
+    let (_, mut f) = checkpoint_and_resume(f, dir.path(), p);
+    nothing(f.pop_ready(before));
+    let at = f.next_ready_at().expect("scheduled");
+    assert!(
+        at >= before + Duration::from_millis(100),
+        "{:?}",
+        at - before
+    );
+    assert_eq!(fetch(f.pop_ready(at)).item.url, "http://a/0");
 }

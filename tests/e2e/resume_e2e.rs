@@ -480,3 +480,58 @@ fn a_record_whose_links_were_lost_is_fetched_again() {
     assert_eq!(loaded.replayed_records, 1);
     assert!(loaded.damage.is_empty(), "{:?}", loaded.damage);
 }
+
+/// The rate limiters are not checkpointed: after a resume, each host's first request waits
+/// one rate period, so it never follows the last one before the stop too closely.
+#[test]
+fn the_first_request_after_a_resume_keeps_the_rate() {
+    let web = Arc::new(Web::new(WebSpec::small(50)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = slow_config(&server, out.path());
+    config.politeness.per_host_rps = 1.0;
+    config.crawl.shutdown_grace_secs = 5.0;
+    let period = Duration::from_secs(1);
+    let summary = run(
+        &config,
+        &web.seeds(),
+        Some(Duration::from_millis(1500)),
+        None,
+    )
+    .unwrap();
+    assert!(summary.stopped);
+    let before = server.log().len();
+    let loaded = checkpoint::load(out.path()).unwrap();
+    run(
+        &config,
+        &web.seeds(),
+        Some(Duration::from_millis(1500)),
+        Some(loaded),
+    )
+    .unwrap();
+    let log = server.log();
+    let (first_run, second_run) = log.split_at(before);
+    let mut checked = 0;
+    for host in (0..web.host_count()).map(|h| format!("h{h}.test")) {
+        let last = first_run
+            .iter()
+            .filter(|r| r.host == host)
+            .map(|r| r.started)
+            .max();
+        let next = second_run
+            .iter()
+            .filter(|r| r.host == host)
+            .map(|r| r.started)
+            .min();
+        if let (Some(last), Some(next)) = (last, next) {
+            checked += 1;
+            // 50 ms of slack for the requests' travel and the server's clock readings.
+            assert!(
+                next - last >= period - Duration::from_millis(50),
+                "{host}: a request {:?} after the last one before the stop (rate: one per {period:?})",
+                next - last
+            );
+        }
+    }
+    assert!(checked >= 3, "{checked} hosts requested in both runs");
+}
