@@ -21,17 +21,23 @@
 //! then [`publish`] makes the checkpoint current. A resume replays that log: every URL with a
 //! bit in the file is in the frontier again or recorded. A crash before `publish` leaves the
 //! previous checkpoint current.
-//! Resuming truncates `pages.jsonl` back to that length, so a URL recorded after the
-//! checkpoint is fetched again and recorded once; links found after it are found again
-//! when their page is re-fetched. Nothing discovered before the checkpoint is forgotten.
+//!
+//! Resuming keeps the complete records of `pages.jsonl` past the checkpoint's length (their
+//! URLs are dropped from the queues, not fetched again) and cuts what follows the last one
+//! it can trust ([`replay`]). What a resume fetches again: the pages in flight at the crash,
+//! and the pages whose record was still inside the process (in the output channel, up to its
+//! 4096 records, or the writer's buffer, handed to the OS after each burst) — not only what
+//! was in flight. Nothing discovered is forgotten, and no page is recorded twice.
 //!
 //! Layout under `OUT/checkpoint/`:
 //! - `ckpt-<seq>/seen.bin`: the seen-set file (format in [`crate::seen`]);
 //! - `ckpt-<seq>/hosts.bin`: per-host tallies (format in [`crate::frontier`]);
 //! - `manifest.json`: what the current checkpoint is: the counters, the length of
-//!   `pages.jsonl`, and the frontier's [`SavedFrontier`]: the position of the disk queues in
+//!   `pages.jsonl`, the seen-set's parameters (m, k, hash seed) and the checksum trailer of
+//!   its file, and the frontier's [`SavedFrontier`]: the position of the disk queues in
 //!   `OUT/frontier/queues/` (their table file carries its own checksum), the length and
-//!   xxh3-64 of `hosts.bin` (the seen-set file carries its own checksum);
+//!   xxh3-64 of `hosts.bin`. So a file damaged in place fails its own checksum, and one
+//!   rewritten whole with a valid checksum (another seed, other bits) fails the manifest's;
 //! - `manifest.prev.json`: the previous checkpoint's manifest, kept with its directory (the
 //!   queue store keeps the tables of its last two syncs, which are these two checkpoints).
 //!
@@ -62,7 +68,7 @@ use crate::frontier::{FrontierSnapshot, QueuedUrl, SavedFrontier, SavedHosts};
 use crate::seen::{SeenError, SeenSet};
 
 /// Version of the manifest and frontier file format.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// What a checkpoint holds, apart from its files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +87,11 @@ pub struct Manifest {
     pub max_urls: u64,
     pub seen_m_bits: u64,
     pub seen_k: u32,
+    /// The seen-set's hash seed: a filter read with another seed answers for other URLs.
+    pub seen_seed: u32,
+    /// The XXH3-64 trailer of `seen.bin` as written (set when the checkpoint is written): a
+    /// file rewritten whole, its own checksum recomputed, is not this checkpoint's.
+    pub seen_xxh3: u64,
     pub seeds_xxh3: u64,
     pub seeds: u64,
     /// The crawl's counters at the checkpoint.
@@ -142,6 +153,7 @@ pub struct Expectation {
     pub max_urls: u64,
     pub seen_m_bits: u64,
     pub seen_k: u32,
+    pub seen_seed: u32,
     pub seeds_xxh3: u64,
     pub seeds: u64,
 }
@@ -160,6 +172,12 @@ impl Manifest {
             differences.push(format!(
                 "seen-set was m = {} bits, k = {}; the configuration now gives m = {}, k = {} ([seen] fpp/memory changed)",
                 self.seen_m_bits, self.seen_k, now.seen_m_bits, now.seen_k
+            ));
+        }
+        if self.seen_seed != now.seen_seed {
+            differences.push(format!(
+                "the seen-set's hash seed was {}, this crawler uses {}",
+                self.seen_seed, now.seen_seed
             ));
         }
         if self.seeds_xxh3 != now.seeds_xxh3 {
@@ -279,10 +297,23 @@ pub fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, CheckpointErr
     } = snapshot;
     let dir = root.join(format!("ckpt-{}", manifest.seq));
     fs::create_dir_all(&dir).at("create", &dir)?;
-    seen.save(&dir.join("seen.bin"))?;
+    let seen_path = dir.join("seen.bin");
+    seen.save(&seen_path)?;
+    manifest.seen_seed = seen.plan().seed;
+    manifest.seen_xxh3 = file_trailer(&seen_path)?;
     manifest.frontier = Some(frontier.write(&dir)?);
     durable::sync_dir(&dir)?;
     Ok(Prepared { root, manifest })
+}
+
+/// The last 8 bytes of a file, little-endian: the checksum trailer of the seen-set file.
+fn file_trailer(path: &Path) -> Result<u64, CheckpointError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = File::open(path).at("open", path)?;
+    file.seek(SeekFrom::End(-8)).at("seek in", path)?;
+    let mut trailer = [0u8; 8];
+    file.read_exact(&mut trailer).at("read", path)?;
+    Ok(u64::from_le_bytes(trailer))
 }
 
 /// Makes a prepared checkpoint the current one (manifest swap), keeps the previous one and
@@ -413,7 +444,21 @@ fn with_causes(error: &dyn std::error::Error) -> String {
 fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointError> {
     let manifest = read_manifest(manifest_path)?;
     let dir = root.join(format!("ckpt-{}", manifest.seq));
-    let seen = SeenSet::load(&dir.join("seen.bin"))?;
+    let seen_path = dir.join("seen.bin");
+    let seen = SeenSet::load(&seen_path)?;
+    // The file checked its own checksum; this checks it is the file this checkpoint wrote.
+    let trailer = file_trailer(&seen_path)?;
+    if trailer != manifest.seen_xxh3 || seen.plan().seed != manifest.seen_seed {
+        return Err(CheckpointError::Corrupt {
+            path: seen_path,
+            what: format!(
+                "checksum {trailer:016x} and hash seed {}, the manifest recorded {:016x} and {}: not the file this checkpoint wrote",
+                seen.plan().seed,
+                manifest.seen_xxh3,
+                manifest.seen_seed
+            ),
+        });
+    }
     if seen.plan().m_bits != manifest.seen_m_bits || seen.plan().k != manifest.seen_k {
         return Err(CheckpointError::Corrupt {
             path: dir.join("seen.bin"),

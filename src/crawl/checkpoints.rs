@@ -131,6 +131,8 @@ impl Checkpoints {
             max_urls: e.max_urls,
             seen_m_bits: e.seen_m_bits,
             seen_k: e.seen_k,
+            seen_seed: e.seen_seed,
+            seen_xxh3: 0,
             seeds_xxh3: e.seeds_xxh3,
             seeds: e.seeds,
             counters: self.counters.to_map(),

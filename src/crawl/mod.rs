@@ -215,6 +215,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         max_urls: config.crawl.max_urls.0,
         seen_m_bits: plan.m_bits,
         seen_k: plan.k,
+        seen_seed: plan.seed,
         seeds_xxh3: checkpoint::seeds_hash(&seeds),
         seeds: seeds.len() as u64,
     };

@@ -220,7 +220,7 @@ fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
-        text.replace("\"format_version\": 2", "\"format_version\": 9"),
+        text.replace("\"format_version\": 3", "\"format_version\": 9"),
     )
     .unwrap();
     let why = checkpoint::load(out.path()).unwrap().fell_back.unwrap();
@@ -534,4 +534,26 @@ fn the_first_request_after_a_resume_keeps_the_rate() {
         }
     }
     assert!(checked >= 3, "{checked} hosts requested in both runs");
+}
+
+/// A seen-set file rewritten whole, with its own checksum recomputed (another hash seed, or
+/// another crawl's file), is not this checkpoint's: the manifest records the file's checksum
+/// and seed, and the previous checkpoint is used.
+#[test]
+fn a_rewritten_seen_file_is_refused_even_with_a_valid_checksum() {
+    for (name, offset) in [("seed", 20), ("bits", 200)] {
+        let (out, _, _) = stopped_crawl(51);
+        let path = current_dir(out.path()).join("seen.bin");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let body = bytes.len() - 8;
+        bytes[offset] ^= 0x01;
+        let checksum = xxhash_rust::xxh3::xxh3_64(&bytes[..body]);
+        bytes[body..].copy_from_slice(&checksum.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let loaded = checkpoint::load(out.path()).unwrap();
+        let why = loaded
+            .fell_back
+            .unwrap_or_else(|| panic!("{name}: the rewritten seen.bin was used"));
+        assert!(why.contains("seen.bin"), "{name}: {why}");
+    }
 }
