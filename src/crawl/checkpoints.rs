@@ -8,6 +8,12 @@
 //! publication waits until the queue log that covers "after the snapshot" is flushed here
 //! and fsynced there (the seen-set file is streamed from the live set and may hold the bits
 //! of URLs accepted after the snapshot, each of which that log records).
+//!
+//! It also keeps, as the previous checkpoint of each publication, the one it knows to be good
+//! (resumed from, then last published: see [`checkpoint::publish`]), and between checkpoints
+//! has the queue log and `pages.jsonl` fsynced in the background every
+//! `checkpoint.sync_interval_secs` ([`BackgroundSync`]; the dispatcher only names the new log
+//! when it rotates).
 
 use std::path::PathBuf;
 use std::sync::Arc;

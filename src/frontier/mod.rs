@@ -51,8 +51,12 @@
 //! fsyncs and table, `hosts.bin`); [`Frontier::finish_checkpoint`] then lets the store reclaim
 //! what the previous checkpoints no longer need. [`Frontier::resume`] reopens the store
 //! exactly at a checkpoint's position (URLs pushed after it come back from the crawl's queue
-//! log, not from the store) and drops, when they reach the head of their queue, the URLs that
-//! were recorded after the checkpoint.
+//! log, not from the store) and drops, when they reach the head of their queue (or when a
+//! host's robots.txt is given up), the URLs that were recorded after the checkpoint. The
+//! caller counts the replayed URLs for their hosts ([`Frontier::push`], or
+//! [`Frontier::count_queued`] for those already recorded), so `max_pages_per_host` holds
+//! across a crash; and each host's first request after a resume waits one rate period (the
+//! limiters are not checkpointed: see `residency.rs`).
 //!
 //! # Measured
 //!
