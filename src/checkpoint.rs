@@ -794,9 +794,10 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 
 /// Fault injection for the crash tests (`tests/e2e/`), through the environment:
 /// `CRAWLER_TEST_FAULT=<point>[:<n>]` makes the crawl fail at `<point>` the `n`-th time it gets
-/// there (the first by default) and every time after. Unset, each point costs one read of a
-/// cached value. It exists because the instants that matter (a crash between two steps of a
-/// checkpoint, a full disk) cannot be hit reliably from outside. The points:
+/// there (the first by default) and every time after. Only debug builds read it (a release
+/// build has no such switch); unset, each point costs one read of a cached value. It exists
+/// because the instants that matter (a crash between two steps of a checkpoint, a full disk)
+/// cannot be hit reliably from outside. The points:
 ///
 /// - `prepared`: a checkpoint's files are written and fsynced, it is not published: the
 ///   process kills itself (`SIGKILL`, as `kill -9` would);
@@ -815,6 +816,9 @@ pub mod fault {
         static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();
         CONFIGURED
             .get_or_init(|| {
+                if !cfg!(debug_assertions) {
+                    return None;
+                }
                 let value = std::env::var(VARIABLE).ok()?;
                 let (point, n) = match value.split_once(':') {
                     Some((point, n)) => (point.to_string(), n.parse().ok()?),
