@@ -167,14 +167,21 @@ fn killed(o: &Output) -> bool {
     o.status.signal() == Some(9)
 }
 
-/// Kills and resumes `kills` times at random moments, then lets the crawl finish; returns
-/// the kills made and the pages fetched again.
-fn kill_and_resume(seed: u64, max_kills: usize) -> (usize, u32) {
+/// Kills and resumes up to `max_kills` times, each run killed after a random number of
+/// milliseconds in `run_ms`, then lets the crawl finish; returns the kills made and the pages
+/// fetched again. `rps` is the per-host rate (the crawl must last long enough).
+fn kill_and_resume(
+    seed: u64,
+    max_kills: usize,
+    rps: u32,
+    run_ms: std::ops::Range<u64>,
+) -> (usize, u32) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let rate = format!("politeness.per_host_rps={rps}");
     let crawl = CliCrawl::new(
         WebSpec::small(61),
         None,
-        &["politeness.per_host_rps=40", "checkpoint.interval_secs=0.5"],
+        &[rate.as_str(), "checkpoint.interval_secs=0.5"],
     );
     let mut kills = 0;
     loop {
@@ -188,7 +195,7 @@ fn kill_and_resume(seed: u64, max_kills: usize) -> (usize, u32) {
             );
             break;
         }
-        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+        std::thread::sleep(Duration::from_millis(rng.random_range(run_ms.clone())));
         if child.try_wait().unwrap().is_some() {
             // Finished before the kill: nothing left to resume.
             let o = child.wait_with_output().unwrap();
@@ -226,7 +233,7 @@ fn kill_seed(test: &str) -> u64 {
 #[test]
 fn kill_9_and_resume_loses_nothing() {
     let seed = kill_seed("kill_9_and_resume_loses_nothing");
-    let (kills, extra) = kill_and_resume(seed, 4);
+    let (kills, extra) = kill_and_resume(seed, 4, 40, 300..1500);
     eprintln!("{kills} kills, {extra} pages fetched twice");
 }
 
@@ -237,7 +244,8 @@ fn kill_9_and_resume_loses_nothing() {
 #[ignore = "slow: 20 kills; run in a release build"]
 fn twenty_kills_lose_nothing() {
     let seed = kill_seed("twenty_kills_lose_nothing");
-    let (kills, extra) = kill_and_resume(seed, 20);
+    // Slower, and killed sooner, so that 20 kills happen before the crawl ends.
+    let (kills, extra) = kill_and_resume(seed, 20, 8, 200..900);
     eprintln!(
         "KILL_SEED={seed}: {kills} kills, 0 pages lost, {extra} pages fetched again (bound {})",
         kills * CONCURRENCY
