@@ -505,7 +505,7 @@ fn the_first_request_after_a_resume_keeps_the_rate() {
     run(
         &config,
         &web.seeds(),
-        Some(Duration::from_millis(1500)),
+        Some(Duration::from_millis(2500)),
         Some(loaded),
     )
     .unwrap();
