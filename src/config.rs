@@ -155,6 +155,7 @@ pub struct PolitenessSection {
     pub per_host_concurrency: u32,
     pub respect_robots: bool,
     pub robots_ttl_secs: f64,
+    pub max_crawl_delay_secs: f64,
     pub enabled: bool,
 }
 
@@ -166,6 +167,7 @@ impl Default for PolitenessSection {
             per_host_concurrency: 2,
             respect_robots: true,
             robots_ttl_secs: 86_400.0,
+            max_crawl_delay_secs: 30.0,
             enabled: true,
         }
     }
@@ -291,6 +293,7 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
             "per_host_concurrency",
             "respect_robots",
             "robots_ttl_secs",
+            "max_crawl_delay_secs",
             "enabled",
         ],
     ),
@@ -507,6 +510,15 @@ impl Config {
                 format!(
                     "{} must be a positive number of requests per second",
                     p.per_host_rps
+                ),
+            ));
+        }
+        if !(p.max_crawl_delay_secs.is_finite() && p.max_crawl_delay_secs > 0.0) {
+            return Err(invalid(
+                "politeness.max_crawl_delay_secs",
+                format!(
+                    "{} is not a positive number of seconds",
+                    p.max_crawl_delay_secs
                 ),
             ));
         }

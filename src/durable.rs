@@ -43,10 +43,10 @@ use xxhash_rust::xxh3::Xxh3Default;
 #[derive(Debug, thiserror::Error)]
 #[error("cannot {action} {}", path.display())]
 pub struct IoAt {
-    pub action: &'static str,
-    pub path: PathBuf,
+    pub(crate) action: &'static str,
+    pub(crate) path: PathBuf,
     #[source]
-    pub source: io::Error,
+    pub(crate) source: io::Error,
 }
 
 /// Names the file of an I/O result: `file.sync_all().at("fsync", &path)?`.

@@ -26,6 +26,12 @@ use url::Url;
 use crate::config::Config;
 use crate::gate::{RequestGate, RequestKind};
 
+/// How long an idle keep-alive connection is kept. Idle sockets number about the recent
+/// request rate to distinct hosts times this: short enough that a page linking tens of
+/// thousands of hosts does not hold a socket for each (see [`crate::descriptors`]), long
+/// enough that a host crawled at one request per second keeps its connection.
+pub(crate) const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchSetupError {
@@ -37,7 +43,7 @@ pub enum FetchSetupError {
 
 /// Why a fetch produced no usable response.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FetchErrorKind {
+pub(crate) enum FetchErrorKind {
     Timeout,
     Connect,
     Body,
@@ -50,49 +56,52 @@ pub enum FetchErrorKind {
 /// A failed fetch: what kind and a one-line message.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
-pub struct FetchError {
-    pub kind: FetchErrorKind,
-    pub message: String,
+pub(crate) struct FetchError {
+    pub(crate) kind: FetchErrorKind,
+    pub(crate) message: String,
 }
 
 impl FetchError {
     /// Timeouts and connection failures are worth another try; other errors are not.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(self.kind, FetchErrorKind::Timeout | FetchErrorKind::Connect)
     }
 }
 
 /// What a fetch brought back.
 #[derive(Debug)]
-pub struct Fetched {
-    pub status: u16,
+pub(crate) struct Fetched {
+    pub(crate) status: u16,
     /// The media type, lowercased, without parameters (`text/html`).
-    pub content_type: Option<String>,
+    pub(crate) content_type: Option<String>,
     /// The `charset` parameter of Content-Type, if any.
-    pub charset: Option<String>,
+    pub(crate) charset: Option<String>,
     /// Body bytes received (after decompression), up to the cap.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// The body, kept only when the content type is one the crawl parses.
-    pub body: Option<Vec<u8>>,
+    pub(crate) body: Option<Vec<u8>>,
     /// The body was longer than `max_body_bytes` and was cut there.
-    pub truncated: bool,
+    pub(crate) truncated: bool,
     /// `Location`, for redirects.
-    pub location: Option<String>,
+    pub(crate) location: Option<String>,
     /// `Retry-After`, as a delay from now.
-    pub retry_after: Option<Duration>,
+    pub(crate) retry_after: Option<Duration>,
     /// `X-Robots-Tag` contains `nofollow` (or `none`).
-    pub header_nofollow: bool,
+    pub(crate) header_nofollow: bool,
 }
 
 impl Fetched {
-    pub fn is_redirect(&self) -> bool {
+    pub(crate) fn is_redirect(&self) -> bool {
         matches!(self.status, 301 | 302 | 303 | 307 | 308)
     }
 }
 
 /// The shared HTTP client.
 pub struct Fetcher {
-    client: reqwest::Client,
+    /// The client new requests use. Replaced by [`Fetcher::shed_idle_connections`]; a
+    /// request holds its own handle, so one in flight finishes on the client it began on.
+    client: std::sync::RwLock<reqwest::Client>,
+    config: Config,
     gate: Arc<RequestGate>,
     max_body_bytes: u64,
     content_types: Vec<String>,
@@ -100,23 +109,11 @@ pub struct Fetcher {
 
 impl Fetcher {
     /// Builds the client; every request it sends passes `gate`.
-    pub fn new(config: &Config, gate: Arc<RequestGate>) -> Result<Fetcher, FetchSetupError> {
+    pub(crate) fn new(config: &Config, gate: Arc<RequestGate>) -> Result<Fetcher, FetchSetupError> {
         let c = &config.crawl;
-        let client = reqwest::Client::builder()
-            .user_agent(c.user_agent.clone())
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs_f64(c.timeout_secs))
-            .connect_timeout(Duration::from_secs_f64(c.connect_timeout_secs))
-            .pool_max_idle_per_host((config.politeness.per_host_concurrency as usize).clamp(1, 64))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .tcp_nodelay(true)
-            .gzip(true)
-            .brotli(true)
-            .no_proxy()
-            .dns_resolver(gate.resolver())
-            .build()?;
         Ok(Fetcher {
-            client,
+            client: std::sync::RwLock::new(build_client(config, &gate)?),
+            config: config.clone(),
             gate,
             max_body_bytes: c.max_body_bytes.0,
             content_types: c
@@ -127,21 +124,44 @@ impl Fetcher {
         })
     }
 
+    /// Closes every idle keep-alive connection, to give their descriptors back when the
+    /// process runs short (see [`crate::descriptors`]): new requests get a new client with
+    /// an empty pool; the old pool closes its idle connections as soon as the requests in
+    /// flight on it are done. Connection reuse starts over, which is the price.
+    pub(crate) fn shed_idle_connections(&self) {
+        match build_client(&self.config, &self.gate) {
+            Ok(client) => {
+                let mut current = self.client.write().unwrap_or_else(|e| e.into_inner());
+                *current = client;
+            }
+            Err(e) => {
+                tracing::warn!("cannot rebuild the HTTP client to close idle connections: {e}")
+            }
+        }
+    }
+
+    fn client(&self) -> reqwest::Client {
+        self.client
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Whether a media type is one whose body is parsed for links.
-    pub fn parses(&self, content_type: Option<&str>) -> bool {
+    pub(crate) fn parses(&self, content_type: Option<&str>) -> bool {
         content_type.is_some_and(|t| self.content_types.iter().any(|c| c == t))
     }
 
     /// One GET of the page `url`, body capped at `max_body_bytes` and kept when it will
     /// be parsed.
-    pub async fn fetch(&self, url: &Url) -> Result<Fetched, FetchError> {
+    pub(crate) async fn fetch(&self, url: &Url) -> Result<Fetched, FetchError> {
         self.fetch_capped(url, RequestKind::Page, self.max_body_bytes)
             .await
     }
 
     /// One GET of `url` for `kind` with body cap `cap`; a 2xx body is kept whatever its
     /// type for robots.txt, else only when its type is parsed. The gate is asked first.
-    pub async fn fetch_capped(
+    pub(crate) async fn fetch_capped(
         &self,
         url: &Url,
         kind: RequestKind,
@@ -153,7 +173,7 @@ impl Fetcher {
         };
         self.gate.check(url, kind).map_err(refused)?;
         let mut response = self
-            .client
+            .client()
             .get(url.clone())
             .send()
             .await
@@ -206,6 +226,26 @@ impl Fetcher {
     }
 }
 
+/// The HTTP client as the crawl configures it: no redirects followed (the crawl admits
+/// targets like links), timeouts, a small keep-alive pool, gzip and brotli, names resolved
+/// through the gate.
+fn build_client(config: &Config, gate: &RequestGate) -> Result<reqwest::Client, reqwest::Error> {
+    let c = &config.crawl;
+    reqwest::Client::builder()
+        .user_agent(c.user_agent.clone())
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs_f64(c.timeout_secs))
+        .connect_timeout(Duration::from_secs_f64(c.connect_timeout_secs))
+        .pool_max_idle_per_host((config.politeness.per_host_concurrency as usize).clamp(1, 64))
+        .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+        .tcp_nodelay(true)
+        .gzip(true)
+        .brotli(true)
+        .no_proxy()
+        .dns_resolver(gate.resolver())
+        .build()
+}
+
 fn header_str(headers: &HeaderMap, name: reqwest::header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -229,7 +269,7 @@ fn media_type(headers: &HeaderMap) -> (Option<String>, Option<String>) {
 }
 
 /// `Retry-After` is either delta-seconds or an HTTP date.
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
@@ -242,7 +282,7 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 }
 
 /// Whether an `X-Robots-Tag` or meta-robots value forbids following links.
-pub fn robots_directives_nofollow(value: &str) -> bool {
+pub(crate) fn robots_directives_nofollow(value: &str) -> bool {
     value
         .split([',', ' '])
         .map(str::trim)

@@ -38,7 +38,7 @@ use crate::scope::{is_private_ip, OutOfScope, Scope};
 
 /// What a request is for: decides which scope rules apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestKind {
+pub(crate) enum RequestKind {
     /// A page of the crawl (an accepted URL).
     Page,
     /// A robots.txt, or a redirect hop while fetching one.
@@ -47,7 +47,7 @@ pub enum RequestKind {
 
 /// Why the gate refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("not requested: {0}")]
     Scope(OutOfScope),
     #[error("not requested: {host} is at the private address {ip} (scope.allow_private)")]
@@ -99,13 +99,13 @@ fn host_name(host: &str) -> String {
 }
 
 /// The gate. Cheap to share: the fetcher holds one, its resolver another handle.
-pub struct RequestGate {
+pub(crate) struct RequestGate {
     scope: Arc<Scope>,
     addresses: Arc<AddressRule>,
 }
 
 impl RequestGate {
-    pub fn new(
+    pub(crate) fn new(
         config: &Config,
         seeds: &[Url],
         scope: Arc<Scope>,
@@ -117,7 +117,7 @@ impl RequestGate {
     }
 
     /// Whether `url` may be requested for `kind`. Checked before anything is sent.
-    pub fn check(&self, url: &Url, kind: RequestKind) -> Result<(), Refused> {
+    pub(crate) fn check(&self, url: &Url, kind: RequestKind) -> Result<(), Refused> {
         match kind {
             RequestKind::Page => self.scope.check(url),
             RequestKind::Robots => self.scope.check_site(url),
@@ -143,7 +143,11 @@ impl RequestGate {
     }
 
     /// Whether the address a response came from was allowed for `url`'s host.
-    pub fn check_connected(&self, url: &Url, peer: Option<SocketAddr>) -> Result<(), Refused> {
+    pub(crate) fn check_connected(
+        &self,
+        url: &Url,
+        peer: Option<SocketAddr>,
+    ) -> Result<(), Refused> {
         let (Some(peer), Some(host)) = (peer, url.host_str()) else {
             return Ok(());
         };

@@ -7,8 +7,9 @@
 //! crate leaves to the crawler, following RFC 9309 §2.3 and common practice:
 //! - a 2xx answer is parsed; only the first 500 KiB are read (RFC 9309 asks crawlers to
 //!   parse at least 500 KiB, and a larger file is almost always an error);
-//! - redirects are followed up to 5 hops, each hop through the request gate
-//!   ([`crate::gate`]); a hop the gate refuses ends the chain like the hop limit does;
+//! - redirects are followed up to 5 hops; each hop is a request of its own, scheduled by
+//!   the frontier under the politeness of the host it goes to and passing the request gate
+//!   (`crate::gate`); a hop the gate refuses ends the chain like the hop limit does;
 //! - any other 4xx means "no rules": everything is allowed;
 //! - 5xx, 429 or no answer means "unreachable": nothing on the host is fetched until a
 //!   later attempt succeeds; attempts back off (1 s, 2 s, 4 s, …) and after
@@ -90,8 +91,11 @@ pub enum RobotsOutcome {
         rules: Arc<RobotsRules>,
         body: Option<Vec<u8>>,
     },
-    /// Unreachable (5xx, 429, network error, redirect loop): allow nothing for now.
+    /// Unreachable (5xx, 429, network error): allow nothing for now.
     Unavailable { reason: String },
+    /// A redirect to `to`: the next hop, a request of its own (the frontier follows up to
+    /// [`ROBOTS_MAX_REDIRECTS`] hops, then treats robots.txt as missing).
+    Redirect { to: Url },
 }
 
 impl RobotsOutcome {
@@ -113,71 +117,63 @@ pub fn agent_token(user_agent: &str) -> String {
         .to_string()
 }
 
-/// Fetches and interprets `host_key`'s robots.txt (`host_key` is `scheme://host[:port]`).
-pub async fn fetch_robots(fetcher: &Fetcher, host_key: &str, agent: &str) -> RobotsOutcome {
-    let mut url = match Url::parse(host_key).and_then(|u| u.join("/robots.txt")) {
-        Ok(url) => url,
-        Err(e) => {
+/// The robots.txt URL of the host with key `host_key` (`scheme://host[:port]`).
+pub fn robots_url(host_key: &str) -> Result<Url, url::ParseError> {
+    Url::parse(host_key).and_then(|u| u.join("/robots.txt"))
+}
+
+/// One request of a robots.txt fetch: `url` is the host's robots.txt or, after a redirect,
+/// the hop to request next. A redirect is returned, not followed: every hop is a request of
+/// its own, handed out by the frontier under its own host's politeness and passing the
+/// request gate (see `crate::gate`); the frontier counts the hops.
+pub async fn fetch_robots(fetcher: &Fetcher, url: &Url, agent: &str) -> RobotsOutcome {
+    let fetched = match fetcher
+        .fetch_capped(url, RequestKind::Robots, ROBOTS_MAX_BYTES)
+        .await
+    {
+        Ok(fetched) => fetched,
+        // A redirect the request gate refuses (off the crawl's sites, or into a private
+        // network) is a redirect that cannot be followed: like one past the redirect
+        // limit, robots.txt counts as unavailable (4xx), RFC 9309 §2.3.1.2.
+        Err(FetchError {
+            kind: FetchErrorKind::Refused,
+            message,
+        }) => {
+            tracing::debug!("{url}: robots.txt {message}");
+            return RobotsOutcome::allow_all();
+        }
+        Err(FetchError { message, .. }) => {
             return RobotsOutcome::Unavailable {
-                reason: format!("robots.txt URL for {host_key}: {e}"),
+                reason: format!("robots.txt: {message}"),
             }
         }
     };
-    for _hop in 0..=ROBOTS_MAX_REDIRECTS {
-        let fetched = match fetcher
-            .fetch_capped(&url, RequestKind::Robots, ROBOTS_MAX_BYTES)
-            .await
-        {
-            Ok(fetched) => fetched,
-            // A redirect the request gate refuses (off the crawl's sites, or into a
-            // private network) is a redirect that cannot be followed: like one past the
-            // redirect limit, robots.txt counts as unavailable (4xx), RFC 9309 §2.3.1.2.
-            Err(FetchError {
-                kind: FetchErrorKind::Refused,
-                message,
-            }) => {
-                tracing::debug!("{host_key}: robots.txt redirect {message}");
-                return RobotsOutcome::allow_all();
-            }
-            Err(FetchError { message, .. }) => {
-                return RobotsOutcome::Unavailable {
-                    reason: format!("robots.txt: {message}"),
-                }
-            }
-        };
-        match fetched.status {
-            200..=299 => {
-                let body = fetched.body.unwrap_or_default();
-                return RobotsOutcome::Rules {
-                    rules: Arc::new(RobotsRules::parse(agent, &body)),
-                    body: Some(body),
-                };
-            }
-            301 | 302 | 303 | 307 | 308 => {
-                let next = fetched
-                    .location
-                    .as_deref()
-                    .and_then(|location| url.join(location.trim()).ok());
-                match next {
-                    Some(next) => url = next,
-                    None => return RobotsOutcome::allow_all(),
-                }
-            }
-            429 => {
-                return RobotsOutcome::Unavailable {
-                    reason: "robots.txt: HTTP 429".into(),
-                }
-            }
-            400..=499 => return RobotsOutcome::allow_all(),
-            status => {
-                return RobotsOutcome::Unavailable {
-                    reason: format!("robots.txt: HTTP {status}"),
-                }
+    match fetched.status {
+        200..=299 => {
+            let body = fetched.body.unwrap_or_default();
+            RobotsOutcome::Rules {
+                rules: Arc::new(RobotsRules::parse(agent, &body)),
+                body: Some(body),
             }
         }
+        301 | 302 | 303 | 307 | 308 => {
+            let next = fetched
+                .location
+                .as_deref()
+                .and_then(|location| url.join(location.trim()).ok());
+            match next {
+                Some(to) => RobotsOutcome::Redirect { to },
+                None => RobotsOutcome::allow_all(),
+            }
+        }
+        429 => RobotsOutcome::Unavailable {
+            reason: "robots.txt: HTTP 429".into(),
+        },
+        400..=499 => RobotsOutcome::allow_all(),
+        status => RobotsOutcome::Unavailable {
+            reason: format!("robots.txt: HTTP {status}"),
+        },
     }
-    // RFC 9309: after the redirect limit, robots.txt may be treated as unavailable (4xx).
-    RobotsOutcome::allow_all()
 }
 
 /// Delay before attempt number `attempt` (1-based) at an unreachable robots.txt.

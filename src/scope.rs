@@ -154,7 +154,7 @@ impl Default for ScopeOptions {
 impl ScopeOptions {
     /// The keys of `[scope]`, for the config's `--set` error messages. A test keeps this in
     /// step with the struct.
-    pub const KEYS: &'static [&'static str] = &[
+    pub(crate) const KEYS: &'static [&'static str] = &[
         "mode",
         "allow",
         "deny",
@@ -345,7 +345,7 @@ impl Scope {
     /// Rules 2 and 3 alone (private address, site): whether the crawl may send any request
     /// to `url`'s host. For requests that are not pages of the crawl (robots.txt and its
     /// redirects), whose paths the URL rules were not written for.
-    pub fn check_site(&self, url: &Url) -> Result<(), OutOfScope> {
+    pub(crate) fn check_site(&self, url: &Url) -> Result<(), OutOfScope> {
         let o = &self.options;
         let Some(host) = url.host() else {
             return Err(OutOfScope::OffSite);

@@ -14,10 +14,10 @@ use crate::normalize::{Normalizer, Rejected};
 /// A seed line that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadSeed {
-    pub path: PathBuf,
-    pub line: usize,
-    pub text: String,
-    pub reason: Rejected,
+    pub(crate) path: PathBuf,
+    pub(crate) line: usize,
+    pub(crate) text: String,
+    pub(crate) reason: Rejected,
 }
 
 impl std::fmt::Display for BadSeed {
@@ -55,7 +55,7 @@ pub enum SeedsError {
 pub struct Seeds {
     pub urls: Vec<Url>,
     pub bad: Vec<BadSeed>,
-    pub duplicates: usize,
+    pub(crate) duplicates: usize,
 }
 
 /// Reads a seed file. An empty result is not an error here, so that the caller can
@@ -83,7 +83,7 @@ impl Seeds {
 }
 
 /// Parses seed text; `path` is only used in messages.
-pub fn parse_seeds(text: &str, path: &Path, normalizer: &Normalizer) -> Seeds {
+pub(crate) fn parse_seeds(text: &str, path: &Path, normalizer: &Normalizer) -> Seeds {
     let mut seeds = Seeds::default();
     let mut seen = std::collections::HashSet::new();
     for (index, raw) in text.lines().enumerate() {

@@ -26,7 +26,7 @@ macro_rules! counters {
             $($(#[doc = $doc])* pub $name: AtomicU64,)*
             /// Links and redirect targets refused by the scope rules, by reason (indexed
             /// like [`OutOfScope::ALL`]).
-            pub out_of_scope: [AtomicU64; OutOfScope::ALL.len()],
+            pub(crate) out_of_scope: [AtomicU64; OutOfScope::ALL.len()],
         }
 
         /// The counters' values at one instant, under the same names (`summary.json`).
@@ -39,7 +39,7 @@ macro_rules! counters {
 
         impl CrawlCounters {
             /// The values now.
-            pub fn values(&self) -> CounterValues {
+            pub(crate) fn values(&self) -> CounterValues {
                 CounterValues {
                     $($name: self.$name.load(Ordering::Relaxed),)*
                     out_of_scope: OutOfScope::ALL
@@ -52,7 +52,7 @@ macro_rules! counters {
 
             /// Every counter by name (`out_of_scope.<reason>` for the scope reasons), as a
             /// checkpoint stores them.
-            pub fn to_map(&self) -> BTreeMap<String, u64> {
+            pub(crate) fn to_map(&self) -> BTreeMap<String, u64> {
                 let mut map = BTreeMap::new();
                 $(map.insert(stringify!($name).to_string(), self.$name.load(Ordering::Relaxed));)*
                 for (reason, n) in OutOfScope::ALL.iter().zip(&self.out_of_scope) {
@@ -63,7 +63,7 @@ macro_rules! counters {
 
             /// Counters restored from a checkpoint (unknown names are ignored, missing ones
             /// start at zero, so a checkpoint from before a counter existed still loads).
-            pub fn from_map(map: &BTreeMap<String, u64>) -> Self {
+            pub(crate) fn from_map(map: &BTreeMap<String, u64>) -> Self {
                 let counters = CrawlCounters::default();
                 $(if let Some(v) = map.get(stringify!($name)) {
                     counters.$name.store(*v, Ordering::Relaxed);
@@ -121,6 +121,9 @@ counters!(
     redirects_over_limit,
     /// URLs not fetched because robots.txt disallows them.
     disallowed,
+    /// URLs not fetched because their host's Crawl-delay is over
+    /// `politeness.max_crawl_delay_secs`.
+    deferred,
     /// URLs given up because their host's robots.txt stayed unreachable.
     robots_unavailable,
     /// robots.txt fetches made.
@@ -131,21 +134,27 @@ counters!(
     false_positive_micros,
     /// CPU time of the parse threads, in nanoseconds.
     parse_cpu_ns,
+    /// Times dispatching paused because file descriptors ran short (see
+    /// `crate::descriptors`).
+    descriptor_pauses,
+    /// URLs whose fetch or parse panicked (a crawler bug): recorded with the panic's
+    /// message, counted as failures; the crawl goes on.
+    panics,
 );
 
 impl CrawlCounters {
     /// Adds `n` to `counter`.
-    pub fn add(counter: &AtomicU64, n: u64) {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The value of `counter` now.
-    pub fn get(counter: &AtomicU64) -> u64 {
+    pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
 
     /// Counts one URL refused by the scope rules.
-    pub fn add_out_of_scope(&self, reason: OutOfScope) {
+    pub(crate) fn add_out_of_scope(&self, reason: OutOfScope) {
         let index = OutOfScope::ALL
             .iter()
             .position(|r| *r == reason)
@@ -154,18 +163,20 @@ impl CrawlCounters {
     }
 
     /// Fetch failures that make the exit code 1: no usable answer after all retries,
-    /// including URLs given up because their host's robots.txt never answered.
-    pub fn failures(&self) -> u64 {
+    /// including URLs given up because their host's robots.txt never answered, and URLs
+    /// lost to a panic.
+    pub(crate) fn failures(&self) -> u64 {
         Self::get(&self.server_errors)
             + Self::get(&self.network_errors)
             + Self::get(&self.robots_unavailable)
+            + Self::get(&self.panics)
     }
 }
 
 impl CounterValues {
     /// Fetch failures that make the exit code 1 (see [`CrawlCounters::failures`]).
-    pub fn failures(&self) -> u64 {
-        self.server_errors + self.network_errors + self.robots_unavailable
+    pub(crate) fn failures(&self) -> u64 {
+        self.server_errors + self.network_errors + self.robots_unavailable + self.panics
     }
 }
 

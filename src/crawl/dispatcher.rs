@@ -25,6 +25,7 @@ use super::messages::{Completion, Outcome};
 use super::progress::{Progress, ProgressFigures};
 use super::shutdown::ShutdownHandle;
 use super::CrawlError;
+use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::frontier::{Frontier, QueuedUrl, Work};
 use crate::output::{rfc3339, OutputSender};
 use crate::robots::RobotsOutcome;
@@ -35,15 +36,17 @@ pub(crate) struct Dispatcher {
     pub(crate) checkpoints: Checkpoints,
     pub(crate) seen: Arc<dyn SeenBackend>,
     pub(crate) counters: Arc<CrawlCounters>,
+    /// The descriptor budget: no new work while it is exhausted.
+    pub(crate) descriptors: Descriptors,
 }
 
 /// What the dispatch loop works with besides its own state.
 pub(crate) struct Wiring<'a> {
-    pub fetch: Arc<FetchShared>,
-    pub completions: mpsc::UnboundedReceiver<Completion>,
-    pub output: &'a OutputSender,
-    pub shutdown: &'a ShutdownHandle,
-    pub display: &'a mut Progress,
+    pub(crate) fetch: Arc<FetchShared>,
+    pub(crate) completions: mpsc::UnboundedReceiver<Completion>,
+    pub(crate) output: &'a OutputSender,
+    pub(crate) shutdown: &'a ShutdownHandle,
+    pub(crate) display: &'a mut Progress,
 }
 
 impl Dispatcher {
@@ -55,7 +58,9 @@ impl Dispatcher {
         wiring: Wiring<'_>,
     ) -> Result<bool, CrawlError> {
         let output = wiring.output;
-        let stopped = self.dispatch_loop(frontier, wiring).await?;
+        let stopped = self.dispatch_loop(frontier, wiring).await;
+        CrawlCounters::add(&self.counters.descriptor_pauses, self.descriptors.pauses);
+        let stopped = stopped?;
         self.checkpoints.wait(frontier).await?;
         self.checkpoint(frontier, output, !stopped).await?;
         self.checkpoints.wait(frontier).await?;
@@ -108,22 +113,37 @@ impl Dispatcher {
         let mut tick = tokio::time::interval(display.interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let pauses = self.descriptors.pauses;
             if !stopping {
                 let now = Instant::now();
                 while frontier.in_flight() < concurrency {
+                    if self.descriptors.exhausted(now, frontier.in_flight()) {
+                        break;
+                    }
                     match frontier.pop_ready(now)? {
                         None => break,
                         Some(Work::Fetch(dispatch)) => {
+                            self.descriptors.dispatched();
                             tasks.spawn(fetch_task(fetch.clone(), dispatch));
                         }
-                        Some(Work::Robots { host, key }) => {
+                        Some(Work::Robots(robots)) => {
                             CrawlCounters::add(&self.counters.robots_fetches, 1);
-                            tasks.spawn(robots_task(fetch.clone(), host, key));
+                            self.descriptors.dispatched();
+                            tasks.spawn(robots_task(fetch.clone(), robots));
                         }
                         Some(Work::Disallowed(item)) => {
                             CrawlCounters::add(&self.counters.disallowed, 1);
                             self.record_unfetched(item, "disallowed by robots.txt", output)
                                 .await?;
+                        }
+                        Some(Work::Deferred { item, crawl_delay }) => {
+                            CrawlCounters::add(&self.counters.deferred, 1);
+                            let reason = format!(
+                                "deferred: robots.txt asks for a Crawl-delay of {} s, over politeness.max_crawl_delay_secs = {} s",
+                                crawl_delay.as_secs_f64(),
+                                fetch.config.politeness.max_crawl_delay_secs
+                            );
+                            self.record_unfetched(item, &reason, output).await?;
                         }
                     }
                 }
@@ -137,7 +157,19 @@ impl Dispatcher {
             if stopping && grace_deadline.is_none() {
                 grace_deadline = Some(Instant::now() + grace);
             }
-            let wake = if stopping || frontier.in_flight() >= concurrency {
+            let short_of_descriptors = !stopping
+                && self
+                    .descriptors
+                    .exhausted(Instant::now(), frontier.in_flight());
+            if self.descriptors.pauses > pauses {
+                // Idle keep-alive connections are most of what is open: close them now
+                // rather than wait for their idle timeout.
+                fetch.fetcher.shed_idle_connections();
+            }
+            let wake = if short_of_descriptors {
+                // Look again soon: idle connections close, fetches in flight end.
+                Some(Instant::now() + RECOUNT_AFTER)
+            } else if stopping || frontier.in_flight() >= concurrency {
                 None
             } else {
                 frontier.next_ready_at()
@@ -227,15 +259,15 @@ impl Dispatcher {
     ) -> Result<(), CrawlError> {
         let (dispatch, outcome) = match completion {
             Completion::Page { dispatch, outcome } => (dispatch, outcome),
-            Completion::Robots { host, outcome } => {
+            Completion::Robots { fetch, outcome } => {
                 let reason = match &outcome {
                     RobotsOutcome::Unavailable { reason } => {
-                        tracing::debug!("{}: {reason}", frontier.host_key(host).unwrap_or("?"));
+                        tracing::debug!("{}: {reason}", fetch.url);
                         format!("{reason}; gave up after repeated attempts")
                     }
-                    RobotsOutcome::Rules { .. } => String::new(),
+                    RobotsOutcome::Rules { .. } | RobotsOutcome::Redirect { .. } => String::new(),
                 };
-                for item in frontier.robots_done(host, outcome)? {
+                for item in frontier.robots_done(fetch, outcome)? {
                     CrawlCounters::add(&self.counters.robots_unavailable, 1);
                     self.record_unfetched(item, &reason, output).await?;
                 }

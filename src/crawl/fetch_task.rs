@@ -15,32 +15,70 @@ use url::Url;
 
 use super::admission::Admission;
 use super::counters::CrawlCounters;
+use super::faults::{panic_message, Faults};
 use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::config::Config;
 use crate::fetch::{FetchError, Fetched, Fetcher};
-use crate::frontier::{Dispatch, HostId, QueuedUrl};
+use crate::frontier::{Dispatch, QueuedUrl, RobotsFetch};
 use crate::output::{rfc3339, PageRecord};
-use crate::robots::{agent_token, fetch_robots};
+use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
 
-/// A server asking for more than this is retried after this anyway (or not at all
-/// once retries run out).
+/// The longest backoff between retries (a `Retry-After` longer than
+/// `politeness.max_crawl_delay_secs` is not waited for at all: the URL ends).
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 
 /// What fetch tasks share. Only fetch tasks hold the parse-job sender, so the parse
 /// threads see their channel close once the last fetch task is gone.
 pub(crate) struct FetchShared {
-    pub config: Config,
-    pub admission: Arc<Admission>,
-    pub fetcher: Fetcher,
-    pub counters: Arc<CrawlCounters>,
-    pub completions: mpsc::UnboundedSender<Completion>,
-    pub parse_jobs: crossbeam_channel::Sender<ParseJob>,
+    pub(crate) config: Config,
+    pub(crate) admission: Arc<Admission>,
+    pub(crate) fetcher: Fetcher,
+    pub(crate) counters: Arc<CrawlCounters>,
+    pub(crate) completions: mpsc::UnboundedSender<Completion>,
+    pub(crate) parse_jobs: crossbeam_channel::Sender<ParseJob>,
+    pub(crate) faults: Faults,
+}
+
+/// Runs `work` as a task of its own and returns its output, or the message of its panic.
+/// The inner task is aborted if this future is dropped (a fetch abandoned at shutdown), so
+/// nothing outlives the crawl.
+async fn catching_panics<T: Send + 'static>(
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for AbortOnDrop<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let mut task = AbortOnDrop(tokio::spawn(work));
+    match (&mut task.0).await {
+        Ok(output) => Ok(output),
+        Err(e) if e.is_panic() => Err(panic_message(&*e.into_panic())),
+        Err(_) => Err("the task was cancelled".to_string()),
+    }
 }
 
 /// Fetches one dispatched URL and reports how it ended (directly, or through the parse
-/// pool for a page to parse).
+/// pool for a page to parse). A panic while fetching costs this URL only: it is recorded
+/// with the panic's message and counted, and the crawl goes on.
 pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
-    match fetch_outcome(&shared, &dispatch).await {
+    let item = dispatch.item.clone();
+    let inner = shared.clone();
+    let step = match catching_panics(async move { fetch_outcome(&inner, &item).await }).await {
+        Ok(step) => step,
+        Err(message) => {
+            CrawlCounters::add(&shared.counters.panics, 1);
+            let mut record = base_record(&dispatch.item);
+            record.error = Some(format!("crawler bug: the fetch panicked: {message}"));
+            record.fetched_at = rfc3339(SystemTime::now());
+            FetchStep::Finished(Outcome::Done {
+                record,
+                candidates: Candidates::default(),
+            })
+        }
+    };
+    match step {
         FetchStep::Finished(outcome) => {
             let _ = shared
                 .completions
@@ -74,13 +112,28 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
     }
 }
 
-/// Fetches a host's robots.txt and reports the outcome to the dispatcher.
-pub(crate) async fn robots_task(shared: Arc<FetchShared>, host: HostId, key: String) {
+/// Sends one request of a host's robots.txt (its first, or a redirect hop) and reports the
+/// outcome to the dispatcher.
+pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
     let agent = agent_token(&shared.config.crawl.user_agent);
-    let outcome = fetch_robots(&shared.fetcher, &key, &agent).await;
+    let outcome = match Url::parse(&fetch.url) {
+        Ok(url) => {
+            let inner = shared.clone();
+            let request = async move { fetch_robots(&inner.fetcher, &url, &agent).await };
+            catching_panics(request).await.unwrap_or_else(|message| {
+                CrawlCounters::add(&shared.counters.panics, 1);
+                RobotsOutcome::Unavailable {
+                    reason: format!("crawler bug: the robots.txt fetch panicked: {message}"),
+                }
+            })
+        }
+        Err(e) => RobotsOutcome::Unavailable {
+            reason: format!("robots.txt URL {}: {e}", fetch.url),
+        },
+    };
     let _ = shared
         .completions
-        .send(Completion::Robots { host, outcome });
+        .send(Completion::Robots { fetch, outcome });
 }
 
 /// The record of `item` before its fetch: what is known from the queue.
@@ -120,8 +173,10 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(500u64.saturating_mul(1 << attempt.min(10))).min(MAX_RETRY_DELAY)
 }
 
-async fn fetch_outcome(shared: &FetchShared, dispatch: &Dispatch) -> FetchStep {
-    let item = &dispatch.item;
+async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
+    if shared.faults.panic_fetch.as_deref() == Some(item.url.as_str()) {
+        panic!("injected fault: panic while fetching {}", item.url);
+    }
     let config = &shared.config.crawl;
     let counters = &shared.counters;
     let mut record = base_record(item);
@@ -152,12 +207,20 @@ async fn fetch_outcome(shared: &FetchShared, dispatch: &Dispatch) -> FetchStep {
     record.final_url = Some(item.url.clone());
     let status = fetched.status;
     if status >= 500 || status == 429 {
+        let limit = shared.config.politeness.max_crawl_delay_secs;
+        let asked = fetched.retry_after.unwrap_or_default();
+        if asked.as_secs_f64() > limit {
+            // A server asking for a longer pause than the crawl waits for any host: the URL
+            // ends here rather than holding the crawl open.
+            CrawlCounters::add(&counters.server_errors, 1);
+            record.error = Some(format!(
+                "HTTP {status} with Retry-After {} s, over politeness.max_crawl_delay_secs = {limit} s; not retried",
+                asked.as_secs()
+            ));
+            return done(record, Candidates::default());
+        }
         if can_retry {
-            let delay = fetched
-                .retry_after
-                .unwrap_or_default()
-                .max(backoff(item.attempts))
-                .min(MAX_RETRY_DELAY);
+            let delay = asked.max(backoff(item.attempts)).min(MAX_RETRY_DELAY);
             return FetchStep::Finished(Outcome::Retry { delay });
         }
         CrawlCounters::add(&counters.server_errors, 1);

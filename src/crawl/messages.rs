@@ -9,7 +9,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::fetch::Fetched;
-use crate::frontier::{Dispatch, HostId};
+use crate::frontier::{Dispatch, RobotsFetch};
 use crate::output::PageRecord;
 use crate::robots::RobotsOutcome;
 
@@ -20,7 +20,7 @@ pub(crate) enum Completion {
         outcome: Outcome,
     },
     Robots {
-        host: HostId,
+        fetch: RobotsFetch,
         outcome: RobotsOutcome,
     },
 }
@@ -39,15 +39,15 @@ pub(crate) enum Outcome {
 /// depth, in page order.
 #[derive(Default)]
 pub(crate) struct Candidates {
-    pub urls: Vec<Url>,
-    pub depth: u32,
-    pub redirect_hops: u32,
+    pub(crate) urls: Vec<Url>,
+    pub(crate) depth: u32,
+    pub(crate) redirect_hops: u32,
 }
 
 /// A page to parse, from a fetch task to the parse pool.
 pub(crate) struct ParseJob {
-    pub dispatch: Dispatch,
-    pub url: Url,
-    pub fetched: Fetched,
-    pub record: Box<PageRecord>,
+    pub(crate) dispatch: Dispatch,
+    pub(crate) url: Url,
+    pub(crate) fetched: Fetched,
+    pub(crate) record: Box<PageRecord>,
 }

@@ -28,6 +28,7 @@ mod admission;
 mod checkpoints;
 mod counters;
 mod dispatcher;
+mod faults;
 mod fetch_task;
 mod messages;
 mod parse_pool;
@@ -51,6 +52,7 @@ pub use summary::{CrawlSummary, HostCount};
 
 use crate::checkpoint;
 use crate::config::Config;
+use crate::descriptors::Descriptors;
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
 use crate::frontier::{Frontier, FrontierOptions, FrontierPolicy};
@@ -205,6 +207,8 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         return Err(CrawlError::NoSeeds);
     }
     let started = Instant::now();
+    let descriptor_limit = crate::descriptors::raise_limit();
+    tracing::debug!("open files limit: {descriptor_limit:?}");
     let out_dir = config.output.dir.clone();
     std::fs::create_dir_all(&out_dir).map_err(|source| CrawlError::OutputDir {
         path: out_dir.clone(),
@@ -245,6 +249,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         seen_backend.clone(),
         counters.clone(),
     ));
+    let faults = faults::Faults::from_env();
     let parse_pool = ParsePool::start(
         config.crawl.parse_threads,
         parse_rx,
@@ -252,6 +257,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             admission: admission.clone(),
             counters: counters.clone(),
             completions: completions_tx.clone(),
+            faults: faults.clone(),
             options: ExtractOptions {
                 follow_nofollow: config.crawl.follow_nofollow,
                 max_links: config.crawl.max_links_per_page,
@@ -266,6 +272,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         counters: counters.clone(),
         completions: completions_tx,
         parse_jobs: parse_tx,
+        faults,
     });
 
     let mut dispatcher = Dispatcher {
@@ -284,6 +291,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         )?,
         seen: seen_backend,
         counters: counters.clone(),
+        descriptors: Descriptors::new(descriptor_limit),
     };
     let fresh = replayed.is_none();
     match replayed {

@@ -8,13 +8,15 @@
 //! gone, which is how the threads know to stop.
 
 use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
 use super::admission::Admission;
 use super::counters::CrawlCounters;
-use super::messages::{Completion, Outcome, ParseJob};
+use super::faults::{panic_message, Faults};
+use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::cpu_time::thread_cpu_ns;
 use crate::extract::{extract_links, ExtractOptions};
 
@@ -29,10 +31,11 @@ pub struct ParseThreadError {
 
 /// What parse threads share.
 pub(crate) struct ParseShared {
-    pub admission: Arc<Admission>,
-    pub counters: Arc<CrawlCounters>,
-    pub completions: mpsc::UnboundedSender<Completion>,
-    pub options: ExtractOptions,
+    pub(crate) admission: Arc<Admission>,
+    pub(crate) counters: Arc<CrawlCounters>,
+    pub(crate) completions: mpsc::UnboundedSender<Completion>,
+    pub(crate) options: ExtractOptions,
+    pub(crate) faults: Faults,
 }
 
 /// The running parse threads.
@@ -85,15 +88,40 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
             fetched,
             mut record,
         } = job;
-        let body = fetched.body.as_deref().unwrap_or_default();
-        let extracted = extract_links(body, &url, fetched.charset.as_deref(), &shared.options);
-        CrawlCounters::add(&counters.parsed, 1);
-        record.links = extracted.links.len() as u64;
         let depth = dispatch.item.depth + 1;
-        let candidates =
-            shared
-                .admission
-                .screen_links(extracted, depth, fetched.header_nofollow, &mut on_page);
+        // A panic here (a bug in extraction or screening, on hostile bytes) costs this page
+        // only: the thread goes on with the next job, so the pool never shrinks and the URL
+        // never stays in flight.
+        let parsed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            if shared.faults.panic_parse.as_deref() == Some(dispatch.item.url.as_str()) {
+                panic!("injected fault: panic while parsing {}", dispatch.item.url);
+            }
+            let body = fetched.body.as_deref().unwrap_or_default();
+            let extracted = extract_links(body, &url, fetched.charset.as_deref(), &shared.options);
+            let links = extracted.links.len() as u64;
+            let candidates = shared.admission.screen_links(
+                extracted,
+                depth,
+                fetched.header_nofollow,
+                &mut on_page,
+            );
+            (links, candidates)
+        }));
+        let candidates = match parsed {
+            Ok((links, candidates)) => {
+                CrawlCounters::add(&counters.parsed, 1);
+                record.links = links;
+                candidates
+            }
+            Err(payload) => {
+                CrawlCounters::add(&counters.panics, 1);
+                record.error = Some(format!(
+                    "crawler bug: parsing panicked: {}",
+                    panic_message(&*payload)
+                ));
+                Candidates::default()
+            }
+        };
         let _ = shared.completions.send(Completion::Page {
             dispatch,
             outcome: Outcome::Done { record, candidates },

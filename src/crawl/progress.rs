@@ -14,15 +14,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// The figures one progress line shows, taken by the dispatcher.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProgressFigures {
-    pub finished: u64,
-    pub accepted: u64,
-    pub failures: u64,
-    pub queued: u64,
-    pub in_flight: u64,
-    pub seen_fill: f64,
-    pub seen_fpp: f64,
+    pub(crate) finished: u64,
+    pub(crate) accepted: u64,
+    pub(crate) failures: u64,
+    pub(crate) queued: u64,
+    pub(crate) in_flight: u64,
+    pub(crate) seen_fill: f64,
+    pub(crate) seen_fpp: f64,
     /// The host with the most URLs queued: key, queued now, ever queued.
-    pub busiest: Option<(String, usize, u64)>,
+    pub(crate) busiest: Option<(String, usize, u64)>,
 }
 
 /// How progress is shown.
@@ -37,7 +37,7 @@ pub enum ProgressMode {
 }
 
 /// The live display.
-pub struct Progress {
+pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     lines: bool,
     interval: Duration,
@@ -46,7 +46,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn start(mode: ProgressMode, max_urls: u64, interval: Duration) -> Progress {
+    pub(crate) fn start(mode: ProgressMode, max_urls: u64, interval: Duration) -> Progress {
         let terminal = std::io::stderr().is_terminal();
         let (bar, lines) = match mode {
             ProgressMode::Auto if terminal => (Some(make_bar(max_urls)), false),
@@ -69,7 +69,7 @@ impl Progress {
     }
 
     /// How often the display wants to be updated.
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         self.interval
     }
 

@@ -18,47 +18,47 @@ use crate::seen::{Plan, SeenStats};
 #[derive(Debug, Clone, Serialize)]
 pub struct CrawlSummary {
     pub stopped: bool,
-    pub elapsed_secs: f64,
-    pub max_urls: u64,
+    pub(crate) elapsed_secs: f64,
+    pub(crate) max_urls: u64,
     /// Every counter, under its own name (see [`CrawlCounters`](super::CrawlCounters)).
     #[serde(flatten)]
     pub counts: CounterValues,
     pub queued_left: u64,
     pub failures: u64,
-    pub pages_per_sec: f64,
+    pub(crate) pages_per_sec: f64,
     pub hosts: usize,
-    pub top_hosts: Vec<HostCount>,
+    pub(crate) top_hosts: Vec<HostCount>,
     /// The frontier's memory and disk at the end, and how often host state was evicted
     /// and restored.
     pub frontier: crate::frontier::FrontierStats,
-    pub seen_m_bits: u64,
-    pub seen_k: u32,
-    pub seen_bytes: u64,
-    pub seen_insertions: u64,
-    pub seen_fill: f64,
-    pub seen_estimated_fpp: f64,
-    pub estimated_false_positive_skips: f64,
+    pub(crate) seen_m_bits: u64,
+    pub(crate) seen_k: u32,
+    pub(crate) seen_bytes: u64,
+    pub(crate) seen_insertions: u64,
+    pub(crate) seen_fill: f64,
+    pub(crate) seen_estimated_fpp: f64,
+    pub(crate) estimated_false_positive_skips: f64,
     pub parse_cpu_secs: f64,
-    pub output_dir: PathBuf,
+    pub(crate) output_dir: PathBuf,
 }
 
 /// URLs ever queued per host, for spotting traps.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostCount {
-    pub host: String,
-    pub queued_total: u64,
-    pub queued_now: usize,
+    pub(crate) host: String,
+    pub(crate) queued_total: u64,
+    pub(crate) queued_now: usize,
 }
 
 /// How a crawl ended, for [`CrawlSummary::new`].
 pub(crate) struct Ending<'a> {
-    pub config: &'a Config,
-    pub frontier: &'a Frontier,
-    pub counters: &'a CrawlCounters,
-    pub seen: SeenStats,
-    pub plan: &'a Plan,
-    pub elapsed: Duration,
-    pub stopped: bool,
+    pub(crate) config: &'a Config,
+    pub(crate) frontier: &'a Frontier,
+    pub(crate) counters: &'a CrawlCounters,
+    pub(crate) seen: SeenStats,
+    pub(crate) plan: &'a Plan,
+    pub(crate) elapsed: Duration,
+    pub(crate) stopped: bool,
 }
 
 impl CrawlSummary {
@@ -115,18 +115,23 @@ impl CrawlSummary {
         );
         let _ = writeln!(
             s,
-            "responses: {} ok, {} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}",
+            "responses: {} ok, {} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}{}",
             c.ok,
             c.redirects,
             c.client_errors,
             c.server_errors,
             c.network_errors,
             c.retries,
-            crate::quantity::HumanBytes(c.bytes)
+            crate::quantity::HumanBytes(c.bytes),
+            if c.panics > 0 {
+                format!("; {} URLs lost to a crawler bug (a panic, see their records)", c.panics)
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             s,
-            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid, {} out of scope, {} over max_pages_per_host; {} URLs disallowed by robots.txt, {} given up (robots.txt unreachable)",
+            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid, {} out of scope, {} over max_pages_per_host, {} over max_links_per_page; {} URLs disallowed by robots.txt, {} deferred (Crawl-delay over politeness.max_crawl_delay_secs), {} given up (robots.txt unreachable)",
             c.links_found,
             c.links_seen,
             c.links_too_deep,
@@ -136,7 +141,9 @@ impl CrawlSummary {
             c.links_invalid,
             c.out_of_scope.values().sum::<u64>(),
             c.links_host_cap,
+            c.links_over_page_cap,
             c.disallowed,
+            c.deferred,
             c.robots_unavailable
         );
         let _ = write!(

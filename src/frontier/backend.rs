@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::{
     Dispatch, Frontier, FrontierError, FrontierSnapshot, FrontierStats, HostId, QueuedUrl,
-    SavedFrontier, Work,
+    RobotsFetch, SavedFrontier, Work,
 };
 use crate::robots::RobotsOutcome;
 
@@ -83,7 +83,7 @@ pub trait FrontierBackend {
     /// The outcome of a [`Work::Robots`]; returns the URLs given up on (to be recorded).
     fn robots_done(
         &mut self,
-        host: HostId,
+        fetch: RobotsFetch,
         outcome: RobotsOutcome,
     ) -> Result<Vec<QueuedUrl>, FrontierError>;
     /// The checkpoint's pause: one consistent state, in-flight URLs included.
@@ -131,10 +131,10 @@ impl FrontierBackend for Frontier {
     }
     fn robots_done(
         &mut self,
-        host: HostId,
+        fetch: RobotsFetch,
         outcome: RobotsOutcome,
     ) -> Result<Vec<QueuedUrl>, FrontierError> {
-        Frontier::robots_done(self, host, outcome)
+        Frontier::robots_done(self, fetch, outcome)
     }
     fn begin_checkpoint(&mut self) -> Result<FrontierSnapshot, FrontierError> {
         Frontier::begin_checkpoint(self)

@@ -160,16 +160,38 @@ pub struct Dispatch {
     pub item: QueuedUrl,
 }
 
+/// One request of a host's robots.txt: its first, or a redirect hop. Give it back, once,
+/// with [`Frontier::robots_done`].
+#[derive(Debug, Clone)]
+pub struct RobotsFetch {
+    /// The host whose robots.txt this is.
+    pub host: HostId,
+    /// The host the request goes to, whose politeness it was sent under: `host` itself for
+    /// the first request and same-host hops, another host for a hop that leaves it.
+    pub via: HostId,
+    /// What to request.
+    pub url: String,
+    /// Redirects followed before this request.
+    pub hops: u32,
+}
+
 /// What the frontier hands out next.
 #[derive(Debug)]
 pub enum Work {
     /// Fetch this URL.
     Fetch(Dispatch),
-    /// Fetch this host's robots.txt, then report with [`Frontier::robots_done`].
-    Robots { host: HostId, key: String },
+    /// Fetch one hop of a host's robots.txt, then report with [`Frontier::robots_done`].
+    Robots(RobotsFetch),
     /// This URL is disallowed by robots.txt: record it, do not fetch it. It is no
     /// longer queued and not in flight.
     Disallowed(QueuedUrl),
+    /// This URL's host asks for a Crawl-delay longer than the crawl accepts
+    /// ([`FrontierPolicy::max_crawl_delay`]): record it as deferred, do not fetch it. It is
+    /// no longer queued and not in flight.
+    Deferred {
+        item: QueuedUrl,
+        crawl_delay: Duration,
+    },
 }
 
 /// Why the frontier could not go on. Each names the file and the problem.
@@ -218,11 +240,15 @@ pub struct FrontierPolicy {
     pub respect_robots: bool,
     /// How long robots.txt rules are kept.
     pub robots_ttl: Duration,
+    /// A host whose Crawl-delay is longer is not crawled: its URLs come out as
+    /// [`Work::Deferred`].
+    pub max_crawl_delay: Duration,
 }
 
 impl FrontierPolicy {
     pub fn from_config(p: &PolitenessSection) -> Self {
         let robots_ttl = Duration::from_secs_f64(p.robots_ttl_secs);
+        let max_crawl_delay = Duration::from_secs_f64(p.max_crawl_delay_secs);
         if !p.enabled {
             return FrontierPolicy {
                 quota: None,
@@ -231,6 +257,7 @@ impl FrontierPolicy {
                 per_host_concurrency: u32::MAX,
                 respect_robots: p.respect_robots,
                 robots_ttl,
+                max_crawl_delay,
             };
         }
         let period = Duration::from_secs_f64(1.0 / p.per_host_rps);
@@ -242,6 +269,7 @@ impl FrontierPolicy {
             per_host_concurrency: p.per_host_concurrency.max(1),
             respect_robots: p.respect_robots,
             robots_ttl,
+            max_crawl_delay,
         }
     }
 }
@@ -484,7 +512,8 @@ impl Frontier {
             if !self.already_done.is_empty() {
                 self.drop_already_done(id)?;
             }
-            if self.store.len(id) == 0 {
+            let hops_waiting = self.has_robots_hops(id);
+            if self.store.len(id) == 0 && !hops_waiting {
                 continue;
             }
             self.make_resident(id, now)?;
@@ -499,6 +528,18 @@ impl Frontier {
                 self.push_ready(id, at);
                 continue;
             }
+            if hops_waiting {
+                // A robots.txt redirect hop into this host goes before its own pages: the
+                // host it is for waits on it. It needs no robots.txt of this host, only its
+                // politeness (a rate token and a slot).
+                match self.hand_out_robots_hop(id, now) {
+                    Ok(work) => return Ok(Some(work)),
+                    Err(at) => {
+                        self.push_ready(id, at);
+                        continue;
+                    }
+                }
+            }
             let fetch_robots = match self.robots_gate(id, now)? {
                 RobotsGate::Open => false,
                 RobotsGate::FetchRobots => true,
@@ -510,6 +551,10 @@ impl Frontier {
                 RobotsGate::Disallowed(item) => {
                     self.schedule(id, now);
                     return Ok(Some(Work::Disallowed(item)));
+                }
+                RobotsGate::Deferred { item, crawl_delay } => {
+                    self.schedule(id, now);
+                    return Ok(Some(Work::Deferred { item, crawl_delay }));
                 }
             };
             let Some(host) = self.resident.hosts.get_mut(&id) else {
@@ -523,8 +568,15 @@ impl Frontier {
                 host.robots = RobotsState::Fetching;
                 host.in_flight += 1;
                 self.in_flight += 1;
-                let key = host.key.clone();
-                return Ok(Some(Work::Robots { host: id, key }));
+                let url = crate::robots::robots_url(&host.key)
+                    .map(String::from)
+                    .unwrap_or_else(|_| format!("{}/robots.txt", host.key));
+                return Ok(Some(Work::Robots(RobotsFetch {
+                    host: id,
+                    via: id,
+                    url,
+                    hops: 0,
+                })));
             }
             let Some(item) = self.store.pop(id)? else {
                 continue;
@@ -562,10 +614,10 @@ impl Frontier {
     /// up and returned, so that the caller records them.
     pub fn robots_done(
         &mut self,
-        id: HostId,
+        fetch: RobotsFetch,
         outcome: RobotsOutcome,
     ) -> Result<Vec<QueuedUrl>, FrontierError> {
-        self.record_robots(id, outcome)
+        self.record_robots(fetch, outcome)
     }
 
     /// When the earliest scheduled host becomes ready, if any host is scheduled.

@@ -55,6 +55,19 @@ pub(crate) struct HostState {
     touched: u64,
     /// Estimated bytes this state holds (struct, key, parsed rules).
     pub(crate) bytes: u64,
+    /// robots.txt redirect hops into this host, waiting for its politeness (a token and a
+    /// slot), on behalf of the hosts whose robots.txt they are (this one included).
+    pub(crate) robots_hops: Vec<RobotsHop>,
+}
+
+/// A robots.txt redirect hop waiting to be sent to the host that holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct RobotsHop {
+    /// The host whose robots.txt is being fetched.
+    pub(crate) for_host: HostId,
+    pub(crate) url: String,
+    /// Redirects followed before this request.
+    pub(crate) hops: u32,
 }
 
 /// The resident hosts and their bookkeeping.
@@ -117,18 +130,42 @@ impl Frontier {
     /// Brings a host's state into memory (from the robots.txt cache if it was evicted), and
     /// evicts idle hosts beyond the budget.
     pub(crate) fn make_resident(&mut self, id: HostId, now: Instant) -> Result<(), FrontierError> {
-        self.resident.tick += 1;
-        let tick = self.resident.tick;
-        if let Some(state) = self.resident.hosts.get_mut(&id) {
-            state.touched = tick;
-            self.resident.lru.push_back((tick, id));
-            self.resident.compact_lru();
+        if self.touch(id) {
             return Ok(());
         }
         let key = match self.store.peek(id)? {
             Some(front) => key_of(&front.url),
             None => return Ok(()),
         };
+        self.restore_state(id, key, now);
+        Ok(())
+    }
+
+    /// Brings the state of the host with key `key` into memory, whether or not it has URLs
+    /// queued (a robots.txt redirect may lead to a host the crawl has no page of).
+    pub(crate) fn make_resident_as(&mut self, id: HostId, key: &str, now: Instant) {
+        if !self.touch(id) {
+            self.restore_state(id, key.to_string(), now);
+        }
+    }
+
+    /// Marks a resident host as served now (the LRU's newest); false if it is not resident.
+    fn touch(&mut self, id: HostId) -> bool {
+        self.resident.tick += 1;
+        let tick = self.resident.tick;
+        let Some(state) = self.resident.hosts.get_mut(&id) else {
+            return false;
+        };
+        state.touched = tick;
+        self.resident.lru.push_back((tick, id));
+        self.resident.compact_lru();
+        true
+    }
+
+    /// A new resident state for a host that has none (fresh limiter, robots.txt rules from
+    /// the cache when unexpired), then evicts idle hosts beyond the budget.
+    fn restore_state(&mut self, id: HostId, key: String, now: Instant) {
+        let tick = self.resident.tick;
         let (robots, body_len, crawl_delay_rules) = self.restore_robots(id, now);
         let mut state = HostState {
             bytes: state_bytes(&key, body_len),
@@ -141,6 +178,7 @@ impl Frontier {
             robots,
             robots_failures: 0,
             touched: tick,
+            robots_hops: Vec::new(),
         };
         let mut gap = self.policy.period;
         if let Some(rules) = crawl_delay_rules {
@@ -159,7 +197,6 @@ impl Frontier {
             self.evict_idle(now, Some(id));
         }
         self.resident.compact_lru();
-        Ok(())
     }
 
     /// Evicts idle hosts, least recently served first, until the resident state fits its
@@ -192,7 +229,7 @@ impl Frontier {
     /// happens: nothing in flight, no wait pending, its rate limiter full again, no robots.txt
     /// fetch in progress and no backoff with URLs waiting on it.
     fn is_idle(&self, id: HostId, state: &HostState, now: Instant) -> bool {
-        if state.in_flight > 0 || state.not_before > now {
+        if state.in_flight > 0 || state.not_before > now || !state.robots_hops.is_empty() {
             return false;
         }
         if state

@@ -8,7 +8,11 @@
 //! growing backoff ([`unavailable_backoff`]) and after [`MAX_UNAVAILABLE_ATTEMPTS`] failures
 //! its queued URLs are given up, returned to the caller to record (except those recorded after
 //! the checkpoint a resumed frontier started from, which are dropped: a URL is recorded once).
-//! Rules expire after `robots_ttl` and are fetched again.
+//! Rules expire after `robots_ttl` and are fetched again. A host whose Crawl-delay is over
+//! `max_crawl_delay` is not crawled: its URLs come out as [`Work::Deferred`], each without a
+//! request, so one such host cannot keep the crawl alive for days.
+//!
+//! [`Work::Deferred`]: super::Work::Deferred
 //!
 //! Why the cache: a host evicted from memory (see [`super::residency`]) comes back with its
 //! rules for one read and one parse, never a second request.
@@ -21,10 +25,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
 use super::residency::state_bytes;
+use super::residency::RobotsHop;
 use super::robots_cache::CachedRobots;
-use super::schedule::apply_crawl_delay;
-use super::{Frontier, FrontierError, HostId, QueuedUrl};
-use crate::robots::{unavailable_backoff, RobotsOutcome, RobotsRules, MAX_UNAVAILABLE_ATTEMPTS};
+use super::schedule::{apply_crawl_delay, take_token};
+use super::{host_id, Frontier, FrontierError, HostId, QueuedUrl, RobotsFetch, Work};
+use crate::robots::{
+    unavailable_backoff, RobotsOutcome, RobotsRules, MAX_UNAVAILABLE_ATTEMPTS, ROBOTS_MAX_REDIRECTS,
+};
 
 /// Where a host stands with its robots.txt.
 #[derive(Debug, Clone)]
@@ -62,6 +69,11 @@ pub(crate) enum RobotsGate {
     WaitUntil(Instant),
     /// The front URL, taken off the queue: the rules disallow it.
     Disallowed(QueuedUrl),
+    /// The front URL, taken off the queue: the host's Crawl-delay is over the crawl's limit.
+    Deferred {
+        item: QueuedUrl,
+        crawl_delay: Duration,
+    },
 }
 
 impl Frontier {
@@ -126,6 +138,17 @@ impl Frontier {
                 RobotsGate::WaitUntil(*retry_at)
             }
             RobotsState::Ready { rules, expires } if *expires > now => {
+                if let Some(crawl_delay) = rules
+                    .crawl_delay
+                    .filter(|delay| *delay > self.policy.max_crawl_delay)
+                {
+                    // Refused without a request, like a disallowed URL: the host asked for
+                    // fewer requests than the crawl can wait for.
+                    return Ok(match self.store.pop(id)? {
+                        Some(item) => RobotsGate::Deferred { item, crawl_delay },
+                        None => RobotsGate::Skip,
+                    });
+                }
                 let rules = rules.clone();
                 let allowed = self
                     .store
@@ -145,20 +168,103 @@ impl Frontier {
         })
     }
 
+    /// Whether robots.txt redirect hops wait to be sent to host `id`.
+    pub(crate) fn has_robots_hops(&self, id: HostId) -> bool {
+        self.resident
+            .hosts
+            .get(&id)
+            .is_some_and(|h| !h.robots_hops.is_empty())
+    }
+
+    /// Hands out the next robots.txt hop waiting for host `id` if its rate limit allows now,
+    /// else says when it will.
+    pub(crate) fn hand_out_robots_hop(
+        &mut self,
+        id: HostId,
+        now: Instant,
+    ) -> Result<Work, Instant> {
+        let clock = self.clock.clone();
+        let Some(host) = self.resident.hosts.get_mut(&id) else {
+            return Err(now);
+        };
+        take_token(host, now, &clock)?;
+        let hop = host.robots_hops.remove(0);
+        host.in_flight += 1;
+        self.in_flight += 1;
+        self.schedule(id, now);
+        Ok(Work::Robots(RobotsFetch {
+            host: hop.for_host,
+            via: id,
+            url: hop.url,
+            hops: hop.hops,
+        }))
+    }
+
+    /// Queues the next hop of `for_host`'s robots.txt on the host `to` is on: it is sent
+    /// under that host's politeness, like any request to it.
+    fn queue_robots_hop(&mut self, for_host: HostId, to: &url::Url, hops: u32, now: Instant) {
+        let key = crate::normalize::host_key(to);
+        let target = host_id(&key);
+        self.make_resident_as(target, &key, now);
+        let Some(state) = self.resident.hosts.get_mut(&target) else {
+            return;
+        };
+        let url = to.as_str().to_string();
+        let bytes = url.len() as u64 + 32;
+        state.bytes += bytes;
+        self.resident.bytes += bytes;
+        state.robots_hops.push(RobotsHop {
+            for_host,
+            url,
+            hops,
+        });
+        if !self.tallies.get(&target).is_some_and(|t| t.scheduled) {
+            let at = state.not_before.max(now);
+            self.push_ready(target, at);
+        }
+    }
+
     /// The body of [`Frontier::robots_done`].
     pub(crate) fn record_robots(
         &mut self,
-        id: HostId,
+        fetch: RobotsFetch,
         outcome: RobotsOutcome,
     ) -> Result<Vec<QueuedUrl>, FrontierError> {
         let now = Instant::now();
+        // The request is over: its slot on the host it went to is free again.
         self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(via) = self.resident.hosts.get_mut(&fetch.via) {
+            via.in_flight = via.in_flight.saturating_sub(1);
+            if fetch.via != fetch.host {
+                via.bytes = via.bytes.saturating_sub(fetch.url.len() as u64 + 32);
+                self.resident.bytes = self
+                    .resident
+                    .bytes
+                    .saturating_sub(fetch.url.len() as u64 + 32);
+                self.schedule(fetch.via, now);
+            }
+        }
+        let outcome = match outcome {
+            RobotsOutcome::Redirect { to } if fetch.hops < ROBOTS_MAX_REDIRECTS => {
+                self.queue_robots_hop(fetch.host, &to, fetch.hops + 1, now);
+                if self.resident.hosts.contains_key(&fetch.host) {
+                    return Ok(Vec::new());
+                }
+                // The host's state went (it cannot while fetching; kept for safety): its
+                // pages are served again once robots.txt is fetched anew.
+                RobotsOutcome::allow_all()
+            }
+            // RFC 9309 §2.3.1.2: past the redirect limit, robots.txt may be treated as
+            // unavailable (4xx): everything is allowed.
+            RobotsOutcome::Redirect { .. } => RobotsOutcome::allow_all(),
+            other => other,
+        };
+        let id = fetch.host;
         let policy_period = self.policy.period;
         let clock = self.clock.clone();
         let Some(host) = self.resident.hosts.get_mut(&id) else {
             return Ok(Vec::new());
         };
-        host.in_flight = host.in_flight.saturating_sub(1);
         let mut given_up = Vec::new();
         match outcome {
             RobotsOutcome::Rules { rules, body } => {
@@ -179,6 +285,7 @@ impl Frontier {
                     cache.put(id, expires_ms, &entry)?;
                 }
             }
+            RobotsOutcome::Redirect { .. } => {}
             RobotsOutcome::Unavailable { .. } => {
                 host.robots_failures += 1;
                 host.robots = RobotsState::Unavailable {

@@ -110,12 +110,17 @@ pub(crate) fn take_token(
 impl Frontier {
     /// Puts a host in the heap if it has work and room for another fetch.
     pub(crate) fn schedule(&mut self, id: HostId, now: Instant) {
-        if self.tallies.get(&id).is_some_and(|t| t.scheduled) || self.store.len(id) == 0 {
+        let hops = self.has_robots_hops(id);
+        if self.tallies.get(&id).is_some_and(|t| t.scheduled) || (self.store.len(id) == 0 && !hops)
+        {
             return;
         }
         let at = match self.resident.hosts.get(&id) {
             Some(host) => {
-                if host.in_flight >= self.policy.per_host_concurrency || host.robots.is_fetching() {
+                // A host waiting on its own robots.txt still serves hops into it.
+                if host.in_flight >= self.policy.per_host_concurrency
+                    || (host.robots.is_fetching() && !hops)
+                {
                     return;
                 }
                 host.not_before.max(now)

@@ -154,10 +154,10 @@ fn robots_comes_first_then_gates_each_url() {
     f.push("http://a", item("http://a/private/x")).unwrap();
     f.push("http://a", item("http://a/open")).unwrap();
     let now = Instant::now();
-    let Ok(Some(Work::Robots { host, key })) = f.pop_ready(now) else {
+    let Ok(Some(Work::Robots(host))) = f.pop_ready(now) else {
         panic!("robots.txt first")
     };
-    assert_eq!(key, "http://a");
+    assert_eq!(host.url, "http://a/robots.txt");
     // Nothing else for the host while its robots.txt is in flight.
     nothing(f.pop_ready(now));
     let given_up = f
@@ -179,7 +179,7 @@ fn unreachable_robots_blocks_then_gives_up() {
     f.push("http://a", item("http://a/1")).unwrap();
     let mut now = Instant::now();
     for attempt in 1..=MAX_UNAVAILABLE_ATTEMPTS {
-        let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(now) else {
+        let Ok(Some(Work::Robots(host))) = f.pop_ready(now) else {
             panic!("attempt {attempt}: robots.txt again")
         };
         let given_up = f
@@ -210,7 +210,7 @@ fn crawl_delay_slows_the_host() {
     for i in 0..3 {
         f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
     }
-    let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(Instant::now()) else {
+    let Ok(Some(Work::Robots(host))) = f.pop_ready(Instant::now()) else {
         panic!()
     };
     f.robots_done(host, rules("User-agent: *\nCrawl-delay: 2\n"))
@@ -245,7 +245,7 @@ fn evicted_hosts_come_back_with_their_rules() {
     while !f.is_finished() {
         let now = Instant::now();
         match f.pop_ready(now).unwrap() {
-            Some(Work::Robots { host, .. }) => {
+            Some(Work::Robots(host)) => {
                 robots += 1;
                 f.robots_done(host, rules(body)).unwrap();
             }
@@ -258,6 +258,7 @@ fn evicted_hosts_come_back_with_their_rules() {
                 assert!(item.url.contains("/private/"));
                 disallowed += 1;
             }
+            Some(other @ Work::Deferred { .. }) => panic!("{other:?}"),
             None => std::thread::sleep(Duration::from_micros(50)),
         }
     }
@@ -458,7 +459,7 @@ fn robots_fetch_in_flight_records_no_url() {
     p.respect_robots = true;
     let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
     f.push("http://a", item("http://a/0")).unwrap();
-    let Ok(Some(Work::Robots { .. })) = f.pop_ready(Instant::now()) else {
+    let Ok(Some(Work::Robots(_))) = f.pop_ready(Instant::now()) else {
         panic!("robots.txt first")
     };
     assert_eq!(f.in_flight(), 1);
@@ -541,13 +542,13 @@ fn robots_give_up_after_resume_skips_what_was_recorded() {
     let mut now = Instant::now() + Duration::from_millis(2);
     let mut given_up = Vec::new();
     for attempt in 1..=MAX_UNAVAILABLE_ATTEMPTS {
-        let Ok(Some(Work::Robots { host, .. })) = f.pop_ready(now) else {
+        let Ok(Some(Work::Robots(fetch))) = f.pop_ready(now) else {
             panic!("attempt {attempt}: robots.txt again")
         };
         let unavailable = RobotsOutcome::Unavailable {
             reason: "HTTP 503".into(),
         };
-        given_up.extend(f.robots_done(host, unavailable).unwrap());
+        given_up.extend(f.robots_done(fetch, unavailable).unwrap());
         now = Instant::now() + unavailable_backoff(attempt) + Duration::from_millis(1);
     }
     assert_eq!(urls(&given_up), ["http://a/0", "http://a/2"]);
@@ -572,4 +573,144 @@ fn a_resumed_host_waits_one_period_before_its_first_request() {
         at - before
     );
     assert_eq!(fetch(f.pop_ready(at)).item.url, "http://a/0");
+}
+
+fn robots_work(work: Result<Option<Work>, FrontierError>) -> RobotsFetch {
+    match work {
+        Ok(Some(Work::Robots(fetch))) => fetch,
+        other => panic!("expected a robots.txt request, got {other:?}"),
+    }
+}
+
+fn redirect(to: &str) -> RobotsOutcome {
+    RobotsOutcome::Redirect {
+        to: url::Url::parse(to).unwrap(),
+    }
+}
+
+#[test]
+fn a_robots_redirect_on_the_same_host_waits_for_the_hosts_rate() {
+    let mut p = policy(20.0, 1, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("http://a", item("http://a/page")).unwrap();
+    let first = robots_work(f.pop_ready(Instant::now()));
+    assert_eq!(
+        (first.host, first.via, first.hops),
+        (first.host, first.host, 0)
+    );
+    assert!(f
+        .robots_done(first.clone(), redirect("http://a/real/robots.txt"))
+        .unwrap()
+        .is_empty());
+    // The hop is a request to `a`: its token was spent by the first request, so nothing
+    // goes out now, and the next time anything may is a rate period later.
+    nothing(f.pop_ready(Instant::now()));
+    let at = f.next_ready_at().expect("the hop is scheduled");
+    assert!(at > Instant::now() + Duration::from_millis(25), "{at:?}");
+    std::thread::sleep(at.saturating_duration_since(Instant::now()) + Duration::from_millis(5));
+    let hop = robots_work(f.pop_ready(Instant::now()));
+    assert_eq!(hop.url, "http://a/real/robots.txt");
+    assert_eq!((hop.host, hop.via, hop.hops), (first.host, first.host, 1));
+    assert_eq!(f.in_flight(), 1);
+    f.robots_done(hop, rules("User-agent: *\nAllow: /\n"))
+        .unwrap();
+    assert_eq!(f.in_flight(), 0);
+}
+
+#[test]
+fn a_robots_redirect_to_another_host_is_a_request_under_that_hosts_rate() {
+    let mut p = policy(1.0, 1, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("http://a", item("http://a/page")).unwrap();
+    let first = robots_work(f.pop_ready(Instant::now()));
+    f.robots_done(first.clone(), redirect("http://b/robots.txt"))
+        .unwrap();
+    // `b` has never been requested: its token is there, so the hop goes out at once,
+    // charged to `b`; `a`'s pages still wait for their robots.txt.
+    let hop = robots_work(f.pop_ready(Instant::now()));
+    assert_eq!(hop.url, "http://b/robots.txt");
+    assert_eq!(hop.host, first.host);
+    assert_eq!(hop.via, host_id("http://b"));
+    nothing(f.pop_ready(Instant::now()));
+    // A page of `b` queued now must wait for `b`'s next token: the hop spent it.
+    f.push("http://b", item("http://b/page")).unwrap();
+    f.robots_done(hop, rules("User-agent: *\nDisallow: /page\n"))
+        .unwrap();
+    // `a`'s rules are in: its page is disallowed, without a request.
+    match f.pop_ready(Instant::now()) {
+        Ok(Some(Work::Disallowed(item))) => assert_eq!(item.url, "http://a/page"),
+        other => panic!("{other:?}"),
+    }
+    nothing(f.pop_ready(Instant::now()));
+    let at = f.next_ready_at().expect("b is scheduled");
+    assert!(at > Instant::now() + Duration::from_millis(500), "{at:?}");
+}
+
+#[test]
+fn robots_redirects_end_at_the_limit_with_everything_allowed() {
+    let mut p = policy(1000.0, 1000, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("http://a", item("http://a/page")).unwrap();
+    let mut fetch = robots_work(f.pop_ready(Instant::now()));
+    for hop in 1..=crate::robots::ROBOTS_MAX_REDIRECTS {
+        f.robots_done(fetch, redirect(&format!("http://a/r{hop}")))
+            .unwrap();
+        fetch = robots_work(f.pop_ready(Instant::now()));
+        assert_eq!(fetch.hops, hop);
+    }
+    f.robots_done(fetch, redirect("http://a/one-too-many"))
+        .unwrap();
+    assert_eq!(fetch_url(f.pop_ready(Instant::now())), "http://a/page");
+}
+
+fn fetch_url(work: Result<Option<Work>, FrontierError>) -> String {
+    fetch(work).item.url
+}
+
+#[test]
+fn a_crawl_delay_over_the_limit_defers_the_host_without_requests() {
+    let mut p = policy(1.0, 1, 4);
+    p.respect_robots = true;
+    p.max_crawl_delay = Duration::from_secs(30);
+    let mut f = frontier(p);
+    for i in 0..3 {
+        f.push("http://slow", item(&format!("http://slow/{i}")))
+            .unwrap();
+    }
+    f.push("http://ok", item("http://ok/1")).unwrap();
+    let now = Instant::now();
+    let first = robots_work(f.pop_ready(now));
+    let second = robots_work(f.pop_ready(now));
+    let (slow, ok) = if first.url.starts_with("http://slow") {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    f.robots_done(slow, rules("User-agent: *\nCrawl-delay: 86400\n"))
+        .unwrap();
+    f.robots_done(ok, rules("User-agent: *\nCrawl-delay: 30\n"))
+        .unwrap();
+    // Every URL of the slow host comes out at once, deferred, though its rate token was
+    // spent by the robots.txt request: deferring sends nothing.
+    let mut deferred = Vec::new();
+    let mut fetched = Vec::new();
+    while let Ok(Some(work)) = f.pop_ready(Instant::now()) {
+        match work {
+            Work::Deferred { item, crawl_delay } => {
+                assert_eq!(crawl_delay, Duration::from_secs(86400));
+                deferred.push(item.url);
+            }
+            Work::Fetch(d) => fetched.push(d.item.url),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        deferred,
+        ["http://slow/0", "http://slow/1", "http://slow/2"]
+    );
+    // A delay at the limit is honoured, not deferred.
+    assert_eq!(fetched, ["http://ok/1"]);
 }

@@ -92,12 +92,12 @@ pub enum Rejected {
 }
 
 /// The parameters stripped by default: tracking parameters and session ids.
-pub const DEFAULT_STRIP_PARAMS: &[&str] =
+pub(crate) const DEFAULT_STRIP_PARAMS: &[&str] =
     &["utm_*", "gclid", "fbclid", "jsessionid", "phpsessid", "sid"];
 
 /// The last path segments `strip_default_documents` removes (compared ASCII
 /// case-insensitively).
-pub const DEFAULT_DOCUMENTS: &[&str] = &[
+pub(crate) const DEFAULT_DOCUMENTS: &[&str] = &[
     "index.html",
     "index.htm",
     "index.php",
@@ -332,15 +332,9 @@ fn fold_www(url: &mut Url) {
 }
 
 /// The normalizer with the default options, used by the free functions.
-pub fn default_normalizer() -> &'static Normalizer {
+pub(crate) fn default_normalizer() -> &'static Normalizer {
     static DEFAULT: OnceLock<Normalizer> = OnceLock::new();
     DEFAULT.get_or_init(Normalizer::default)
-}
-
-/// Canonicalizes an already parsed URL in place with the default options
-/// (see [`Normalizer::canonicalize`]).
-pub fn canonicalize(url: &mut Url) -> Result<(), Rejected> {
-    default_normalizer().canonicalize(url)
 }
 
 /// Parses and canonicalizes a URL with the default options

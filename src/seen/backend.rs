@@ -30,7 +30,7 @@
 use super::{SeenSet, SeenStats};
 
 /// A URL-seen set the crawl can run on. See the module doc for the promises.
-pub trait SeenBackend: Send + Sync {
+pub(crate) trait SeenBackend: Send + Sync {
     /// Whether `key` is (probably) in the set. Never false for an inserted key.
     fn contains(&self, key: &[u8]) -> bool;
     /// Inserts `key`; true exactly once per key, for the first insert.

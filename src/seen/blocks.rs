@@ -12,12 +12,12 @@ use std::sync::atomic::AtomicU64;
 
 /// One cache line of the filter: words 0..8, bit 63 of word 7 the block's insert lock.
 #[repr(C, align(64))]
-pub struct Block(pub [AtomicU64; 8]);
+pub(crate) struct Block(pub [AtomicU64; 8]);
 
 /// The lock bit, in word 7 of every block; never a probe position.
-pub const LOCK_BIT: u64 = 1 << 63;
+pub(crate) const LOCK_BIT: u64 = 1 << 63;
 /// Index of the word that holds the lock bit.
-pub const LOCK_WORD: usize = 7;
+pub(crate) const LOCK_WORD: usize = 7;
 
 /// Zeroed memory obtained as described in the module doc, 64-byte aligned (2 MiB on Linux),
 /// given back on drop. It has no type of its own: [`BlockArray`] and [`WordBuffer`] say what
@@ -128,7 +128,7 @@ impl Drop for Mapping {
 unsafe impl Send for Mapping {}
 
 /// An owned, zero-initialised array of blocks.
-pub struct BlockArray {
+pub(crate) struct BlockArray {
     memory: Mapping,
     len: usize,
 }
@@ -139,7 +139,7 @@ unsafe impl Sync for BlockArray {}
 
 impl BlockArray {
     /// `len` zeroed blocks, or None when the memory cannot be had.
-    pub fn zeroed(len: usize) -> Option<BlockArray> {
+    pub(crate) fn zeroed(len: usize) -> Option<BlockArray> {
         let bytes = len.checked_mul(std::mem::size_of::<Block>())?;
         Some(BlockArray {
             memory: Mapping::zeroed(bytes)?,
@@ -148,14 +148,14 @@ impl BlockArray {
     }
 
     /// The blocks, for concurrent atomic access.
-    pub fn blocks(&self) -> &[Block] {
+    pub(crate) fn blocks(&self) -> &[Block] {
         // SAFETY: the memory holds len zero-initialised blocks (all-zero bytes are valid
         // AtomicU64s), aligned to 64 bytes, owned by self.
         unsafe { std::slice::from_raw_parts(self.memory.ptr.as_ptr() as *const Block, self.len) }
     }
 
     /// The words, for filling from a file while nobody else can see the array.
-    pub fn words_mut(&mut self) -> &mut [u64] {
+    pub(crate) fn words_mut(&mut self) -> &mut [u64] {
         // SAFETY: &mut self excludes all other access; AtomicU64 has the size and layout of
         // u64, any bit pattern is a valid value, and 64-byte alignment satisfies u64.
         unsafe {
@@ -169,7 +169,7 @@ impl BlockArray {
 ///
 /// Fresh, its pages are not yet backed; [`WordBuffer::fault_in`] backs them all at once, so
 /// that a buffer reused for checkpoint after checkpoint pays its page faults only once.
-pub struct WordBuffer {
+pub(crate) struct WordBuffer {
     memory: Mapping,
     len: usize,
 }
@@ -180,7 +180,7 @@ unsafe impl Sync for WordBuffer {}
 
 impl WordBuffer {
     /// `len` zeroed words, or None when the memory cannot be had.
-    pub fn zeroed(len: usize) -> Option<WordBuffer> {
+    pub(crate) fn zeroed(len: usize) -> Option<WordBuffer> {
         let bytes = len.checked_mul(8)?;
         Some(WordBuffer {
             memory: Mapping::zeroed(bytes)?,
@@ -189,7 +189,7 @@ impl WordBuffer {
     }
 
     /// No words, no memory.
-    pub fn empty() -> WordBuffer {
+    pub(crate) fn empty() -> WordBuffer {
         WordBuffer {
             memory: Mapping::empty(),
             len: 0,
@@ -199,7 +199,7 @@ impl WordBuffer {
     /// Backs every page now, contents unchanged (one read and write back per 4 KiB page; on
     /// Linux the kernel hands out 2 MiB pages where it can, so most of these find their page
     /// already there).
-    pub fn fault_in(&mut self) {
+    pub(crate) fn fault_in(&mut self) {
         for page in self.as_mut_slice().chunks_mut(PAGE / 8) {
             // Volatile: the compiler would rightly see writing back the value just read as
             // nothing, but a read alone maps the shared zero page, not memory of our own.
@@ -211,13 +211,13 @@ impl WordBuffer {
         }
     }
 
-    pub fn as_slice(&self) -> &[u64] {
+    pub(crate) fn as_slice(&self) -> &[u64] {
         // SAFETY: the memory holds len zero-initialised words, 64-byte aligned, owned by
         // self; &self only hands out shared access.
         unsafe { std::slice::from_raw_parts(self.memory.ptr.as_ptr() as *const u64, self.len) }
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u64] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u64] {
         // SAFETY: as above, and &mut self excludes all other access.
         unsafe { std::slice::from_raw_parts_mut(self.memory.ptr.as_ptr() as *mut u64, self.len) }
     }

@@ -39,7 +39,7 @@ impl Shard {
     }
 }
 
-pub struct LiveCounters {
+pub(crate) struct LiveCounters {
     /// One per slot, then the shared overflow shard.
     shards: Box<[Shard]>,
     packed: bool,
@@ -49,7 +49,7 @@ pub struct LiveCounters {
 }
 
 impl LiveCounters {
-    pub fn new(probe_bits: u64, base_insertions: u64, base_bits: u64) -> LiveCounters {
+    pub(crate) fn new(probe_bits: u64, base_insertions: u64, base_bits: u64) -> LiveCounters {
         LiveCounters {
             shards: (0..=SLOTS).map(|_| Shard::default()).collect(),
             packed: probe_bits < HIGH,
@@ -60,7 +60,7 @@ impl LiveCounters {
 
     /// Adds new keys and the bits they set.
     #[inline]
-    pub fn add(&self, insertions: u64, bits: u64) {
+    pub(crate) fn add(&self, insertions: u64, bits: u64) {
         match slot::current() {
             Some(slot) => {
                 let shard = &self.shards[slot];
@@ -86,7 +86,7 @@ impl LiveCounters {
     }
 
     /// (insertions, bits set) so far.
-    pub fn read(&self, order: Ordering) -> (u64, u64) {
+    pub(crate) fn read(&self, order: Ordering) -> (u64, u64) {
         let (mut insertions, mut bits) = (self.base_insertions, self.base_bits);
         for shard in self.shards.iter() {
             let first = shard.first.load(order);
@@ -148,7 +148,7 @@ mod slot {
     /// This thread's slot; None when 64 other threads hold them all, or while this thread
     /// is being torn down.
     #[inline]
-    pub fn current() -> Option<usize> {
+    pub(crate) fn current() -> Option<usize> {
         const _: () = assert!(SLOTS == 64, "TAKEN is a 64-bit map");
         HELD.try_with(|held| held.0).ok().flatten()
     }

@@ -13,12 +13,12 @@ use super::blocks::{BlockArray, WordBuffer, LOCK_BIT, LOCK_WORD};
 use super::error::SeenError;
 use super::plan::{Layout, Plan, BLOCK_BITS, BLOCK_BYTES, MAX_K};
 
-pub const MAGIC: [u8; 8] = *b"CRWLSEEN";
-pub const VERSION: u32 = 1;
+pub(crate) const MAGIC: [u8; 8] = *b"CRWLSEEN";
+pub(crate) const VERSION: u32 = 1;
 /// MurmurHash3 x64_128, g_i = h1 + i·h2, block = ⌊h1·blocks/2^64⌋, bit = ⌊mix(g_i)·511/2^64⌋.
-pub const HASH_SCHEME: u32 = 1;
-pub const HEADER_LEN: u64 = 64;
-pub const CHECKSUM_LEN: u64 = 8;
+pub(crate) const HASH_SCHEME: u32 = 1;
+pub(crate) const HEADER_LEN: u64 = 64;
+pub(crate) const CHECKSUM_LEN: u64 = 8;
 
 /// A copy of a seen-set's array and counters, taken while inserts go on (they never wait),
 /// to be written to disk by a background checkpoint writer.
@@ -65,13 +65,15 @@ impl SeenSnapshot {
         })
     }
 
-    /// Keys counted as new when the copy started.
-    pub fn insertions(&self) -> u64 {
+    /// Keys counted as new when the copy started (the tests compare copies).
+    #[cfg(test)]
+    pub(crate) fn insertions(&self) -> u64 {
         self.insertions
     }
 
     /// The plan of the filter this is a copy of.
-    pub fn plan(&self) -> &Plan {
+    #[cfg(test)]
+    pub(crate) fn plan(&self) -> &Plan {
         &self.plan
     }
 
@@ -94,7 +96,7 @@ impl SeenSnapshot {
 const CHUNK_WORDS: usize = 1 << 17;
 
 /// The 64-byte header for a filter of this plan holding `insertions` keys.
-pub fn header(plan: &Plan, insertions: u64) -> [u8; HEADER_LEN as usize] {
+pub(crate) fn header(plan: &Plan, insertions: u64) -> [u8; HEADER_LEN as usize] {
     let mut h = [0u8; HEADER_LEN as usize];
     h[0..8].copy_from_slice(&MAGIC);
     h[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -115,7 +117,7 @@ pub fn header(plan: &Plan, insertions: u64) -> [u8; HEADER_LEN as usize] {
 /// file beside `path`; fsyncs it, renames it over `path`, fsyncs the directory. Each word is
 /// produced exactly once, so the checksum covers exactly the bytes written even when they
 /// come from a filter that is changing underneath.
-pub fn write_atomically(
+pub(crate) fn write_atomically(
     path: &Path,
     header: &[u8; HEADER_LEN as usize],
     words: usize,
@@ -149,15 +151,15 @@ pub fn write_atomically(
 }
 
 /// What a file holds once checked: the plan, the filled array, the counters.
-pub struct Loaded {
-    pub plan: Plan,
-    pub array: BlockArray,
-    pub insertions: u64,
-    pub bits_set: u64,
+pub(crate) struct Loaded {
+    pub(crate) plan: Plan,
+    pub(crate) array: BlockArray,
+    pub(crate) insertions: u64,
+    pub(crate) bits_set: u64,
 }
 
 /// Reads and checks a seen-set file; any deviation is its own error.
-pub fn read(path: &Path) -> Result<Loaded, SeenError> {
+pub(crate) fn read(path: &Path) -> Result<Loaded, SeenError> {
     let mut file = File::open(path).at("open", path)?;
     let size = file.metadata().at("read metadata of", path)?.len();
     let minimum = HEADER_LEN + CHECKSUM_LEN;
@@ -337,7 +339,7 @@ fn parse_header(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<HeaderFiel
 /// Set bits in `words`, with the POPCNT instruction where the processor has it: the default
 /// x86-64 target may not assume it, and the portable fallback is several times slower over a
 /// 171 MiB array.
-pub fn count_ones(words: &[u64]) -> u64 {
+pub(crate) fn count_ones(words: &[u64]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
         // SAFETY: the processor has POPCNT, checked just above.

@@ -188,7 +188,7 @@ mod probe;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-pub use backend::SeenBackend;
+pub(crate) use backend::SeenBackend;
 use blocks::{Block, BlockArray, WordBuffer, LOCK_BIT, LOCK_WORD};
 use counters::LiveCounters;
 pub use error::SeenError;
@@ -218,9 +218,9 @@ pub struct SeenStats {
     /// Bits set in the array.
     pub bits_set: u64,
     /// Bits in the array, lock bits included.
-    pub m_bits: u64,
+    pub(crate) m_bits: u64,
     /// Probes per key.
-    pub k: u32,
+    pub(crate) k: u32,
     /// bits_set over the probe-able bits (511 of every 512).
     pub fill: f64,
     /// fpp estimated from the fill with the blocked model (see the module doc).
@@ -561,7 +561,7 @@ fn prefetch(block: &Block, intent: Intent) {
 /// the observed fill, and the model gives its fpp. fill^k, the classic estimate, would be too
 /// optimistic here: a key's block is often fuller than the average block (at 14.4 bits/URL,
 /// k = 10: fill^k = 0.0010 while the blocked fpp is 0.0016).
-pub fn fpp_from_fill(fill: f64, k: u32) -> f64 {
+pub(crate) fn fpp_from_fill(fill: f64, k: u32) -> f64 {
     if fill <= 0.0 {
         return 0.0;
     }

@@ -28,7 +28,7 @@ pub const BLOCK_BITS: u64 = 512;
 /// Bits of a block that probes can hit; the 512th is the block's insert lock.
 pub const PROBE_BITS: u64 = BLOCK_BITS - 1;
 /// Bytes in one block.
-pub const BLOCK_BYTES: u64 = BLOCK_BITS / 8;
+pub(crate) const BLOCK_BYTES: u64 = BLOCK_BITS / 8;
 /// The model fpp of a planned filter is kept this factor below the configured p, so that the
 /// measured fpp (1–4 % above the model, in simulation and over 10^7 absent URLs; see the
 /// module doc) still meets p.
@@ -49,14 +49,14 @@ pub enum Layout {
 
 impl Layout {
     /// The number written in the file header.
-    pub fn code(self) -> u32 {
+    pub(crate) fn code(self) -> u32 {
         match self {
             Layout::Blocked512 => 1,
         }
     }
 
     /// The layout a file header number stands for, if any.
-    pub fn from_code(code: u32) -> Option<Layout> {
+    pub(crate) fn from_code(code: u32) -> Option<Layout> {
         match code {
             1 => Some(Layout::Blocked512),
             _ => None,
@@ -91,9 +91,9 @@ pub enum PlanError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// URLs the filter is sized for (the crawl's `max_urls`).
-    pub n: u64,
+    pub(crate) n: u64,
     /// The false-positive rate asked for (for a memory-budget plan: the one the budget gives).
-    pub target_fpp: f64,
+    pub(crate) target_fpp: f64,
     /// Bits in the array really built, lock bits included (a multiple of 512).
     pub m_bits: u64,
     /// Probes per key.
@@ -103,11 +103,11 @@ pub struct Plan {
     /// Model fpp of the filter really built once it holds n keys.
     pub expected_fpp: f64,
     /// How the bits are organised.
-    pub layout: Layout,
+    pub(crate) layout: Layout,
     /// Number of 512-bit blocks.
-    pub blocks: u64,
+    pub(crate) blocks: u64,
     /// MurmurHash3 seed.
-    pub seed: u32,
+    pub(crate) seed: u32,
 }
 
 impl Plan {

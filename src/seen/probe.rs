@@ -16,14 +16,14 @@ use super::plan::PROBE_BITS;
 
 /// The block a key lives in and, per word of that block, the bits it owns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Probe {
-    pub block: usize,
-    pub masks: [u64; 8],
+pub(crate) struct Probe {
+    pub(crate) block: usize,
+    pub(crate) masks: [u64; 8],
 }
 
 /// MurmurHash3 x64_128 of `key` as (h1, h2), the reference implementation's two halves.
 #[inline]
-pub fn murmur3_halves(key: &[u8], seed: u32) -> (u64, u64) {
+pub(crate) fn murmur3_halves(key: &[u8], seed: u32) -> (u64, u64) {
     // fastmurmur3 takes a u64 seed and starts h1 = h2 = seed; the reference takes a u32 seed
     // and does the same, so a u32 seed widened to u64 is the reference function.
     let h = fastmurmur3::murmur3_x64_128(key, u64::from(seed));
@@ -38,14 +38,14 @@ fn scale(a: u64, b: u64) -> u64 {
 
 /// The block of a key with hash halves (h1, h2): g_0 = h1 scaled onto 0..blocks.
 #[inline]
-pub fn block_of(h1: u64, blocks: u64) -> usize {
+pub(crate) fn block_of(h1: u64, blocks: u64) -> usize {
     scale(h1, blocks) as usize
 }
 
 /// The key's bits in its block, per word: g_i = h1 + i·h2 for i = 1..=k, each mixed and
 /// scaled onto the 511 probe-able bits.
 #[inline]
-pub fn masks_of(h1: u64, h2: u64, k: u32) -> [u64; 8] {
+pub(crate) fn masks_of(h1: u64, h2: u64, k: u32) -> [u64; 8] {
     let mut masks = [0u64; 8];
     let mut g = h1;
     for _ in 0..k {

@@ -19,6 +19,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn help_explains_every_flag() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     let o = crawler(&["--help"], dir.path());
     assert!(o.status.success());
@@ -41,6 +42,7 @@ fn help_explains_every_flag() {
 
 #[test]
 fn max_urls_rejects_bad_forms_and_shows_the_accepted_ones() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
     let o = crawler(&["--seeds", "s.txt", "--max-urls", "lots"], dir.path());
@@ -54,6 +56,7 @@ fn max_urls_rejects_bad_forms_and_shows_the_accepted_ones() {
 
 #[test]
 fn bad_seed_lines_are_reported_and_no_valid_seed_is_fatal() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("seeds.txt"),
@@ -73,6 +76,7 @@ fn bad_seed_lines_are_reported_and_no_valid_seed_is_fatal() {
 
 #[test]
 fn missing_seed_file_is_named() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     let o = crawler(&["--seeds", "nope.txt", "--max-urls", "10"], dir.path());
     assert_eq!(o.status.code(), Some(2));
@@ -81,6 +85,7 @@ fn missing_seed_file_is_named() {
 
 #[test]
 fn bad_config_is_refused_with_file_and_key() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
     let cases: &[(&str, &[&str])] = &[
@@ -120,6 +125,7 @@ fn bad_config_is_refused_with_file_and_key() {
 
 #[test]
 fn unknown_set_key_names_it_and_lists_the_section() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
     let o = crawler(
@@ -146,6 +152,7 @@ fn unknown_set_key_names_it_and_lists_the_section() {
 
 #[test]
 fn config_subcommand_prints_effective_values() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     let o = crawler(&["config", "--set", "crawl.max_depth=7"], dir.path());
     assert!(o.status.success(), "{}", stderr(&o));
@@ -155,6 +162,7 @@ fn config_subcommand_prints_effective_values() {
 
 #[test]
 fn normalize_subcommand() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     let o = crawler(
         &["normalize", "HTTP://Example.COM:80/a/./b#x", "mailto:x@y.z"],
@@ -170,6 +178,7 @@ fn normalize_subcommand() {
 
 #[test]
 fn earlier_output_is_not_overwritten_without_fresh() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
     std::fs::create_dir(dir.path().join("out")).unwrap();
@@ -189,6 +198,7 @@ fn earlier_output_is_not_overwritten_without_fresh() {
 
 #[test]
 fn unreachable_seed_finishes_with_exit_code_1() {
+    let _load = crate::support::ordinary();
     // Port 9 on loopback: nothing listens, the connection is refused at once.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.txt"), "http://down.test/\n").unwrap();
@@ -224,6 +234,7 @@ fn unreachable_seed_finishes_with_exit_code_1() {
 
 #[test]
 fn plan_shows_the_classic_optimum_beside_the_filter_really_built() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     let o = crawler(&["plan", "--max-urls", "1e8", "--fpp", "0.001"], dir.path());
     assert!(o.status.success(), "{}", stderr(&o));
@@ -250,6 +261,7 @@ fn plan_shows_the_classic_optimum_beside_the_filter_really_built() {
 
 #[test]
 fn plan_refuses_nonsense_with_reasons() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     for (args, needle) in [
         (
@@ -278,6 +290,7 @@ fn plan_refuses_nonsense_with_reasons() {
 
 #[test]
 fn unfinished_crawl_needs_resume_or_fresh_and_resume_goes_on() {
+    let _load = crate::support::ordinary();
     use testweb::{TestWebServer, Web, WebSpec};
     let web = std::sync::Arc::new(Web::new(WebSpec::small(51)));
     let server = TestWebServer::start(web.clone()).unwrap();
@@ -351,6 +364,7 @@ fn unfinished_crawl_needs_resume_or_fresh_and_resume_goes_on() {
 /// prints its cause once, and says what to do where there is something to do.
 #[test]
 fn the_commonest_errors_read_exactly_so() {
+    let _load = crate::support::ordinary();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("s.txt"), "http://a.test/\n").unwrap();

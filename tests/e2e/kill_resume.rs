@@ -196,6 +196,19 @@ fn kill_and_resume(
             break;
         }
         std::thread::sleep(Duration::from_millis(rng.random_range(run_ms.clone())));
+        // A kill before the first checkpoint (published before the first request) leaves
+        // nothing to resume (the crawler then says so and exits 2, rightly): on a loaded
+        // machine start-up alone can outlast the drawn moment, so the first kill waits for
+        // the first checkpoint.
+        let manifest = crawl.out().join("checkpoint/manifest.json");
+        let waited = Instant::now();
+        while kills == 0
+            && !manifest.exists()
+            && waited.elapsed() < Duration::from_secs(30)
+            && child.try_wait().unwrap().is_none()
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         if child.try_wait().unwrap().is_some() {
             // Finished before the kill: nothing left to resume.
             let o = child.wait_with_output().unwrap();
@@ -232,6 +245,7 @@ fn kill_seed(test: &str) -> u64 {
 
 #[test]
 fn kill_9_and_resume_loses_nothing() {
+    let _load = crate::support::ordinary();
     let seed = kill_seed("kill_9_and_resume_loses_nothing");
     let (kills, extra) = kill_and_resume(seed, 4, 40, 300..1500);
     eprintln!("{kills} kills, {extra} pages fetched twice");
@@ -243,6 +257,7 @@ fn kill_9_and_resume_loses_nothing() {
 #[test]
 #[ignore = "slow: 20 kills; run in a release build"]
 fn twenty_kills_lose_nothing() {
+    let _load = crate::support::ordinary();
     let seed = kill_seed("twenty_kills_lose_nothing");
     // Slower, and killed sooner, so that 20 kills happen before the crawl ends.
     let (kills, extra) = kill_and_resume(seed, 20, 8, 200..900);
@@ -265,6 +280,7 @@ fn slow_crawl(seed: u64) -> CliCrawl {
 /// previous checkpoint (replaying both queue logs) and the crawl comes out exact.
 #[test]
 fn killed_between_prepare_and_publish_resumes_exactly() {
+    let _load = crate::support::ordinary();
     let crawl = slow_crawl(62);
     let o = crawl.run(false, Some("prepared:3"), 0);
     assert!(
@@ -289,6 +305,7 @@ fn killed_between_prepare_and_publish_resumes_exactly() {
 /// good one, nor deletes the only usable checkpoint.
 #[test]
 fn a_crash_after_falling_back_keeps_a_usable_checkpoint() {
+    let _load = crate::support::ordinary();
     let crawl = slow_crawl(63);
     let o = crawl.run(false, Some("prepared:3"), 0);
     assert!(
@@ -331,6 +348,7 @@ fn a_crash_after_falling_back_keeps_a_usable_checkpoint() {
 /// checkpoint is durable before any request, so `--resume` works.
 #[test]
 fn killed_at_the_first_request_resumes() {
+    let _load = crate::support::ordinary();
     let mut spec = WebSpec::small(64);
     spec.features.too_slow = true;
     let web = Web::new(spec.clone());
@@ -378,6 +396,7 @@ fn killed_at_the_first_request_resumes() {
 /// `--resume`, the last checkpoint intact; the resumed crawl comes out exact.
 #[test]
 fn a_failed_queue_log_append_stops_the_crawl_resumably() {
+    let _load = crate::support::ordinary();
     let crawl = slow_crawl(65);
     let o = crawl.run(false, Some("queue-log:40"), 0);
     let stderr = String::from_utf8_lossy(&o.stderr);

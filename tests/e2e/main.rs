@@ -4,6 +4,9 @@
 
 mod cli;
 mod crawl_e2e;
+mod descriptors;
+mod faults;
+mod hostile;
 mod kill_resume;
 mod politeness_e2e;
 mod resume_e2e;

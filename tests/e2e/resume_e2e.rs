@@ -22,7 +22,6 @@ fn run(
     stop_after: Option<Duration>,
     resume: Option<checkpoint::Loaded>,
 ) -> Result<CrawlSummary, crawler::crawl::CrawlError> {
-    let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
     let shutdown = ShutdownHandle::new();
     if let Some(after) = stop_after {
         let stopper = shutdown.clone();
@@ -31,6 +30,17 @@ fn run(
             stopper.stop();
         });
     }
+    run_until(config, seeds, shutdown, resume)
+}
+
+/// Runs a crawl until it ends or `shutdown` is stopped.
+fn run_until(
+    config: &Config,
+    seeds: &[String],
+    shutdown: ShutdownHandle,
+    resume: Option<checkpoint::Loaded>,
+) -> Result<CrawlSummary, crawler::crawl::CrawlError> {
+    let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -56,6 +66,7 @@ fn slow_config(server: &TestWebServer, out: &Path) -> Config {
 
 #[test]
 fn stop_then_resume_fetches_everything_once() {
+    let _load = crate::support::ordinary();
     let web = Arc::new(Web::new(WebSpec::small(31)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -101,19 +112,45 @@ fn stop_then_resume_fetches_everything_once() {
     assert_eq!(manifest.frontier.expect("frontier position").queued, 0);
 }
 
-/// A stopped crawl with at least two checkpoints on disk.
+/// A stopped crawl with at least two checkpoints on disk that both hold pages: stopped
+/// 700 ms in, or later on a loaded machine, once two checkpoints were taken after the
+/// server answered 30 requests (a fixed moment could come before any page was recorded).
 fn stopped_crawl(seed: u64) -> (tempfile::TempDir, Config, Vec<String>) {
     let web = Arc::new(Web::new(WebSpec::small(seed)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
     let config = slow_config(&server, out.path());
-    let summary = run(
-        &config,
-        &web.seeds(),
-        Some(Duration::from_millis(700)),
-        None,
-    )
-    .unwrap();
+    let shutdown = ShutdownHandle::new();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let summary = std::thread::scope(|scope| {
+        let stopper = shutdown.clone();
+        let (server, out, done) = (&server, out.path(), &done);
+        scope.spawn(move || {
+            let started = std::time::Instant::now();
+            let seq = || {
+                checkpoint::current_manifest(out)
+                    .and_then(|m| m.ok())
+                    .map(|m| m.seq)
+            };
+            let mut after_pages = None;
+            while started.elapsed() < Duration::from_secs(30)
+                && !done.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                if after_pages.is_none() && server.request_count() >= 30 {
+                    after_pages = Some(seq().unwrap_or(0));
+                }
+                let enough = after_pages.is_some_and(|s| seq().is_some_and(|now| now >= s + 2));
+                if enough && started.elapsed() >= Duration::from_millis(700) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            stopper.stop();
+        });
+        let summary = run_until(&config, &web.seeds(), shutdown, None);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        summary.unwrap()
+    });
     assert!(summary.stopped);
     assert!(out.path().join("checkpoint/manifest.prev.json").exists());
     (out, config, web.seeds())
@@ -141,6 +178,7 @@ fn flip_byte(path: &Path, at_fraction: f64) {
 
 #[test]
 fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
+    let _load = crate::support::ordinary();
     type Damage = fn(&Path);
     let cases: &[(&str, Damage, &str)] = &[
         (
@@ -239,6 +277,7 @@ fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
 
 #[test]
 fn incompatible_resume_says_what_differs() {
+    let _load = crate::support::ordinary();
     let (out, config, seeds) = stopped_crawl(45);
     let mut changed = config.clone();
     changed.crawl.max_urls = crawler::config::Count(123_456);
@@ -257,6 +296,7 @@ fn incompatible_resume_says_what_differs() {
 
 #[test]
 fn damaged_queue_log_and_short_output_are_reported() {
+    let _load = crate::support::ordinary();
     // A bad line inside the queue log (not a torn end) is damage, in a log that the previous
     // checkpoint would replay too: that line is skipped and named, the rest is used.
     let (out, _, _) = stopped_crawl(46);
@@ -388,6 +428,7 @@ fn queued_and_recorded_after_checkpoint(out: &Path, host: &str, n: usize) {
 /// queue log count for their host, the ones recorded since the checkpoint included.
 #[test]
 fn max_pages_per_host_holds_across_a_crash() {
+    let _load = crate::support::ordinary();
     let web = Arc::new(Web::new(WebSpec::small(48)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -428,6 +469,7 @@ fn max_pages_per_host_holds_across_a_crash() {
 /// trusted: the output is cut there and the page fetched again, so no link is lost.
 #[test]
 fn a_record_whose_links_were_lost_is_fetched_again() {
+    let _load = crate::support::ordinary();
     use std::io::Write;
     let (out, _, _) = stopped_crawl(49);
     let m = checkpoint::current_manifest(out.path()).unwrap().unwrap();
@@ -485,6 +527,7 @@ fn a_record_whose_links_were_lost_is_fetched_again() {
 /// one rate period, so it never follows the last one before the stop too closely.
 #[test]
 fn the_first_request_after_a_resume_keeps_the_rate() {
+    let _load = crate::support::ordinary();
     let web = Arc::new(Web::new(WebSpec::small(50)));
     let server = TestWebServer::start(web.clone()).unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -541,6 +584,7 @@ fn the_first_request_after_a_resume_keeps_the_rate() {
 /// and seed, and the previous checkpoint is used.
 #[test]
 fn a_rewritten_seen_file_is_refused_even_with_a_valid_checksum() {
+    let _load = crate::support::ordinary();
     for (name, offset) in [("seed", 20), ("bits", 200)] {
         let (out, _, _) = stopped_crawl(51);
         let path = current_dir(out.path()).join("seen.bin");

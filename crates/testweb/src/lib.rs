@@ -104,6 +104,29 @@
 //!   served with `/p/{k}`'s bytes. With `CrawlRules::full_normalization` they are `/p/{k}`;
 //!   without, each is a URL of its own at `/p/{k}`'s depth.
 //!
+//! # The hostile corner
+//! [`TestWebServer::start_hostile`] (or `testweb --hostile`) also serves hosts that misbehave
+//! on purpose, each on a name of its own ([`Hostile::ALL`]; `hostile.rs` and `raw.rs` say
+//! exactly what each sends):
+//! - on this listener, `NAME.hostile.test`: `private-redirect` and `private-robots`
+//!   (redirects to the canary and to `169.254.169.254`), `huge-base` (a 4 MiB `<base href>`
+//!   and 10,000 relative links), `million-links`, `crawl-delay` (`Crawl-delay: 86400`),
+//!   `retry-after` (503 with `Retry-After: 86400`), `endless-body` (chunked, never ends),
+//!   `gzip-bomb` and `brotli-bomb` (~3.9 GiB decompressed), `endless-redirect`, `shift-jis`
+//!   (invalid bytes), `lying-bom` (UTF-16 BOM on UTF-8), and `many` (links 20,000 hosts
+//!   `h{i}.many.hostile.test`, each a tiny page);
+//! - on a second listener, the raw-socket responder for `NAME.raw.test`, for what hyper will
+//!   not send: `slowloris` (headers at one byte per second), `garbage-status`
+//!   (`HTTP/1.1 999 ???`), `no-reason`, `bad-header-bytes` (invalid UTF-8 in header values),
+//!   `no-colon` and `not-http`. The crawler maps it with a second resolve entry
+//!   ([`TestWebServer::resolve_entries`]);
+//! - a **canary** listener that answers nothing and counts connections
+//!   ([`TestWebServer::canary_connections`]): it is where the private redirects point, it is
+//!   never mapped nor seeded, so a crawl that connects to it has reached a private address.
+//!
+//! Nothing big is held in memory: huge and endless bodies are generated as they are read,
+//! the compression bombs are a few precomputed blocks repeated.
+//!
 //! # Ground truth
 //! [`Web::ground_truth`] walks the graph from the seeds applying [`CrawlRules`] the way the
 //! crawler does: seeds depth 0; a link from a page of depth `d` is taken on if `d+1 ≤
@@ -126,6 +149,8 @@
 //! cross-host discovery races, duplicates and cycles to get wrong.
 
 mod graph;
+mod hostile;
+mod raw;
 mod render;
 mod robots;
 mod server;
@@ -135,6 +160,10 @@ use std::collections::BTreeSet;
 
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
+pub use hostile::{
+    Hostile, BOMB_MIB, HOSTILE_DOMAIN, HUGE_BASE_BYTES, HUGE_BASE_LINKS, HUGE_DELAY_SECS,
+    MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN,
+};
 pub use server::{RequestRecord, ServerOptions, TestWebServer};
 pub use truth::{
     max_concurrency, requests_per_url, CrawlRules, ExpectedPage, GroundTruth, LogDiff,

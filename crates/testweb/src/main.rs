@@ -2,6 +2,8 @@
 //!
 //! Prints the listening address, the `[network] resolve` line to paste into the crawler's
 //! config and the seeds; serves until Ctrl-C; optionally writes the request log as JSON lines.
+//! With `--hostile` it also serves the hostile corner (misbehaving hosts, the raw-socket
+//! responder and the canary; see the crate doc) and lists those hosts with what each does.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -9,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use testweb::{Features, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
+use testweb::{Features, Hostile, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
 
 #[derive(Parser, Debug)]
 #[command(about = "Serve the synthetic web used by the crawler's tests and benchmarks")]
@@ -41,6 +43,10 @@ struct Args {
     /// Write the request log here as JSON lines when stopping.
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Also serve the hostile corner: NAME.hostile.test and NAME.raw.test hosts that
+    /// misbehave on purpose, and a canary listener that nothing may connect to.
+    #[arg(long)]
+    hostile: bool,
 }
 
 fn record_json(r: &RequestRecord) -> serde_json::Value {
@@ -92,7 +98,12 @@ fn main() -> ExitCode {
         port: args.port,
         log_requests: args.log.is_some(),
     };
-    let server = match TestWebServer::start_with(Arc::clone(&web), options) {
+    let started = if args.hostile {
+        TestWebServer::start_hostile(Arc::clone(&web), options)
+    } else {
+        TestWebServer::start_with(Arc::clone(&web), options)
+    };
+    let server = match started {
         Ok(s) => s,
         Err(e) => {
             eprintln!(
@@ -102,7 +113,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (pattern, addr) = server.resolve_entry();
     println!(
         "testweb: serving {} hosts, {} pages (seed {}) on http://{}",
         web.host_count(),
@@ -111,7 +121,12 @@ fn main() -> ExitCode {
         server.addr()
     );
     println!("paste into the crawler's config.toml:");
-    println!("[network]\nresolve = {{ \"{pattern}\" = \"{addr}\" }}");
+    let entries: Vec<String> = server
+        .resolve_entries()
+        .iter()
+        .map(|(pattern, addr)| format!("\"{pattern}\" = \"{addr}\""))
+        .collect();
+    println!("[network]\nresolve = {{ {} }}", entries.join(", "));
     match &args.seeds_out {
         Some(path) => println!("seeds ({}) written to {}", seeds.len(), path.display()),
         None => {
@@ -120,6 +135,18 @@ fn main() -> ExitCode {
                 println!("{s}");
             }
         }
+    }
+    if let Some(canary) = server.canary_addr() {
+        println!("hostile hosts (seed, behaviour; what a crawler must do):");
+        for h in Hostile::ALL {
+            println!(
+                "{}\n    {}\n    must: {}",
+                h.seed(),
+                h.behaviour(),
+                h.crawler_must()
+            );
+        }
+        println!("canary (never map it, never seed it; it must see no connection): {canary}");
     }
     println!("Ctrl-C to stop");
 
@@ -139,11 +166,15 @@ fn main() -> ExitCode {
     let log = server.log();
     let served = server.request_count();
     let cpu = server.cpu_time();
+    let canary = server.canary_connections();
     server.shutdown();
     println!(
         "testweb: served {served} requests, server CPU {:.3} s",
         cpu.as_secs_f64()
     );
+    if args.hostile {
+        println!("testweb: the canary saw {canary} connections");
+    }
     if let Some(path) = &args.log {
         if let Err(e) = write_log(path, &log) {
             eprintln!("{}: cannot write the request log: {e}", path.display());

@@ -7,6 +7,10 @@
 //! ([`TestWebServer::cpu_time`]). Pages are rendered per request straight into one buffer;
 //! the request log is a `Vec` behind a mutex, appended at arrival and completed when the
 //! response is handed to hyper, so it stays in arrival order.
+//!
+//! Started with [`TestWebServer::start_hostile`] it also serves the hostile corner
+//! (`hostile.rs`): the `*.hostile.test` hosts on this listener, and two more listeners on
+//! the same runtime, the raw-socket responder (`*.raw.test`) and the canary (`raw.rs`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -28,6 +32,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
 
 use super::graph::{BodyKind, Graph, Node, Page, Special};
+use super::raw::HostileAddrs;
 use super::render;
 use super::Web;
 
@@ -77,7 +82,7 @@ impl Default for ServerOptions {
     }
 }
 
-struct Shared {
+pub(crate) struct Shared {
     web: Arc<Web>,
     started: Instant,
     log_requests: bool,
@@ -85,7 +90,52 @@ struct Shared {
     log: Mutex<Vec<RequestRecord>>,
     /// Requests seen so far per stateful page (flaky pages, robots.txt).
     attempts: Mutex<HashMap<Node, u32>>,
-    next_connection: AtomicU64,
+    pub(crate) next_connection: AtomicU64,
+    /// Longest lateness of the stall probe's ticks, in µs (see [`TestWebServer::track_stalls`]).
+    max_stall_us: AtomicU64,
+    /// Set when the hostile corner is served.
+    pub(crate) hostile: Option<HostileState>,
+}
+
+/// The hostile corner's shared state: where the canary listens and what it saw.
+pub(crate) struct HostileState {
+    pub(crate) canary_port: u16,
+    pub(crate) canary_hits: AtomicU64,
+}
+
+impl Shared {
+    /// Counts a request and appends it to the log; the returned guard completes the record
+    /// (status, end time) when dropped, also when the request is abandoned.
+    pub(crate) fn log_start(
+        &self,
+        host: String,
+        path: String,
+        user_agent: Option<String>,
+        connection: u64,
+    ) -> Completion<'_> {
+        let started = self.started.elapsed();
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let index = if self.log_requests {
+            let mut log = lock(&self.log);
+            log.push(RequestRecord {
+                host,
+                path,
+                status: 0,
+                started,
+                finished: started,
+                user_agent,
+                connection,
+            });
+            log.len() - 1
+        } else {
+            usize::MAX
+        };
+        Completion {
+            shared: self,
+            index,
+            status: 0,
+        }
+    }
 }
 
 /// Locks even if a panicking thread poisoned the mutex: the data (a log, counters) stays
@@ -97,10 +147,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A running synthetic-web server; stopped by [`TestWebServer::shutdown`] or on drop.
 pub struct TestWebServer {
     addr: SocketAddr,
+    hostile: Option<HostileAddrs>,
     shared: Arc<Shared>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
     cpu_clock: Option<libc::clockid_t>,
+    /// Spawns tasks on the server's runtime from outside it (the stall probe).
+    runtime: tokio::runtime::Handle,
 }
 
 impl TestWebServer {
@@ -122,9 +175,41 @@ impl TestWebServer {
 
     /// Starts with explicit [`ServerOptions`].
     pub fn start_with(web: Arc<Web>, options: ServerOptions) -> std::io::Result<TestWebServer> {
+        Self::start_inner(web, options, false)
+    }
+
+    /// Like [`TestWebServer::start_with`], also serving the hostile corner (see the
+    /// `hostile` module doc of this crate, [`crate::Hostile`]): the `*.hostile.test` hosts
+    /// on this listener, plus the raw-socket responder for `*.raw.test` and the canary, each
+    /// on an ephemeral port of 127.0.0.1.
+    pub fn start_hostile(web: Arc<Web>, options: ServerOptions) -> std::io::Result<TestWebServer> {
+        Self::start_inner(web, options, true)
+    }
+
+    fn start_inner(
+        web: Arc<Web>,
+        options: ServerOptions,
+        hostile: bool,
+    ) -> std::io::Result<TestWebServer> {
         let listener = StdListener::bind(("127.0.0.1", options.port))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
+        let extra = if hostile {
+            let raw = StdListener::bind(("127.0.0.1", 0))?;
+            raw.set_nonblocking(true)?;
+            let canary = StdListener::bind(("127.0.0.1", 0))?;
+            canary.set_nonblocking(true)?;
+            Some((raw, canary))
+        } else {
+            None
+        };
+        let hostile_addrs = match &extra {
+            Some((raw, canary)) => Some(HostileAddrs {
+                raw: raw.local_addr()?,
+                canary: canary.local_addr()?,
+            }),
+            None => None,
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -140,19 +225,47 @@ impl TestWebServer {
             })),
             attempts: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(0),
+            max_stall_us: AtomicU64::new(0),
+            hostile: hostile_addrs.map(|a| HostileState {
+                canary_port: a.canary.port(),
+                canary_hits: AtomicU64::new(0),
+            }),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
+        let handle = runtime.handle().clone();
         let serving = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("testweb-server".into())
-            .spawn(move || runtime.block_on(serve(listener, serving, stop_rx)))?;
+            .spawn(move || {
+                runtime.block_on(async move {
+                    if let Some((raw, canary)) = extra {
+                        // Tasks of this runtime: they end when it is dropped with `serve`.
+                        match (
+                            tokio::net::TcpListener::from_std(raw),
+                            tokio::net::TcpListener::from_std(canary),
+                        ) {
+                            (Ok(raw), Ok(canary)) => {
+                                tokio::spawn(super::raw::serve_raw(raw, Arc::clone(&serving)));
+                                tokio::spawn(super::raw::serve_canary(
+                                    canary,
+                                    Arc::clone(&serving),
+                                ));
+                            }
+                            _ => tracing::error!("testweb: cannot register the hostile listeners"),
+                        }
+                    }
+                    serve(listener, serving, stop_rx).await
+                })
+            })?;
         let cpu_clock = thread_cpu_clock(&thread);
         Ok(TestWebServer {
             addr,
+            hostile: hostile_addrs,
             shared,
             stop: Some(stop_tx),
             thread: Some(thread),
             cpu_clock,
+            runtime: handle,
         })
     }
 
@@ -167,6 +280,68 @@ impl TestWebServer {
     /// The crawler's `[network] resolve` entry: `("*.test", "127.0.0.1:PORT")`.
     pub fn resolve_entry(&self) -> (String, String) {
         ("*.test".to_string(), self.addr.to_string())
+    }
+
+    /// The crawler's `[network] resolve` entries: [`TestWebServer::resolve_entry`], and with
+    /// the hostile corner `("*.raw.test", RAW_ADDR)` for the raw-socket responder (a longer
+    /// wildcard, so it wins over `*.test`). The canary is deliberately not in it.
+    pub fn resolve_entries(&self) -> Vec<(String, String)> {
+        let mut entries = vec![self.resolve_entry()];
+        if let Some(h) = &self.hostile {
+            entries.push((
+                format!("*.{}", super::hostile::RAW_DOMAIN),
+                h.raw.to_string(),
+            ));
+        }
+        entries
+    }
+
+    /// The canary's address (hostile corner only): nothing may ever connect to it.
+    pub fn canary_addr(&self) -> Option<SocketAddr> {
+        self.hostile.map(|h| h.canary)
+    }
+
+    /// Connections the canary accepted so far (0 without the hostile corner).
+    pub fn canary_connections(&self) -> u64 {
+        self.shared
+            .hostile
+            .as_ref()
+            .map_or(0, |h| h.canary_hits.load(Ordering::Relaxed))
+    }
+
+    /// The raw-socket responder's address (hostile corner only).
+    pub fn raw_addr(&self) -> Option<SocketAddr> {
+        self.hostile.map(|h| h.raw)
+    }
+
+    /// Starts the stall probe: a task on the server's thread that wakes every millisecond
+    /// and records how late it woke ([`TestWebServer::max_stall`]). A request's arrival
+    /// stamp is taken on the same thread, so the probe's lateness bounds how much later
+    /// than its real arrival a request can have been stamped: when the machine is so loaded
+    /// that the server thread does not run for 80 ms, requests sent apart in that time are
+    /// stamped together. Timing tests widen their tolerance by this measured figure instead
+    /// of a guessed one. Opt-in: it costs a wake-up per millisecond, which a benchmark
+    /// measuring the server's CPU time should not pay.
+    pub fn track_stalls(&self) {
+        let shared = Arc::clone(&self.shared);
+        self.runtime.spawn(async move {
+            let tick = Duration::from_millis(1);
+            loop {
+                let due = Instant::now() + tick;
+                tokio::time::sleep_until(due.into()).await;
+                // The timer wheel rounds to the next millisecond: up to 1 ms late is normal.
+                let late = Instant::now().saturating_duration_since(due);
+                shared
+                    .max_stall_us
+                    .fetch_max(late.as_micros() as u64, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// The longest the server thread was late to run since [`TestWebServer::track_stalls`]
+    /// (zero without it).
+    pub fn max_stall(&self) -> Duration {
+        Duration::from_micros(self.shared.max_stall_us.load(Ordering::Relaxed))
     }
 
     /// Every request received so far, in arrival order (empty when the log is off).
@@ -276,10 +451,10 @@ async fn serve(listener: StdListener, shared: Arc<Shared>, mut stop: oneshot::Re
 
 /// Fills in the log record when the request ends, also when the client goes away first
 /// (the handler future is then dropped with `status` still 0).
-struct Completion<'a> {
+pub(crate) struct Completion<'a> {
     shared: &'a Shared,
     index: usize,
-    status: u16,
+    pub(crate) status: u16,
 }
 
 impl Drop for Completion<'_> {
@@ -297,9 +472,8 @@ async fn handle(
     connection: u64,
     req: Request<Incoming>,
 ) -> Result<Response<WebBody>, Infallible> {
-    let started = shared.started.elapsed();
-    shared.requests.fetch_add(1, Ordering::Relaxed);
     if !shared.log_requests {
+        shared.requests.fetch_add(1, Ordering::Relaxed);
         return Ok(answer(&shared, &req).await);
     }
     let host = strip_port(host_header(&req)).to_ascii_lowercase();
@@ -313,24 +487,7 @@ async fn handle(
         .headers()
         .get(USER_AGENT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let index = {
-        let mut log = lock(&shared.log);
-        log.push(RequestRecord {
-            host,
-            path,
-            status: 0,
-            started,
-            finished: started,
-            user_agent,
-            connection,
-        });
-        log.len() - 1
-    };
-    let mut completion = Completion {
-        shared: &shared,
-        index,
-        status: 0,
-    };
+    let mut completion = shared.log_start(host, path, user_agent, connection);
     let response = answer(&shared, &req).await;
     completion.status = response.status().as_u16();
     drop(completion);
@@ -354,6 +511,12 @@ async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or("/");
+    if let Some(hostile) = &shared.hostile {
+        let host = strip_port(host_header(req)).to_ascii_lowercase();
+        if let Some(response) = super::hostile::answer(hostile.canary_port, &host, path) {
+            return response;
+        }
+    }
     let node = graph
         .host_index(host_header(req))
         .and_then(|h| graph.route(h, path));
@@ -366,7 +529,7 @@ async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
     }
 }
 
-fn strip_port(host: &str) -> &str {
+pub(crate) fn strip_port(host: &str) -> &str {
     match host.rsplit_once(':') {
         Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
         _ => host,
@@ -454,7 +617,8 @@ pub(crate) fn location(graph: &Graph, source: Node, target: Node) -> String {
 }
 
 /// Response bodies: a whole buffer, or the big page streamed in 64 KiB blocks so that an
-/// 11 MiB answer costs no 11 MiB allocation.
+/// 11 MiB answer costs no 11 MiB allocation, or blocks generated as the client reads (the
+/// hostile corner's endless and huge bodies; sent chunked, length unknown).
 pub enum WebBody {
     Full(Option<Bytes>),
     Big {
@@ -462,6 +626,7 @@ pub enum WebBody {
         filler_left: u64,
         tail: Option<Bytes>,
     },
+    Stream(Box<dyn Iterator<Item = Bytes> + Send>),
 }
 
 impl WebBody {
@@ -481,6 +646,8 @@ impl WebBody {
                     + filler_left
                     + tail.as_ref().map_or(0, |b| b.len() as u64)
             }
+            // Unknown; only used for the exact size hint, which a stream does not give.
+            WebBody::Stream(_) => u64::MAX,
         }
     }
 }
@@ -512,15 +679,22 @@ impl Body for WebBody {
                     tail.take()
                 }
             }
+            WebBody::Stream(blocks) => blocks.next(),
         };
         Poll::Ready(chunk.map(|c| Ok(Frame::data(c))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.remaining() == 0
+        match self {
+            WebBody::Stream(_) => false,
+            _ => self.remaining() == 0,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.remaining())
+        match self {
+            WebBody::Stream(_) => SizeHint::default(),
+            _ => SizeHint::with_exact(self.remaining()),
+        }
     }
 }

@@ -3,5 +3,6 @@
 
 mod crawl;
 mod extract;
+mod hostile;
 mod http;
 mod truth;
