@@ -191,6 +191,9 @@ impl Checkpointing {
             max_urls: self.max_urls,
             seen_m_bits: self.plan.m_bits,
             seen_k: self.plan.k,
+            // Both set from the file when the checkpoint is written.
+            seen_seed: 0,
+            seen_xxh3: 0,
             seeds_xxh3: 0,
             seeds: 0,
             counters: [

@@ -21,17 +21,23 @@
 //! then [`publish`] makes the checkpoint current. A resume replays that log: every URL with a
 //! bit in the file is in the frontier again or recorded. A crash before `publish` leaves the
 //! previous checkpoint current.
-//! Resuming truncates `pages.jsonl` back to that length, so a URL recorded after the
-//! checkpoint is fetched again and recorded once; links found after it are found again
-//! when their page is re-fetched. Nothing discovered before the checkpoint is forgotten.
+//!
+//! Resuming keeps the complete records of `pages.jsonl` past the checkpoint's length (their
+//! URLs are dropped from the queues, not fetched again) and cuts what follows the last one
+//! it can trust ([`replay`]). What a resume fetches again: the pages in flight at the crash,
+//! and the pages whose record was still inside the process (in the output channel, up to its
+//! 4096 records, or the writer's buffer, handed to the OS after each burst) — not only what
+//! was in flight. Nothing discovered is forgotten, and no page is recorded twice.
 //!
 //! Layout under `OUT/checkpoint/`:
 //! - `ckpt-<seq>/seen.bin`: the seen-set file (format in [`crate::seen`]);
 //! - `ckpt-<seq>/hosts.bin`: per-host tallies (format in [`crate::frontier`]);
 //! - `manifest.json`: what the current checkpoint is: the counters, the length of
-//!   `pages.jsonl`, and the frontier's [`SavedFrontier`]: the position of the disk queues in
+//!   `pages.jsonl`, the seen-set's parameters (m, k, hash seed) and the checksum trailer of
+//!   its file, and the frontier's [`SavedFrontier`]: the position of the disk queues in
 //!   `OUT/frontier/queues/` (their table file carries its own checksum), the length and
-//!   xxh3-64 of `hosts.bin` (the seen-set file carries its own checksum);
+//!   xxh3-64 of `hosts.bin`. So a file damaged in place fails its own checksum, and one
+//!   rewritten whole with a valid checksum (another seed, other bits) fails the manifest's;
 //! - `manifest.prev.json`: the previous checkpoint's manifest, kept with its directory (the
 //!   queue store keeps the tables of its last two syncs, which are these two checkpoints).
 //!
@@ -45,7 +51,9 @@
 //! current manifest becomes `manifest.prev.json` and the new one is renamed into place
 //! (rename is atomic), then the directory is fsynced and checkpoints older than the
 //! previous one are deleted. A crash at any instant leaves a whole current checkpoint, or
-//! a whole previous one. Loading checks everything before using anything, and falls back
+//! a whole previous one. The previous one kept is always the one the crawl knows to be good
+//! (resumed from, or last published): after a resume that fell back to `manifest.prev.json`,
+//! the damaged current manifest is replaced and never moved over the good one ([`publish`]). Loading checks everything before using anything, and falls back
 //! to the previous checkpoint, saying why, when the current one is damaged.
 
 use std::collections::BTreeMap;
@@ -60,7 +68,7 @@ use crate::frontier::{FrontierSnapshot, QueuedUrl, SavedFrontier, SavedHosts};
 use crate::seen::{SeenError, SeenSet};
 
 /// Version of the manifest and frontier file format.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// What a checkpoint holds, apart from its files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +87,11 @@ pub struct Manifest {
     pub max_urls: u64,
     pub seen_m_bits: u64,
     pub seen_k: u32,
+    /// The seen-set's hash seed: a filter read with another seed answers for other URLs.
+    pub seen_seed: u32,
+    /// The XXH3-64 trailer of `seen.bin` as written (set when the checkpoint is written): a
+    /// file rewritten whole, its own checksum recomputed, is not this checkpoint's.
+    pub seen_xxh3: u64,
     pub seeds_xxh3: u64,
     pub seeds: u64,
     /// The crawl's counters at the checkpoint.
@@ -96,6 +109,14 @@ pub enum CheckpointError {
     /// queue log's fsync), named by its path only.
     #[error("{}", path.display())]
     Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The queue log could not be written. The crawl stops rather than go on with a URL
+    /// that is in neither the checkpoint nor the log (a crash would forget it); the last
+    /// checkpoint is intact.
+    #[error("{}: cannot append to the queue log; the crawl stopped, its last checkpoint intact: fix the cause below (a full disk?), then run the same command with --resume", path.display())]
+    QueueLog {
         path: PathBuf,
         source: std::io::Error,
     },
@@ -132,6 +153,7 @@ pub struct Expectation {
     pub max_urls: u64,
     pub seen_m_bits: u64,
     pub seen_k: u32,
+    pub seen_seed: u32,
     pub seeds_xxh3: u64,
     pub seeds: u64,
 }
@@ -150,6 +172,12 @@ impl Manifest {
             differences.push(format!(
                 "seen-set was m = {} bits, k = {}; the configuration now gives m = {}, k = {} ([seen] fpp/memory changed)",
                 self.seen_m_bits, self.seen_k, now.seen_m_bits, now.seen_k
+            ));
+        }
+        if self.seen_seed != now.seen_seed {
+            differences.push(format!(
+                "the seen-set's hash seed was {}, this crawler uses {}",
+                self.seen_seed, now.seen_seed
             ));
         }
         if self.seeds_xxh3 != now.seeds_xxh3 {
@@ -227,11 +255,17 @@ pub struct Loaded {
     pub hosts: SavedHosts,
     /// URLs queued after the checkpoint (from the queue log) and not recorded since.
     pub queued_after: Vec<QueuedUrl>,
+    /// URLs queued after the checkpoint and recorded since: no longer queued, but counted
+    /// for their host (`max_pages_per_host`) with [`crate::frontier::Frontier::count_queued`].
+    pub recorded_from_log: Vec<String>,
     /// Hashes ([`crate::frontier::url_hash`]) of URLs recorded after the checkpoint that
     /// were queued before it: still in the frontier's store, to be dropped when popped.
     pub recorded_after: Vec<u64>,
     /// Set when the current checkpoint was damaged and the previous one was used.
     pub fell_back: Option<String>,
+    /// Damage found in what is replayed after the checkpoint, each naming the file, the line
+    /// and what it costs (see [`replay`]).
+    pub damage: Vec<String>,
     /// Where `pages.jsonl` resumes: the end of its last complete record.
     pub output: crate::output::OutputPosition,
     /// The checkpoint's counters brought up to date with what was replayed.
@@ -249,7 +283,7 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
 /// [`prepare`] then [`publish`], for a caller without a queue log (benchmarks): nothing is
 /// accepted into its seen-set while this runs, or what is must not need to survive a crash.
 pub fn write(out: &Path, snapshot: Snapshot) -> Result<Manifest, CheckpointError> {
-    publish(prepare(out, snapshot)?)
+    publish(prepare(out, snapshot)?, None)
 }
 
 /// Writes a checkpoint's files under `out/checkpoint/ckpt-<seq>/`, fsynced, without making
@@ -263,15 +297,37 @@ pub fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, CheckpointErr
     } = snapshot;
     let dir = root.join(format!("ckpt-{}", manifest.seq));
     fs::create_dir_all(&dir).at("create", &dir)?;
-    seen.save(&dir.join("seen.bin"))?;
+    let seen_path = dir.join("seen.bin");
+    seen.save(&seen_path)?;
+    manifest.seen_seed = seen.plan().seed;
+    manifest.seen_xxh3 = file_trailer(&seen_path)?;
     manifest.frontier = Some(frontier.write(&dir)?);
     durable::sync_dir(&dir)?;
     Ok(Prepared { root, manifest })
 }
 
+/// The last 8 bytes of a file, little-endian: the checksum trailer of the seen-set file.
+fn file_trailer(path: &Path) -> Result<u64, CheckpointError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = File::open(path).at("open", path)?;
+    file.seek(SeekFrom::End(-8)).at("seek in", path)?;
+    let mut trailer = [0u8; 8];
+    file.read_exact(&mut trailer).at("read", path)?;
+    Ok(u64::from_le_bytes(trailer))
+}
+
 /// Makes a prepared checkpoint the current one (manifest swap), keeps the previous one and
 /// deletes older checkpoints and queue logs.
-pub fn publish(prepared: Prepared) -> Result<Manifest, CheckpointError> {
+///
+/// `good` is the checkpoint the crawl knows to be usable: the one it resumed from, then the
+/// last one it published (`None`: whatever `manifest.json` names). It is the one kept as the
+/// previous checkpoint. When `manifest.json` names another (the crawl resumed from
+/// `manifest.prev.json` because the current checkpoint was damaged), the damaged one is
+/// replaced and `manifest.prev.json` is left alone: moving the damaged manifest over it, or
+/// deleting its directory, would leave no usable checkpoint at all if the crawl crashed
+/// before the new manifest was in place.
+pub fn publish(prepared: Prepared, good: Option<u64>) -> Result<Manifest, CheckpointError> {
+    fault::crash_at("prepared");
     let Prepared { root, manifest } = prepared;
 
     let current = root.join("manifest.json");
@@ -283,19 +339,26 @@ pub fn publish(prepared: Prepared) -> Result<Manifest, CheckpointError> {
     let mut staged = durable::Staged::create(&current, tmp)?;
     staged.write_all(&json)?;
     let synced = staged.sync()?;
-    let old = read_manifest(&current).ok();
-    if old.is_some() {
+    let current_seq = read_manifest(&current).ok().map(|m| m.seq);
+    let kept = match (current_seq, good) {
+        (Some(seq), None) => Some(seq),
+        (Some(seq), Some(good)) if seq == good => Some(good),
+        // The current manifest is not the good one: manifest.prev.json is; it stays.
+        (_, good) => good,
+    };
+    if current_seq.is_some() && current_seq == kept {
         fs::rename(&current, &previous).at("rename to", &previous)?;
     }
+    fault::crash_at("manifest-moved");
     // The rename into place, then the fsync of the directory: both renames are durable.
     synced.install()?;
     // Keep the current and the previous checkpoint; older ones are garbage.
-    let keep: Vec<String> = [Some(manifest.seq), old.as_ref().map(|m| m.seq)]
+    let keep: Vec<String> = [Some(manifest.seq), kept]
         .into_iter()
         .flatten()
         .map(|seq| format!("ckpt-{seq}"))
         .collect();
-    let oldest_kept = old.as_ref().map_or(manifest.seq, |m| m.seq);
+    let oldest_kept = kept.map_or(manifest.seq, |seq| seq.min(manifest.seq));
     if let Ok(entries) = fs::read_dir(&root) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -381,7 +444,21 @@ fn with_causes(error: &dyn std::error::Error) -> String {
 fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointError> {
     let manifest = read_manifest(manifest_path)?;
     let dir = root.join(format!("ckpt-{}", manifest.seq));
-    let seen = SeenSet::load(&dir.join("seen.bin"))?;
+    let seen_path = dir.join("seen.bin");
+    let seen = SeenSet::load(&seen_path)?;
+    // The file checked its own checksum; this checks it is the file this checkpoint wrote.
+    let trailer = file_trailer(&seen_path)?;
+    if trailer != manifest.seen_xxh3 || seen.plan().seed != manifest.seen_seed {
+        return Err(CheckpointError::Corrupt {
+            path: seen_path,
+            what: format!(
+                "checksum {trailer:016x} and hash seed {}, the manifest recorded {:016x} and {}: not the file this checkpoint wrote",
+                seen.plan().seed,
+                manifest.seen_xxh3,
+                manifest.seen_seed
+            ),
+        });
+    }
     if seen.plan().m_bits != manifest.seen_m_bits || seen.plan().k != manifest.seen_k {
         return Err(CheckpointError::Corrupt {
             path: dir.join("seen.bin"),
@@ -414,8 +491,10 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
         frontier,
         hosts,
         queued_after: Vec::new(),
+        recorded_from_log: Vec::new(),
         recorded_after: Vec::new(),
         fell_back: None,
+        damage: Vec::new(),
         output,
         counters,
         replayed_urls: 0,
@@ -482,12 +561,27 @@ impl QueueLog {
             .map_err(std::io::Error::other)
             .at("encode a URL for", &self.path)?;
         self.line.push(b'\n');
-        Ok(self.file.write_all(&self.line).at("write", &self.path)?)
+        let written = if fault::hit("queue-log") {
+            Err(std::io::Error::other(format!(
+                "{} (injected)",
+                fault::VARIABLE
+            )))
+        } else {
+            self.file.write_all(&self.line)
+        };
+        written.map_err(|source| self.failed(source))
     }
 
     /// Hands what was appended to the OS (enough to survive `kill -9`).
     pub fn flush(&mut self) -> Result<(), CheckpointError> {
-        Ok(self.file.flush().at("write", &self.path)?)
+        self.file.flush().map_err(|source| self.failed(source))
+    }
+
+    fn failed(&self, source: std::io::Error) -> CheckpointError {
+        CheckpointError::QueueLog {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     /// Flushes, and returns a handle on the file with its path, to fsync it on another
@@ -501,8 +595,22 @@ impl QueueLog {
 
 /// Replays what happened after `loaded`'s checkpoint: the queue logs of it and of any
 /// later checkpoint that was never published, and the complete records of `pages.jsonl`
-/// past the checkpoint's length. A torn last line (the crash) is cut; damage elsewhere is
-/// an error naming the file and line.
+/// past the checkpoint's length.
+///
+/// What a crash can leave, and what damage costs (each damage is named in
+/// [`Loaded::damage`]):
+/// - a torn last line (the crash itself): cut, silently;
+/// - a bad line elsewhere in a queue log: skipped, the lines after it used. Stopping there
+///   would forget every URL after it; falling back would not help, since the previous
+///   checkpoint replays the same logs. The page that found the skipped URL is fetched again
+///   (its record no longer matches the log, below), so the URL is found again unless its bit
+///   reached the checkpoint's seen-set file while that was written;
+/// - a bad line in `pages.jsonl` past the checkpoint: the output is cut there, and the pages
+///   recorded after it are fetched again (each is queued at the checkpoint or in its logs);
+/// - a record past the checkpoint whose page's new links are not all in the queue logs
+///   (`new_links` counts them; a power loss can keep the record and lose the log's tail): not
+///   trusted, the output is cut there too and the page fetched again, so none of its links
+///   is lost. After `kill -9` this never happens: the links reach the OS before the record.
 fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
     let out = root.parent().unwrap_or(root);
     let mut logs: Vec<(u64, PathBuf)> = Vec::new();
@@ -523,16 +631,45 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
     logs.sort();
     let mut queued: Vec<QueuedUrl> = Vec::new();
     for (_, path) in &logs {
-        for item in read_lines::<QueuedUrl>(path, 0)?.0 {
-            queued.push(item);
-        }
+        let lines = read_lines::<QueuedUrl>(path, 0, AtDamage::Skip)?;
+        queued.extend(lines.values);
+        loaded.damage.extend(lines.damage);
     }
     let pages = out.join("pages.jsonl");
-    let (records, end) = if pages.exists() {
-        read_lines::<crate::output::PageRecord>(&pages, loaded.manifest.pages_bytes)?
-    } else {
-        (Vec::new(), loaded.manifest.pages_bytes)
-    };
+    let from = loaded.manifest.pages_bytes;
+    let (mut records, mut ends, mut end) = (Vec::new(), Vec::new(), from);
+    if pages.exists() {
+        let lines = read_lines::<crate::output::PageRecord>(&pages, from, AtDamage::Stop)?;
+        (records, ends, end) = (lines.values, lines.ends, lines.end);
+        loaded.damage.extend(lines.damage);
+    }
+    // Each record's links must be in the logs (see above): cut at the first that is short.
+    let mut logged_children: std::collections::HashMap<&str, u64> =
+        std::collections::HashMap::new();
+    for item in &queued {
+        if let Some(parent) = &item.parent {
+            *logged_children.entry(parent.as_str()).or_insert(0) += 1;
+        }
+    }
+    let short = records
+        .iter()
+        .position(|r| r.new_links > logged_children.get(r.url.as_str()).copied().unwrap_or(0));
+    if let Some(at) = short {
+        let r = &records[at];
+        let start = if at == 0 { from } else { ends[at - 1] };
+        loaded.damage.push(format!(
+            "{}: the record of {} at byte {start} counts {} new links and the queue logs hold {} (the logs lost their end, as a power loss can do); the output is cut there and {} pages are fetched again",
+            pages.display(),
+            r.url,
+            r.new_links,
+            logged_children.get(r.url.as_str()).copied().unwrap_or(0),
+            records.len() - at
+        ));
+        records.truncate(at);
+        ends.truncate(at);
+        end = start;
+    }
+    drop(logged_children);
     let done: std::collections::HashSet<&str> = records.iter().map(|r| r.url.as_str()).collect();
     for item in &queued {
         loaded.seen.insert_new(item.url.as_bytes());
@@ -545,10 +682,11 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         .collect();
     drop(logged);
     loaded.replayed_urls = queued.len() as u64;
-    loaded.queued_after = queued
+    let (recorded, queued): (Vec<QueuedUrl>, Vec<QueuedUrl>) = queued
         .into_iter()
-        .filter(|item| !done.contains(item.url.as_str()))
-        .collect();
+        .partition(|item| done.contains(item.url.as_str()));
+    loaded.queued_after = queued;
+    loaded.recorded_from_log = recorded.into_iter().map(|item| item.url).collect();
     loaded.replayed_records = records.len() as u64;
     loaded.output = crate::output::OutputPosition {
         bytes: end,
@@ -572,13 +710,34 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
     Ok(())
 }
 
-/// Reads JSON lines from byte `from` of `path`; returns the values of the complete lines
-/// and the offset just past the last one. An unparsable final line without its newline is
-/// the torn end of a crash and is left out; any other bad line is an error.
+/// What [`read_lines`] does with a bad line that is not the torn end of a crash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AtDamage {
+    /// Skip it and read on (a queue log: the lines after it are URLs to keep).
+    Skip,
+    /// Stop there (`pages.jsonl`: what follows is cut and fetched again).
+    Stop,
+}
+
+/// JSON lines read from a byte offset.
+struct Lines<T> {
+    values: Vec<T>,
+    /// The offset just past each value's line.
+    ends: Vec<u64>,
+    /// The offset just past the last line used.
+    end: u64,
+    /// The bad lines, named with their file, line and what they cost.
+    damage: Vec<String>,
+}
+
+/// Reads JSON lines from byte `from` of `path`. An unparsable final line without its newline
+/// is the torn end of a crash and is left out; any other bad line is damage, skipped or
+/// stopped at as `at_damage` says.
 fn read_lines<T: serde::de::DeserializeOwned>(
     path: &Path,
     from: u64,
-) -> Result<(Vec<T>, u64), CheckpointError> {
+    at_damage: AtDamage,
+) -> Result<Lines<T>, CheckpointError> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = File::open(path).at("open", path)?;
     let length = file.metadata().at("read metadata of", path)?.len();
@@ -592,7 +751,12 @@ fn read_lines<T: serde::de::DeserializeOwned>(
     file.seek(SeekFrom::Start(from)).at("seek in", path)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).at("read", path)?;
-    let mut values = Vec::new();
+    let mut lines = Lines {
+        values: Vec::new(),
+        ends: Vec::new(),
+        end: from,
+        damage: Vec::new(),
+    };
     let mut offset = 0usize;
     let mut number = 0usize;
     while offset < bytes.len() {
@@ -601,14 +765,90 @@ fn read_lines<T: serde::de::DeserializeOwned>(
             break; // torn last line: cut
         };
         let line = &bytes[offset..offset + newline];
-        let value = serde_json::from_slice::<T>(line).map_err(|e| CheckpointError::Corrupt {
-            path: path.to_path_buf(),
-            what: format!("line {number} after byte {from}: {e}"),
-        })?;
-        values.push(value);
+        let start = from + offset as u64;
         offset += newline + 1;
+        match serde_json::from_slice::<T>(line) {
+            Ok(value) => {
+                lines.values.push(value);
+                lines.ends.push(from + offset as u64);
+                lines.end = from + offset as u64;
+            }
+            Err(e) if at_damage == AtDamage::Skip => {
+                lines.damage.push(format!(
+                    "{}: line {number} (byte {start}) is damaged ({e}) and was skipped",
+                    path.display()
+                ));
+                lines.end = from + offset as u64;
+            }
+            Err(e) => {
+                lines.damage.push(format!(
+                    "{}: line {number} after byte {from} (byte {start}) is damaged ({e}); the file is cut there and the pages recorded from there on are fetched again",
+                    path.display()
+                ));
+                break;
+            }
+        }
     }
-    Ok((values, from + offset as u64))
+    Ok(lines)
+}
+
+/// Fault injection for the crash tests (`tests/e2e/`), through the environment:
+/// `CRAWLER_TEST_FAULT=<point>[:<n>]` makes the crawl fail at `<point>` the `n`-th time it gets
+/// there (the first by default) and every time after. Only debug builds read it (a release
+/// build has no such switch); unset, each point costs one read of a cached value. It exists
+/// because the instants that matter (a crash between two steps of a checkpoint, a full disk)
+/// cannot be hit reliably from outside. The points:
+///
+/// - `prepared`: a checkpoint's files are written and fsynced, it is not published: the
+///   process kills itself (`SIGKILL`, as `kill -9` would);
+/// - `manifest-moved`: publishing, the current manifest is moved aside (renamed to
+///   `manifest.prev.json`, when it is the one to keep) and the new one is not in place yet:
+///   the process kills itself;
+/// - `queue-log`: appending an accepted URL to the queue log fails (as on a full disk).
+pub mod fault {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    /// The variable that names the point.
+    pub const VARIABLE: &str = "CRAWLER_TEST_FAULT";
+
+    fn configured() -> Option<&'static (String, u64)> {
+        static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();
+        CONFIGURED
+            .get_or_init(|| {
+                if !cfg!(debug_assertions) {
+                    return None;
+                }
+                let value = std::env::var(VARIABLE).ok()?;
+                let (point, n) = match value.split_once(':') {
+                    Some((point, n)) => (point.to_string(), n.parse().ok()?),
+                    None => (value, 1),
+                };
+                Some((point, n))
+            })
+            .as_ref()
+    }
+
+    /// Whether the fault at `point` happens now (counting this visit).
+    pub(crate) fn hit(point: &str) -> bool {
+        static VISITS: AtomicU64 = AtomicU64::new(0);
+        match configured() {
+            Some((name, n)) if name == point => VISITS.fetch_add(1, Ordering::Relaxed) + 1 >= *n,
+            _ => false,
+        }
+    }
+
+    /// Kills the process at `point` if the fault is set there: a crash at a chosen instant.
+    pub(crate) fn crash_at(point: &str) {
+        if hit(point) {
+            eprintln!("{VARIABLE}: killed at {point}");
+            // SAFETY: kill(2) on our own pid with a valid signal number; SIGKILL does not
+            // return, like a `kill -9` from outside.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
+    }
 }
 
 /// The hash of a seed list, for checking that a resume uses the same seeds.

@@ -186,12 +186,16 @@ pub struct SeenSection {
 #[serde(default, deny_unknown_fields)]
 pub struct CheckpointSection {
     pub interval_secs: f64,
+    /// Seconds between background fsyncs of the queue log and `pages.jsonl` (what a power
+    /// loss can cost between checkpoints).
+    pub sync_interval_secs: f64,
 }
 
 impl Default for CheckpointSection {
     fn default() -> Self {
         CheckpointSection {
             interval_secs: 300.0,
+            sync_interval_secs: 1.0,
         }
     }
 }
@@ -294,7 +298,7 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
         ],
     ),
     ("seen", &["fpp", "memory"]),
-    ("checkpoint", &["interval_secs"]),
+    ("checkpoint", &["interval_secs", "sync_interval_secs"]),
     ("frontier", &["memory", "host_memory"]),
     ("output", &["dir", "format", "progress_interval_secs"]),
     ("network", &["resolve"]),
@@ -552,6 +556,13 @@ impl Config {
             return Err(invalid(
                 "checkpoint.interval_secs",
                 "must be a positive number of seconds".into(),
+            ));
+        }
+        let sync = self.checkpoint.sync_interval_secs;
+        if !(sync.is_finite() && sync > 0.0) {
+            return Err(invalid(
+                "checkpoint.sync_interval_secs",
+                "must be a positive number of seconds; 1 is the default".into(),
             ));
         }
         if self.frontier.memory.0 < 1 << 20 {
@@ -817,6 +828,19 @@ mod tests {
         assert!(rules[0].matches("h1.test"));
         assert!(!rules[0].matches("test"));
         assert!(!rules[0].matches("h1.testx"));
+    }
+
+    #[test]
+    fn the_background_fsync_interval_is_a_positive_number_of_seconds() {
+        let c = Config::load(None, &[]).unwrap();
+        assert_eq!(c.checkpoint.sync_interval_secs, 1.0);
+        let c = Config::load(None, &["checkpoint.sync_interval_secs=0.25".into()]).unwrap();
+        assert_eq!(c.checkpoint.sync_interval_secs, 0.25);
+        let e = Config::load(None, &["checkpoint.sync_interval_secs=0".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("checkpoint.sync_interval_secs"), "{e}");
+        assert!(e.contains("positive"), "{e}");
     }
 
     #[test]

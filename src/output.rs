@@ -176,6 +176,121 @@ fn write_loop(
     Ok(written)
 }
 
+/// Fsyncs, every `checkpoint.sync_interval_secs`, what the crawl appended since its last
+/// checkpoint: the current queue log first, then `pages.jsonl` (a record's links reach the
+/// log before the record is written, so this order makes a synced record's links synced
+/// too). It runs on a thread of its own, never in the dispatcher's path: the dispatcher only
+/// names the new queue log when it rotates.
+///
+/// Why: `kill -9` loses nothing the crawl handed to the OS, but a power loss loses what the
+/// OS had not written yet. Checkpoints fsync everything they cover; between them this bounds
+/// what a power loss costs to about one interval of pages, fetched again after the resume
+/// (which cuts a record whose links did not survive: see [`crate::checkpoint`]). Each file
+/// is opened anew, not duplicated, so that a write-back error this thread's fsync reports is
+/// still reported to the checkpoint's own fsync of the writer's descriptor. A failed fsync
+/// here is a warning: the next checkpoint's fsync is the one that decides.
+pub struct BackgroundSync {
+    shared: std::sync::Arc<SyncShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct SyncShared {
+    state: std::sync::Mutex<SyncState>,
+    wake: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct SyncState {
+    stop: bool,
+    /// The queue log being appended to, and whether it changed since the last round.
+    queue_log: Option<PathBuf>,
+    queue_log_changed: bool,
+}
+
+impl BackgroundSync {
+    /// Starts fsyncing `pages` (and the queue log named by [`BackgroundSync::queue_log`])
+    /// every `interval`.
+    pub fn start(interval: std::time::Duration, pages: PathBuf) -> Result<Self, OutputError> {
+        let shared = std::sync::Arc::new(SyncShared::default());
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("sync".into())
+            .spawn(move || sync_loop(&thread_shared, interval, pages.clone()))
+            .at("start the background fsync of", Path::new("pages.jsonl"))?;
+        Ok(BackgroundSync {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// The queue log appended to from now on (opened by the sync thread, not here).
+    pub fn queue_log(&self, path: PathBuf) {
+        let mut state = lock(&self.shared.state);
+        state.queue_log = Some(path);
+        state.queue_log_changed = true;
+    }
+}
+
+impl Drop for BackgroundSync {
+    fn drop(&mut self) {
+        lock(&self.shared.state).stop = true;
+        self.shared.wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn sync_loop(shared: &SyncShared, interval: std::time::Duration, pages_path: PathBuf) {
+    let open = |path: &Path| match File::open(path) {
+        Ok(file) => Some(file),
+        Err(e) => {
+            tracing::warn!("cannot open {} to fsync it: {e}", path.display());
+            None
+        }
+    };
+    let sync = |file: &Option<File>, path: &Path| {
+        if let Some(file) = file {
+            if let Err(e) = file.sync_data() {
+                tracing::warn!("background fsync of {}: {e}", path.display());
+            }
+        }
+    };
+    let pages = open(&pages_path);
+    let mut log: Option<(PathBuf, Option<File>)> = None;
+    loop {
+        let mut state = lock(&shared.state);
+        if !state.stop {
+            state = shared
+                .wake
+                .wait_timeout(state, interval)
+                .map(|(state, _)| state)
+                .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+        }
+        if state.stop {
+            return;
+        }
+        let changed = std::mem::take(&mut state.queue_log_changed);
+        let log_path = state.queue_log.clone();
+        drop(state);
+        if changed {
+            log = log_path.map(|path| {
+                let file = open(&path);
+                (path, file)
+            });
+        }
+        if let Some((path, file)) = &log {
+            sync(file, path);
+        }
+        sync(&pages, &pages_path);
+    }
+}
+
 /// Formats a time as RFC 3339 UTC with milliseconds.
 pub fn rfc3339(time: std::time::SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
@@ -213,6 +328,21 @@ mod tests {
             attempts: 1,
             truncated: false,
         }
+    }
+
+    #[test]
+    fn background_sync_follows_the_queue_log_and_stops_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = dir.path().join("pages.jsonl");
+        std::fs::write(&pages, b"").unwrap();
+        let log = dir.path().join("queued-1.jsonl");
+        std::fs::write(&log, b"").unwrap();
+        let sync = BackgroundSync::start(std::time::Duration::from_millis(5), pages).unwrap();
+        sync.queue_log(log);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let dropped = std::time::Instant::now();
+        drop(sync);
+        assert!(dropped.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[tokio::test]

@@ -280,13 +280,12 @@ impl Acceptance {
                 attempts: 0,
             };
             if let Some(log) = log.as_deref_mut() {
-                if let Err(e) = log.append(&item) {
-                    // The crawl goes on; only a crash before the next checkpoint could
-                    // forget this URL, so say so rather than stop.
-                    tracing::warn!("{e}; a crash before the next checkpoint may forget URLs");
-                }
+                // Not logged, the URL would be in neither the checkpoint nor the log, and a
+                // crash would forget it: the crawl stops instead, its last checkpoint intact
+                // (the error says to --resume).
+                log.append(&item)?;
             }
-            frontier.push(&host_key(url), item)
+            Ok::<(), CrawlError>(frontier.push(&host_key(url), item)?)
         };
         let mut queued = 0u64;
         if room < urls.len() || host_cap > 0 {

@@ -8,6 +8,12 @@
 //! publication waits until the queue log that covers "after the snapshot" is flushed here
 //! and fsynced there (the seen-set file is streamed from the live set and may hold the bits
 //! of URLs accepted after the snapshot, each of which that log records).
+//!
+//! It also keeps, as the previous checkpoint of each publication, the one it knows to be good
+//! (resumed from, then last published: see [`checkpoint::publish`]), and between checkpoints
+//! has the queue log and `pages.jsonl` fsynced in the background every
+//! `checkpoint.sync_interval_secs` ([`BackgroundSync`]; the dispatcher only names the new log
+//! when it rotates).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,7 +26,7 @@ use super::counters::CrawlCounters;
 use super::CrawlError;
 use crate::checkpoint::{self, CheckpointError, Expectation, Manifest, QueueLog};
 use crate::frontier::Frontier;
-use crate::output::{rfc3339, OutputSender};
+use crate::output::{rfc3339, BackgroundSync, OutputSender};
 use crate::seen::SeenSet;
 
 /// Where a checkpoint being written in the background stands.
@@ -46,19 +52,27 @@ pub(crate) struct Checkpoints {
     pending: Option<JoinHandle<Result<CheckpointPhase, CheckpointError>>>,
     /// URLs accepted since the last checkpoint was taken.
     queue_log: Option<QueueLog>,
+    /// The checkpoint known to be good: the one resumed from, then the last published. A
+    /// publication keeps it as the previous one (see [`checkpoint::publish`]).
+    good: Option<u64>,
+    /// Fsyncs the queue log and `pages.jsonl` between checkpoints.
+    sync: BackgroundSync,
 }
 
 impl Checkpoints {
-    /// `seq` is the highest checkpoint number already used in `out_dir`.
+    /// `seq` is the highest checkpoint number already used in `out_dir`; `resumed_from` the
+    /// checkpoint a resumed crawl loaded.
     pub(crate) fn new(
         out_dir: PathBuf,
-        interval: Duration,
+        (interval, sync_interval): (Duration, Duration),
         seq: u64,
+        resumed_from: Option<u64>,
         expectation: Expectation,
         seen: Arc<SeenSet>,
         counters: Arc<CrawlCounters>,
-    ) -> Checkpoints {
-        Checkpoints {
+    ) -> Result<Checkpoints, CrawlError> {
+        let sync = BackgroundSync::start(sync_interval, out_dir.join("pages.jsonl"))?;
+        Ok(Checkpoints {
             out_dir,
             interval,
             seq,
@@ -67,7 +81,9 @@ impl Checkpoints {
             counters,
             pending: None,
             queue_log: None,
-        }
+            good: resumed_from,
+            sync,
+        })
     }
 
     /// The log that every URL accepted from now on must be appended to.
@@ -121,6 +137,8 @@ impl Checkpoints {
             max_urls: e.max_urls,
             seen_m_bits: e.seen_m_bits,
             seen_k: e.seen_k,
+            seen_seed: e.seen_seed,
+            seen_xxh3: 0,
             seeds_xxh3: e.seeds_xxh3,
             seeds: e.seeds,
             counters: self.counters.to_map(),
@@ -131,6 +149,8 @@ impl Checkpoints {
             log.flush()?;
         }
         self.queue_log = Some(QueueLog::create(&self.out_dir, self.seq)?);
+        self.sync
+            .queue_log(checkpoint::queue_log_path(&self.out_dir, self.seq));
         tracing::debug!(
             "checkpoint {}: paused {:?} ({} queued, {} in flight)",
             manifest.seq,
@@ -173,15 +193,17 @@ impl Checkpoints {
                     Some(log) => Some(log.flushed_file()?),
                     None => None,
                 };
+                let good = self.good;
                 self.pending = Some(tokio::task::spawn_blocking(move || {
                     if let Some((path, file)) = log {
                         file.sync_data()
                             .map_err(|source| CheckpointError::Io { path, source })?;
                     }
-                    checkpoint::publish(prepared).map(CheckpointPhase::Published)
+                    checkpoint::publish(prepared, good).map(CheckpointPhase::Published)
                 }));
             }
             CheckpointPhase::Published(manifest) => {
+                self.good = Some(manifest.seq);
                 if let Some(saved) = &manifest.frontier {
                     frontier.finish_checkpoint(saved)?;
                 }

@@ -128,10 +128,13 @@ struct Start {
     counters: Arc<CrawlCounters>,
     output: OutputPosition,
     frontier: Frontier,
-    /// URLs queued after the checkpoint (from its queue log), to queue again.
-    replayed: Option<Vec<crate::frontier::QueuedUrl>>,
+    /// URLs queued after the checkpoint (from its queue log): to queue again, and those
+    /// recorded since, to count for their host.
+    replayed: Option<(Vec<crate::frontier::QueuedUrl>, Vec<String>)>,
     /// The highest checkpoint number on disk.
     seq: u64,
+    /// The checkpoint resumed from.
+    resumed_from: Option<u64>,
 }
 
 fn start_state(
@@ -154,9 +157,13 @@ fn start_state(
             frontier: Frontier::create(policy, frontier_options)?,
             replayed: None,
             seq: 0,
+            resumed_from: None,
         });
     };
     loaded.manifest.check_compatible(out_dir, expectation)?;
+    for damage in &loaded.damage {
+        tracing::warn!("resume: {damage}");
+    }
     tracing::info!(
         "resuming checkpoint {} of {}: {} URLs done, {} queued at the checkpoint ({} queued and {} recorded after it, replayed)",
         loaded.manifest.seq,
@@ -181,8 +188,9 @@ fn start_state(
         counters: Arc::new(CrawlCounters::from_map(&loaded.counters)),
         output: loaded.output,
         frontier,
-        replayed: Some(loaded.queued_after),
+        replayed: Some((loaded.queued_after, loaded.recorded_from_log)),
         seq: loaded.manifest.seq.max(checkpoint::highest_seq(out_dir)),
+        resumed_from: Some(loaded.manifest.seq),
     })
 }
 
@@ -211,6 +219,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         max_urls: config.crawl.max_urls.0,
         seen_m_bits: plan.m_bits,
         seen_k: plan.k,
+        seen_seed: plan.seed,
         seeds_xxh3: checkpoint::seeds_hash(&seeds),
         seeds: seeds.len() as u64,
     };
@@ -221,6 +230,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         mut frontier,
         replayed,
         seq,
+        resumed_from,
     } = start_state(&config, resume, plan.clone(), &expectation)?;
     let (output_writer, output) = OutputWriter::start(&out_dir, 4096, start)?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
@@ -269,25 +279,33 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         acceptance: Acceptance::new(&config, seen_backend.clone(), counters.clone()),
         checkpoints: Checkpoints::new(
             out_dir.clone(),
-            Duration::from_secs_f64(config.checkpoint.interval_secs),
+            (
+                Duration::from_secs_f64(config.checkpoint.interval_secs),
+                Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
+            ),
             seq,
+            resumed_from,
             expectation,
             seen.clone(),
             counters.clone(),
-        ),
+        )?,
         seen: seen_backend,
         counters: counters.clone(),
         descriptors: Descriptors::new(descriptor_limit),
     };
+    let fresh = replayed.is_none();
     match replayed {
-        Some(items) => {
+        Some((items, recorded)) => {
             // Queued after the checkpoint, already accepted and in the seen-set: straight
             // back into the queues (the checkpoint's queues came back with the frontier).
+            // Those recorded since are not queued again but were queued: they count for
+            // their host's `max_pages_per_host` like the others.
+            let key_of = |url: &str| Url::parse(url).map(|u| host_key(&u)).unwrap_or_default();
             for item in items {
-                let key = Url::parse(&item.url)
-                    .map(|u| host_key(&u))
-                    .unwrap_or_default();
-                frontier.push(&key, item)?;
+                frontier.push(&key_of(&item.url), item)?;
+            }
+            for url in recorded {
+                frontier.count_queued(&key_of(&url));
             }
         }
         None => {
@@ -300,8 +318,14 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         }
     }
 
-    // A checkpoint right away: from here on, a crawl killed at any instant can resume.
+    // A checkpoint right away: from here on, a crawl killed at any instant can resume. A
+    // fresh crawl waits for it to be published before its first request, or a kill in its
+    // first moments would leave records and no checkpoint (a directory that neither
+    // `--resume` nor a plain run accepts); a resumed one already has its checkpoint.
     dispatcher.checkpoint(&mut frontier, &output, false).await?;
+    if fresh {
+        dispatcher.checkpoints.wait(&mut frontier).await?;
+    }
 
     let mut display = Progress::start(
         progress,

@@ -51,8 +51,12 @@
 //! fsyncs and table, `hosts.bin`); [`Frontier::finish_checkpoint`] then lets the store reclaim
 //! what the previous checkpoints no longer need. [`Frontier::resume`] reopens the store
 //! exactly at a checkpoint's position (URLs pushed after it come back from the crawl's queue
-//! log, not from the store) and drops, when they reach the head of their queue, the URLs that
-//! were recorded after the checkpoint.
+//! log, not from the store) and drops, when they reach the head of their queue (or when a
+//! host's robots.txt is given up), the URLs that were recorded after the checkpoint. The
+//! caller counts the replayed URLs for their hosts ([`Frontier::push`], or
+//! [`Frontier::count_queued`] for those already recorded), so `max_pages_per_host` holds
+//! across a crash; and each host's first request after a resume waits one rate period (the
+//! limiters are not checkpointed: see `residency.rs`).
 //!
 //! # Measured
 //!
@@ -358,6 +362,9 @@ pub struct Frontier {
     /// the store: dropped, not fetched, when they reach the head of their queue.
     already_done: HashSet<u64>,
     tally_buffers: TallyBuffers,
+    /// When this frontier was resumed from a checkpoint: hosts made resident soon after wait
+    /// one rate period from then (see `residency.rs`).
+    resumed_at: Option<Instant>,
 }
 
 impl Frontier {
@@ -402,6 +409,7 @@ impl Frontier {
         frontier.already_done.extend(hosts.done);
         frontier.already_done.extend(recorded_since);
         let now = Instant::now();
+        frontier.resumed_at = Some(now);
         let waiting: Vec<HostId> = frontier.store.hosts().map(|(host, _)| host).collect();
         for host in waiting {
             frontier.push_ready(host, now);
@@ -437,6 +445,7 @@ impl Frontier {
             next_dispatch: 0,
             already_done: HashSet::new(),
             tally_buffers: TallyBuffers::new(),
+            resumed_at: None,
         })
     }
 
@@ -444,12 +453,20 @@ impl Frontier {
     pub fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         let id = host_id(host_key);
         self.store.push(id, &item)?;
+        self.count_queued(host_key);
+        self.schedule(id, Instant::now());
+        Ok(())
+    }
+
+    /// Counts a URL queued for a host ([`Frontier::host_total_queued`], which
+    /// `max_pages_per_host` reads) without queuing it: a resume replaying its queue log counts
+    /// this way the URLs queued after the checkpoint and already recorded since.
+    pub fn count_queued(&mut self, host_key: &str) {
+        let id = host_id(host_key);
         let tally = self.tallies.entry(id).or_default();
         tally.queued_ever = tally.queued_ever.saturating_add(1);
         let count = tally.queued_ever as u64;
         self.note_top(id, host_key, count);
-        self.schedule(id, Instant::now());
-        Ok(())
     }
 
     /// Puts a URL that was handed out back at the front of its host's queue, to be tried

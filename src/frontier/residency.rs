@@ -9,6 +9,13 @@
 //! idle hosts are looked for at each restore and every 10 ms, so the resident state exceeds
 //! its budget only by hosts that are busy.
 //!
+//! A resumed frontier's limiters start empty, as if each host had just been sent a request:
+//! a host made resident within one rate period of the resume (or its robots.txt
+//! `Crawl-delay`, if longer and cached) waits until that long after the resume. The limiters
+//! are not checkpointed, and the last request before a crash may have been just before it;
+//! one period is what the limiter itself would have asked for. (Hosts only restored later
+//! have waited that long anyway.)
+//!
 //! Why: per-host state (limiter, schedule, parsed rules) is the one part of the frontier that
 //! would otherwise grow with every host ever seen; see the module doc of [`super`].
 
@@ -173,8 +180,14 @@ impl Frontier {
             touched: tick,
             robots_hops: Vec::new(),
         };
+        let mut gap = self.policy.period;
         if let Some(rules) = crawl_delay_rules {
             apply_crawl_delay(&mut state, &rules, self.policy.period, self.clock.clone());
+            gap = gap.max(rules.crawl_delay.unwrap_or_default());
+        }
+        if let Some(resumed) = self.resumed_at {
+            // See the module doc: the first request after a resume keeps the rate.
+            state.not_before = state.not_before.max(resumed + gap);
         }
         self.resident.bytes += state.bytes;
         self.resident.hosts.insert(id, state);

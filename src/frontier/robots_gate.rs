@@ -6,8 +6,9 @@
 //! host's pages wait; a URL the rules disallow comes out as [`Work::Disallowed`] without a
 //! request and without spending a rate token; an unreachable robots.txt blocks the host with
 //! growing backoff ([`unavailable_backoff`]) and after [`MAX_UNAVAILABLE_ATTEMPTS`] failures
-//! its queued URLs are given up, returned to the caller to record. Rules expire after
-//! `robots_ttl` and are fetched again. A host whose Crawl-delay is over
+//! its queued URLs are given up, returned to the caller to record (except those recorded after
+//! the checkpoint a resumed frontier started from, which are dropped: a URL is recorded once).
+//! Rules expire after `robots_ttl` and are fetched again. A host whose Crawl-delay is over
 //! `max_crawl_delay` is not crawled: its URLs come out as [`Work::Deferred`], each without a
 //! request, so one such host cannot keep the crawl alive for days.
 //!
@@ -292,6 +293,10 @@ impl Frontier {
                 };
                 if host.robots_failures >= MAX_UNAVAILABLE_ATTEMPTS {
                     while let Some(item) = self.store.pop(id)? {
+                        // Recorded after the checkpoint resumed from: recorded once already.
+                        if self.already_done.remove(&super::url_hash(&item.url)) {
+                            continue;
+                        }
                         given_up.push(item);
                     }
                 }

@@ -512,6 +512,69 @@ fn the_disk_frontier_keeps_the_backend_promises() {
     check_backend_promises(&mut f.frontier);
 }
 
+/// A host whose robots.txt stays unreachable gives its queued URLs up to be recorded; one
+/// already recorded after the checkpoint resumed from is not given up (recorded) again.
+#[test]
+fn robots_give_up_after_resume_skips_what_was_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = policy(1000.0, 1000, 4);
+    p.respect_robots = true;
+    let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
+    for i in 0..3 {
+        f.push("http://a", item(&format!("http://a/{i}"))).unwrap();
+    }
+    let ckpt = dir.path().join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let saved = f.begin_checkpoint().unwrap().write(&ckpt).unwrap();
+    f.finish_checkpoint(&saved).unwrap();
+    drop(f);
+    let hosts = saved.check(&ckpt, &dir.path().join("frontier")).unwrap();
+    // http://a/1 was recorded after the checkpoint (its record is in pages.jsonl).
+    let mut f = Frontier::resume(
+        p,
+        options(dir.path(), 1 << 20),
+        &saved,
+        hosts,
+        [url_hash("http://a/1")],
+    )
+    .unwrap();
+    // A resumed host's first request waits one rate period (1 ms here).
+    let mut now = Instant::now() + Duration::from_millis(2);
+    let mut given_up = Vec::new();
+    for attempt in 1..=MAX_UNAVAILABLE_ATTEMPTS {
+        let Ok(Some(Work::Robots(fetch))) = f.pop_ready(now) else {
+            panic!("attempt {attempt}: robots.txt again")
+        };
+        let unavailable = RobotsOutcome::Unavailable {
+            reason: "HTTP 503".into(),
+        };
+        given_up.extend(f.robots_done(fetch, unavailable).unwrap());
+        now = Instant::now() + unavailable_backoff(attempt) + Duration::from_millis(1);
+    }
+    assert_eq!(urls(&given_up), ["http://a/0", "http://a/2"]);
+    assert!(f.is_finished());
+}
+
+/// A resumed frontier does not know when each host was last sent a request: every host's
+/// first request waits one rate period from the resume.
+#[test]
+fn a_resumed_host_waits_one_period_before_its_first_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(10.0, 1, 1);
+    let mut f = Frontier::create(p.clone(), options(dir.path(), 1 << 20)).unwrap();
+    f.push("http://a", item("http://a/0")).unwrap();
+    let before = Instant::now();
+    let (_, mut f) = checkpoint_and_resume(f, dir.path(), p);
+    nothing(f.pop_ready(Instant::now()));
+    let at = f.next_ready_at().expect("scheduled");
+    assert!(
+        at >= before + Duration::from_millis(100),
+        "{:?}",
+        at - before
+    );
+    assert_eq!(fetch(f.pop_ready(at)).item.url, "http://a/0");
+}
+
 fn robots_work(work: Result<Option<Work>, FrontierError>) -> RobotsFetch {
     match work {
         Ok(Some(Work::Robots(fetch))) => fetch,
