@@ -16,15 +16,15 @@
 //! the snapshot instant (bits are only ever added; a URL caught half-written reads as absent).
 //! Each such URL was accepted by the dispatcher, which appends it to the queue log of the new
 //! checkpoint in the same step, before the next `await`. So the checkpoint is written in two
-//! phases: [`prepare`] writes and fsyncs the files; then the dispatcher flushes the queue log
+//! phases: `prepare` writes and fsyncs the files; then the dispatcher flushes the queue log
 //! (every URL whose bit the file may hold is in it from then on), the log is fsynced, and only
-//! then [`publish`] makes the checkpoint current. A resume replays that log: every URL with a
+//! then `publish` makes the checkpoint current. A resume replays that log: every URL with a
 //! bit in the file is in the frontier again or recorded. A crash before `publish` leaves the
 //! previous checkpoint current.
 //!
 //! Resuming keeps the complete records of `pages.jsonl` past the checkpoint's length (their
 //! URLs are dropped from the queues, not fetched again) and cuts what follows the last one
-//! it can trust ([`replay`]). What a resume fetches again: the pages in flight at the crash,
+//! it can trust (`replay`). What a resume fetches again: the pages in flight at the crash,
 //! and the pages whose record was still inside the process (in the output channel, up to its
 //! 4096 records, or the writer's buffer, handed to the OS after each burst) — not only what
 //! was in flight. Nothing discovered is forgotten, and no page is recorded twice.
@@ -53,7 +53,7 @@
 //! previous one are deleted. A crash at any instant leaves a whole current checkpoint, or
 //! a whole previous one. The previous one kept is always the one the crawl knows to be good
 //! (resumed from, or last published): after a resume that fell back to `manifest.prev.json`,
-//! the damaged current manifest is replaced and never moved over the good one ([`publish`]). Loading checks everything before using anything, and falls back
+//! the damaged current manifest is replaced and never moved over the good one (`publish`). Loading checks everything before using anything, and falls back
 //! to the previous checkpoint, saying why, when the current one is damaged.
 
 use std::collections::BTreeMap;
@@ -149,18 +149,22 @@ pub enum CheckpointError {
 }
 
 /// What a resumed crawl must agree on with its checkpoint.
-pub struct Expectation {
-    pub max_urls: u64,
-    pub seen_m_bits: u64,
-    pub seen_k: u32,
-    pub seen_seed: u32,
-    pub seeds_xxh3: u64,
-    pub seeds: u64,
+pub(crate) struct Expectation {
+    pub(crate) max_urls: u64,
+    pub(crate) seen_m_bits: u64,
+    pub(crate) seen_k: u32,
+    pub(crate) seen_seed: u32,
+    pub(crate) seeds_xxh3: u64,
+    pub(crate) seeds: u64,
 }
 
 impl Manifest {
     /// Says what differs between this checkpoint and the crawl about to resume it.
-    pub fn check_compatible(&self, out: &Path, now: &Expectation) -> Result<(), CheckpointError> {
+    pub(crate) fn check_compatible(
+        &self,
+        out: &Path,
+        now: &Expectation,
+    ) -> Result<(), CheckpointError> {
         let mut differences = Vec::new();
         if self.max_urls != now.max_urls {
             differences.push(format!(
@@ -199,7 +203,7 @@ impl Manifest {
 
 /// Cuts `pages.jsonl` back to what the checkpoint covers; records written after it
 /// belong to URLs the checkpoint still lists in its frontier.
-pub fn truncate_output(out: &Path, keep: u64) -> Result<(), CheckpointError> {
+pub(crate) fn truncate_output(out: &Path, keep: u64) -> Result<(), CheckpointError> {
     let path = out.join("pages.jsonl");
     let file = fs::OpenOptions::new()
         .write(true)
@@ -238,7 +242,7 @@ pub struct Snapshot {
 }
 
 /// A checkpoint whose files are written and fsynced, not yet published.
-pub struct Prepared {
+pub(crate) struct Prepared {
     root: PathBuf,
     manifest: Manifest,
 }
@@ -248,28 +252,27 @@ pub struct Loaded {
     pub manifest: Manifest,
     /// The seen-set, with the URLs of the queue log replayed into it.
     pub seen: SeenSet,
-    /// The checkpoint's directory and where its frontier stood, with its host tallies
-    /// (checked): see [`crate::frontier::Frontier::resume`].
-    pub dir: PathBuf,
+    /// Where its frontier stood, with its host tallies (checked): see
+    /// [`crate::frontier::Frontier::resume`].
     pub frontier: SavedFrontier,
     pub hosts: SavedHosts,
     /// URLs queued after the checkpoint (from the queue log) and not recorded since.
     pub queued_after: Vec<QueuedUrl>,
     /// URLs queued after the checkpoint and recorded since: no longer queued, but counted
     /// for their host (`max_pages_per_host`) with [`crate::frontier::Frontier::count_queued`].
-    pub recorded_from_log: Vec<String>,
-    /// Hashes ([`crate::frontier::url_hash`]) of URLs recorded after the checkpoint that
+    pub(crate) recorded_from_log: Vec<String>,
+    /// Hashes (`crate::frontier::url_hash`) of URLs recorded after the checkpoint that
     /// were queued before it: still in the frontier's store, to be dropped when popped.
     pub recorded_after: Vec<u64>,
     /// Set when the current checkpoint was damaged and the previous one was used.
     pub fell_back: Option<String>,
     /// Damage found in what is replayed after the checkpoint, each naming the file, the line
-    /// and what it costs (see [`replay`]).
+    /// and what it costs (see `replay`).
     pub damage: Vec<String>,
     /// Where `pages.jsonl` resumes: the end of its last complete record.
     pub output: crate::output::OutputPosition,
     /// The checkpoint's counters brought up to date with what was replayed.
-    pub counters: BTreeMap<String, u64>,
+    pub(crate) counters: BTreeMap<String, u64>,
     /// URLs replayed from the queue log, and records found after the checkpoint.
     pub replayed_urls: u64,
     pub replayed_records: u64,
@@ -280,7 +283,7 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
     out.join("checkpoint")
 }
 
-/// [`prepare`] then [`publish`], for a caller without a queue log (benchmarks): nothing is
+/// `prepare` then `publish`, for a caller without a queue log (benchmarks): nothing is
 /// accepted into its seen-set while this runs, or what is must not need to survive a crash.
 pub fn write(out: &Path, snapshot: Snapshot) -> Result<Manifest, CheckpointError> {
     publish(prepare(out, snapshot)?, None)
@@ -288,7 +291,7 @@ pub fn write(out: &Path, snapshot: Snapshot) -> Result<Manifest, CheckpointError
 
 /// Writes a checkpoint's files under `out/checkpoint/ckpt-<seq>/`, fsynced, without making
 /// it current: see the module doc for what must happen before [`publish`].
-pub fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, CheckpointError> {
+pub(crate) fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, CheckpointError> {
     let root = checkpoint_dir(out);
     let Snapshot {
         seen,
@@ -326,7 +329,7 @@ fn file_trailer(path: &Path) -> Result<u64, CheckpointError> {
 /// replaced and `manifest.prev.json` is left alone: moving the damaged manifest over it, or
 /// deleting its directory, would leave no usable checkpoint at all if the crawl crashed
 /// before the new manifest was in place.
-pub fn publish(prepared: Prepared, good: Option<u64>) -> Result<Manifest, CheckpointError> {
+pub(crate) fn publish(prepared: Prepared, good: Option<u64>) -> Result<Manifest, CheckpointError> {
     fault::crash_at("prepared");
     let Prepared { root, manifest } = prepared;
 
@@ -379,7 +382,7 @@ pub fn publish(prepared: Prepared, good: Option<u64>) -> Result<Manifest, Checkp
 }
 
 /// Reads a manifest file and checks its version.
-pub fn read_manifest(path: &Path) -> Result<Manifest, CheckpointError> {
+pub(crate) fn read_manifest(path: &Path) -> Result<Manifest, CheckpointError> {
     let bytes = fs::read(path).at("read", path)?;
     let manifest: Manifest =
         serde_json::from_slice(&bytes).map_err(|e| CheckpointError::BadManifest {
@@ -487,7 +490,6 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
     let mut loaded = Loaded {
         manifest,
         seen,
-        dir,
         frontier,
         hosts,
         queued_after: Vec::new(),
@@ -508,7 +510,7 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
 /// directories and `queued-N` logs). A resumed crawl numbers its checkpoints after it, so
 /// that it never overwrites the queue log of a checkpoint an earlier run began but did not
 /// publish: that log holds URLs a resume from an older checkpoint must still replay.
-pub fn highest_seq(out: &Path) -> u64 {
+pub(crate) fn highest_seq(out: &Path) -> u64 {
     let Ok(entries) = fs::read_dir(checkpoint_dir(out)) else {
         return 0;
     };
@@ -535,7 +537,7 @@ pub fn queue_log_path(out: &Path, seq: u64) -> PathBuf {
 /// to `pages.jsonl` since then, it lets a crawl killed between checkpoints resume without
 /// forgetting a discovered URL: a page's new links are appended here (and handed to the
 /// OS) before the page's own record is sent to the output.
-pub struct QueueLog {
+pub(crate) struct QueueLog {
     path: PathBuf,
     file: BufWriter<File>,
     line: Vec<u8>,
@@ -543,7 +545,7 @@ pub struct QueueLog {
 
 impl QueueLog {
     /// Starts the log that follows checkpoint `seq`.
-    pub fn create(out: &Path, seq: u64) -> Result<QueueLog, CheckpointError> {
+    pub(crate) fn create(out: &Path, seq: u64) -> Result<QueueLog, CheckpointError> {
         let path = queue_log_path(out, seq);
         let root = checkpoint_dir(out);
         fs::create_dir_all(&root).at("create", &root)?;
@@ -555,7 +557,7 @@ impl QueueLog {
         })
     }
 
-    pub fn append(&mut self, item: &QueuedUrl) -> Result<(), CheckpointError> {
+    pub(crate) fn append(&mut self, item: &QueuedUrl) -> Result<(), CheckpointError> {
         self.line.clear();
         serde_json::to_writer(&mut self.line, item)
             .map_err(std::io::Error::other)
@@ -573,7 +575,7 @@ impl QueueLog {
     }
 
     /// Hands what was appended to the OS (enough to survive `kill -9`).
-    pub fn flush(&mut self) -> Result<(), CheckpointError> {
+    pub(crate) fn flush(&mut self) -> Result<(), CheckpointError> {
         self.file.flush().map_err(|source| self.failed(source))
     }
 
@@ -586,7 +588,7 @@ impl QueueLog {
 
     /// Flushes, and returns a handle on the file with its path, to fsync it on another
     /// thread before a checkpoint is published.
-    pub fn flushed_file(&mut self) -> Result<(PathBuf, File), CheckpointError> {
+    pub(crate) fn flushed_file(&mut self) -> Result<(PathBuf, File), CheckpointError> {
         self.flush()?;
         let file = self.file.get_ref().try_clone().at("open", &self.path)?;
         Ok((self.path.clone(), file))
@@ -852,7 +854,7 @@ pub mod fault {
 }
 
 /// The hash of a seed list, for checking that a resume uses the same seeds.
-pub fn seeds_hash(seeds: &[url::Url]) -> u64 {
+pub(crate) fn seeds_hash(seeds: &[url::Url]) -> u64 {
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
     for seed in seeds {
         hasher.update(seed.as_str().as_bytes());

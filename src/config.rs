@@ -112,16 +112,16 @@ pub struct CrawlSection {
     pub max_urls: Count,
     pub max_depth: u32,
     pub concurrency: usize,
-    pub user_agent: String,
+    pub(crate) user_agent: String,
     pub max_body_bytes: ByteSize,
     pub timeout_secs: f64,
-    pub connect_timeout_secs: f64,
+    pub(crate) connect_timeout_secs: f64,
     pub max_redirects: u32,
     pub retries: u32,
-    pub content_types: Vec<String>,
+    pub(crate) content_types: Vec<String>,
     pub follow_nofollow: bool,
-    pub max_links_per_page: usize,
-    pub parse_threads: usize,
+    pub(crate) max_links_per_page: usize,
+    pub(crate) parse_threads: usize,
     pub shutdown_grace_secs: f64,
 }
 
@@ -176,9 +176,9 @@ impl Default for PolitenessSection {
 /// `[seen]`: the URL-seen Bloom filter's sizing. One of `fpp` or `memory`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
-pub struct SeenSection {
-    pub fpp: Option<f64>,
-    pub memory: Option<ByteSize>,
+pub(crate) struct SeenSection {
+    pub(crate) fpp: Option<f64>,
+    pub(crate) memory: Option<ByteSize>,
 }
 
 /// `[checkpoint]`: how often the crawl state is made durable.
@@ -188,7 +188,7 @@ pub struct CheckpointSection {
     pub interval_secs: f64,
     /// Seconds between background fsyncs of the queue log and `pages.jsonl` (what a power
     /// loss can cost between checkpoints).
-    pub sync_interval_secs: f64,
+    pub(crate) sync_interval_secs: f64,
 }
 
 impl Default for CheckpointSection {
@@ -207,7 +207,7 @@ impl Default for CheckpointSection {
 pub struct FrontierSection {
     /// Queued URLs held in memory: each busy host's newest URLs (written out in blocks) and
     /// the next few to fetch, plus the write buffer.
-    pub memory: ByteSize,
+    pub(crate) memory: ByteSize,
     /// Per-host state held in memory (politeness schedule, parsed robots.txt); idle hosts
     /// beyond it are evicted and restored from disk when their turn comes.
     pub host_memory: ByteSize,
@@ -227,8 +227,8 @@ impl Default for FrontierSection {
 #[serde(default, deny_unknown_fields)]
 pub struct OutputSection {
     pub dir: PathBuf,
-    pub format: String,
-    pub progress_interval_secs: f64,
+    pub(crate) format: String,
+    pub(crate) progress_interval_secs: f64,
 }
 
 impl Default for OutputSection {
@@ -254,18 +254,18 @@ pub struct NetworkSection {
 pub struct Config {
     pub crawl: CrawlSection,
     pub politeness: PolitenessSection,
-    pub seen: SeenSection,
+    pub(crate) seen: SeenSection,
     pub checkpoint: CheckpointSection,
     pub frontier: FrontierSection,
     pub output: OutputSection,
     pub network: NetworkSection,
-    pub normalize: NormalizeOptions,
+    pub(crate) normalize: NormalizeOptions,
     pub scope: ScopeOptions,
 }
 
 /// The keys of each section, for `--set` errors. A unit test keeps this in step with
 /// the structs above.
-pub const SECTIONS: &[(&str, &[&str])] = &[
+pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
     (
         "crawl",
         &[
@@ -316,15 +316,15 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
 
 /// A resolve rule: a host pattern (`example.test` or `*.test`) and the address to use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolveRule {
-    pub pattern: String,
-    pub addr: std::net::SocketAddr,
+pub(crate) struct ResolveRule {
+    pub(crate) pattern: String,
+    pub(crate) addr: std::net::SocketAddr,
 }
 
 impl ResolveRule {
     /// Whether `host` (already lowercase) matches: `*.test` matches `a.test` and
     /// `b.a.test` but not `test` itself.
-    pub fn matches(&self, host: &str) -> bool {
+    pub(crate) fn matches(&self, host: &str) -> bool {
         match self.pattern.strip_prefix("*.") {
             Some(suffix) => {
                 host.len() > suffix.len() + 1
@@ -428,7 +428,8 @@ impl Config {
     }
 
     /// Parses a TOML document (used by tests and by [`Config::load`]).
-    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    #[cfg(test)]
+    pub(crate) fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             origin: origin.to_string(),
             message: one_line(&e.to_string()),
@@ -615,7 +616,7 @@ impl Config {
     }
 
     /// The `[network] resolve` map as checked rules.
-    pub fn resolve_rules(&self) -> Result<Vec<ResolveRule>, ConfigError> {
+    pub(crate) fn resolve_rules(&self) -> Result<Vec<ResolveRule>, ConfigError> {
         self.resolve_rules_with_origin("config")
     }
 

@@ -64,18 +64,18 @@ enum Message {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutputPosition {
     pub bytes: u64,
-    pub records: u64,
+    pub(crate) records: u64,
 }
 
 /// The sending side; cheap to clone.
 #[derive(Clone)]
-pub struct OutputSender {
+pub(crate) struct OutputSender {
     tx: mpsc::Sender<Message>,
 }
 
 impl OutputSender {
     /// Queues a record, waiting if the writer is behind.
-    pub async fn send(&self, record: PageRecord) -> Result<(), OutputError> {
+    pub(crate) async fn send(&self, record: PageRecord) -> Result<(), OutputError> {
         self.tx
             .send(Message::Record(Box::new(record)))
             .await
@@ -84,7 +84,7 @@ impl OutputSender {
 
     /// Flushes everything sent so far to the OS and returns the file's length and record
     /// count (those before the writer started included).
-    pub async fn flush(&self) -> Result<OutputPosition, OutputError> {
+    pub(crate) async fn flush(&self) -> Result<OutputPosition, OutputError> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Message::Flush(tx))
@@ -99,14 +99,14 @@ impl OutputSender {
 }
 
 /// The writer thread.
-pub struct OutputWriter {
+pub(crate) struct OutputWriter {
     handle: JoinHandle<Result<u64, OutputError>>,
 }
 
 impl OutputWriter {
     /// Opens (appending) `dir/pages.jsonl` and starts the writer; `start` is where the
     /// file stands (records already in it, for a resumed crawl).
-    pub fn start(
+    pub(crate) fn start(
         dir: &Path,
         capacity: usize,
         start: OutputPosition,
@@ -126,7 +126,7 @@ impl OutputWriter {
     }
 
     /// Waits for the writer to drain and close (all senders must be dropped first).
-    pub fn finish(self) -> Result<u64, OutputError> {
+    pub(crate) fn finish(self) -> Result<u64, OutputError> {
         self.handle.join().unwrap_or(Err(OutputError::Stopped))
     }
 }
@@ -189,7 +189,7 @@ fn write_loop(
 /// is opened anew, not duplicated, so that a write-back error this thread's fsync reports is
 /// still reported to the checkpoint's own fsync of the writer's descriptor. A failed fsync
 /// here is a warning: the next checkpoint's fsync is the one that decides.
-pub struct BackgroundSync {
+pub(crate) struct BackgroundSync {
     shared: std::sync::Arc<SyncShared>,
     thread: Option<JoinHandle<()>>,
 }
@@ -211,7 +211,10 @@ struct SyncState {
 impl BackgroundSync {
     /// Starts fsyncing `pages` (and the queue log named by [`BackgroundSync::queue_log`])
     /// every `interval`.
-    pub fn start(interval: std::time::Duration, pages: PathBuf) -> Result<Self, OutputError> {
+    pub(crate) fn start(
+        interval: std::time::Duration,
+        pages: PathBuf,
+    ) -> Result<Self, OutputError> {
         let shared = std::sync::Arc::new(SyncShared::default());
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -225,7 +228,7 @@ impl BackgroundSync {
     }
 
     /// The queue log appended to from now on (opened by the sync thread, not here).
-    pub fn queue_log(&self, path: PathBuf) {
+    pub(crate) fn queue_log(&self, path: PathBuf) {
         let mut state = lock(&self.shared.state);
         state.queue_log = Some(path);
         state.queue_log_changed = true;
@@ -292,14 +295,14 @@ fn sync_loop(shared: &SyncShared, interval: std::time::Duration, pages_path: Pat
 }
 
 /// Formats a time as RFC 3339 UTC with milliseconds.
-pub fn rfc3339(time: std::time::SystemTime) -> String {
+pub(crate) fn rfc3339(time: std::time::SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
 /// Writes `contents` to `path` atomically (through `path` with the extension `tmp`, see
 /// [`crate::durable`]), so a reader never sees half a file, and a crash leaves the old one or
 /// the new one.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), OutputError> {
+pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), OutputError> {
     Ok(durable::replace(
         path,
         path.with_extension("tmp"),

@@ -113,7 +113,7 @@ pub struct CrawlRequest {
 }
 
 /// The seen-set's plan from `[seen]` and `max_urls` (fpp 0.001 when neither is set).
-pub fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
+pub(crate) fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
     let n = config.crawl.max_urls.0;
     match (config.seen.fpp, config.seen.memory) {
         (_, Some(memory)) => Plan::for_memory(n, memory.0),

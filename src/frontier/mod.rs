@@ -43,7 +43,7 @@
 //! The frontier is owned by one task (the crawl's dispatcher) and is not shared: no lock is
 //! needed, and its state at any instant is one consistent value. It also owns what it hands
 //! out: a URL given as a [`Dispatch`] stays in its keeping, in flight, until
-//! [`Frontier::complete`] or [`Frontier::retry`] gives the dispatch back, so a checkpoint
+//! [`Frontier::complete`] or `Frontier::retry` gives the dispatch back, so a checkpoint
 //! records it without the caller keeping a list of its own. [`Frontier::begin_checkpoint`]
 //! is the pause: the store writes its tails and encodes its table (the in-flight URLs recorded
 //! at the front of their hosts' queues, in the order they were handed out), and the per-host
@@ -54,7 +54,7 @@
 //! log, not from the store) and drops, when they reach the head of their queue (or when a
 //! host's robots.txt is given up), the URLs that were recorded after the checkpoint. The
 //! caller counts the replayed URLs for their hosts ([`Frontier::push`], or
-//! [`Frontier::count_queued`] for those already recorded), so `max_pages_per_host` holds
+//! `Frontier::count_queued` for those already recorded), so `max_pages_per_host` holds
 //! across a crash; and each host's first request after a resume waits one rate period (the
 //! limiters are not checkpointed: see `residency.rs`).
 //!
@@ -137,7 +137,7 @@ pub struct QueuedUrl {
 }
 
 /// A host as the frontier knows it: the XXH3-64 of its key (see [`host_id`]).
-pub type HostId = u64;
+pub(crate) type HostId = u64;
 
 /// The id of the host whose key (`scheme://host[:port]`) is `key`.
 pub fn host_id(key: &str) -> HostId {
@@ -145,34 +145,34 @@ pub fn host_id(key: &str) -> HostId {
 }
 
 /// The hash by which a URL recorded after a checkpoint is recognised when it is popped.
-pub fn url_hash(url: &str) -> u64 {
+pub(crate) fn url_hash(url: &str) -> u64 {
     xxh3_64(url.as_bytes())
 }
 
 /// A URL handed out for fetching. Give it back, once, with [`Frontier::complete`] or
-/// [`Frontier::retry`]; until then the frontier keeps a copy and a checkpoint records it.
+/// `Frontier::retry`; until then the frontier keeps a copy and a checkpoint records it.
 /// Only the frontier makes one.
 #[derive(Debug)]
 pub struct Dispatch {
     /// Which hand-out this is: the key of the frontier's copy.
     id: u64,
-    pub host: HostId,
+    pub(crate) host: HostId,
     pub item: QueuedUrl,
 }
 
 /// One request of a host's robots.txt: its first, or a redirect hop. Give it back, once,
-/// with [`Frontier::robots_done`].
+/// with `Frontier::robots_done`.
 #[derive(Debug, Clone)]
 pub struct RobotsFetch {
     /// The host whose robots.txt this is.
-    pub host: HostId,
+    pub(crate) host: HostId,
     /// The host the request goes to, whose politeness it was sent under: `host` itself for
     /// the first request and same-host hops, another host for a hop that leaves it.
-    pub via: HostId,
+    pub(crate) via: HostId,
     /// What to request.
-    pub url: String,
+    pub(crate) url: String,
     /// Redirects followed before this request.
-    pub hops: u32,
+    pub(crate) hops: u32,
 }
 
 /// What the frontier hands out next.
@@ -180,13 +180,13 @@ pub struct RobotsFetch {
 pub enum Work {
     /// Fetch this URL.
     Fetch(Dispatch),
-    /// Fetch one hop of a host's robots.txt, then report with [`Frontier::robots_done`].
+    /// Fetch one hop of a host's robots.txt, then report with `Frontier::robots_done`.
     Robots(RobotsFetch),
     /// This URL is disallowed by robots.txt: record it, do not fetch it. It is no
     /// longer queued and not in flight.
     Disallowed(QueuedUrl),
     /// This URL's host asks for a Crawl-delay longer than the crawl accepts
-    /// ([`FrontierPolicy::max_crawl_delay`]): record it as deferred, do not fetch it. It is
+    /// (`FrontierPolicy::max_crawl_delay`): record it as deferred, do not fetch it. It is
     /// no longer queued and not in flight.
     Deferred {
         item: QueuedUrl,
@@ -230,19 +230,19 @@ struct HostTally {
 #[derive(Debug, Clone)]
 pub struct FrontierPolicy {
     /// `None` disables the rate limit (benchmarks, `politeness.enabled = false`).
-    pub quota: Option<Quota>,
+    pub(crate) quota: Option<Quota>,
     /// The configured interval between requests to one host (zero when disabled).
-    pub period: Duration,
+    pub(crate) period: Duration,
     /// Requests a host may receive at once after being idle.
-    pub burst: u32,
-    pub per_host_concurrency: u32,
+    pub(crate) burst: u32,
+    pub(crate) per_host_concurrency: u32,
     /// Consult robots.txt before a host's first page.
-    pub respect_robots: bool,
+    pub(crate) respect_robots: bool,
     /// How long robots.txt rules are kept.
-    pub robots_ttl: Duration,
+    pub(crate) robots_ttl: Duration,
     /// A host whose Crawl-delay is longer is not crawled: its URLs come out as
     /// [`Work::Deferred`].
-    pub max_crawl_delay: Duration,
+    pub(crate) max_crawl_delay: Duration,
 }
 
 impl FrontierPolicy {
@@ -289,7 +289,7 @@ pub struct FrontierOptions {
 
 impl FrontierOptions {
     /// The options of a crawl writing to `out`.
-    pub fn from_config(section: &FrontierSection, out: &Path, user_agent: &str) -> Self {
+    pub(crate) fn from_config(section: &FrontierSection, out: &Path, user_agent: &str) -> Self {
         FrontierOptions {
             dir: out.join("frontier"),
             queue_memory: section.memory.0,
@@ -461,7 +461,7 @@ impl Frontier {
     /// Counts a URL queued for a host ([`Frontier::host_total_queued`], which
     /// `max_pages_per_host` reads) without queuing it: a resume replaying its queue log counts
     /// this way the URLs queued after the checkpoint and already recorded since.
-    pub fn count_queued(&mut self, host_key: &str) {
+    pub(crate) fn count_queued(&mut self, host_key: &str) {
         let id = host_id(host_key);
         let tally = self.tallies.entry(id).or_default();
         tally.queued_ever = tally.queued_ever.saturating_add(1);
@@ -472,7 +472,7 @@ impl Frontier {
     /// Puts a URL that was handed out back at the front of its host's queue, to be tried
     /// again no sooner than `delay` from now. The host as a whole waits that long too:
     /// a 429 or 503 is about the host, not the URL.
-    pub fn retry(&mut self, dispatch: Dispatch, delay: Duration) {
+    pub(crate) fn retry(&mut self, dispatch: Dispatch, delay: Duration) {
         self.end_dispatch(&dispatch);
         let Dispatch {
             host: id, mut item, ..
@@ -612,7 +612,7 @@ impl Frontier {
     /// Records the result of a robots.txt fetch handed out as [`Work::Robots`]. When the
     /// host's robots.txt has been unreachable too many times, its queued URLs are given
     /// up and returned, so that the caller records them.
-    pub fn robots_done(
+    pub(crate) fn robots_done(
         &mut self,
         fetch: RobotsFetch,
         outcome: RobotsOutcome,
@@ -621,7 +621,7 @@ impl Frontier {
     }
 
     /// When the earliest scheduled host becomes ready, if any host is scheduled.
-    pub fn next_ready_at(&self) -> Option<Instant> {
+    pub(crate) fn next_ready_at(&self) -> Option<Instant> {
         self.ready.next_at()
     }
 
@@ -631,35 +631,35 @@ impl Frontier {
     }
 
     /// Pages and robots.txt fetches handed out and not yet given back.
-    pub fn in_flight(&self) -> u64 {
+    pub(crate) fn in_flight(&self) -> u64 {
         self.in_flight
     }
 
     /// Nothing queued and nothing in flight: the crawl is over.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.store.total() == 0 && self.in_flight == 0
     }
 
     /// Hosts known to the frontier.
-    pub fn host_count(&self) -> usize {
+    pub(crate) fn host_count(&self) -> usize {
         self.tallies.len()
     }
 
     /// URLs ever queued for a host (0 for a host not seen yet).
-    pub fn host_total_queued(&self, key: &str) -> u64 {
+    pub(crate) fn host_total_queued(&self, key: &str) -> u64 {
         self.tallies
             .get(&host_id(key))
             .map_or(0, |t| t.queued_ever as u64)
     }
 
     /// The key of a host whose state is in memory (one in flight always is).
-    pub fn host_key(&self, host: HostId) -> Option<&str> {
+    pub(crate) fn host_key(&self, host: HostId) -> Option<&str> {
         self.resident.hosts.get(&host).map(|h| h.key.as_str())
     }
 
     /// Hosts with the most URLs ever queued, largest first (at most 20): where a trap would
     /// show. Each with the URLs ever queued and queued now.
-    pub fn top_hosts(&self, count: usize) -> Vec<(String, u64, usize)> {
+    pub(crate) fn top_hosts(&self, count: usize) -> Vec<(String, u64, usize)> {
         self.top
             .iter()
             .take(count)
@@ -670,7 +670,7 @@ impl Frontier {
     /// The host with the most URLs queued right now (a growing trap shows here first),
     /// with its count and how many it has had in all. Looks at every host with something
     /// queued: call it for a progress line, not per URL.
-    pub fn busiest_host(&mut self) -> Option<(String, usize, u64)> {
+    pub(crate) fn busiest_host(&mut self) -> Option<(String, usize, u64)> {
         let (id, len) = self.store.hosts().max_by_key(|&(_, len)| len)?;
         let key = match self.resident.hosts.get(&id) {
             Some(state) => state.key.clone(),

@@ -73,9 +73,9 @@ pub struct SavedFrontier {
     /// URLs queued or in flight at the checkpoint.
     pub queued: u64,
     /// Hosts in `hosts.bin`, its length and checksum.
-    pub hosts: u64,
-    pub hosts_bytes: u64,
-    pub hosts_xxh3: u64,
+    pub(crate) hosts: u64,
+    pub(crate) hosts_bytes: u64,
+    pub(crate) hosts_xxh3: u64,
 }
 
 /// `hosts.bin` read back and checked.
@@ -160,7 +160,11 @@ impl FrontierSnapshot {
 impl SavedFrontier {
     /// Reads and checks `hosts.bin` of the checkpoint in `dir`, and checks that the store
     /// still has this position's table, whole: nothing is used unless all of it is sound.
-    pub fn check(&self, dir: &Path, frontier_dir: &Path) -> Result<SavedHosts, FrontierError> {
+    pub(crate) fn check(
+        &self,
+        dir: &Path,
+        frontier_dir: &Path,
+    ) -> Result<SavedHosts, FrontierError> {
         let path = dir.join(HOSTS_FILE);
         let bytes = std::fs::read(&path).map_err(io(&path))?;
         let corrupt = |what: String| FrontierError::Corrupt {

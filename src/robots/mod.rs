@@ -16,14 +16,14 @@
 //!   uppercased, octets outside ASCII are encoded);
 //! - `Crawl-delay` (a non-negative number of seconds, capped at a day) of our group, or one
 //!   above every group; `Sitemap:` lines from anywhere, collected in
-//!   [`RobotsRules::sitemaps`]; directive names case-insensitive, with the common misspellings
+//!   `RobotsRules::sitemaps`; directive names case-insensitive, with the common misspellings
 //!   of `Disallow` and `User-agent` accepted; a UTF-8 BOM, LF/CR/CRLF line ends, `#` comments.
 //!
 //! What it guarantees, for any body:
 //! - parsing never fails and never gives up on the file: a line it cannot take (no `:`, an
 //!   unknown directive, a bad `Crawl-delay`, longer than [`MAX_LINE_BYTES`], past a cap such
-//!   as [`MAX_RULES`]) is skipped and counted in [`RobotsRules::skipped_lines`], the first few
-//!   with a reason in [`RobotsRules::notes`]; every other line still counts. A host cannot
+//!   as [`MAX_RULES`]) is skipped and counted in `RobotsRules::skipped_lines`, the first few
+//!   with a reason in `RobotsRules::notes`; every other line still counts. A host cannot
 //!   turn its `Disallow: /private/` off with one line we cannot read;
 //! - memory is linear in the body: only our group's rules are kept, their canonical patterns
 //!   back to back in one string (at most 3 bytes per body byte, 1 for ASCII) plus 16 bytes a
@@ -44,7 +44,7 @@
 //! The reference parser's test cases that concern the behaviour above are among this
 //! module's tests.
 //!
-//! # Fetching ([`fetch_robots`])
+//! # Fetching (`fetch_robots`)
 //!
 //! Following RFC 9309 §2.3 and common practice:
 //! - a 2xx answer is parsed; only the first 500 KiB are read (RFC 9309 asks crawlers to
@@ -79,11 +79,11 @@ use crate::fetch::{FetchError, FetchErrorKind, Fetcher};
 use crate::gate::RequestKind;
 
 /// RFC 9309 §2.5: crawlers must parse at least 500 KiB.
-pub const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
+pub(crate) const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
 /// RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
-pub const ROBOTS_MAX_REDIRECTS: u32 = 5;
+pub(crate) const ROBOTS_MAX_REDIRECTS: u32 = 5;
 /// Attempts at an unreachable robots.txt before the host's URLs are given up.
-pub const MAX_UNAVAILABLE_ATTEMPTS: u32 = 5;
+pub(crate) const MAX_UNAVAILABLE_ATTEMPTS: u32 = 5;
 
 /// What fetching a host's robots.txt produced.
 #[derive(Debug, Clone)]
@@ -98,13 +98,13 @@ pub enum RobotsOutcome {
     /// Unreachable (5xx, 429, network error): allow nothing for now.
     Unavailable { reason: String },
     /// A redirect to `to`: the next hop, a request of its own (the frontier follows up to
-    /// [`ROBOTS_MAX_REDIRECTS`] hops, then treats robots.txt as missing).
+    /// `ROBOTS_MAX_REDIRECTS` hops, then treats robots.txt as missing).
     Redirect { to: Url },
 }
 
 impl RobotsOutcome {
     /// No robots.txt (or one treated as missing): everything allowed.
-    pub fn allow_all() -> Self {
+    pub(crate) fn allow_all() -> Self {
         RobotsOutcome::Rules {
             rules: Arc::new(RobotsRules::allow_all()),
             body: None,
@@ -113,7 +113,7 @@ impl RobotsOutcome {
 }
 
 /// The robots.txt product token of a user agent: `crawler/0.1 (+url)` → `crawler`.
-pub fn agent_token(user_agent: &str) -> String {
+pub(crate) fn agent_token(user_agent: &str) -> String {
     user_agent
         .split(|c: char| c == '/' || c.is_whitespace())
         .next()
@@ -122,7 +122,7 @@ pub fn agent_token(user_agent: &str) -> String {
 }
 
 /// The robots.txt URL of the host with key `host_key` (`scheme://host[:port]`).
-pub fn robots_url(host_key: &str) -> Result<Url, url::ParseError> {
+pub(crate) fn robots_url(host_key: &str) -> Result<Url, url::ParseError> {
     Url::parse(host_key).and_then(|u| u.join("/robots.txt"))
 }
 
@@ -130,7 +130,7 @@ pub fn robots_url(host_key: &str) -> Result<Url, url::ParseError> {
 /// the hop to request next. A redirect is returned, not followed: every hop is a request of
 /// its own, handed out by the frontier under its own host's politeness and passing the
 /// request gate (see `crate::gate`); the frontier counts the hops.
-pub async fn fetch_robots(fetcher: &Fetcher, url: &Url, agent: &str) -> RobotsOutcome {
+pub(crate) async fn fetch_robots(fetcher: &Fetcher, url: &Url, agent: &str) -> RobotsOutcome {
     let fetched = match fetcher
         .fetch_capped(url, RequestKind::Robots, ROBOTS_MAX_BYTES)
         .await
@@ -181,6 +181,6 @@ pub async fn fetch_robots(fetcher: &Fetcher, url: &Url, agent: &str) -> RobotsOu
 }
 
 /// Delay before attempt number `attempt` (1-based) at an unreachable robots.txt.
-pub fn unavailable_backoff(attempt: u32) -> Duration {
+pub(crate) fn unavailable_backoff(attempt: u32) -> Duration {
     Duration::from_secs(1u64 << attempt.saturating_sub(1).min(12))
 }

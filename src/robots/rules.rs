@@ -18,7 +18,7 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024;
 pub const MAX_RULES: usize = 65_536;
 /// `Sitemap:` lines kept.
 pub const MAX_SITEMAPS: usize = 1_024;
-/// Skipped lines described in [`RobotsRules::notes`]; the rest are only counted.
+/// Skipped lines described in `RobotsRules::notes`; the rest are only counted.
 pub const MAX_NOTES: usize = 16;
 /// A longer `Crawl-delay` is taken as this (a day): the host is crawled, just very slowly.
 const MAX_CRAWL_DELAY_SECS: f64 = 86_400.0;
@@ -44,14 +44,14 @@ pub struct RobotsRules {
     /// matches decides.
     rules: Box<[Rule]>,
     /// `Crawl-delay` for our group, if any.
-    pub crawl_delay: Option<Duration>,
+    pub(crate) crawl_delay: Option<Duration>,
     /// `Sitemap:` URLs as written, from anywhere in the file (they belong to no group), at most
     /// [`MAX_SITEMAPS`].
-    pub sitemaps: Vec<String>,
+    pub(crate) sitemaps: Vec<String>,
     /// Lines that were not understood or were dropped by a cap (every other line still counts).
-    pub skipped_lines: u32,
+    pub(crate) skipped_lines: u32,
     /// Why, for the first [`MAX_NOTES`] skipped lines and for caps: `line N: reason`.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl fmt::Debug for RobotsRules {
@@ -70,7 +70,7 @@ impl fmt::Debug for RobotsRules {
 
 impl RobotsRules {
     /// Everything allowed (no robots.txt, or a 4xx).
-    pub fn allow_all() -> Self {
+    pub(crate) fn allow_all() -> Self {
         RobotsRules {
             patterns: Box::default(),
             rules: Box::default(),
@@ -83,7 +83,7 @@ impl RobotsRules {
 
     /// Parses a robots.txt body for `agent` (the product token of our user agent). Never
     /// fails: what cannot be read is skipped line by line and counted in
-    /// [`skipped_lines`](Self::skipped_lines).
+    /// `skipped_lines`.
     pub fn parse(agent: &str, body: &[u8]) -> Self {
         let mut parser = Parser::new(agent.trim());
         let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
@@ -131,7 +131,8 @@ impl RobotsRules {
     }
 
     /// Heap bytes held (patterns, rules, sitemaps, notes), for memory accounting.
-    pub fn heap_bytes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.patterns.len()
             + std::mem::size_of_val(&*self.rules)
             + self.sitemaps.capacity() * std::mem::size_of::<String>()

@@ -16,7 +16,7 @@ impl RobotsCache {
     /// Rewrites the live records into a new file, in their order in the old one, and renames
     /// it over the old one. Entries expired at the latest `now` given to `get` or
     /// `forget_expired` are dropped, and so are damaged records (counted in
-    /// [`RobotsCache::damaged_records`], logged with file and offset). Memory: 4 bytes per
+    /// `RobotsCache::damaged_records`, logged with file and offset). Memory: 4 bytes per
     /// host for the order, a 1 MiB read window and the write buffer. On an error the old file stays in
     /// use, with every entry it had (less the expired and damaged ones).
     pub fn compact(&mut self) -> Result<(), RobotsCacheError> {

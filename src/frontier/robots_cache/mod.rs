@@ -26,7 +26,7 @@
 //! in whole seconds rounded up (4 bytes instead of 8), which is enough to forget a surely
 //! expired entry without reading it and is checked against the record's exact value
 //! otherwise. An expired entry is forgotten by the `get` that finds it, by
-//! [`RobotsCache::forget_expired`] (a pass over the index, no I/O), and by compaction (what
+//! `RobotsCache::forget_expired` (a pass over the index, no I/O), and by compaction (what
 //! expired by the latest `now` the cache was given).
 //!
 //! *Compaction.* When dead bytes exceed both the live bytes and
@@ -39,7 +39,7 @@
 //! bounded by the index: the hosts' positions sorted by offset (4 bytes a host), a 1 MiB read
 //! window and the write buffer; the old file is read in increasing offset order, a window at
 //! a time, skipping windows with no live record. A damaged record met while copying is dropped (logged, counted in
-//! [`RobotsCache::damaged_records`]); an I/O error leaves the old file in use, unchanged.
+//! `RobotsCache::damaged_records`); an I/O error leaves the old file in use, unchanged.
 //!
 //! *The index* is three sorted parallel arrays (host `u64`, location `u64` packing offset
 //! and length, coarse expiry `u32`: 20 bytes a host, allocated to the byte) searched by
@@ -144,11 +144,11 @@ use format::{
 use index::{expiry_secs, surely_expired, Index, Slot};
 
 /// The data file, in the cache's directory.
-pub const DATA_FILE: &str = "robots-cache.log";
+pub(crate) const DATA_FILE: &str = "robots-cache.log";
 /// The file a compaction writes before renaming it over [`DATA_FILE`].
-pub const COMPACT_FILE: &str = "robots-cache.log.compact";
+pub(crate) const COMPACT_FILE: &str = "robots-cache.log.compact";
 /// The largest body stored: the crawler reads at most this much of a robots.txt.
-pub const MAX_BODY: usize = ROBOTS_MAX_BYTES as usize;
+pub(crate) const MAX_BODY: usize = ROBOTS_MAX_BYTES as usize;
 
 /// Sizes of a [`RobotsCache`].
 #[derive(Debug, Clone)]
@@ -198,7 +198,7 @@ impl From<IoAt> for RobotsCacheError {
 pub enum CachedRobots {
     /// Everything is allowed: no robots.txt, or a 4xx.
     AllowAll,
-    /// The robots.txt body to parse (at most [`MAX_BODY`] bytes).
+    /// The robots.txt body to parse (at most `MAX_BODY` bytes).
     Body(Vec<u8>),
 }
 
@@ -234,7 +234,7 @@ impl std::fmt::Debug for RobotsCache {
 impl RobotsCache {
     /// Opens the cache in `dir` (created if missing), empty.
     ///
-    /// Files of an earlier run ([`DATA_FILE`], [`COMPACT_FILE`]) are removed, not loaded: the
+    /// Files of an earlier run (`DATA_FILE`, `COMPACT_FILE`) are removed, not loaded: the
     /// index lives only in memory, so a resumed crawl fetches every robots.txt again. Nothing
     /// else in `dir` is touched. One cache per directory: two open at once would clobber each
     /// other's file. Dropping the cache leaves its file; the next `open` removes it.
@@ -267,7 +267,7 @@ impl RobotsCache {
     /// Stores the entry for `host`, replacing any older one. `expires_unix_ms`: wall-clock
     /// expiry (the entry is fresh while `now < expires_unix_ms`).
     ///
-    /// A body larger than [`MAX_BODY`] is refused ([`RobotsCacheError::TooLarge`]) and the
+    /// A body larger than `MAX_BODY` is refused ([`RobotsCacheError::TooLarge`]) and the
     /// older entry, if any, is kept; so it is on any error: an `Err` means nothing was stored.
     /// First compacts the file if its dead bytes exceed both the live bytes and
     /// [`RobotsCacheOptions::compact_min_dead`]; may write the write buffer.
@@ -343,7 +343,7 @@ impl RobotsCache {
 
     /// [`RobotsCache::get`], with the entry's expiry (Unix milliseconds): the frontier
     /// restores an evicted host's rules with the time they have left.
-    pub fn get_with_expiry(
+    pub(crate) fn get_with_expiry(
         &mut self,
         host: u64,
         now_unix_ms: u64,
@@ -388,7 +388,7 @@ impl RobotsCache {
     /// Forgets every entry expired at `now_unix_ms` (to the second: one that expires less
     /// than a second before may stay until a later call); returns how many. A pass over
     /// the index, no I/O.
-    pub fn forget_expired(&mut self, now_unix_ms: u64) -> usize {
+    pub(crate) fn forget_expired(&mut self, now_unix_ms: u64) -> usize {
         self.now_hint = self.now_hint.max(now_unix_ms);
         let (count, bytes) = self.index.forget_expired(now_unix_ms);
         self.live_bytes -= bytes;
@@ -396,11 +396,12 @@ impl RobotsCache {
     }
 
     /// Hosts with an entry (some may be expired but not yet forgotten).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.index.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -429,7 +430,7 @@ impl RobotsCache {
     }
 
     /// Bytes of records no entry points at (replaced, removed, expired), until a compaction.
-    pub fn dead_bytes(&self) -> u64 {
+    pub(crate) fn dead_bytes(&self) -> u64 {
         self.end() - FILE_HEADER - self.live_bytes
     }
 
@@ -439,12 +440,14 @@ impl RobotsCache {
     }
 
     /// Damaged records found so far (by `get` or a compaction) and forgotten.
-    pub fn damaged_records(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn damaged_records(&self) -> u64 {
         self.damaged
     }
 
     /// The data file's path.
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 

@@ -29,7 +29,7 @@
 //! stale pointer (after a cut tail) is never followed. A link into the write buffer is a store
 //! in memory; a link into a block already handed to the OS is *deferred*: kept in a map (block →
 //! next, ~32 bytes each, at most an eighth of the budget, else written at once) that reads
-//! consult, and written in location order by the next sync's [`PendingSync::write`], off the
+//! consult, and written in location order by the next sync's `PendingSync::write`, off the
 //! owner's thread. Measured before this change, those 8-byte `pwrite`s were the largest single
 //! cost of a sync's pause (ext4 `write_begin` on random pages).
 //!
@@ -50,7 +50,7 @@
 //! A sync has two halves. [`QueueStore::begin_sync`] (the pause: the store is busy) writes every
 //! tail as a block, hands the write buffer to the OS and encodes the *table* in memory: the state
 //! of every non-empty host (~40 bytes each), its pushed-to-front items included, and the
-//! per-segment unread counts. [`PendingSync::write`] (any thread, while pushes and pops go on)
+//! per-segment unread counts. `PendingSync::write` (any thread, while pushes and pops go on)
 //! sorts and writes the deferred links, fsyncs every segment written or patched before the sync
 //! began, checksums the table and writes it atomically (temporary file, fsync, rename, fsync of
 //! the directory), then hands its buffer back to the store for the next sync's table (a fresh
@@ -109,7 +109,7 @@
 //! - `mod.rs`: the [`QueueStore`] type, its per-host bookkeeping, and pushes and pops;
 //! - `format.rs`: the byte formats and file names;
 //! - `log.rs`: writing tails as blocks, linking them, reading a block back, segment files;
-//! - `sync.rs`: [`QueueStore::begin_sync`], [`PendingSync`], [`QueueStore::finish_sync`];
+//! - `sync.rs`: [`QueueStore::begin_sync`], `PendingSync`, [`QueueStore::finish_sync`];
 //! - `recovery.rs`: opening, reopening at a position (replaying or discarding what follows),
 //!   and checking a position;
 //! - the file-level guarantees (atomic replace of a table, directory fsyncs, checksum
@@ -152,7 +152,7 @@
 //! the box per host, page faults of a fresh 40 MB buffer, the checksum and the sort of ~1e5
 //! deferred links), writing the tails ~15 ms. Now the table is ~40–50 ms: one fixed 40-byte
 //! record per host with a front count in the entry, in-flight hosts found through a bit
-//! filter, the buffer reused, the checksum and the sort moved to [`PendingSync::write`]. What
+//! filter, the buffer reused, the checksum and the sort moved to `PendingSync::write`. What
 //! is left is mostly waiting for memory: the map's array (~96 MB at 1e6 hosts, 48-byte
 //! buckets at half load after its last doubling) is read once per sync.
 
@@ -172,7 +172,7 @@ mod log;
 mod recovery;
 mod sync;
 
-pub use sync::PendingSync;
+pub(crate) use sync::PendingSync;
 
 /// Memory of one deferred patch in its map, slack and control byte included.
 const PATCH_BYTES: u64 = 32;
@@ -215,7 +215,7 @@ pub struct StorePosition {
     /// Location just past the last block written before the sync.
     pub log_end: u64,
     /// XXH3-64 of the table file (its trailer).
-    pub table_checksum: u64,
+    pub(crate) table_checksum: u64,
 }
 
 /// What opening the store found after the position it opened at.

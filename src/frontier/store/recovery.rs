@@ -68,7 +68,7 @@ impl QueueStore {
     /// Checks, without opening the store, that the table of `position` is in `dir` and whole
     /// (its checksum is the position's): what a checkpoint loader verifies before it uses
     /// anything of a checkpoint.
-    pub fn check_position(dir: &Path, position: StorePosition) -> Result<(), StoreError> {
+    pub(crate) fn check_position(dir: &Path, position: StorePosition) -> Result<(), StoreError> {
         let path = table_path(dir, position.generation);
         let bytes = fs::read(&path).at("read", &path)?;
         let trailer = durable::split_trailer(&bytes).filter(|_| bytes.len() >= TABLE_MIN);

@@ -97,7 +97,7 @@ impl PendingSync {
 
 impl QueueStore {
     /// Makes everything pushed so far durable and returns the position a checkpoint records:
-    /// [`QueueStore::begin_sync`], [`PendingSync::write`] and [`QueueStore::finish_sync`] in a row.
+    /// [`QueueStore::begin_sync`], `PendingSync::write` and [`QueueStore::finish_sync`] in a row.
     pub fn sync(&mut self) -> Result<StorePosition, StoreError> {
         let pending = self.begin_sync()?;
         let position = pending.write()?;
@@ -107,7 +107,7 @@ impl QueueStore {
 
     /// The fast half of a sync, which must run where the store is owned: writes every tail as
     /// a block, hands the log to the operating system, and encodes the table in memory (about
-    /// 40 bytes per host with something queued). The returned [`PendingSync`] does the slow
+    /// 40 bytes per host with something queued). The returned `PendingSync` does the slow
     /// half (fsyncs, table file) and can be sent to another thread while pushes and pops go
     /// on; then call [`QueueStore::finish_sync`] with its position. One at a time: finish a
     /// sync before beginning the next. If the write fails, the store's durability is unknown:
@@ -178,7 +178,7 @@ impl QueueStore {
         })
     }
 
-    /// Records that the table of `position` is on disk (its [`PendingSync::write`] returned it),
+    /// Records that the table of `position` is on disk (its `PendingSync::write` returned it),
     /// then deletes the tables and segments no longer needed: the store keeps the last two
     /// tables and the segments they need (see the module doc).
     pub fn finish_sync(&mut self, position: StorePosition) -> Result<(), StoreError> {
