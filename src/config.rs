@@ -306,6 +306,7 @@ pub const SECTIONS: &[(&str, &[&str])] = &[
             "strip_params",
             "strip_default_documents",
             "fold_www",
+            "collapse_slashes",
         ],
     ),
 ];
