@@ -72,20 +72,32 @@ fn push_escape(buf: &mut String, octet: u8) {
 }
 
 /// Whether `s` is already in canonical form as far as raw octets go: only unreserved and
-/// reserved characters, and no `%` (escapes are checked by [`normalize`]).
+/// reserved characters, and no `%` (escapes are checked by [`normalize`]). Eight lookups
+/// per branch: the lookups are independent, so this runs well under a cycle per byte,
+/// where a branch per byte would not.
 #[inline]
 pub(crate) fn is_plain(s: &str) -> bool {
-    s.bytes().all(|b| KEEP[usize::from(b)])
+    let mut chunks = s.as_bytes().chunks_exact(8);
+    for chunk in &mut chunks {
+        if !chunk.iter().fold(true, |ok, &b| ok & KEEP[usize::from(b)]) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|&b| KEEP[usize::from(b)])
 }
 
 /// Normalizes the percent-encoding of `s` (see the module doc); borrows when nothing
 /// changes, which is the common case: a link with no `%` and no character to escape is only
 /// scanned.
 pub(crate) fn normalize(s: &str) -> Cow<'_, str> {
-    let bytes = s.as_bytes();
-    let Some(first) = bytes.iter().position(|&b| !KEEP[usize::from(b)]) else {
+    if is_plain(s) {
         return Cow::Borrowed(s);
-    };
+    }
+    let bytes = s.as_bytes();
+    let first = bytes
+        .iter()
+        .position(|&b| !KEEP[usize::from(b)])
+        .unwrap_or(bytes.len());
     let mut out: Option<String> = None;
     // `s[..copied]` is already in `out`; `copied` and `i` stay on char boundaries of `s`
     // (they only ever step over ASCII bytes or whole characters).
