@@ -681,7 +681,7 @@ fn octet(others: &'static [char]) -> impl Strategy<Value = Octet> {
 /// One spelling of `octets`, the choices drawn from `coin`.
 fn spell(octets: &[Octet], coin: &mut impl FnMut() -> bool) -> String {
     let mut out = String::new();
-    let mut escape = |out: &mut String, bytes: &[u8], lower: bool| {
+    let escape = |out: &mut String, bytes: &[u8], lower: bool| {
         for b in bytes {
             let hex = format!("%{b:02X}");
             out.push_str(&if lower { hex.to_lowercase() } else { hex });
