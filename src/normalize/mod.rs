@@ -37,7 +37,9 @@
 //!    segment `index.html`, `index.htm`, `index.php`, `default.asp` or `default.aspx`,
 //!    any case, is removed, leaving the directory), `fold_www` (leading `www.` labels are
 //!    removed from a domain that keeps at least two labels), `collapse_slashes` (runs of
-//!    `/` in the path become one: `/a//b` → `/a/b`; `%2F` is not a slash and stays).
+//!    `/` in the path become one: `/a//b` → `/a/b`; `%2F` is not a slash and stays). Dot
+//!    segments are resolved first, when the link is parsed, as a browser does before it
+//!    sends the request: `/a//../b` is `/a/b`, not `/b`.
 //!
 //! # Guarantees
 //!

@@ -319,6 +319,9 @@ fn check_canonical(n: &Normalizer, input: &str, out: &Url) -> Result<(), TestCas
         !out.host_str().is_some_and(|h| h.ends_with('.')),
         "{input:?} → {out}"
     );
+    // a fixed point of the url crate's parser (which escapes some characters on its own)
+    let parsed = Url::parse(out.as_str());
+    prop_assert_eq!(parsed.as_ref(), Ok(out), "parser changes {:?}", input);
     // idempotent, both on the Url and through its string form
     let mut again = out.clone();
     prop_assert_eq!(n.canonicalize(&mut again), Ok(()));
@@ -775,8 +778,13 @@ proptest! {
             collapse_slashes: collapse,
             ..NormalizeOptions::default()
         }).unwrap();
-        let a = spell_url(&shape, dots.0, collapse, seeds.0);
-        let b = spell_url(&shape, dots.1, collapse, seeds.1);
+        // Dot segments are resolved when the link is parsed, before any collapsing (as a
+        // browser does before it sends the request): `/a//../b` asks for `/a/b`, `/a/../b`
+        // for `/b`. So extra slashes are only equivalent where no segment is a dot segment.
+        let dot_segment = shape.1.iter().any(|s| s.iter().all(|o| matches!(o, Octet::Unreserved(b'.'))));
+        let slashes = collapse && !dot_segment;
+        let a = spell_url(&shape, dots.0, slashes, seeds.0);
+        let b = spell_url(&shape, dots.1, slashes, seeds.1);
         let (na, nb) = (n.normalize_str(&a), n.normalize_str(&b));
         let out = na.clone().map_err(|e| TestCaseError::fail(format!("{a:?}: {e:?}")))?;
         check_canonical(&n, &a, &out)?;
