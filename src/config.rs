@@ -310,6 +310,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "strip_params",
             "strip_default_documents",
             "fold_www",
+            "collapse_slashes",
         ],
     ),
 ];

@@ -12,9 +12,9 @@ use libfuzzer_sys::fuzz_target;
 fn normalizers() -> &'static [Normalizer] {
     static ALL: OnceLock<Vec<Normalizer>> = OnceLock::new();
     ALL.get_or_init(|| {
-        (0..32u8)
+        (0..64u8)
             .map(|bits| {
-                let strip_params = match bits >> 3 {
+                let strip_params = match bits >> 4 {
                     0 => NormalizeOptions::default().strip_params,
                     1 => Vec::new(),
                     2 => vec!["*id".into(), "a?c".into(), "x*y*z".into()],
@@ -24,6 +24,7 @@ fn normalizers() -> &'static [Normalizer] {
                     sort_query: bits & 1 != 0,
                     strip_default_documents: bits & 2 != 0,
                     fold_www: bits & 4 != 0,
+                    collapse_slashes: bits & 8 != 0,
                     strip_params,
                 })
                 .expect("valid options")

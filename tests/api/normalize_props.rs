@@ -34,22 +34,26 @@ fn options() -> impl Strategy<Value = Normalizer> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
         select(vec![0usize, 1, 2]),
     )
-        .prop_map(|(sort_query, strip_default_documents, fold_www, strip)| {
-            let strip_params = match strip {
-                0 => NormalizeOptions::default().strip_params,
-                1 => Vec::new(),
-                _ => vec!["*id".into(), "a?c".into(), "x*y*z".into()],
-            };
-            Normalizer::new(&NormalizeOptions {
-                sort_query,
-                strip_params,
-                strip_default_documents,
-                fold_www,
-            })
-            .unwrap()
-        })
+        .prop_map(
+            |(sort_query, strip_default_documents, fold_www, collapse_slashes, strip)| {
+                let strip_params = match strip {
+                    0 => NormalizeOptions::default().strip_params,
+                    1 => Vec::new(),
+                    _ => vec!["*id".into(), "a?c".into(), "x*y*z".into()],
+                };
+                Normalizer::new(&NormalizeOptions {
+                    sort_query,
+                    strip_params,
+                    strip_default_documents,
+                    fold_www,
+                    collapse_slashes,
+                })
+                .unwrap()
+            },
+        )
 }
 
 /// Pieces URLs are made of, weighted towards what normalization looks at.
@@ -291,24 +295,33 @@ fn check_canonical(n: &Normalizer, input: &str, out: &Url) -> Result<(), TestCas
     prop_assert!(out.username().is_empty() && out.password().is_none());
     prop_assert_eq!(out.fragment(), None);
     prop_assert_ne!(out.query(), Some(""));
-    // Escapes are normalized per path parameter and per query parameter.
-    let parts = out
-        .path()
-        .split(['/', ';'])
-        .chain(out.query().into_iter().flat_map(|q| q.split('&')));
-    for part in parts {
-        // A `%` that starts no escape keeps escaped hex digits escaped (see percent.rs).
-        let lone_percent = units(part).contains(&Unit::Raw(b'%'));
+    // One spelling per octet in path and query: unreserved raw, other escapes uppercase,
+    // nothing raw but unreserved and reserved characters (so no lone `%`).
+    for part in [out.path(), out.query().unwrap_or("")] {
         for unit in units(part) {
-            if let Unit::Escaped(b, upper) = unit {
-                prop_assert!(
-                    !unreserved(b) || (lone_percent && b.is_ascii_hexdigit()),
-                    "{input:?} → {out}: escaped unreserved"
-                );
-                prop_assert!(upper, "{input:?} → {out}: lowercase hex");
+            match unit {
+                Unit::Escaped(b, upper) => {
+                    prop_assert!(!unreserved(b), "{input:?} → {out}: escaped unreserved");
+                    prop_assert!(upper, "{input:?} → {out}: lowercase hex");
+                }
+                Unit::Raw(b) => prop_assert!(
+                    unreserved(b) || reserved(b),
+                    "{input:?} → {out}: raw {:?}",
+                    char::from(b)
+                ),
             }
         }
     }
+    if n.options().collapse_slashes {
+        prop_assert!(!out.path().contains("//"), "{input:?} → {out}");
+    }
+    prop_assert!(
+        !out.host_str().is_some_and(|h| h.ends_with('.')),
+        "{input:?} → {out}"
+    );
+    // a fixed point of the url crate's parser (which escapes some characters on its own)
+    let parsed = Url::parse(out.as_str());
+    prop_assert_eq!(parsed.as_ref(), Ok(out), "parser changes {:?}", input);
     // idempotent, both on the Url and through its string form
     let mut again = out.clone();
     prop_assert_eq!(n.canonicalize(&mut again), Ok(()));
@@ -325,6 +338,11 @@ fn check_canonical(n: &Normalizer, input: &str, out: &Url) -> Result<(), TestCas
 
 fn unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._~".contains(&b)
+}
+
+/// RFC 3986 §2.2 gen-delims and sub-delims.
+fn reserved(b: u8) -> bool {
+    b":/?#[]@!$&'()*+,;=".contains(&b)
 }
 
 /// An independent reading of percent-encoding: a string as a sequence of octets, each
@@ -355,15 +373,17 @@ fn units(s: &str) -> Vec<Unit> {
     out
 }
 
-/// What a server sees: an escaped unreserved octet is the octet itself, every other escape
-/// stays distinct from the raw character; the case of the hex does not matter.
+/// What a server sees: an escaped unreserved octet is the octet itself, an escaped reserved
+/// octet (a delimiter) stays distinct from the raw one, and any other octet (one that may not
+/// appear raw in a URI, a lone `%` included) is the same raw or escaped; the case of the hex
+/// does not matter.
 fn meaning(s: &str) -> Vec<(u8, bool)> {
     units(s)
         .into_iter()
         .map(|u| match u {
-            Unit::Raw(b) => (b, false),
-            Unit::Escaped(b, _) if unreserved(b) => (b, false),
-            Unit::Escaped(b, _) => (b, true),
+            Unit::Raw(b) | Unit::Escaped(b, _) if unreserved(b) => (b, false),
+            Unit::Raw(b) if reserved(b) => (b, false),
+            Unit::Raw(b) | Unit::Escaped(b, _) => (b, true),
         })
         .collect()
 }
@@ -409,7 +429,11 @@ proptest! {
         prop_assert_eq!(meaning(out.path()), meaning(parsed.path()), "{:?} → {}", input, out);
         let query = parsed.query().filter(|q| !q.is_empty());
         prop_assert_eq!(out.query().map(meaning), query.map(meaning), "{:?} → {}", input, out);
-        prop_assert_eq!(out.host(), parsed.host());
+        // (but for the trailing dots of a domain)
+        prop_assert_eq!(
+            out.host_str(),
+            parsed.host_str().map(|h| h.trim_end_matches('.')),
+        );
         prop_assert_eq!(out.port_or_known_default(), parsed.port_or_known_default());
         prop_assert_eq!(out.scheme(), parsed.scheme());
     }
@@ -620,5 +644,190 @@ fn mutate(s: &str, how: u8, at: usize) -> String {
             let colon = s.find(':').unwrap_or(0);
             format!("{}{}", s[..colon].to_uppercase(), &s[colon..])
         }
+    }
+}
+
+/// One octet of a generated path or query, in two spellings the server reads as one.
+#[derive(Debug, Clone, Copy)]
+enum Octet {
+    /// Unreserved: raw, or escaped with either hex case.
+    Unreserved(u8),
+    /// Not allowed raw in a URI (nor a delimiter): raw, or escaped with either hex case.
+    Other(char),
+    /// A `%` that starts no escape (it is followed by `g`), or `%25`.
+    LonePercent,
+    /// A delimiter: spelled the same in both, raw or escaped (its two spellings differ).
+    Reserved(u8, bool),
+}
+
+/// Characters that may not appear raw in a URI, as `url_like` inputs spell them. (Not tab
+/// or newline, which the parser removes, nor `\` in a path, which it reads as `/`.)
+const OTHER_PATH: &[char] = &[
+    ' ', '"', '<', '>', '^', '`', '{', '|', '}', '\u{1}', '\u{7f}', '\u{e9}', '\u{20ac}',
+];
+const OTHER_QUERY: &[char] = &[
+    ' ', '"', '<', '>', '^', '`', '{', '|', '}', '\\', '\u{1}', '\u{e9}', '\u{20ac}',
+];
+/// Delimiters spelled alike on both sides (not `?` or `#`, which would end the component,
+/// nor `/`, `&`, `;`, `.`-only segments, which other properties cover).
+const DELIMS: &[u8] = b":@!$'()*+,=[]";
+
+fn octet(others: &'static [char]) -> impl Strategy<Value = Octet> {
+    prop_oneof![
+        4 => select(b"aZ09-._~".to_vec()).prop_map(Octet::Unreserved),
+        3 => select(others).prop_map(Octet::Other),
+        1 => Just(Octet::LonePercent),
+        2 => (select(DELIMS), any::<bool>()).prop_map(|(b, esc)| Octet::Reserved(b, esc)),
+    ]
+}
+
+/// One spelling of `octets`, the choices drawn from `coin`.
+fn spell(octets: &[Octet], coin: &mut impl FnMut() -> bool) -> String {
+    let mut out = String::new();
+    let escape = |out: &mut String, bytes: &[u8], lower: bool| {
+        for b in bytes {
+            let hex = format!("%{b:02X}");
+            out.push_str(&if lower { hex.to_lowercase() } else { hex });
+        }
+    };
+    for &o in octets {
+        match o {
+            Octet::Unreserved(b) if coin() => out.push(char::from(b)),
+            Octet::Unreserved(b) => escape(&mut out, &[b], coin()),
+            Octet::Other(c) if coin() => out.push(c),
+            Octet::Other(c) => escape(&mut out, c.to_string().as_bytes(), coin()),
+            Octet::LonePercent if coin() => out.push_str("%g"),
+            Octet::LonePercent => out.push_str("%25g"),
+            Octet::Reserved(b, false) => out.push(char::from(b)),
+            Octet::Reserved(b, true) => escape(&mut out, &[b], false),
+        }
+    }
+    out
+}
+
+/// A URL as octets: host labels, path segments, query parameters (name and value).
+type Shape = (
+    Vec<&'static str>,
+    Vec<Vec<Octet>>,
+    Vec<(Vec<Octet>, Vec<Octet>)>,
+);
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (
+        prop::collection::vec(select(&["a", "b", "host", "x-y", "www"][..]), 2..4),
+        prop::collection::vec(prop::collection::vec(octet(OTHER_PATH), 1..6), 0..4),
+        prop::collection::vec(
+            (
+                prop::collection::vec(octet(OTHER_QUERY), 1..4),
+                prop::collection::vec(octet(OTHER_QUERY), 0..5),
+            ),
+            0..4,
+        ),
+    )
+}
+
+/// One spelling of a shape: `dots` trailing dots on the host, `slashes` extra `/` before each
+/// segment chosen by `coin`. The path ends in `/e` and the query in `&z=e`, so that no
+/// spelling ends in a space (which the parser would trim).
+fn spell_url(shape: &Shape, dots: usize, extra_slashes: bool, seed: u64) -> String {
+    let mut rng = seed | 1;
+    let mut coin = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng & 1 == 1
+    };
+    let (labels, segments, params) = shape;
+    let mut url = format!("http://{}{}", labels.join("."), ".".repeat(dots));
+    for segment in segments {
+        url.push('/');
+        if extra_slashes && coin() {
+            url.push('/');
+        }
+        url.push_str(&spell(segment, &mut coin));
+    }
+    url.push_str("/e");
+    if !params.is_empty() {
+        url.push('?');
+        for (name, value) in params {
+            url.push_str(&spell(name, &mut coin));
+            url.push('=');
+            url.push_str(&spell(value, &mut coin));
+            url.push('&');
+        }
+        url.push_str("z=e");
+    }
+    url
+}
+
+proptest! {
+    #![proptest_config(config(2000))]
+
+    /// Issue 13: spellings a server reads as one normalize equal, rule by rule: unreserved
+    /// and "other" characters raw or escaped, either hex case, a lone `%` or `%25`, trailing
+    /// dots on the host or not, and with `collapse_slashes` `//` or `/`. Both results are
+    /// canonical (which includes idempotent).
+    #[test]
+    fn normalize_equivalent_spellings_agree(
+        shape in shape(),
+        dots in (0usize..3, 0usize..3),
+        seeds in any::<(u64, u64)>(),
+        collapse in any::<bool>(),
+    ) {
+        let n = Normalizer::new(&NormalizeOptions {
+            collapse_slashes: collapse,
+            ..NormalizeOptions::default()
+        }).unwrap();
+        // Dot segments are resolved when the link is parsed, before any collapsing (as a
+        // browser does before it sends the request): `/a//../b` asks for `/a/b`, `/a/../b`
+        // for `/b`. So extra slashes are only equivalent where no segment is a dot segment.
+        let dot_segment = shape.1.iter().any(|s| s.iter().all(|o| matches!(o, Octet::Unreserved(b'.'))));
+        let slashes = collapse && !dot_segment;
+        let a = spell_url(&shape, dots.0, slashes, seeds.0);
+        let b = spell_url(&shape, dots.1, slashes, seeds.1);
+        let (na, nb) = (n.normalize_str(&a), n.normalize_str(&b));
+        let out = na.clone().map_err(|e| TestCaseError::fail(format!("{a:?}: {e:?}")))?;
+        check_canonical(&n, &a, &out)?;
+        prop_assert_eq!(na, nb, "{:?} vs {:?}", a, b);
+    }
+
+    /// Encoded delimiters are never decoded: a URL with one delimiter escaped normalizes
+    /// differently from the same URL with it raw, and keeps the escape (uppercased).
+    #[test]
+    fn normalize_escaped_delimiters_stay_distinct(
+        shape in shape(),
+        seed in any::<u64>(),
+        delim in select(b"&=+;,:@!$()*[]/?".to_vec()),
+        in_query in any::<bool>(),
+        lower in any::<bool>(),
+    ) {
+        let n = Normalizer::new(&NormalizeOptions {
+            strip_params: Vec::new(),
+            ..NormalizeOptions::default()
+        }).unwrap();
+        let base = spell_url(&shape, 0, false, seed);
+        let hex = format!("%{delim:02X}");
+        let escaped = if lower { hex.to_lowercase() } else { hex.clone() };
+        // `?` raw in a path would start the query: only in the query.
+        let in_query = in_query || delim == b'?';
+        let (raw, esc) = if in_query {
+            let sep = if base.contains('?') { '&' } else { '?' };
+            (
+                format!("{base}{sep}k=v{}w", char::from(delim)),
+                format!("{base}{sep}k=v{escaped}w"),
+            )
+        } else {
+            let (head, query) = base.split_once('?').map_or((base.as_str(), String::new()), |(h, q)| (h, format!("?{q}")));
+            (
+                format!("{head}/v{}w{query}", char::from(delim)),
+                format!("{head}/v{escaped}w{query}"),
+            )
+        };
+        let (nr, ne) = (n.normalize_str(&raw).unwrap(), n.normalize_str(&esc).unwrap());
+        prop_assert_ne!(&nr, &ne, "{:?} vs {:?}", raw, esc);
+        let part = if in_query { ne.query().unwrap_or("") } else { ne.path() };
+        prop_assert!(part.contains(&format!("v{hex}w")), "{esc:?} → {ne}");
+        check_canonical(&n, &esc, &ne)?;
+        check_canonical(&n, &raw, &nr)?;
     }
 }

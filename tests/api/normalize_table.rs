@@ -142,13 +142,13 @@ const TABLE: &[Case] = &[
     ("http://0x7f.0.0.1/", Ok("http://127.0.0.1/")),
     ("http://[::1]:80/x", Ok("http://[::1]/x")),
     ("http://[0:0::1]/", Ok("http://[::1]/")),
-    ("http://example.com./", Ok("http://example.com./")),
+    ("http://example.com./", Ok("http://example.com/")),
     ("http://example.com/%e2%82%ac?q=%e2%82%ac", Ok("http://example.com/%E2%82%AC?q=%E2%82%AC")),
     ("http://example.com/\u{20ac}", Ok("http://example.com/%E2%82%AC")),
     ("http://example.com/a%2e/b%2E%2E%2E", Ok("http://example.com/a./b...")),
     ("http://example.com/%2e%2E/x/%2e/y", Ok("http://example.com/x/y")),
     ("http://example.com/a/..%2f", Ok("http://example.com/a/..%2F")),
-    ("http://example.com/%zz/a%/b%4", Ok("http://example.com/%zz/a%/b%4")),
+    ("http://example.com/%zz/a%/b%4", Ok("http://example.com/%25zz/a%25/b%254")),
     ("http://example.com/%2541", Ok("http://example.com/%2541")),
     ("http://example.com/a?x=1&&y=2&", Ok("http://example.com/a?x=1&&y=2&")),
     ("http://example.com/a?utm_source=x&", Ok("http://example.com/a")),
@@ -163,6 +163,32 @@ const TABLE: &[Case] = &[
     ("http://", Err(Unparsable)),
     ("not a url", Err(Unparsable)),
     ("http://exa mple.com/", Err(Unparsable)),
+    // ---- OURS: one spelling per octet (issue 13) -------------------------------------
+    // characters that may not appear raw in a URI are escaped, wherever the parser left them
+    ("http://x.com/s?q=a^", Ok("http://x.com/s?q=a%5E")),
+    ("http://x.com/s?q=a%5E", Ok("http://x.com/s?q=a%5E")),
+    ("http://x.com/s?q=a%5e", Ok("http://x.com/s?q=a%5E")),
+    ("http://x.com/a^b|c", Ok("http://x.com/a%5Eb%7Cc")),
+    ("http://x.com/a%5eb%7cc", Ok("http://x.com/a%5Eb%7Cc")),
+    ("http://x.com/?a={}&b=%7b%7D&c=`|\\", Ok("http://x.com/?a=%7B%7D&b=%7B%7D&c=%60%7C%5C")),
+    ("http://x.com/?q=%e9&r=\u{e9}", Ok("http://x.com/?q=%E9&r=%C3%A9")),
+    // a `%` that starts no escape is `%25`
+    ("http://x.com/a%zz", Ok("http://x.com/a%25zz")),
+    ("http://x.com/a%25zz", Ok("http://x.com/a%25zz")),
+    ("http://x.com/a%", Ok("http://x.com/a%25")),
+    ("http://x.com/?q=100%&r=%4", Ok("http://x.com/?q=100%25&r=%254")),
+    ("http://example.com/%%30a", Ok("http://example.com/%250a")),
+    ("http://example.com/%%7e", Ok("http://example.com/%25~")),
+    // delimiters keep their spelling: raw stays raw, escaped stays escaped
+    ("http://x.com/s?q=a%26b%3dc%2b%3B", Ok("http://x.com/s?q=a%26b%3Dc%2B%3B")),
+    ("http://x.com/s?q=a&b=c+;", Ok("http://x.com/s?q=a&b=c+;")),
+    ("http://x.com/a:b@c!$(x)*,;=/%3a%40%21%24%28%29%2a%2c", Ok("http://x.com/a:b@c!$(x)*,;=/%3A%40%21%24%28%29%2A%2C")),
+    ("http://x.com/it's?q=it's", Ok("http://x.com/it's?q=it%27s")),
+    ("http://x.com/?x%5by%5d=1", Ok("http://x.com/?x%5By%5D=1")),
+    // trailing dots of a domain are not part of the host
+    ("http://www.example.org./", Ok("http://www.example.org/")),
+    ("https://Example.ORG..:8443/a", Ok("https://example.org:8443/a")),
+    ("http://127.0.0.1./", Ok("http://127.0.0.1/")),
 ];
 
 #[test]
@@ -343,13 +369,51 @@ fn normalize_fold_www() {
             ("http://WWW.A.test:8080/", "http://a.test:8080/"),
             ("http://www.www.a.test/", "http://a.test/"),
             ("http://www.test/", "http://www.test/"),
-            ("http://www.a.test./", "http://a.test./"),
-            ("http://www.test./", "http://www.test./"),
+            ("http://www.a.test./", "http://a.test/"),
+            ("http://www.test./", "http://www.test/"),
             ("http://www1.a.test/", "http://www1.a.test/"),
             ("http://wwwa.test/", "http://wwwa.test/"),
             ("http://a.www.test/", "http://a.www.test/"),
             ("http://127.0.0.1/", "http://127.0.0.1/"),
         ],
+    );
+}
+
+#[test]
+fn normalize_collapse_slashes() {
+    let off = Normalizer::default();
+    assert!(!off.options().collapse_slashes);
+    check(
+        &off,
+        &[
+            ("http://a.test//a//b/", "http://a.test//a//b/"),
+            ("http://a.test/a/;sid=1/b", "http://a.test/a//b"),
+        ],
+    );
+    let on = with(|o| o.collapse_slashes = true);
+    check(
+        &on,
+        &[
+            ("http://a.test//a//b/", "http://a.test/a/b/"),
+            ("http://a.test////", "http://a.test/"),
+            ("http://a.test/a/;sid=1/b", "http://a.test/a/b"),
+            ("http://a.test/a//..//b", "http://a.test/a/b"),
+            ("http://a.test/x//..;sid=1/y", "http://a.test/y"),
+            // `%2F` is not a slash
+            (
+                "http://a.test/a/%2F/b%2f%2Fc",
+                "http://a.test/a/%2F/b%2F%2Fc",
+            ),
+            ("http://a.test//a?u=//b", "http://a.test/a?u=//b"),
+        ],
+    );
+    let with_docs = with(|o| {
+        o.collapse_slashes = true;
+        o.strip_default_documents = true;
+    });
+    check(
+        &with_docs,
+        &[("http://a.test/a//index.html", "http://a.test/a/")],
     );
 }
 
@@ -384,7 +448,7 @@ fn normalize_config_section() {
     );
     let full: Config = toml::from_str(
         "[normalize]\nsort_query = false\nstrip_params = [\"ref\"]\n\
-         strip_default_documents = true\nfold_www = true\n",
+         strip_default_documents = true\nfold_www = true\ncollapse_slashes = true\n",
     )
     .unwrap();
     assert_eq!(
@@ -394,6 +458,7 @@ fn normalize_config_section() {
             strip_params: vec!["ref".into()],
             strip_default_documents: true,
             fold_www: true,
+            collapse_slashes: true,
         }
     );
     let unknown = toml::from_str::<Config>("[normalize]\nsort_params = true\n");
