@@ -197,24 +197,16 @@ pub enum Work {
 /// Why the frontier could not go on. Each names the file and the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum FrontierError {
-    #[error("frontier queues: {0}")]
+    /// The queue store's files (each error names its file).
+    #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("robots.txt cache: {0}")]
+    /// The robots.txt cache's files (each error names its file).
+    #[error(transparent)]
     RobotsCache(#[from] RobotsCacheError),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::durable::IoAt),
     #[error("{} is corrupt: {what}", path.display())]
     Corrupt { path: PathBuf, what: String },
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> FrontierError + '_ {
-    move |source| FrontierError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// What is kept for every host ever seen.
@@ -373,7 +365,14 @@ impl Frontier {
         match std::fs::remove_dir_all(&options.dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&options.dir)(e)),
+            Err(source) => {
+                return Err(crate::durable::IoAt {
+                    action: "remove",
+                    path: options.dir.clone(),
+                    source,
+                }
+                .into())
+            }
         }
         let store = QueueStore::open(&options.queues_dir(), options.store_options())?;
         Self::with_store(policy, options, store)

@@ -24,11 +24,11 @@ use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Duration;
 
+use crate::durable::{self, checksum_of, At, Cursor};
 use serde::{Deserialize, Serialize};
-use xxhash_rust::xxh3::xxh3_64;
 
 use super::store::{PendingSync, QueueStore, StorePosition};
-use super::{io, Frontier, FrontierError, HostId, QueuedUrl};
+use super::{Frontier, FrontierError, HostId, QueuedUrl};
 
 /// A copy of the tallies for a checkpoint: (host, URLs ever queued).
 type TallyBuffer = Vec<(HostId, u32)>;
@@ -134,19 +134,14 @@ impl FrontierSnapshot {
         for &hash in &self.done {
             bytes.extend_from_slice(&hash.to_le_bytes());
         }
-        let checksum = xxh3_64(&bytes);
+        let checksum = checksum_of(&[&bytes]);
         bytes.extend_from_slice(&checksum.to_le_bytes());
         let hosts = self.tallies.len() as u64;
         let mut tallies = self.tallies;
         tallies.clear();
         let _ = self.recycle.send(tallies);
         let path = dir.join(HOSTS_FILE);
-        {
-            use std::io::Write;
-            let mut file = std::fs::File::create(&path).map_err(io(&path))?;
-            file.write_all(&bytes).map_err(io(&path))?;
-            file.sync_all().map_err(io(&path))?;
-        }
+        durable::replace(&path, dir.join(format!("{HOSTS_FILE}.tmp")), &bytes)?;
         Ok(SavedFrontier {
             store: position,
             queued: self.queued,
@@ -166,7 +161,7 @@ impl SavedFrontier {
         frontier_dir: &Path,
     ) -> Result<SavedHosts, FrontierError> {
         let path = dir.join(HOSTS_FILE);
-        let bytes = std::fs::read(&path).map_err(io(&path))?;
+        let bytes = std::fs::read(&path).at("read", &path)?;
         let corrupt = |what: String| FrontierError::Corrupt {
             path: path.clone(),
             what,
@@ -178,22 +173,30 @@ impl SavedFrontier {
                 self.hosts_bytes
             )));
         }
-        let (body, trailer) = bytes.split_at(bytes.len().saturating_sub(8));
-        let stored = u64::from_le_bytes(trailer.try_into().unwrap_or([0; 8]));
-        if bytes.len() < 40 || xxh3_64(body) != stored || stored != self.hosts_xxh3 {
+        let trailer = match durable::split_trailer(&bytes) {
+            Some(trailer) if bytes.len() >= 40 => trailer,
+            _ => return Err(corrupt("too short for a hosts file".into())),
+        };
+        if !trailer.matches() || trailer.stored != self.hosts_xxh3 {
             return Err(corrupt("checksum mismatch; the file was damaged".into()));
         }
-        if body[..8] != HOSTS_MAGIC {
+        let body = trailer.body;
+        let mut header = Cursor::new(body, 0);
+        let fields = (|| -> Result<_, String> {
+            let magic = header.take(8)?;
+            let version = header.u32()?;
+            let _reserved = header.u32()?;
+            Ok((magic, version, header.u64()?, header.u64()?))
+        })();
+        let (magic, version, hosts, done) = fields.map_err(corrupt)?;
+        if magic != HOSTS_MAGIC {
             return Err(corrupt("not a hosts file (bad magic)".into()));
         }
-        let word = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().unwrap_or([0; 8]));
-        let version = u32::from_le_bytes(body[8..12].try_into().unwrap_or([0; 4]));
         if version != HOSTS_VERSION {
             return Err(corrupt(format!(
                 "format version {version}, this crawler reads {HOSTS_VERSION}"
             )));
         }
-        let (hosts, done) = (word(16), word(24));
         let expected = 32u64
             .checked_add(hosts.saturating_mul(12))
             .and_then(|n| n.checked_add(done.saturating_mul(8)));
@@ -208,15 +211,16 @@ impl SavedFrontier {
             tallies: Vec::with_capacity(hosts as usize),
             done: Vec::with_capacity(done as usize),
         };
-        let mut at = 32;
+        // The lengths were checked against the file's size: the reads below cannot run out,
+        // and would say so (not panic) if they did.
+        let mut entries = Cursor::new(body, 32);
         for _ in 0..hosts {
-            let count = u32::from_le_bytes(body[at + 8..at + 12].try_into().unwrap_or([0; 4]));
-            saved.tallies.push((word(at), count));
-            at += 12;
+            let host = entries.u64().map_err(corrupt)?;
+            let count = entries.u32().map_err(corrupt)?;
+            saved.tallies.push((host, count));
         }
         for _ in 0..done {
-            saved.done.push(word(at));
-            at += 8;
+            saved.done.push(entries.u64().map_err(corrupt)?);
         }
         QueueStore::check_position(&frontier_dir.join("queues"), self.store)?;
         Ok(saved)
