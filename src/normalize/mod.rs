@@ -86,7 +86,7 @@
 //!
 
 mod pattern;
-mod percent;
+pub(crate) mod percent;
 
 use std::borrow::Cow;
 use std::sync::OnceLock;

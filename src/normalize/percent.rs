@@ -53,8 +53,9 @@ static KEEP: [bool; 256] = {
     table
 };
 
+/// The value of one hex digit (either case).
 #[inline]
-fn hex_value(b: u8) -> Option<u8> {
+pub(crate) fn hex_value(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),

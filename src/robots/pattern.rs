@@ -20,18 +20,9 @@ fn literal_ok(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._~:/?#[]@!$&'()*+,;=".contains(&b)
 }
 
-fn unreserved(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
+// The URL normalizer's definitions of the two, so that robots.txt patterns and the URLs
+// they are matched against are decoded by the same rules.
+use crate::normalize::percent::{hex_value, is_unreserved as unreserved};
 
 fn push_escaped(out: &mut String, b: u8) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
