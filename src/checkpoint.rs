@@ -795,7 +795,8 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 }
 
 /// Fault injection for the crash tests (`tests/e2e/`), through the environment:
-/// `CRAWLER_TEST_FAULT=<point>[:<n>]` makes the crawl fail at `<point>` the `n`-th time it gets
+/// `CRAWLER_FAULT=<point>[:<n>]` (the crawl's one fault switch; see also
+/// `crate::crawl::faults` for its panic points) makes the crawl fail at `<point>` the `n`-th time it gets
 /// there (the first by default) and every time after. Only debug builds read it (a release
 /// build has no such switch); unset, each point costs one read of a cached value. It exists
 /// because the instants that matter (a crash between two steps of a checkpoint, a full disk)
@@ -812,7 +813,7 @@ pub mod fault {
     use std::sync::OnceLock;
 
     /// The variable that names the point.
-    pub const VARIABLE: &str = "CRAWLER_TEST_FAULT";
+    pub const VARIABLE: &str = "CRAWLER_FAULT";
 
     fn configured() -> Option<&'static (String, u64)> {
         static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();

@@ -3,7 +3,8 @@
 //! crawl.
 //!
 //! Only debug builds read the switch, from the environment of the process
-//! (`CRAWLER_FAULT=panic-fetch:URL` or `panic-parse:URL`), so the end-to-end tests can set it
+//! (`CRAWLER_FAULT=panic-fetch:URL` or `panic-parse:URL`; the same variable names the
+//! checkpoint's crash points, see `checkpoint::fault`), so the end-to-end tests can set it
 //! on the binary they start while a release build has no such switch at all. Read once at
 //! the start of a crawl, not per URL.
 
@@ -30,7 +31,11 @@ impl Faults {
             faults.panic_fetch = Some(url.to_string());
         } else if let Some(url) = spec.strip_prefix("panic-parse:") {
             faults.panic_parse = Some(url.to_string());
-        } else {
+        } else if !["prepared", "manifest-moved", "queue-log"]
+            .iter()
+            .any(|point| spec.split(':').next() == Some(point))
+        {
+            // The crash points are the checkpoint module's (`checkpoint::fault`).
             tracing::warn!("CRAWLER_FAULT={spec:?} not understood; no fault injected");
         }
         faults
