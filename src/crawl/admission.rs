@@ -27,10 +27,11 @@ use url::Url;
 use super::counters::CrawlCounters;
 use super::messages::Candidates;
 use super::CrawlError;
+use super::CrawlFrontier;
 use crate::checkpoint::QueueLog;
 use crate::config::Config;
 use crate::extract::Extracted;
-use crate::frontier::{Frontier, QueuedUrl};
+use crate::frontier::QueuedUrl;
 use crate::normalize::{host_key, Normalizer};
 use crate::scope::{OutOfScope, Scope};
 use crate::seen::SeenBackend;
@@ -252,9 +253,9 @@ impl Acceptance {
     /// Inserts candidates into the seen-set and queues the new ones (queue log first, then
     /// the frontier), never past `max_urls` or `max_pages_per_host`. Returns how many were
     /// queued.
-    pub(crate) fn accept(
+    pub(crate) fn accept<F: CrawlFrontier>(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &mut F,
         mut queue_log: Option<&mut QueueLog>,
         candidates: Candidates,
         parent: Option<String>,
@@ -271,7 +272,7 @@ impl Acceptance {
         let accepted = CrawlCounters::get(&c.accepted);
         let room = self.max_urls.saturating_sub(accepted) as usize;
         let host_cap = self.max_pages_per_host;
-        let queue = |frontier: &mut Frontier, log: &mut Option<&mut QueueLog>, url: &Url| {
+        let queue = |frontier: &mut F, log: &mut Option<&mut QueueLog>, url: &Url| {
             let item = QueuedUrl {
                 url: url.as_str().to_string(),
                 depth,

@@ -24,8 +24,8 @@ use tokio::time::Instant;
 
 use super::counters::CrawlCounters;
 use super::CrawlError;
+use super::CrawlFrontier;
 use crate::checkpoint::{self, CheckpointError, Expectation, Manifest, QueueLog};
-use crate::frontier::Frontier;
 use crate::output::{rfc3339, BackgroundSync, OutputSender};
 use crate::seen::SeenSet;
 
@@ -116,9 +116,9 @@ impl Checkpoints {
     /// Takes a consistent snapshot of the crawl state and writes it in the background. The
     /// crawl pauses only for flushing the output and the frontier's part (its store's tails
     /// and table, its tallies); the seen-set is streamed from the live set.
-    pub(crate) async fn start(
+    pub(crate) async fn start<F: CrawlFrontier>(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &mut F,
         output: &OutputSender,
         finished: bool,
     ) -> Result<(), CrawlError> {
@@ -178,9 +178,9 @@ impl Checkpoints {
     /// published once the queue log (every URL accepted since the snapshot, whose bits the
     /// seen-set file may hold) is flushed here and fsynced there; a published one lets the
     /// frontier reclaim space.
-    pub(crate) fn advance(
+    pub(crate) fn advance<F: CrawlFrontier>(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &mut F,
         phase: PendingPhase,
     ) -> Result<(), CrawlError> {
         let phase = phase.map_err(|e| CheckpointError::Io {
@@ -214,7 +214,10 @@ impl Checkpoints {
 
     /// Waits for the checkpoint being written, then lets the frontier reclaim what only
     /// older checkpoints needed.
-    pub(crate) async fn wait(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
+    pub(crate) async fn wait<F: CrawlFrontier>(
+        &mut self,
+        frontier: &mut F,
+    ) -> Result<(), CrawlError> {
         while let Some(pending) = self.pending.take() {
             let phase = pending.await;
             self.advance(frontier, phase)?;

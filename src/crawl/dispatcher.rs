@@ -25,8 +25,9 @@ use super::messages::{Completion, Outcome};
 use super::progress::{Progress, ProgressFigures};
 use super::shutdown::ShutdownHandle;
 use super::CrawlError;
+use super::CrawlFrontier;
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
-use crate::frontier::{Frontier, QueuedUrl, Work};
+use crate::frontier::{QueuedUrl, Work};
 use crate::output::{rfc3339, OutputSender};
 use crate::robots::RobotsOutcome;
 use crate::seen::SeenBackend;
@@ -52,9 +53,9 @@ pub(crate) struct Wiring<'a> {
 impl Dispatcher {
     /// Runs the crawl to its end or its stop, then takes the final checkpoint (what a
     /// resume starts from). Returns whether the crawl was stopped before its end.
-    pub(crate) async fn run(
+    pub(crate) async fn run<F: CrawlFrontier>(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &mut F,
         wiring: Wiring<'_>,
     ) -> Result<bool, CrawlError> {
         let output = wiring.output;
@@ -68,9 +69,9 @@ impl Dispatcher {
     }
 
     /// Starts a checkpoint of the current state.
-    pub(crate) async fn checkpoint(
+    pub(crate) async fn checkpoint<F: CrawlFrontier>(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &mut F,
         output: &OutputSender,
         finished: bool,
     ) -> Result<(), CrawlError> {
@@ -79,9 +80,9 @@ impl Dispatcher {
 
     /// Accepts `candidates` found by `parent` (`None` for seeds). Returns how many were
     /// queued.
-    pub(crate) fn accept(
+    pub(crate) fn accept<F: CrawlFrontier>(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &mut F,
         candidates: super::messages::Candidates,
         parent: Option<String>,
     ) -> Result<u64, CrawlError> {
@@ -89,9 +90,9 @@ impl Dispatcher {
             .accept(frontier, self.checkpoints.queue_log(), candidates, parent)
     }
 
-    async fn dispatch_loop(
+    async fn dispatch_loop<F: CrawlFrontier>(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &mut F,
         wiring: Wiring<'_>,
     ) -> Result<bool, CrawlError> {
         let Wiring {
@@ -217,7 +218,11 @@ impl Dispatcher {
 
     /// What the progress display shows now; `busiest` scans the hosts (costly at many
     /// hosts, so only once per progress line).
-    pub(crate) fn figures(&self, frontier: &mut Frontier, busiest: bool) -> ProgressFigures {
+    pub(crate) fn figures<F: CrawlFrontier>(
+        &self,
+        frontier: &mut F,
+        busiest: bool,
+    ) -> ProgressFigures {
         let seen = self.seen.stats();
         ProgressFigures {
             finished: CrawlCounters::get(&self.counters.finished),
@@ -251,9 +256,9 @@ impl Dispatcher {
         Ok(())
     }
 
-    async fn handle(
+    async fn handle<F: CrawlFrontier>(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &mut F,
         completion: Completion,
         output: &OutputSender,
     ) -> Result<(), CrawlError> {

@@ -55,7 +55,9 @@ use crate::config::Config;
 use crate::descriptors::Descriptors;
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
-use crate::frontier::{Frontier, FrontierOptions, FrontierPolicy};
+use crate::frontier::{
+    Frontier, FrontierBackend, FrontierOptions, FrontierPolicy, FrontierSnapshot, SavedFrontier,
+};
 use crate::gate::RequestGate;
 use crate::normalize::host_key;
 use crate::output::{OutputPosition, OutputWriter};
@@ -69,6 +71,16 @@ use messages::{Candidates, ParseJob};
 use parse_pool::{ParsePool, ParseShared};
 use progress::Progress;
 use summary::Ending;
+
+/// The frontier as the crawl drives it: any [`FrontierBackend`] whose checkpoint is the
+/// local one (the disk frontier today). The dispatcher, admission, checkpoints and summary
+/// are written against this, not against [`Frontier`], so a second backend plugs in here.
+pub(crate) trait CrawlFrontier:
+    FrontierBackend<Snapshot = FrontierSnapshot, Saved = SavedFrontier>
+{
+}
+
+impl<F: FrontierBackend<Snapshot = FrontierSnapshot, Saved = SavedFrontier>> CrawlFrontier for F {}
 
 /// Why a crawl could not run. Each variant's message names its subject; the cause follows
 /// in the error's source chain, printed once by the CLI.

@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::counters::{CounterValues, CrawlCounters};
+use super::CrawlFrontier;
 use crate::config::Config;
-use crate::frontier::Frontier;
 use crate::seen::{Plan, SeenStats};
 
 /// `OUT/summary.json`, and what the CLI prints at the end.
@@ -51,9 +51,9 @@ pub struct HostCount {
 }
 
 /// How a crawl ended, for [`CrawlSummary::new`].
-pub(crate) struct Ending<'a> {
+pub(crate) struct Ending<'a, F: CrawlFrontier> {
     pub(crate) config: &'a Config,
-    pub(crate) frontier: &'a Frontier,
+    pub(crate) frontier: &'a F,
     pub(crate) counters: &'a CrawlCounters,
     pub(crate) seen: SeenStats,
     pub(crate) plan: &'a Plan,
@@ -62,7 +62,7 @@ pub(crate) struct Ending<'a> {
 }
 
 impl CrawlSummary {
-    pub(crate) fn new(end: Ending<'_>) -> CrawlSummary {
+    pub(crate) fn new<F: CrawlFrontier>(end: Ending<'_, F>) -> CrawlSummary {
         let counts = end.counters.values();
         let secs = end.elapsed.as_secs_f64().max(1e-9);
         CrawlSummary {
