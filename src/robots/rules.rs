@@ -49,7 +49,7 @@ pub struct RobotsRules {
     /// [`MAX_SITEMAPS`].
     pub(crate) sitemaps: Vec<String>,
     /// Lines that were not understood or were dropped by a cap (every other line still counts).
-    pub(crate) skipped_lines: u32,
+    pub skipped_lines: u32,
     /// Why, for the first [`MAX_NOTES`] skipped lines and for caps: `line N: reason`.
     pub(crate) notes: Vec<String>,
 }
@@ -131,8 +131,7 @@ impl RobotsRules {
     }
 
     /// Heap bytes held (patterns, rules, sitemaps, notes), for memory accounting.
-    #[cfg(test)]
-    pub(crate) fn heap_bytes(&self) -> usize {
+    pub fn heap_bytes(&self) -> usize {
         self.patterns.len()
             + std::mem::size_of_val(&*self.rules)
             + self.sitemaps.capacity() * std::mem::size_of::<String>()
