@@ -815,6 +815,9 @@ pub mod fault {
     /// The variable that names the point.
     pub const VARIABLE: &str = "CRAWLER_FAULT";
 
+    /// The crash points this module reads (the crawl's panic points are its own).
+    pub(crate) const POINTS: [&str; 3] = ["prepared", "manifest-moved", "queue-log"];
+
     fn configured() -> Option<&'static (String, u64)> {
         static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();
         CONFIGURED

@@ -31,7 +31,7 @@ impl Faults {
             faults.panic_fetch = Some(url.to_string());
         } else if let Some(url) = spec.strip_prefix("panic-parse:") {
             faults.panic_parse = Some(url.to_string());
-        } else if !["prepared", "manifest-moved", "queue-log"]
+        } else if !crate::checkpoint::fault::POINTS
             .iter()
             .any(|point| spec.split(':').next() == Some(point))
         {

@@ -189,6 +189,9 @@ impl Frontier {
         };
         take_token(host, now, &clock)?;
         let hop = host.robots_hops.remove(0);
+        // The hop leaves the state it was counted in (whichever host that is).
+        host.bytes = host.bytes.saturating_sub(hop_bytes(&hop.url));
+        self.resident.bytes = self.resident.bytes.saturating_sub(hop_bytes(&hop.url));
         host.in_flight += 1;
         self.in_flight += 1;
         self.schedule(id, now);
@@ -210,9 +213,8 @@ impl Frontier {
             return;
         };
         let url = to.as_str().to_string();
-        let bytes = url.len() as u64 + 32;
-        state.bytes += bytes;
-        self.resident.bytes += bytes;
+        state.bytes += hop_bytes(&url);
+        self.resident.bytes += hop_bytes(&url);
         state.robots_hops.push(RobotsHop {
             for_host,
             url,
@@ -236,11 +238,6 @@ impl Frontier {
         if let Some(via) = self.resident.hosts.get_mut(&fetch.via) {
             via.in_flight = via.in_flight.saturating_sub(1);
             if fetch.via != fetch.host {
-                via.bytes = via.bytes.saturating_sub(fetch.url.len() as u64 + 32);
-                self.resident.bytes = self
-                    .resident
-                    .bytes
-                    .saturating_sub(fetch.url.len() as u64 + 32);
                 self.schedule(fetch.via, now);
             }
         }
@@ -305,6 +302,11 @@ impl Frontier {
         self.schedule(id, now);
         Ok(given_up)
     }
+}
+
+/// What a waiting robots.txt hop adds to its host's state: its URL and its bookkeeping.
+fn hop_bytes(url: &str) -> u64 {
+    url.len() as u64 + std::mem::size_of::<RobotsHop>() as u64
 }
 
 fn unix_ms(at: SystemTime) -> u64 {
