@@ -73,12 +73,7 @@ impl Refusal {
             Refusal::Nofollow => &counters.links_nofollow,
             Refusal::TooDeep => &counters.links_too_deep,
             Refusal::OverPageCap => &counters.links_over_page_cap,
-            Refusal::OutOfScope(reason) => {
-                for _ in 0..n {
-                    counters.add_out_of_scope(reason);
-                }
-                return;
-            }
+            Refusal::OutOfScope(reason) => return counters.add_out_of_scope(reason, n),
             Refusal::Seen => &counters.links_seen,
             Refusal::OverMaxUrls => &counters.links_over_cap,
             Refusal::HostCap => &counters.links_host_cap,

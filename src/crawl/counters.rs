@@ -153,13 +153,13 @@ impl CrawlCounters {
         counter.load(Ordering::Relaxed)
     }
 
-    /// Counts one URL refused by the scope rules.
-    pub(crate) fn add_out_of_scope(&self, reason: OutOfScope) {
+    /// Counts `n` URLs refused by the scope rules for `reason`.
+    pub(crate) fn add_out_of_scope(&self, reason: OutOfScope, n: u64) {
         let index = OutOfScope::ALL
             .iter()
             .position(|r| *r == reason)
             .unwrap_or(0);
-        Self::add(&self.out_of_scope[index], 1);
+        Self::add(&self.out_of_scope[index], n);
     }
 
     /// Fetch failures that make the exit code 1: no usable answer after all retries,
@@ -189,7 +189,7 @@ mod tests {
         let counters = CrawlCounters::default();
         CrawlCounters::add(&counters.accepted, 7);
         CrawlCounters::add(&counters.parse_cpu_ns, 11);
-        counters.add_out_of_scope(OutOfScope::ALL[1]);
+        counters.add_out_of_scope(OutOfScope::ALL[1], 1);
         let map = counters.to_map();
         assert_eq!(map.get("accepted"), Some(&7));
         assert_eq!(map.get("parse_cpu_ns"), Some(&11));
