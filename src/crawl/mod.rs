@@ -59,7 +59,6 @@ use crate::frontier::{
     Frontier, FrontierBackend, FrontierOptions, FrontierPolicy, FrontierSnapshot, SavedFrontier,
 };
 use crate::gate::RequestGate;
-use crate::normalize::host_key;
 use crate::output::{OutputPosition, OutputWriter};
 use crate::scope::Scope;
 use crate::seen::{Plan, SeenBackend, SeenSet};
@@ -312,12 +311,11 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             // back into the queues (the checkpoint's queues came back with the frontier).
             // Those recorded since are not queued again but were queued: they count for
             // their host's `max_pages_per_host` like the others.
-            let key_of = |url: &str| Url::parse(url).map(|u| host_key(&u)).unwrap_or_default();
             for item in items {
-                frontier.push(&key_of(&item.url), item)?;
+                frontier.push(&crate::frontier::key_of(&item.url), item)?;
             }
             for url in recorded {
-                frontier.count_queued(&key_of(&url));
+                frontier.count_queued(&crate::frontier::key_of(&url));
             }
         }
         None => {
