@@ -93,6 +93,7 @@ fn serve(args: &[String]) -> ! {
     let options = ServerOptions {
         port: number(0) as u16,
         log_requests: false,
+        encodings: false,
     };
     let _server = TestWebServer::start_with(Arc::new(Web::new(spec)), options).expect("listen");
     loop {

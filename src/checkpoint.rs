@@ -672,7 +672,12 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         end = start;
     }
     drop(logged_children);
-    let done: std::collections::HashSet<&str> = records.iter().map(|r| r.url.as_str()).collect();
+    // robots.txt lines (written with the archive on) are fetches, not accepted URLs.
+    let done: std::collections::HashSet<&str> = records
+        .iter()
+        .filter(|r| r.kind.is_page())
+        .map(|r| r.url.as_str())
+        .collect();
     for item in &queued {
         loaded.seen.insert_new(item.url.as_bytes());
     }
@@ -689,7 +694,7 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         .partition(|item| done.contains(item.url.as_str()));
     loaded.queued_after = queued;
     loaded.recorded_from_log = recorded.into_iter().map(|item| item.url).collect();
-    loaded.replayed_records = records.len() as u64;
+    loaded.replayed_records = records.iter().filter(|r| r.kind.is_page()).count() as u64;
     loaded.output = crate::output::OutputPosition {
         bytes: end,
         records: loaded.manifest.pages_records + records.len() as u64,
@@ -698,6 +703,16 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
     bump("accepted", loaded.replayed_urls);
     bump("finished", loaded.replayed_records);
     for r in &records {
+        if let Some(location) = &r.warc {
+            // The archive's figures that a line can tell: its two records, and a revisit.
+            bump("warc_records", 2);
+            if location.record == "revisit" {
+                bump("warc_revisits", 1);
+            }
+        }
+        if !r.kind.is_page() {
+            continue;
+        }
         bump("bytes", r.bytes);
         let class = match (r.status, r.error.is_some()) {
             (Some(s), _) if (200..300).contains(&s) => "ok",

@@ -229,6 +229,16 @@ pub struct OutputSection {
     pub dir: PathBuf,
     pub(crate) format: String,
     pub(crate) progress_interval_secs: f64,
+    /// Archive every fetch as WARC/1.1 under `OUT/warc/` (see [`crate::warc`]).
+    pub warc: bool,
+    /// A WARC file is closed and the next one begun once it reaches this size.
+    pub warc_max_bytes: ByteSize,
+    /// The start of each WARC file's name: `PREFIX-TIMESTAMP-SERIAL.warc.gz`.
+    pub warc_prefix: String,
+    /// Memory for the index of payload digests already archived (content-level dedup).
+    pub warc_dedup_memory: ByteSize,
+    /// gzip level of the WARC records, 1 (fastest) to 9 (smallest).
+    pub warc_gzip_level: u32,
 }
 
 impl Default for OutputSection {
@@ -237,6 +247,11 @@ impl Default for OutputSection {
             dir: PathBuf::from("crawl-out"),
             format: "jsonl".into(),
             progress_interval_secs: 5.0,
+            warc: false,
+            warc_max_bytes: ByteSize(1_000_000_000),
+            warc_prefix: "crawler".into(),
+            warc_dedup_memory: ByteSize(32 << 20),
+            warc_gzip_level: 1,
         }
     }
 }
@@ -259,7 +274,7 @@ pub struct Config {
     pub frontier: FrontierSection,
     pub output: OutputSection,
     pub network: NetworkSection,
-    pub(crate) normalize: NormalizeOptions,
+    pub normalize: NormalizeOptions,
     pub scope: ScopeOptions,
 }
 
@@ -300,7 +315,19 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
     ("seen", &["fpp", "memory"]),
     ("checkpoint", &["interval_secs", "sync_interval_secs"]),
     ("frontier", &["memory", "host_memory"]),
-    ("output", &["dir", "format", "progress_interval_secs"]),
+    (
+        "output",
+        &[
+            "dir",
+            "format",
+            "progress_interval_secs",
+            "warc",
+            "warc_max_bytes",
+            "warc_prefix",
+            "warc_dedup_memory",
+            "warc_gzip_level",
+        ],
+    ),
     ("network", &["resolve"]),
     ("scope", ScopeOptions::KEYS),
     (
@@ -583,6 +610,40 @@ impl Config {
             return Err(invalid(
                 "output.format",
                 format!("{:?} is not supported; use \"jsonl\"", self.output.format),
+            ));
+        }
+        if self.output.warc_max_bytes.0 < 64 << 10 {
+            return Err(invalid(
+                "output.warc_max_bytes",
+                "must be at least 64 KiB; 1GB is the default".into(),
+            ));
+        }
+        let prefix = &self.output.warc_prefix;
+        if prefix.is_empty()
+            || !prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            return Err(invalid(
+                "output.warc_prefix",
+                format!(
+                    "{prefix:?} must be letters, digits, '-', '_' or '.' (it starts file names)"
+                ),
+            ));
+        }
+        if self.output.warc_dedup_memory.0 < 1 << 16 {
+            return Err(invalid(
+                "output.warc_dedup_memory",
+                "must be at least 64 KiB; 32MiB is the default".into(),
+            ));
+        }
+        if !(1..=9).contains(&self.output.warc_gzip_level) {
+            return Err(invalid(
+                "output.warc_gzip_level",
+                format!(
+                    "{} is not a gzip level; use 1 (fastest) to 9 (smallest)",
+                    self.output.warc_gzip_level
+                ),
             ));
         }
         if !(self.output.progress_interval_secs.is_finite()

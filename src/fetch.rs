@@ -2,10 +2,13 @@
 //! limits, and the facts the crawl needs from a response.
 //!
 //! One [`Fetcher`] (one reqwest client, one connection pool) serves every fetch task, so
-//! connections to a host are reused across pages. reqwest decompresses gzip and brotli;
-//! the body is read chunk by chunk and never past `max_body_bytes` (counted after
-//! decompression, so a small compressed bomb cannot blow up memory), and only bodies the
-//! crawl will parse are kept. Redirects are *not* followed here: the crawl treats a
+//! connections to a host are reused across pages. The crawler offers `gzip, deflate, br`
+//! and undoes the coding itself ([`crate::content_coding`]) rather than letting reqwest do
+//! it, because the archive keeps the bytes as sent ([`crate::warc`]): reqwest's automatic
+//! decompression would delete `Content-Encoding` and `Content-Length`. The body is read
+//! chunk by chunk and never past `max_body_bytes`, counted both as received and after
+//! decoding, so a small compressed bomb cannot blow up memory; only bodies the crawl will
+//! parse (or archive) are kept. Redirects are *not* followed here: the crawl treats a
 //! redirect target like a link (normalized, scoped, checked against the seen-set), so
 //! loops end by themselves. Retries are not done here either: the frontier schedules them
 //! so that a retry obeys the host's rate limit like any request.
@@ -17,13 +20,18 @@
 //! address's port when the URL has none, which is how many `http://*.test/` hosts reach one
 //! loopback listener.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, CONTENT_TYPE, LOCATION, RETRY_AFTER};
+use reqwest::header::{
+    HeaderMap, HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, LOCATION,
+    RETRY_AFTER, TRANSFER_ENCODING,
+};
 use url::Url;
 
 use crate::config::Config;
+use crate::content_coding::{BodyDecoder, Coding};
 use crate::gate::{RequestGate, RequestKind};
 
 /// How long an idle keep-alive connection is kept. Idle sockets number about the recent
@@ -76,11 +84,14 @@ pub(crate) struct Fetched {
     pub(crate) content_type: Option<String>,
     /// The `charset` parameter of Content-Type, if any.
     pub(crate) charset: Option<String>,
-    /// Body bytes received (after decompression), up to the cap.
+    /// Body bytes, up to the cap: decoded for a body that is parsed, as received otherwise.
     pub(crate) bytes: u64,
-    /// The body, kept only when the content type is one the crawl parses.
+    /// The decoded body, kept only when the content type is one the crawl parses.
     pub(crate) body: Option<Vec<u8>>,
-    /// The body was longer than `max_body_bytes` and was cut there.
+    /// Why the body could not be decoded (to its end): an unsupported or damaged content
+    /// coding. What was decoded before the damage is in `body`.
+    pub(crate) decode_error: Option<String>,
+    /// The body was longer than `max_body_bytes` (as received or decoded) and was cut there.
     pub(crate) truncated: bool,
     /// `Location`, for redirects.
     pub(crate) location: Option<String>,
@@ -88,6 +99,41 @@ pub(crate) struct Fetched {
     pub(crate) retry_after: Option<Duration>,
     /// `X-Robots-Tag` contains `nofollow` (or `none`).
     pub(crate) header_nofollow: bool,
+    /// The request and response as on the wire, when the crawl archives (`[output] warc`).
+    pub(crate) exchange: Option<Box<Exchange>>,
+}
+
+/// One request and its response as they crossed the wire, for the archive ([`crate::warc`]).
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    /// Request line and headers, ending with the empty line, in HTTP/1.1 form: the headers
+    /// the client sends (its order of them aside).
+    pub(crate) request_head: Vec<u8>,
+    /// Status line and headers as received, ending with the empty line. `Transfer-Encoding`
+    /// is renamed `X-Crawler-Transfer-Encoding`, since the body kept is de-chunked and a
+    /// replay tool must not try to de-chunk it again.
+    pub(crate) response_head: Vec<u8>,
+    /// The entity body as sent (still content-coded), up to the cap; `None` when it is byte
+    /// for byte the parsed body ([`Fetched::body`]), which then is not held twice.
+    pub(crate) raw_body: Option<Vec<u8>>,
+    /// The body was cut at the cap (`WARC-Truncated: length`).
+    pub(crate) truncated: bool,
+    /// The response came over HTTP/2 (its head is written in HTTP/1.1 form).
+    pub(crate) http2: bool,
+    /// The address the response came from.
+    pub(crate) peer: Option<IpAddr>,
+    /// When the response's head arrived.
+    pub(crate) date: SystemTime,
+}
+
+impl Exchange {
+    /// The entity body as sent, given the parsed body of the same fetch.
+    pub(crate) fn payload<'a>(&'a self, parsed: Option<&'a [u8]>) -> &'a [u8] {
+        match &self.raw_body {
+            Some(raw) => raw,
+            None => parsed.unwrap_or_default(),
+        }
+    }
 }
 
 impl Fetched {
@@ -105,6 +151,8 @@ pub struct Fetcher {
     gate: Arc<RequestGate>,
     max_body_bytes: u64,
     content_types: Vec<String>,
+    /// Keep each request and response as sent, for the archive.
+    archive: bool,
 }
 
 impl Fetcher {
@@ -121,6 +169,7 @@ impl Fetcher {
                 .iter()
                 .map(|t| t.to_ascii_lowercase())
                 .collect(),
+            archive: config.output.warc,
         })
     }
 
@@ -182,6 +231,7 @@ impl Fetcher {
             .check_connected(url, response.remote_addr())
             .map_err(refused)?;
         let keep_any_body = kind == RequestKind::Robots;
+        let date = SystemTime::now();
         let status = response.status().as_u16();
         let headers = response.headers();
         let (content_type, charset) = media_type(headers);
@@ -192,25 +242,76 @@ impl Fetcher {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .any(robots_directives_nofollow);
-        let keep =
+        let parse =
             (200..300).contains(&status) && (keep_any_body || self.parses(content_type.as_deref()));
-        let mut body = keep.then(Vec::new);
-        let mut bytes: u64 = 0;
-        let mut truncated = false;
-        while let Some(chunk) = response.chunk().await.map_err(classify)? {
-            let room = cap - bytes;
-            let take = (chunk.len() as u64).min(room) as usize;
-            if let Some(body) = body.as_mut() {
-                body.extend_from_slice(&chunk[..take]);
+        let coding = Coding::from_header(
+            headers
+                .get_all(CONTENT_ENCODING)
+                .iter()
+                .map(HeaderValue::as_bytes),
+        );
+        let mut decode_error = None;
+        let mut decoder = match (&coding, parse) {
+            (Ok(coding), true) => Some(BodyDecoder::new(*coding, cap)),
+            (Err(unsupported), true) => {
+                decode_error = Some(format!("{unsupported}; the body is not parsed"));
+                None
             }
-            bytes += take as u64;
-            if take < chunk.len() || bytes >= cap {
+            (_, false) => None,
+        };
+        // An identity-coded body that is parsed is its own raw form: not held twice.
+        let same_as_parsed = decoder.is_some() && coding == Ok(Coding::Identity);
+        let mut exchange = self.archive.then(|| {
+            Box::new(Exchange {
+                request_head: request_head(url, &self.config.crawl.user_agent),
+                response_head: response_head(&response),
+                raw_body: (!same_as_parsed).then(Vec::new),
+                truncated: false,
+                http2: response.version() == reqwest::Version::HTTP_2,
+                peer: response.remote_addr().map(|a| a.ip()),
+                date,
+            })
+        });
+        let mut received: u64 = 0;
+        let mut cut = false;
+        while let Some(chunk) = response.chunk().await.map_err(classify)? {
+            let room = cap - received;
+            let take = (chunk.len() as u64).min(room) as usize;
+            let piece = &chunk[..take];
+            if let Some(raw) = exchange.as_mut().and_then(|e| e.raw_body.as_mut()) {
+                raw.extend_from_slice(piece);
+            }
+            if let Some(decoder) = decoder.as_mut() {
+                decoder.write(piece);
+            }
+            received += take as u64;
+            if take < chunk.len() || received >= cap {
                 // Stop reading: the rest is never downloaded. Dropping the response closes
                 // the connection, which is the price of not reading an oversized body.
-                truncated =
-                    take < chunk.len() || response.content_length().is_none_or(|l| l > bytes);
+                cut = take < chunk.len() || response.content_length().is_none_or(|l| l > received);
                 break;
             }
+            if decoder.as_ref().is_some_and(BodyDecoder::is_full) {
+                // The decoded body reached the cap (a compression bomb, say): what follows
+                // would only be decoded to be thrown away.
+                cut = true;
+                break;
+            }
+        }
+        let (body, bytes) = match decoder {
+            Some(decoder) => {
+                let decoded = decoder.finish(!cut);
+                cut |= decoded.capped;
+                if decode_error.is_none() {
+                    decode_error = decoded.error;
+                }
+                let length = decoded.bytes.len() as u64;
+                (Some(decoded.bytes), length)
+            }
+            None => (None, received),
+        };
+        if let Some(exchange) = exchange.as_mut() {
+            exchange.truncated = cut;
         }
         Ok(Fetched {
             status,
@@ -218,29 +319,89 @@ impl Fetcher {
             charset,
             bytes,
             body,
-            truncated,
+            decode_error,
+            truncated: cut,
             location,
             retry_after,
             header_nofollow,
+            exchange,
         })
     }
 }
 
+/// The client's fixed request headers: what [`request_head`] writes down as sent.
+const ACCEPT_VALUE: &str = "*/*";
+const ACCEPT_ENCODING_VALUE: &str = "gzip, deflate, br";
+
+/// The request as the archive records it (HTTP/1.1 form; hyper sends the same fields).
+fn request_head(url: &Url, user_agent: &str) -> Vec<u8> {
+    let mut target = url.path().to_string();
+    if let Some(query) = url.query() {
+        target.push('?');
+        target.push_str(query);
+    }
+    let host = match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_string(),
+        (None, _) => String::new(),
+    };
+    format!(
+        "GET {target} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\naccept: {ACCEPT_VALUE}\r\naccept-encoding: {ACCEPT_ENCODING_VALUE}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// The response's status line and headers as received, `Transfer-Encoding` renamed (see
+/// [`Exchange::response_head`]).
+fn response_head(response: &reqwest::Response) -> Vec<u8> {
+    let status = response.status();
+    let version = if response.version() == reqwest::Version::HTTP_10 {
+        "HTTP/1.0"
+    } else {
+        "HTTP/1.1"
+    };
+    let mut head = Vec::with_capacity(512);
+    head.extend_from_slice(version.as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(status.as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    head.extend_from_slice(b"\r\n");
+    for (name, value) in response.headers() {
+        let name = if name == TRANSFER_ENCODING {
+            "x-crawler-transfer-encoding"
+        } else {
+            name.as_str()
+        };
+        head.extend_from_slice(name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
 /// The HTTP client as the crawl configures it: no redirects followed (the crawl admits
-/// targets like links), timeouts, a small keep-alive pool, gzip and brotli, names resolved
-/// through the gate.
+/// targets like links), timeouts, a small keep-alive pool, the codings we decode offered
+/// (and not decoded by reqwest), names resolved through the gate.
 fn build_client(config: &Config, gate: &RequestGate) -> Result<reqwest::Client, reqwest::Error> {
     let c = &config.crawl;
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static(ACCEPT_VALUE));
+    headers.insert(
+        ACCEPT_ENCODING,
+        HeaderValue::from_static(ACCEPT_ENCODING_VALUE),
+    );
     reqwest::Client::builder()
         .user_agent(c.user_agent.clone())
+        .default_headers(headers)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs_f64(c.timeout_secs))
         .connect_timeout(Duration::from_secs_f64(c.connect_timeout_secs))
         .pool_max_idle_per_host((config.politeness.per_host_concurrency as usize).clamp(1, 64))
         .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
         .tcp_nodelay(true)
-        .gzip(true)
-        .brotli(true)
         .no_proxy()
         .dns_resolver(gate.resolver())
         .build()

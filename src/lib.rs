@@ -8,6 +8,7 @@
 pub mod allocator;
 pub mod checkpoint;
 pub mod config;
+pub(crate) mod content_coding;
 pub mod cpu_time;
 pub mod crawl;
 pub(crate) mod descriptors;
@@ -23,5 +24,6 @@ pub mod robots;
 pub mod scope;
 pub mod seeds;
 pub mod seen;
+pub mod warc;
 
 pub use crawl::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};

@@ -47,6 +47,13 @@ enum Command {
     /// complete offline demo and a quick check that everything works.
     #[cfg(feature = "demo")]
     Demo(DemoArgs),
+    /// Write a CDXJ index (FILE.cdxj, what pywb replays from) of each WARC file the crawl
+    /// wrote under OUT/warc/.
+    Index {
+        /// `.warc.gz` files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Print the effective configuration (defaults, --config file, --set overrides).
     Config {
         /// Configuration file (TOML).
@@ -185,6 +192,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "demo")]
         Some(Command::Demo(args)) => demo(args),
+        Some(Command::Index { files }) => {
+            for file in &files {
+                let (index, lines) = crawler::warc::cdxj::write_index(file)?;
+                eprintln!("{}: {lines} records indexed", index.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         None => crawl(cli.crawl),
     }
 }
@@ -385,6 +399,7 @@ fn prepare_output_dir(
             }
         }
         checkpoint::remove(dir)?;
+        crawler::warc::remove_archive(dir)?;
         return Ok(None);
     }
     if resume {

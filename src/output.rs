@@ -15,7 +15,10 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::crawl::CrawlCounters;
 use crate::durable::{self, At, IoAt};
+use crate::warc::record::ArchivedFetch;
+use crate::warc::ArchiveWriter;
 
 /// One line of `pages.jsonl`: the outcome of one accepted URL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +47,31 @@ pub struct PageRecord {
     pub attempts: u32,
     /// The body was cut at `max_body_bytes`.
     pub truncated: bool,
+    /// What was fetched: a page (an accepted URL), or, with the archive on, a robots.txt
+    /// request, listed so that every archived fetch has its line.
+    #[serde(default, skip_serializing_if = "RecordKind::is_page")]
+    pub kind: RecordKind,
+    /// SHA-1 of the body as received (`sha1:BASE32`), when the fetch was archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_digest: Option<String>,
+    /// Where the fetch's response (or revisit) record is in the archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warc: Option<crate::warc::WarcLocation>,
+}
+
+/// What a line of `pages.jsonl` records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordKind {
+    #[default]
+    Page,
+    Robots,
+}
+
+impl RecordKind {
+    pub fn is_page(&self) -> bool {
+        *self == RecordKind::Page
+    }
 }
 
 /// Why output could not be written.
@@ -56,7 +84,7 @@ pub enum OutputError {
 }
 
 enum Message {
-    Record(Box<PageRecord>),
+    Record(Box<PageRecord>, Option<Box<ArchivedFetch>>),
     Flush(oneshot::Sender<Result<OutputPosition, String>>),
 }
 
@@ -76,8 +104,17 @@ pub(crate) struct OutputSender {
 impl OutputSender {
     /// Queues a record, waiting if the writer is behind.
     pub(crate) async fn send(&self, record: PageRecord) -> Result<(), OutputError> {
+        self.send_archived(Box::new(record), None).await
+    }
+
+    /// Queues a record and the archive's records of the same fetch, written together.
+    pub(crate) async fn send_archived(
+        &self,
+        record: Box<PageRecord>,
+        archive: Option<Box<ArchivedFetch>>,
+    ) -> Result<(), OutputError> {
         self.tx
-            .send(Message::Record(Box::new(record)))
+            .send(Message::Record(record, archive))
             .await
             .map_err(|_| OutputError::Stopped)
     }
@@ -105,11 +142,13 @@ pub(crate) struct OutputWriter {
 
 impl OutputWriter {
     /// Opens (appending) `dir/pages.jsonl` and starts the writer; `start` is where the
-    /// file stands (records already in it, for a resumed crawl).
+    /// file stands (records already in it, for a resumed crawl). With `archive`, the fetches'
+    /// WARC records are written by the same thread, each just before its line.
     pub(crate) fn start(
         dir: &Path,
         capacity: usize,
         start: OutputPosition,
+        archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
     ) -> Result<(OutputWriter, OutputSender), OutputError> {
         let path = dir.join("pages.jsonl");
         let file = OpenOptions::new()
@@ -120,7 +159,7 @@ impl OutputWriter {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let handle = std::thread::Builder::new()
             .name("output".into())
-            .spawn(move || write_loop(file, path, rx, start))
+            .spawn(move || write_loop(file, path, rx, start, archive))
             .at("start the writer of", dir)?;
         Ok((OutputWriter { handle }, OutputSender { tx }))
     }
@@ -136,40 +175,65 @@ fn write_loop(
     path: PathBuf,
     mut rx: mpsc::Receiver<Message>,
     start: OutputPosition,
+    mut archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
 ) -> Result<u64, OutputError> {
     let mut out = BufWriter::with_capacity(1 << 16, file);
     let mut written: u64 = 0;
     let mut position = start;
     let mut line = Vec::with_capacity(512);
     // Records reach the OS (not the disk) as soon as the queue runs dry: a killed crawler
-    // then loses no record it has written, at the cost of one write per burst.
+    // then loses no record it has written, at the cost of one write per burst. The archive
+    // reaches the OS before `pages.jsonl` does: before each burst's flush, and before any
+    // line that would make the buffer spill (see `crate::warc::writer`).
     while let Some(first) = rx.blocking_recv() {
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
-                Message::Record(record) => {
+                Message::Record(mut record, fetch) => {
+                    if let (Some((writer, counters)), Some(fetch)) = (archive.as_mut(), fetch) {
+                        let mut flush_pages = || out.flush().at("write", &path);
+                        let tally =
+                            writer.write(&fetch, &mut record, position.bytes, &mut flush_pages)?;
+                        counters.add_archive(tally);
+                    }
                     line.clear();
                     serde_json::to_writer(&mut line, &record)
                         .map_err(std::io::Error::other)
                         .at("encode a record for", &path)?;
                     line.push(b'\n');
+                    if let Some((writer, _)) = archive.as_mut() {
+                        if out.capacity() - out.buffer().len() < line.len() {
+                            writer.flush()?;
+                        }
+                    }
                     out.write_all(&line).at("write", &path)?;
                     written += 1;
                     position.records += 1;
                     position.bytes += line.len() as u64;
                 }
                 Message::Flush(reply) => {
-                    let result = out
-                        .flush()
-                        .and_then(|()| out.get_ref().sync_data())
-                        .map(|()| position)
-                        .map_err(|e| e.to_string());
+                    let archived = match archive.as_mut() {
+                        Some((writer, _)) => writer.sync().map_err(|e| e.to_string()),
+                        None => Ok(()),
+                    };
+                    let result = archived.and_then(|()| {
+                        out.flush()
+                            .and_then(|()| out.get_ref().sync_data())
+                            .map(|()| position)
+                            .map_err(|e| e.to_string())
+                    });
                     let _ = reply.send(result);
                 }
             }
             next = rx.try_recv().ok();
         }
+        if let Some((writer, _)) = archive.as_mut() {
+            writer.flush()?;
+        }
         out.flush().at("write", &path)?;
+    }
+    if let Some((writer, _)) = archive {
+        writer.finish()?;
     }
     out.flush().at("write", &path)?;
     out.get_ref().sync_data().at("fsync", &path)?;
@@ -209,17 +273,18 @@ struct SyncState {
 }
 
 impl BackgroundSync {
-    /// Starts fsyncing `pages` (and the queue log named by [`BackgroundSync::queue_log`])
-    /// every `interval`.
+    /// Starts fsyncing `pages` (and the queue log named by [`BackgroundSync::queue_log`],
+    /// and the archive's current file) every `interval`.
     pub(crate) fn start(
         interval: std::time::Duration,
         pages: PathBuf,
+        archive: Option<std::sync::Arc<crate::warc::CurrentFile>>,
     ) -> Result<Self, OutputError> {
         let shared = std::sync::Arc::new(SyncShared::default());
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("sync".into())
-            .spawn(move || sync_loop(&thread_shared, interval, pages.clone()))
+            .spawn(move || sync_loop(&thread_shared, interval, pages.clone(), archive))
             .at("start the background fsync of", Path::new("pages.jsonl"))?;
         Ok(BackgroundSync {
             shared,
@@ -249,7 +314,12 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn sync_loop(shared: &SyncShared, interval: std::time::Duration, pages_path: PathBuf) {
+fn sync_loop(
+    shared: &SyncShared,
+    interval: std::time::Duration,
+    pages_path: PathBuf,
+    archive: Option<std::sync::Arc<crate::warc::CurrentFile>>,
+) {
     let open = |path: &Path| match File::open(path) {
         Ok(file) => Some(file),
         Err(e) => {
@@ -266,6 +336,7 @@ fn sync_loop(shared: &SyncShared, interval: std::time::Duration, pages_path: Pat
     };
     let pages = open(&pages_path);
     let mut log: Option<(PathBuf, Option<File>)> = None;
+    let mut archive_file: (u64, Option<(PathBuf, Option<File>)>) = (0, None);
     loop {
         let mut state = lock(&shared.state);
         if !state.stop {
@@ -289,6 +360,22 @@ fn sync_loop(shared: &SyncShared, interval: std::time::Duration, pages_path: Pat
         }
         if let Some((path, file)) = &log {
             sync(file, path);
+        }
+        // The archive before `pages.jsonl`: a synced line's records are synced too.
+        if let Some(current) = &archive {
+            let (path, generation) = current.path();
+            if generation != archive_file.0 {
+                archive_file = (
+                    generation,
+                    path.map(|path| {
+                        let file = open(&path);
+                        (path, file)
+                    }),
+                );
+            }
+            if let Some((path, file)) = &archive_file.1 {
+                sync(file, path);
+            }
         }
         sync(&pages, &pages_path);
     }
@@ -330,6 +417,9 @@ mod tests {
             error: None,
             attempts: 1,
             truncated: false,
+            kind: Default::default(),
+            payload_digest: None,
+            warc: None,
         }
     }
 
@@ -340,7 +430,7 @@ mod tests {
         std::fs::write(&pages, b"").unwrap();
         let log = dir.path().join("queued-1.jsonl");
         std::fs::write(&log, b"").unwrap();
-        let sync = BackgroundSync::start(std::time::Duration::from_millis(5), pages).unwrap();
+        let sync = BackgroundSync::start(std::time::Duration::from_millis(5), pages, None).unwrap();
         sync.queue_log(log);
         std::thread::sleep(std::time::Duration::from_millis(30));
         let dropped = std::time::Instant::now();
@@ -351,7 +441,8 @@ mod tests {
     #[tokio::test]
     async fn every_record_is_written_even_with_a_tiny_channel() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, tx) = OutputWriter::start(dir.path(), 1, OutputPosition::default()).unwrap();
+        let (writer, tx) =
+            OutputWriter::start(dir.path(), 1, OutputPosition::default(), None).unwrap();
         for i in 0..1000 {
             tx.send(record(i)).await.unwrap();
         }

@@ -64,14 +64,13 @@ impl Checkpoints {
     /// checkpoint a resumed crawl loaded.
     pub(crate) fn new(
         out_dir: PathBuf,
-        (interval, sync_interval): (Duration, Duration),
+        (interval, sync): (Duration, BackgroundSync),
         seq: u64,
         resumed_from: Option<u64>,
         expectation: Expectation,
         seen: Arc<SeenSet>,
         counters: Arc<CrawlCounters>,
     ) -> Result<Checkpoints, CrawlError> {
-        let sync = BackgroundSync::start(sync_interval, out_dir.join("pages.jsonl"))?;
         Ok(Checkpoints {
             out_dir,
             interval,

@@ -140,7 +140,29 @@ counters!(
     /// URLs whose fetch or parse panicked (a crawler bug): recorded with the panic's
     /// message, counted as failures; the crawl goes on.
     panics,
+    /// WARC records written (requests, responses and revisits; not the warcinfo records).
+    warc_records,
+    /// Bytes of WARC records written (compressed, as on disk).
+    warc_bytes,
+    /// Payload bytes archived in full (uncompressed, as received): with `warc_bytes`, the
+    /// compression ratio.
+    warc_payload_bytes,
+    /// Responses archived as `revisit` records: their payload was already archived.
+    warc_revisits,
+    /// Payload bytes not archived again thanks to revisit records.
+    warc_bytes_saved,
 );
+
+impl CrawlCounters {
+    /// Adds what the archive wrote for one fetch.
+    pub(crate) fn add_archive(&self, tally: crate::warc::ArchiveTally) {
+        Self::add(&self.warc_records, tally.records);
+        Self::add(&self.warc_bytes, tally.bytes);
+        Self::add(&self.warc_payload_bytes, tally.payload_bytes);
+        Self::add(&self.warc_revisits, tally.revisits);
+        Self::add(&self.warc_bytes_saved, tally.bytes_saved);
+    }
+}
 
 impl CrawlCounters {
     /// Adds `n` to `counter`.

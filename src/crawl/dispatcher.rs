@@ -264,7 +264,14 @@ impl Dispatcher {
     ) -> Result<(), CrawlError> {
         let (dispatch, outcome) = match completion {
             Completion::Page { dispatch, outcome } => (dispatch, outcome),
-            Completion::Robots { fetch, outcome } => {
+            Completion::Robots {
+                fetch,
+                outcome,
+                archived,
+            } => {
+                if let Some((record, archive)) = archived {
+                    output.send_archived(record, Some(archive)).await?;
+                }
                 let reason = match &outcome {
                     RobotsOutcome::Unavailable { reason } => {
                         tracing::debug!("{}: {reason}", fetch.url);
@@ -287,6 +294,7 @@ impl Dispatcher {
             Outcome::Done {
                 mut record,
                 candidates,
+                archive,
             } => {
                 let parent = dispatch.item.url.clone();
                 let new = self.accept(frontier, candidates, Some(parent))?;
@@ -300,7 +308,7 @@ impl Dispatcher {
                 record.new_links = new;
                 frontier.complete(dispatch);
                 CrawlCounters::add(&self.counters.finished, 1);
-                output.send(*record).await?;
+                output.send_archived(record, archive).await?;
             }
         }
         Ok(())

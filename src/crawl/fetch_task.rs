@@ -20,8 +20,10 @@ use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::config::Config;
 use crate::fetch::{FetchError, Fetched, Fetcher};
 use crate::frontier::{Dispatch, QueuedUrl, RobotsFetch};
-use crate::output::{rfc3339, PageRecord};
-use crate::robots::{agent_token, fetch_robots, RobotsOutcome};
+use crate::output::{rfc3339, PageRecord, RecordKind};
+use crate::robots::{agent_token, robots_outcome, RobotsOutcome, ROBOTS_MAX_BYTES};
+use crate::warc::record::ArchivedFetch;
+use crate::warc::Archiver;
 
 /// The longest backoff between retries (a `Retry-After` longer than
 /// `politeness.max_crawl_delay_secs` is not waited for at all: the URL ends).
@@ -37,6 +39,31 @@ pub(crate) struct FetchShared {
     pub(crate) completions: mpsc::UnboundedSender<Completion>,
     pub(crate) parse_jobs: crossbeam_channel::Sender<ParseJob>,
     pub(crate) faults: Faults,
+    /// Builds the archive's records of each finished fetch (`[output] warc`).
+    pub(crate) archiver: Option<Archiver>,
+}
+
+/// Payloads above this size are compressed for the archive on a blocking thread, not on the
+/// async workers (a 10 MB PDF takes tens of milliseconds).
+const ARCHIVE_INLINE_BYTES: usize = 256 << 10;
+
+/// The archive's records of a fetch of `url` that ended here, built off the async workers
+/// when the payload is large.
+async fn archive_fetch(
+    shared: &FetchShared,
+    url: &str,
+    fetched: Fetched,
+) -> Option<Box<ArchivedFetch>> {
+    let archiver = shared.archiver.clone()?;
+    let exchange = fetched.exchange.as_deref()?;
+    if exchange.payload(fetched.body.as_deref()).len() <= ARCHIVE_INLINE_BYTES {
+        return archiver.archive(url, &fetched);
+    }
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || archiver.archive(&url, &fetched))
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Runs `work` as a task of its own and returns its output, or the message of its panic.
@@ -75,6 +102,7 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
             FetchStep::Finished(Outcome::Done {
                 record,
                 candidates: Candidates::default(),
+                archive: None,
             })
         }
     };
@@ -105,6 +133,7 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
                     outcome: Outcome::Done {
                         record,
                         candidates: Candidates::default(),
+                        archive: None,
                     },
                 });
             }
@@ -113,27 +142,70 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
 }
 
 /// Sends one request of a host's robots.txt (its first, or a redirect hop) and reports the
-/// outcome to the dispatcher.
+/// outcome to the dispatcher, with the fetch's line and records when the crawl archives.
 pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
     let agent = agent_token(&shared.config.crawl.user_agent);
-    let outcome = match Url::parse(&fetch.url) {
+    let (outcome, archived) = match Url::parse(&fetch.url) {
         Ok(url) => {
             let inner = shared.clone();
-            let request = async move { fetch_robots(&inner.fetcher, &url, &agent).await };
+            let request = async move {
+                let started = Instant::now();
+                let fetched = inner
+                    .fetcher
+                    .fetch_capped(&url, crate::gate::RequestKind::Robots, ROBOTS_MAX_BYTES)
+                    .await;
+                let archived = match &fetched {
+                    Ok(response) if response.exchange.is_some() => {
+                        let record = robots_record(&url, response, started);
+                        let archive = inner
+                            .archiver
+                            .as_ref()
+                            .and_then(|a| a.archive(url.as_str(), response));
+                        archive.map(|archive| (record, archive))
+                    }
+                    _ => None,
+                };
+                (robots_outcome(&url, fetched, &agent), archived)
+            };
             catching_panics(request).await.unwrap_or_else(|message| {
                 CrawlCounters::add(&shared.counters.panics, 1);
-                RobotsOutcome::Unavailable {
-                    reason: format!("crawler bug: the robots.txt fetch panicked: {message}"),
-                }
+                let reason = format!("crawler bug: the robots.txt fetch panicked: {message}");
+                (RobotsOutcome::Unavailable { reason }, None)
             })
         }
-        Err(e) => RobotsOutcome::Unavailable {
-            reason: format!("robots.txt URL {}: {e}", fetch.url),
-        },
+        Err(e) => (
+            RobotsOutcome::Unavailable {
+                reason: format!("robots.txt URL {}: {e}", fetch.url),
+            },
+            None,
+        ),
     };
-    let _ = shared
-        .completions
-        .send(Completion::Robots { fetch, outcome });
+    let _ = shared.completions.send(Completion::Robots {
+        fetch,
+        outcome,
+        archived,
+    });
+}
+
+/// The `pages.jsonl` line of a robots.txt fetch (written only with the archive on, so that
+/// every archived fetch has its line).
+fn robots_record(url: &Url, fetched: &Fetched, started: Instant) -> Box<PageRecord> {
+    let mut record = base_record(&QueuedUrl {
+        url: url.as_str().to_string(),
+        depth: 0,
+        parent: None,
+        attempts: 0,
+        redirect_hops: 0,
+    });
+    record.kind = RecordKind::Robots;
+    record.status = Some(fetched.status);
+    record.content_type = fetched.content_type.clone();
+    record.bytes = fetched.bytes;
+    record.truncated = fetched.truncated;
+    record.final_url = Some(url.as_str().to_string());
+    record.elapsed_ms = started.elapsed().as_millis() as u64;
+    record.fetched_at = rfc3339(SystemTime::now());
+    record
 }
 
 /// The record of `item` before its fetch: what is known from the queue.
@@ -153,6 +225,9 @@ pub(crate) fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
         error: None,
         attempts: item.attempts + 1,
         truncated: false,
+        kind: Default::default(),
+        payload_digest: None,
+        warc: None,
     })
 }
 
@@ -181,10 +256,17 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
     let counters = &shared.counters;
     let mut record = base_record(item);
     let started = Instant::now();
-    let done = |mut record: Box<PageRecord>, candidates: Candidates| {
+    let stamp = |record: &mut PageRecord| {
         record.elapsed_ms = started.elapsed().as_millis() as u64;
         record.fetched_at = rfc3339(SystemTime::now());
-        FetchStep::Finished(Outcome::Done { record, candidates })
+    };
+    let done = |mut record: Box<PageRecord>, candidates: Candidates| {
+        stamp(&mut record);
+        FetchStep::Finished(Outcome::Done {
+            record,
+            candidates,
+            archive: None,
+        })
     };
     let url = match Url::parse(&item.url) {
         Ok(url) => url,
@@ -195,7 +277,7 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         }
     };
     let can_retry = item.attempts < config.retries;
-    let fetched = match shared.fetcher.fetch(&url).await {
+    let mut fetched = match shared.fetcher.fetch(&url).await {
         Ok(fetched) => fetched,
         Err(error) => return fetch_failed(counters, error, can_retry, item, record, done),
     };
@@ -205,6 +287,16 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
     record.bytes = fetched.bytes;
     record.truncated = fetched.truncated;
     record.final_url = Some(item.url.clone());
+    // A fetch that ends here (not retried, not parsed) is archived with its record.
+    let ended = |mut record: Box<PageRecord>, candidates: Candidates, fetched: Fetched| async move {
+        stamp(&mut record);
+        let archive = archive_fetch(shared, &item.url, fetched).await;
+        FetchStep::Finished(Outcome::Done {
+            record,
+            candidates,
+            archive,
+        })
+    };
     let status = fetched.status;
     if status >= 500 || status == 429 {
         let limit = shared.config.politeness.max_crawl_delay_secs;
@@ -217,7 +309,7 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
                 "HTTP {status} with Retry-After {} s, over politeness.max_crawl_delay_secs = {limit} s; not retried",
                 asked.as_secs()
             ));
-            return done(record, Candidates::default());
+            return ended(record, Candidates::default(), fetched).await;
         }
         if can_retry {
             let delay = asked.max(backoff(item.attempts)).min(MAX_RETRY_DELAY);
@@ -228,29 +320,29 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
             "HTTP {status} after {} attempts",
             item.attempts + 1
         ));
-        return done(record, Candidates::default());
+        return ended(record, Candidates::default(), fetched).await;
     }
     if fetched.is_redirect() {
         CrawlCounters::add(&counters.redirects, 1);
-        let Some(location) = fetched.location.as_deref() else {
+        let Some(location) = fetched.location.clone() else {
             record.error = Some("redirect without a Location header".into());
-            return done(record, Candidates::default());
+            return ended(record, Candidates::default(), fetched).await;
         };
         let (target, screened) =
             shared
                 .admission
-                .screen_redirect(&url, location, item.depth, item.redirect_hops);
+                .screen_redirect(&url, &location, item.depth, item.redirect_hops);
         if let Some(target) = target {
             record.final_url = Some(target.as_str().to_string());
         }
         return match screened {
             Ok(candidates) => {
                 record.links = 1;
-                done(record, candidates)
+                ended(record, candidates, fetched).await
             }
             Err(reason) => {
                 record.error = Some(reason);
-                done(record, Candidates::default())
+                ended(record, Candidates::default(), fetched).await
             }
         };
     }
@@ -259,16 +351,20 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
     } else if (200..300).contains(&status) {
         CrawlCounters::add(&counters.ok, 1);
     }
+    if let Some(problem) = fetched.decode_error.take() {
+        // The coding could not be undone (to its end): said in the record; whatever was
+        // decoded is still parsed, as a browser would show it.
+        record.error = Some(problem);
+    }
     if fetched.body.is_some() {
-        record.elapsed_ms = started.elapsed().as_millis() as u64;
-        record.fetched_at = rfc3339(SystemTime::now());
+        stamp(&mut record);
         return FetchStep::Parse(Box::new(ParsePart {
             url,
             fetched,
             record,
         }));
     }
-    done(record, Candidates::default())
+    ended(record, Candidates::default(), fetched).await
 }
 
 fn fetch_failed(

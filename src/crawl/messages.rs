@@ -12,6 +12,7 @@ use crate::fetch::Fetched;
 use crate::frontier::{Dispatch, RobotsFetch};
 use crate::output::PageRecord;
 use crate::robots::RobotsOutcome;
+use crate::warc::record::ArchivedFetch;
 
 /// A finished fetch, reported to the dispatcher.
 pub(crate) enum Completion {
@@ -22,14 +23,18 @@ pub(crate) enum Completion {
     Robots {
         fetch: RobotsFetch,
         outcome: RobotsOutcome,
+        /// With the archive on, the fetch's line and records (none if no response came).
+        archived: Option<(Box<PageRecord>, Box<ArchivedFetch>)>,
     },
 }
 
 pub(crate) enum Outcome {
-    /// The URL reached its end: write `record`, queue the new ones among `candidates`.
+    /// The URL reached its end: write `record` (and the archive's records of its fetch),
+    /// queue the new ones among `candidates`.
     Done {
         record: Box<PageRecord>,
         candidates: Candidates,
+        archive: Option<Box<ArchivedFetch>>,
     },
     /// Try again after `delay`.
     Retry { delay: Duration },

@@ -59,9 +59,10 @@ use crate::frontier::{
     Frontier, FrontierBackend, FrontierOptions, FrontierPolicy, FrontierSnapshot, SavedFrontier,
 };
 use crate::gate::RequestGate;
-use crate::output::{OutputPosition, OutputWriter};
+use crate::output::{BackgroundSync, OutputPosition, OutputWriter};
 use crate::scope::Scope;
 use crate::seen::{Plan, SeenBackend, SeenSet};
+use crate::warc::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
 use admission::{Acceptance, Admission};
 use checkpoints::Checkpoints;
 use dispatcher::{Dispatcher, Wiring};
@@ -205,6 +206,51 @@ fn start_state(
     })
 }
 
+/// The archive's writer when `[output] warc` is on: for a resumed crawl, the archive is first
+/// cut back to what `pages.jsonl` (already cut to `output`) points to, and the digest index
+/// rebuilt from it (see [`crate::warc::recovery`]).
+fn start_archive(
+    config: &Config,
+    resumed: bool,
+    output: OutputPosition,
+) -> Result<Option<(ArchiveWriter, u32)>, CrawlError> {
+    let o = &config.output;
+    if !o.warc {
+        return Ok(None);
+    }
+    let recovered = if resumed {
+        let recovered = crate::warc::recovery::recover(&o.dir, output.bytes, o.warc_dedup_memory.0)
+            .map_err(crate::output::OutputError::from)?;
+        for note in &recovered.notes {
+            tracing::warn!("resume: {note}");
+        }
+        recovered
+    } else {
+        crate::warc::remove_archive(&o.dir).map_err(crate::output::OutputError::from)?;
+        crate::warc::recovery::Recovered {
+            index: crate::warc::digest_index::PayloadIndex::with_memory(o.warc_dedup_memory.0),
+            next_serial: 0,
+            notes: Vec::new(),
+        }
+    };
+    let serial = recovered.next_serial;
+    let writer = ArchiveWriter::start(
+        ArchiveOptions {
+            dir: o.dir.join("warc"),
+            prefix: o.warc_prefix.clone(),
+            max_bytes: o.warc_max_bytes.0,
+            gzip_level: o.warc_gzip_level,
+            info: crate::warc::info_fields(config),
+        },
+        serial,
+        recovered.index,
+        o.dir.join("pages.jsonl"),
+        Arc::new(CurrentFile::default()),
+    )
+    .map_err(crate::output::OutputError::from)?;
+    Ok(Some((writer, serial)))
+}
+
 /// Runs a crawl to its end (or until shut down) and returns its summary.
 pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError> {
     let CrawlRequest {
@@ -243,7 +289,18 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         seq,
         resumed_from,
     } = start_state(&config, resume, plan.clone(), &expectation)?;
-    let (output_writer, output) = OutputWriter::start(&out_dir, 4096, start)?;
+    let archive = start_archive(&config, resumed_from.is_some(), start)?;
+    let archive_file = archive.as_ref().map(|(writer, _)| writer.current());
+    let archiver = archive_file.as_ref().map(|current| Archiver {
+        current: current.clone(),
+        gzip_level: config.output.warc_gzip_level,
+    });
+    let (output_writer, output) = OutputWriter::start(
+        &out_dir,
+        4096,
+        start,
+        archive.map(|(writer, _)| (writer, counters.clone())),
+    )?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
 
@@ -274,6 +331,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
                 max_links: config.crawl.max_links_per_page,
                 max_url_length: config.scope.max_url_length,
             },
+            archiver: archiver.clone(),
         }),
     )?;
     let fetch = Arc::new(FetchShared {
@@ -284,6 +342,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         completions: completions_tx,
         parse_jobs: parse_tx,
         faults,
+        archiver,
     });
 
     let mut dispatcher = Dispatcher {
@@ -292,7 +351,11 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             out_dir.clone(),
             (
                 Duration::from_secs_f64(config.checkpoint.interval_secs),
-                Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
+                BackgroundSync::start(
+                    Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
+                    out_dir.join("pages.jsonl"),
+                    archive_file,
+                )?,
             ),
             seq,
             resumed_from,

@@ -3,8 +3,9 @@
 //! Parsing is CPU work (tens to hundreds of microseconds per page) and would stall the
 //! async reactor if it ran on it, so it runs on `parse_threads` OS threads (default one per
 //! core) fed by a crossbeam channel. Each thread extracts a page's links (a streaming
-//! extractor, see [`crate::extract`]), screens them through [`Admission`] and reports the
-//! completion to the dispatcher itself. The channel closes when the last fetch task is
+//! extractor, see [`crate::extract`]), screens them through [`Admission`], builds the page's
+//! archive records when the crawl archives ([`crate::warc`]) and reports the completion to
+//! the dispatcher itself. The channel closes when the last fetch task is
 //! gone, which is how the threads know to stop.
 
 use std::collections::HashSet;
@@ -36,6 +37,8 @@ pub(crate) struct ParseShared {
     pub(crate) completions: mpsc::UnboundedSender<Completion>,
     pub(crate) options: ExtractOptions,
     pub(crate) faults: Faults,
+    /// Builds the archive's records of each parsed page's fetch (`[output] warc`).
+    pub(crate) archiver: Option<crate::warc::Archiver>,
 }
 
 /// The running parse threads.
@@ -122,9 +125,19 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                 Candidates::default()
             }
         };
+        // The page's records are built here too, on this thread: digests and compression are
+        // CPU work like parsing, kept off the async workers and the dispatcher.
+        let archive = shared
+            .archiver
+            .as_ref()
+            .and_then(|archiver| archiver.archive(&dispatch.item.url, &fetched));
         let _ = shared.completions.send(Completion::Page {
             dispatch,
-            outcome: Outcome::Done { record, candidates },
+            outcome: Outcome::Done {
+                record,
+                candidates,
+                archive,
+            },
         });
     }
     CrawlCounters::add(

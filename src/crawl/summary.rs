@@ -154,6 +154,22 @@ impl CrawlSummary {
             self.seen_estimated_fpp,
             self.estimated_false_positive_skips
         );
+        if c.warc_records > 0 {
+            let ratio = if c.warc_bytes > 0 {
+                c.warc_payload_bytes as f64 / c.warc_bytes as f64
+            } else {
+                0.0
+            };
+            let _ = write!(
+                s,
+                "\narchive: {} WARC records, {} written for {} of payload archived in full ({ratio:.1}:1 with the headers); {} duplicate payloads written as revisits, {} not stored again",
+                c.warc_records,
+                crate::quantity::HumanBytes(c.warc_bytes),
+                crate::quantity::HumanBytes(c.warc_payload_bytes),
+                c.warc_revisits,
+                crate::quantity::HumanBytes(c.warc_bytes_saved)
+            );
+        }
         s
     }
 }

@@ -44,7 +44,7 @@
 //! The reference parser's test cases that concern the behaviour above are among this
 //! module's tests.
 //!
-//! # Fetching (`fetch_robots`)
+//! # Fetching (`robots_outcome`)
 //!
 //! Following RFC 9309 §2.3 and common practice:
 //! - a 2xx answer is parsed; only the first 500 KiB are read (RFC 9309 asks crawlers to
@@ -75,8 +75,7 @@ use std::time::Duration;
 
 use url::Url;
 
-use crate::fetch::{FetchError, FetchErrorKind, Fetcher};
-use crate::gate::RequestKind;
+use crate::fetch::{FetchError, FetchErrorKind};
 
 /// RFC 9309 §2.5: crawlers must parse at least 500 KiB.
 pub(crate) const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
@@ -126,15 +125,17 @@ pub(crate) fn robots_url(host_key: &str) -> Result<Url, url::ParseError> {
     Url::parse(host_key).and_then(|u| u.join("/robots.txt"))
 }
 
-/// One request of a robots.txt fetch: `url` is the host's robots.txt or, after a redirect,
-/// the hop to request next. A redirect is returned, not followed: every hop is a request of
-/// its own, handed out by the frontier under its own host's politeness and passing the
-/// request gate (see `crate::gate`); the frontier counts the hops.
-pub(crate) async fn fetch_robots(fetcher: &Fetcher, url: &Url, agent: &str) -> RobotsOutcome {
-    let fetched = match fetcher
-        .fetch_capped(url, RequestKind::Robots, ROBOTS_MAX_BYTES)
-        .await
-    {
+/// What one robots.txt request at `url` says, from its response (or its failure). `url`
+/// is the host's robots.txt or, after a redirect, the hop requested. A redirect is returned,
+/// not followed: every hop is a request of its own, handed out by the frontier under its own
+/// host's politeness and passing the request gate (see `crate::gate`); the frontier counts
+/// the hops.
+pub(crate) fn robots_outcome(
+    url: &Url,
+    fetched: Result<crate::fetch::Fetched, FetchError>,
+    agent: &str,
+) -> RobotsOutcome {
+    let fetched = match fetched {
         Ok(fetched) => fetched,
         // A redirect the request gate refuses (off the crawl's sites, or into a private
         // network) is a redirect that cannot be followed: like one past the redirect

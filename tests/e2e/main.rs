@@ -11,3 +11,4 @@ mod kill_resume;
 mod politeness_e2e;
 mod resume_e2e;
 mod support;
+mod warc;

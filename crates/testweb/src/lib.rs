@@ -148,6 +148,7 @@
 //! makes the ground truth a plain breadth-first search, while still giving the crawler
 //! cross-host discovery races, duplicates and cycles to get wrong.
 
+mod encoding;
 mod graph;
 mod hostile;
 mod raw;
@@ -158,6 +159,7 @@ mod truth;
 
 use std::collections::BTreeSet;
 
+pub use encoding::fnv1a;
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
 pub use hostile::{

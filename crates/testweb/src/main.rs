@@ -47,6 +47,10 @@ struct Args {
     /// misbehave on purpose, and a canary listener that nothing may connect to.
     #[arg(long)]
     hostile: bool,
+    /// Send bodies gzip- or brotli-coded (when the client offers it) and some chunked, as
+    /// real servers do; the pages are the same.
+    #[arg(long)]
+    encodings: bool,
 }
 
 fn record_json(r: &RequestRecord) -> serde_json::Value {
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
     let options = ServerOptions {
         port: args.port,
         log_requests: args.log.is_some(),
+        encodings: args.encodings,
     };
     let started = if args.hostile {
         TestWebServer::start_hostile(Arc::clone(&web), options)

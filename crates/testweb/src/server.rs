@@ -54,6 +54,9 @@ pub struct RequestRecord {
     /// Which TCP connection carried it (numbered from 0 in accept order): keep-alive shows
     /// as many records sharing one connection.
     pub connection: u64,
+    /// FNV-1a of the body bytes sent (content-coded, as on the wire), for whole-buffer
+    /// answers; `None` for streamed ones (the big page, the hostile corner).
+    pub body_hash: Option<u64>,
 }
 
 impl RequestRecord {
@@ -71,6 +74,9 @@ pub struct ServerOptions {
     /// Keep the request log. A benchmark that only needs counts can turn it off so the
     /// server adds nothing to the process's memory (the count is kept either way).
     pub log_requests: bool,
+    /// Send bodies gzip- or brotli-coded and some chunked, when the client offers the
+    /// codings (see `encoding.rs`); the pages are the same.
+    pub encodings: bool,
 }
 
 impl Default for ServerOptions {
@@ -78,6 +84,7 @@ impl Default for ServerOptions {
         ServerOptions {
             port: 0,
             log_requests: true,
+            encodings: false,
         }
     }
 }
@@ -86,6 +93,7 @@ pub(crate) struct Shared {
     web: Arc<Web>,
     started: Instant,
     log_requests: bool,
+    encodings: bool,
     requests: AtomicU64,
     log: Mutex<Vec<RequestRecord>>,
     /// Requests seen so far per stateful page (flaky pages, robots.txt).
@@ -125,6 +133,7 @@ impl Shared {
                 finished: started,
                 user_agent,
                 connection,
+                body_hash: None,
             });
             log.len() - 1
         } else {
@@ -134,6 +143,7 @@ impl Shared {
             shared: self,
             index,
             status: 0,
+            body_hash: None,
         }
     }
 }
@@ -217,6 +227,7 @@ impl TestWebServer {
             web,
             started: Instant::now(),
             log_requests: options.log_requests,
+            encodings: options.encodings,
             requests: AtomicU64::new(0),
             log: Mutex::new(Vec::with_capacity(if options.log_requests {
                 4096
@@ -455,6 +466,7 @@ pub(crate) struct Completion<'a> {
     shared: &'a Shared,
     index: usize,
     pub(crate) status: u16,
+    pub(crate) body_hash: Option<u64>,
 }
 
 impl Drop for Completion<'_> {
@@ -462,6 +474,7 @@ impl Drop for Completion<'_> {
         let finished = self.shared.started.elapsed();
         if let Some(record) = lock(&self.shared.log).get_mut(self.index) {
             record.status = self.status;
+            record.body_hash = self.body_hash;
             record.finished = finished;
         }
     }
@@ -474,7 +487,8 @@ async fn handle(
 ) -> Result<Response<WebBody>, Infallible> {
     if !shared.log_requests {
         shared.requests.fetch_add(1, Ordering::Relaxed);
-        return Ok(answer(&shared, &req).await);
+        let response = answer(&shared, &req).await;
+        return Ok(shape(&shared, &req, response).0);
     }
     let host = strip_port(host_header(&req)).to_ascii_lowercase();
     let path = req
@@ -489,9 +503,54 @@ async fn handle(
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let mut completion = shared.log_start(host, path, user_agent, connection);
     let response = answer(&shared, &req).await;
+    let (response, body_hash) = shape(&shared, &req, response);
     completion.status = response.status().as_u16();
+    completion.body_hash = body_hash;
     drop(completion);
     Ok(response)
+}
+
+/// Gives a whole-buffer answer the transfer shape `encoding.rs` picks (when the server was
+/// started with `encodings`), and returns the hash of the body bytes as sent.
+fn shape(
+    shared: &Shared,
+    req: &Request<Incoming>,
+    response: Response<WebBody>,
+) -> (Response<WebBody>, Option<u64>) {
+    let (mut parts, body) = response.into_parts();
+    let WebBody::Full(Some(bytes)) = body else {
+        return (Response::from_parts(parts, body), None);
+    };
+    if !shared.encodings {
+        let hash = super::encoding::fnv1a(&bytes);
+        return (
+            Response::from_parts(parts, WebBody::full(bytes)),
+            Some(hash),
+        );
+    }
+    let offered = req
+        .headers()
+        .get(hyper::header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let shape = super::encoding::shape_of(&bytes, offered);
+    let sent = match shape.coding {
+        Some(coding) => {
+            parts.headers.insert(
+                hyper::header::CONTENT_ENCODING,
+                HeaderValue::from_static(coding),
+            );
+            super::encoding::encode(&bytes, coding)
+        }
+        None => bytes,
+    };
+    let hash = super::encoding::fnv1a(&sent);
+    let body = if shape.chunked {
+        WebBody::Stream(Box::new(super::encoding::in_chunks(sent).into_iter()))
+    } else {
+        WebBody::full(sent)
+    };
+    (Response::from_parts(parts, body), Some(hash))
 }
 
 /// The `Host` header, or the authority of an absolute-form request target.

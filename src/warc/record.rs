@@ -1,0 +1,358 @@
+//! One WARC/1.1 record, built and gzip-compressed as a member of its own.
+//!
+//! A record is its header block (`WARC/1.1`, named fields, an empty line), its content block
+//! and two CRLFs (ISO 28500 §4). Each record is compressed as one gzip member, so that an
+//! offset and a length in a `.warc.gz` address exactly one record and a reader can start at
+//! any of them (what CDXJ indexes and replay tools rely on).
+//!
+//! Digests are SHA-1 in base32 (`sha1:…`), the form every WARC tool reads: the block digest
+//! covers the whole content block (HTTP head and body as kept), the payload digest only the
+//! entity body as sent, still content-coded. Building a record is pure CPU and runs off the
+//! dispatcher's path (on the parse threads or a fetch task); only appending the finished
+//! bytes is left to the output thread.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::IpAddr;
+
+use sha1::{Digest, Sha1};
+use uuid::Uuid;
+
+/// A SHA-1 digest.
+pub(crate) type Sha1Digest = [u8; 20];
+
+/// `sha1:` and the digest in base32, as WARC headers and CDXJ carry it.
+pub(crate) fn digest_label(digest: &Sha1Digest) -> String {
+    format!("sha1:{}", data_encoding::BASE32.encode(digest))
+}
+
+/// The digest of a `sha1:BASE32` label, if it is one.
+pub(crate) fn parse_digest_label(label: &str) -> Option<Sha1Digest> {
+    let encoded = label.strip_prefix("sha1:")?;
+    let bytes = data_encoding::BASE32.decode(encoded.as_bytes()).ok()?;
+    bytes.try_into().ok()
+}
+
+pub(crate) fn sha1_of(parts: &[&[u8]]) -> Sha1Digest {
+    let mut hasher = Sha1::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+/// `<urn:uuid:…>`, the form of `WARC-Record-ID` and of the fields that refer to one.
+pub(crate) fn record_id(id: Uuid) -> String {
+    format!("<urn:uuid:{id}>")
+}
+
+/// A WARC date: UTC, to the microsecond (WARC/1.1 allows fractions of a second).
+pub(crate) fn warc_date(time: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_micros(time).to_string()
+}
+
+/// The named fields of a record, in the order they are added.
+#[derive(Debug, Default)]
+pub(crate) struct Fields {
+    text: String,
+}
+
+impl Fields {
+    pub(crate) fn new(kind: &str, id: Uuid, date: &str) -> Fields {
+        let mut fields = Fields {
+            text: String::with_capacity(512),
+        };
+        fields.text.push_str("WARC/1.1\r\n");
+        fields.add("WARC-Type", kind);
+        fields.add("WARC-Record-ID", &record_id(id));
+        fields.add("WARC-Date", date);
+        fields
+    }
+
+    /// Adds one field. Values never contain a line break: those that come from outside
+    /// (URLs) are already canonical, and anything else is replaced to keep the header valid.
+    pub(crate) fn add(&mut self, name: &str, value: &str) -> &mut Fields {
+        self.text.push_str(name);
+        self.text.push_str(": ");
+        if value.contains(['\r', '\n']) {
+            self.text.push_str(&value.replace(['\r', '\n'], " "));
+        } else {
+            self.text.push_str(value);
+        }
+        self.text.push_str("\r\n");
+        self
+    }
+
+    /// The header block for a content block of `length` bytes.
+    fn finish(mut self, content_type: &str, length: usize) -> String {
+        self.add("Content-Type", content_type);
+        let _ = write!(self.text, "Content-Length: {length}\r\n\r\n");
+        self.text
+    }
+}
+
+/// Compresses one record (header, the block's parts in order, the closing CRLFs) as a gzip
+/// member.
+pub(crate) fn member(fields: Fields, content_type: &str, block: &[&[u8]], level: u32) -> Vec<u8> {
+    let length: usize = block.iter().map(|p| p.len()).sum();
+    let head = fields.finish(content_type, length);
+    // Compressed HTML is a fraction of its size; a quarter is a good first guess.
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(head.len() + length / 4 + 64),
+        flate2::Compression::new(level),
+    );
+    // Writing into a Vec cannot fail.
+    let _ = encoder.write_all(head.as_bytes());
+    for part in block {
+        let _ = encoder.write_all(part);
+    }
+    let _ = encoder.write_all(b"\r\n\r\n");
+    encoder.finish().unwrap_or_default()
+}
+
+/// What the archive writes for one fetch that ended: its response (or, for a payload already
+/// archived, a revisit) and its request. Built off the dispatcher's path; the output thread
+/// decides response or revisit (it owns the digest index) and appends.
+#[derive(Debug)]
+pub(crate) struct ArchivedFetch {
+    pub(crate) target_uri: String,
+    pub(crate) date: String,
+    /// The id the response record has, and a revisit written instead takes.
+    pub(crate) response_id: Uuid,
+    pub(crate) warcinfo_id: Uuid,
+    pub(crate) response_member: Vec<u8>,
+    pub(crate) request_member: Vec<u8>,
+    /// The HTTP head, kept to build a revisit record (whose block is the head only).
+    pub(crate) response_head: Vec<u8>,
+    pub(crate) payload_digest: Sha1Digest,
+    /// Entity-body bytes as sent (what a revisit saves).
+    pub(crate) payload_bytes: u64,
+    pub(crate) peer: Option<IpAddr>,
+    pub(crate) http2: bool,
+}
+
+/// Where the original of a duplicate payload is: what a revisit record refers to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Original {
+    pub(crate) target_uri: String,
+    pub(crate) date: String,
+    pub(crate) record_id: String,
+}
+
+pub(crate) const HTTP_RESPONSE: &str = "application/http; msgtype=response";
+pub(crate) const HTTP_REQUEST: &str = "application/http; msgtype=request";
+pub(crate) const REVISIT_PROFILE: &str =
+    "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
+
+/// The fields every record of a fetch carries.
+fn fetch_fields(kind: &str, id: Uuid, fetch: &FetchParts<'_>) -> Fields {
+    let mut fields = Fields::new(kind, id, &fetch.date);
+    fields.add("WARC-Target-URI", fetch.target_uri);
+    if let Some(ip) = fetch.peer {
+        fields.add("WARC-IP-Address", &ip.to_string());
+    }
+    if fetch.http2 {
+        fields.add("WARC-Protocol", "h2");
+    }
+    fields.add("WARC-Warcinfo-ID", &record_id(fetch.warcinfo_id));
+    fields
+}
+
+/// The parts of one fetch that go into its records.
+pub(crate) struct FetchParts<'a> {
+    pub(crate) target_uri: &'a str,
+    pub(crate) date: String,
+    pub(crate) warcinfo_id: Uuid,
+    pub(crate) request_head: &'a [u8],
+    pub(crate) response_head: &'a [u8],
+    pub(crate) payload: &'a [u8],
+    pub(crate) peer: Option<IpAddr>,
+    pub(crate) http2: bool,
+    pub(crate) truncated: bool,
+}
+
+/// Builds and compresses the response and request records of one fetch.
+pub(crate) fn encode_fetch(fetch: FetchParts<'_>, level: u32) -> ArchivedFetch {
+    let response_id = Uuid::new_v4();
+    let request_id = Uuid::new_v4();
+    let payload_digest = sha1_of(&[fetch.payload]);
+    let block_digest = sha1_of(&[fetch.response_head, fetch.payload]);
+    let mut response = fetch_fields("response", response_id, &fetch);
+    if fetch.truncated {
+        response.add("WARC-Truncated", "length");
+    }
+    response.add("WARC-Block-Digest", &digest_label(&block_digest));
+    response.add("WARC-Payload-Digest", &digest_label(&payload_digest));
+    let response_member = member(
+        response,
+        HTTP_RESPONSE,
+        &[fetch.response_head, fetch.payload],
+        level,
+    );
+    let mut request = fetch_fields("request", request_id, &fetch);
+    request.add("WARC-Concurrent-To", &record_id(response_id));
+    request.add(
+        "WARC-Block-Digest",
+        &digest_label(&sha1_of(&[fetch.request_head])),
+    );
+    let request_member = member(request, HTTP_REQUEST, &[fetch.request_head], level);
+    ArchivedFetch {
+        target_uri: fetch.target_uri.to_string(),
+        date: fetch.date,
+        response_id,
+        warcinfo_id: fetch.warcinfo_id,
+        response_member,
+        request_member,
+        response_head: fetch.response_head.to_vec(),
+        payload_digest,
+        payload_bytes: fetch.payload.len() as u64,
+        peer: fetch.peer,
+        http2: fetch.http2,
+    }
+}
+
+/// The revisit record that stands for `fetch`'s response when its payload is `original`'s:
+/// the HTTP head as block, the payload by reference (profile identical-payload-digest).
+pub(crate) fn revisit_member(fetch: &ArchivedFetch, original: &Original, level: u32) -> Vec<u8> {
+    let mut fields = Fields::new("revisit", fetch.response_id, &fetch.date);
+    fields.add("WARC-Target-URI", &fetch.target_uri);
+    if let Some(ip) = fetch.peer {
+        fields.add("WARC-IP-Address", &ip.to_string());
+    }
+    if fetch.http2 {
+        fields.add("WARC-Protocol", "h2");
+    }
+    fields.add("WARC-Warcinfo-ID", &record_id(fetch.warcinfo_id));
+    fields.add("WARC-Profile", REVISIT_PROFILE);
+    fields.add("WARC-Refers-To", &original.record_id);
+    fields.add("WARC-Refers-To-Target-URI", &original.target_uri);
+    fields.add("WARC-Refers-To-Date", &original.date);
+    fields.add(
+        "WARC-Block-Digest",
+        &digest_label(&sha1_of(&[&fetch.response_head])),
+    );
+    fields.add("WARC-Payload-Digest", &digest_label(&fetch.payload_digest));
+    member(fields, HTTP_RESPONSE, &[&fetch.response_head], level)
+}
+
+/// The `warcinfo` record that opens each file: what wrote it and how the crawl was set up
+/// (`application/warc-fields`, one `name: value` per line).
+pub(crate) fn warcinfo_member(
+    id: Uuid,
+    date: &str,
+    filename: &str,
+    info: &[(&str, String)],
+    level: u32,
+) -> Vec<u8> {
+    let mut fields = Fields::new("warcinfo", id, date);
+    fields.add("WARC-Filename", filename);
+    let mut block = String::new();
+    for (name, value) in info {
+        let _ = write!(block, "{name}: {}\r\n", value.replace(['\r', '\n'], " "));
+    }
+    let digest = sha1_of(&[block.as_bytes()]);
+    fields.add("WARC-Block-Digest", &digest_label(&digest));
+    member(
+        fields,
+        "application/warc-fields",
+        &[block.as_bytes()],
+        level,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn gunzip(member: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(member)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    }
+
+    fn parts<'a>(payload: &'a [u8], head: &'a [u8]) -> FetchParts<'a> {
+        FetchParts {
+            target_uri: "http://example.test/a?b=c",
+            date: "2026-11-23T16:00:00.000001Z".into(),
+            warcinfo_id: Uuid::nil(),
+            request_head: b"GET /a?b=c HTTP/1.1\r\nhost: example.test\r\n\r\n",
+            response_head: head,
+            payload,
+            peer: Some("127.0.0.1".parse().unwrap()),
+            http2: false,
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn digests_are_sha1_in_base32() {
+        // The SHA-1 of the empty string, as every WARC writer labels it.
+        assert_eq!(
+            digest_label(&sha1_of(&[b""])),
+            "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
+        );
+        let d = sha1_of(&[b"abc"]);
+        assert_eq!(parse_digest_label(&digest_label(&d)), Some(d));
+        assert_eq!(parse_digest_label("sha1:not base32"), None);
+        assert_eq!(parse_digest_label("md5:AAAA"), None);
+    }
+
+    #[test]
+    fn a_response_record_is_one_member_with_exact_length_and_digests() {
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\r\n";
+        let payload = b"<html>hello</html>";
+        let fetch = encode_fetch(parts(payload, head), 6);
+        let text = gunzip(&fetch.response_member);
+        let split = text.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let header = std::str::from_utf8(&text[..split]).unwrap();
+        assert!(header.starts_with("WARC/1.1\r\nWARC-Type: response\r\n"));
+        let block = &text[split + 4..text.len() - 4];
+        assert_eq!(&text[text.len() - 4..], b"\r\n\r\n");
+        assert!(header.contains(&format!("Content-Length: {}", block.len())));
+        assert_eq!(block, [&head[..], &payload[..]].concat());
+        assert!(header.contains(&format!(
+            "WARC-Payload-Digest: {}",
+            digest_label(&sha1_of(&[payload]))
+        )));
+        assert!(header.contains(&format!(
+            "WARC-Block-Digest: {}",
+            digest_label(&sha1_of(&[block]))
+        )));
+        assert!(header.contains("WARC-IP-Address: 127.0.0.1"));
+        assert!(!header.contains("WARC-Truncated"));
+        let request = String::from_utf8(gunzip(&fetch.request_member)).unwrap();
+        assert!(request.contains(&format!(
+            "WARC-Concurrent-To: {}",
+            record_id(fetch.response_id)
+        )));
+        assert!(request.contains("Content-Type: application/http; msgtype=request"));
+    }
+
+    #[test]
+    fn a_revisit_refers_to_its_original_and_keeps_only_the_head() {
+        let head = b"HTTP/1.1 200 OK\r\n\r\n";
+        let fetch = encode_fetch(parts(b"same bytes", head), 1);
+        let original = Original {
+            target_uri: "http://example.test/first".into(),
+            date: "2026-11-23T15:00:00Z".into(),
+            record_id: "<urn:uuid:00000000-0000-0000-0000-000000000001>".into(),
+        };
+        let text = String::from_utf8(gunzip(&revisit_member(&fetch, &original, 1))).unwrap();
+        assert!(text.contains("WARC-Type: revisit\r\n"));
+        assert!(text.contains(&format!("WARC-Profile: {REVISIT_PROFILE}\r\n")));
+        assert!(text.contains("WARC-Refers-To-Target-URI: http://example.test/first\r\n"));
+        assert!(text.contains(&format!("Content-Length: {}\r\n", head.len())));
+        assert!(text.ends_with("HTTP/1.1 200 OK\r\n\r\n\r\n\r\n"));
+    }
+
+    #[test]
+    fn field_values_cannot_break_the_header() {
+        let mut fields = Fields::new("warcinfo", Uuid::nil(), "d");
+        fields.add("X", "a\r\nWARC-Type: evil");
+        let text = fields.finish("text/plain", 0);
+        assert_eq!(text.matches("\r\nWARC-Type").count(), 1);
+    }
+}

@@ -1,0 +1,405 @@
+//! Appending finished records to `OUT/warc/PREFIX-TIMESTAMP-SERIAL.warc.gz`, rotating files,
+//! and deciding response or revisit. Owned by the output thread, next to `pages.jsonl`.
+//!
+//! # What it guarantees
+//! - **Each file opens with a `warcinfo` record** and is closed (flushed and fsynced) once it
+//!   reaches `output.warc_max_bytes`; a fetch's records never straddle two files.
+//! - **Records before their line.** A fetch's request and response (or revisit) records are
+//!   handed to the OS before its `pages.jsonl` line (the output thread flushes the archive
+//!   before any write of `pages.jsonl` that could reach the OS), and fsynced before it (the
+//!   checkpoint's flush and the background sync both sync the archive first). So after
+//!   `kill -9` or a power loss, every line's records exist, and only records whose line
+//!   did not make it can be in excess: resume cuts those ([`super::recovery`]).
+//! - **A duplicate payload is written once.** The first response with a payload digest is
+//!   archived in full; a later one is a `revisit` referring to it, decided here against the
+//!   digest index, which only this thread writes (so two equal payloads fetched at once
+//!   cannot both become originals or both revisits).
+//!
+//! `WARC-Warcinfo-ID`: records are built on other threads before the file they land in is
+//! known; they name the `warcinfo` of the file being written when they were built. Across a
+//! rotation a few records therefore name the previous file's `warcinfo`, which describes the
+//! same crawl run: the field is an association, not a location (ISO 28500 §5.14).
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::digest_index::PayloadIndex;
+use super::record::{
+    digest_label, record_id, revisit_member, warc_date, warcinfo_member, ArchivedFetch, Original,
+};
+use crate::durable::{At, IoAt};
+use crate::output::PageRecord;
+
+/// Where a fetch's response (or revisit) record is: what `pages.jsonl` carries for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarcLocation {
+    /// The file's name, in `OUT/warc/`.
+    pub file: String,
+    /// Offset and length of the record's gzip member.
+    pub offset: u64,
+    pub length: u64,
+    /// `response` or `revisit`.
+    pub record: String,
+    /// The record's `WARC-Record-ID` and `WARC-Date`.
+    pub id: String,
+    pub date: String,
+}
+
+/// What the writer needs to know from the configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct ArchiveOptions {
+    pub(crate) dir: PathBuf,
+    pub(crate) prefix: String,
+    pub(crate) max_bytes: u64,
+    pub(crate) gzip_level: u32,
+    /// The `warcinfo` fields: software, format, the crawl's configuration summary.
+    pub(crate) info: Vec<(&'static str, String)>,
+}
+
+/// The `warcinfo` record id of the file being written, read by whoever builds records, and
+/// the file's path, read by the background sync (which fsyncs it before `pages.jsonl`).
+#[derive(Debug, Default)]
+pub(crate) struct CurrentFile {
+    state: Mutex<CurrentState>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct CurrentState {
+    warcinfo: Uuid,
+    path: Option<PathBuf>,
+    generation: u64,
+}
+
+impl CurrentFile {
+    pub(crate) fn warcinfo_id(&self) -> Uuid {
+        self.lock().warcinfo
+    }
+
+    /// The current file and a number that changes whenever it does.
+    pub(crate) fn path(&self) -> (Option<PathBuf>, u64) {
+        let state = self.lock();
+        (state.path.clone(), state.generation)
+    }
+
+    fn set(&self, warcinfo: Uuid, path: PathBuf) {
+        let mut state = self.lock();
+        state.warcinfo = warcinfo;
+        state.path = Some(path);
+        state.generation += 1;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CurrentState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Figures of the archive, added to the crawl's counters by the output thread.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ArchiveTally {
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+    pub(crate) payload_bytes: u64,
+    pub(crate) revisits: u64,
+    pub(crate) bytes_saved: u64,
+}
+
+/// The archive being written.
+pub(crate) struct ArchiveWriter {
+    options: ArchiveOptions,
+    /// `YYYYmmddHHMMSS` of this run's start: every file of the run carries it.
+    stamp: String,
+    serial: u32,
+    name: String,
+    path: PathBuf,
+    file: BufWriter<File>,
+    /// Bytes in the file, buffered ones included.
+    length: u64,
+    current: Arc<CurrentFile>,
+    index: PayloadIndex,
+    /// `pages.jsonl`, read back to confirm a digest hit and learn the original.
+    pages: PathBuf,
+    pages_reader: Option<File>,
+}
+
+impl ArchiveWriter {
+    /// Opens a new file numbered `first_serial` (one past the files a resumed crawl already
+    /// has), with `index` holding the digests archived before.
+    pub(crate) fn start(
+        options: ArchiveOptions,
+        first_serial: u32,
+        index: PayloadIndex,
+        pages: PathBuf,
+        current: Arc<CurrentFile>,
+    ) -> Result<ArchiveWriter, IoAt> {
+        std::fs::create_dir_all(&options.dir).at("create", &options.dir)?;
+        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>();
+        let (name, path, file) = open_file(&options, &stamp, first_serial)?;
+        let mut writer = ArchiveWriter {
+            options,
+            stamp,
+            serial: first_serial,
+            name,
+            path,
+            file,
+            length: 0,
+            current,
+            index,
+            pages,
+            pages_reader: None,
+        };
+        writer.begin_file()?;
+        crate::durable::sync_dir(&writer.options.dir)?;
+        Ok(writer)
+    }
+
+    fn begin_file(&mut self) -> Result<(), IoAt> {
+        let id = Uuid::new_v4();
+        let date = warc_date(std::time::SystemTime::now());
+        let member = warcinfo_member(
+            id,
+            &date,
+            &self.name,
+            &self.options.info,
+            self.options.gzip_level,
+        );
+        self.file.write_all(&member).at("write", &self.path)?;
+        self.length = member.len() as u64;
+        self.current.set(id, self.path.clone());
+        Ok(())
+    }
+
+    /// Closes the current file (flushed and fsynced) and opens the next.
+    fn rotate(&mut self) -> Result<(), IoAt> {
+        self.sync()?;
+        self.serial += 1;
+        let (name, path, file) = open_file(&self.options, &self.stamp, self.serial)?;
+        (self.name, self.path, self.file) = (name, path, file);
+        self.begin_file()?;
+        crate::durable::sync_dir(&self.options.dir)?;
+        Ok(())
+    }
+
+    /// Hands buffered records to the OS.
+    pub(crate) fn flush(&mut self) -> Result<(), IoAt> {
+        self.file.flush().at("write", &self.path)
+    }
+
+    /// Hands buffered records to the OS and waits for the disk.
+    pub(crate) fn sync(&mut self) -> Result<(), IoAt> {
+        self.flush()?;
+        self.file.get_ref().sync_data().at("fsync", &self.path)
+    }
+
+    /// Appends `fetch`'s records and fills in `record`'s digest and location. `line_at` is
+    /// where `record`'s line will start in `pages.jsonl` (the digest index points there).
+    /// `flush_pages` hands `pages.jsonl`'s buffer to the OS when a line must be read back.
+    pub(crate) fn write(
+        &mut self,
+        fetch: &ArchivedFetch,
+        record: &mut PageRecord,
+        line_at: u64,
+        flush_pages: &mut dyn FnMut() -> Result<(), IoAt>,
+    ) -> Result<ArchiveTally, IoAt> {
+        let label = digest_label(&fetch.payload_digest);
+        let original = self.original_of(fetch, &label, flush_pages)?;
+        let revisit = original
+            .as_ref()
+            .map(|o| revisit_member(fetch, o, self.options.gzip_level));
+        let response: &[u8] = revisit.as_deref().unwrap_or(&fetch.response_member);
+        let pair = (fetch.request_member.len() + response.len()) as u64;
+        if self.length + pair > self.options.max_bytes && self.length > self.first_member_guess() {
+            self.rotate()?;
+        }
+        self.file
+            .write_all(&fetch.request_member)
+            .at("write", &self.path)?;
+        let offset = self.length + fetch.request_member.len() as u64;
+        self.file.write_all(response).at("write", &self.path)?;
+        self.length += pair;
+        record.payload_digest = Some(label);
+        record.warc = Some(WarcLocation {
+            file: self.name.clone(),
+            offset,
+            length: response.len() as u64,
+            record: if original.is_some() {
+                "revisit"
+            } else {
+                "response"
+            }
+            .into(),
+            id: record_id(fetch.response_id),
+            date: fetch.date.clone(),
+        });
+        let mut tally = ArchiveTally {
+            records: 2,
+            bytes: pair,
+            ..ArchiveTally::default()
+        };
+        if original.is_some() {
+            tally.revisits = 1;
+            tally.bytes_saved = fetch.payload_bytes;
+        } else {
+            tally.payload_bytes = fetch.payload_bytes;
+            self.index.insert(&fetch.payload_digest, line_at);
+        }
+        Ok(tally)
+    }
+
+    /// A file holds at least its `warcinfo`; a record bigger than a whole file gets a file
+    /// of its own rather than an endless rotation.
+    fn first_member_guess(&self) -> u64 {
+        1024
+    }
+
+    /// The archived original of `fetch`'s payload, if the index knows one: each candidate
+    /// line is read back from `pages.jsonl` and its full digest compared.
+    fn original_of(
+        &mut self,
+        fetch: &ArchivedFetch,
+        label: &str,
+        flush_pages: &mut dyn FnMut() -> Result<(), IoAt>,
+    ) -> Result<Option<Original>, IoAt> {
+        let candidates = self.index.candidates(&fetch.payload_digest);
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        // The lines to read back may still be in the output's buffer; the archive goes to the
+        // OS first, as always.
+        self.flush()?;
+        flush_pages()?;
+        for at in candidates {
+            let Some(line) = self.read_line(at)? else {
+                continue;
+            };
+            let Ok(original) = serde_json::from_slice::<PageRecord>(&line) else {
+                continue;
+            };
+            if original.payload_digest.as_deref() != Some(label) {
+                continue;
+            }
+            if let Some(location) = original.warc.filter(|w| w.record == "response") {
+                return Ok(Some(Original {
+                    target_uri: original.url,
+                    date: location.date,
+                    record_id: location.id,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The line of `pages.jsonl` starting at `at`, without its newline.
+    fn read_line(&mut self, at: u64) -> Result<Option<Vec<u8>>, IoAt> {
+        if self.pages_reader.is_none() {
+            self.pages_reader = Some(File::open(&self.pages).at("open", &self.pages)?);
+        }
+        let Some(reader) = self.pages_reader.as_mut() else {
+            return Ok(None);
+        };
+        reader
+            .seek(SeekFrom::Start(at))
+            .at("seek in", &self.pages)?;
+        let mut line = Vec::with_capacity(1024);
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = reader.read(&mut chunk).at("read", &self.pages)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if let Some(end) = chunk[..n].iter().position(|&b| b == b'\n') {
+                line.extend_from_slice(&chunk[..end]);
+                return Ok(Some(line));
+            }
+            line.extend_from_slice(&chunk[..n]);
+            if line.len() > 1 << 20 {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The current file, as the record builders and the background sync see it.
+    pub(crate) fn current(&self) -> Arc<CurrentFile> {
+        self.current.clone()
+    }
+
+    /// Flushes and fsyncs the last file.
+    pub(crate) fn finish(mut self) -> Result<(), IoAt> {
+        tracing::info!(
+            "archive: {} ends the run; the dedup index holds {} payload digests ({} forgotten for room)",
+            self.path.display(),
+            self.index.len(),
+            self.index.evictions()
+        );
+        self.sync()
+    }
+}
+
+/// The name of file number `serial` of the run started at `stamp`.
+pub(crate) fn file_name(prefix: &str, stamp: &str, serial: u32) -> String {
+    format!("{prefix}-{stamp}-{serial:05}.warc.gz")
+}
+
+/// The serial number in a file name this crawler writes, if it is one.
+pub(crate) fn serial_of(name: &str) -> Option<u32> {
+    let stem = name.strip_suffix(".warc.gz")?;
+    let (_, serial) = stem.rsplit_once('-')?;
+    serial.parse().ok()
+}
+
+fn open_file(
+    options: &ArchiveOptions,
+    stamp: &str,
+    serial: u32,
+) -> Result<(String, PathBuf, BufWriter<File>), IoAt> {
+    let name = file_name(&options.prefix, stamp, serial);
+    let path = options.dir.join(&name);
+    let file = OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(&path)
+        .at("create", &path)?;
+    Ok((name, path, BufWriter::with_capacity(1 << 16, file)))
+}
+
+/// Removes the archive of an earlier crawl in `out` (`--fresh`): the `.warc.gz` files this
+/// crawler names, and their `.cdxj` indexes.
+pub fn remove_archive(out: &Path) -> Result<(), IoAt> {
+    let dir = out.join("warc");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).at("list", &dir),
+    };
+    for entry in entries {
+        let entry = entry.at("list", &dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let base = name.strip_suffix(".cdxj").unwrap_or(&name);
+        if serial_of(base).is_some() {
+            std::fs::remove_file(entry.path()).at("remove", &entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_carry_prefix_stamp_and_serial() {
+        let name = file_name("crawler", "20261123160000", 7);
+        assert_eq!(name, "crawler-20261123160000-00007.warc.gz");
+        assert_eq!(serial_of(&name), Some(7));
+        assert_eq!(serial_of("notes.txt"), None);
+        assert_eq!(serial_of("x-y.warc.gz"), None);
+    }
+}
