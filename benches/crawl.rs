@@ -12,7 +12,12 @@
 //! pre-check), `dispatch` the thread that drives the crawl (frontier, seen-set inserts,
 //! output hand-off), `rest` everything else (output writer, allocator, start-up).
 //!
-//! Run: `cargo bench --bench crawl` (`-- --runs N` to change the number of runs).
+//! Each run is made twice, interleaved: once writing `pages.jsonl` only, once also archiving
+//! every fetch as WARC (`[output] warc = true`), so the archive's cost is a ratio within one
+//! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written, compression ratio.
+//!
+//! Run: `cargo bench --bench crawl` (`-- --runs N` to change the number of runs,
+//! `-- --encodings` to have the server send gzip/br-coded and chunked answers).
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -28,7 +33,7 @@ use testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec};
 use url::Url;
 
 /// The first argument that makes this executable the server process:
-/// `--serve-testweb PORT HOSTS PAGES SEED LINKS_PER_PAGE PAGE_BYTES`.
+/// `--serve-testweb PORT HOSTS PAGES SEED LINKS_PER_PAGE PAGE_BYTES ENCODINGS`.
 const SERVE: &str = "--serve-testweb";
 
 struct ServerProcess {
@@ -37,7 +42,7 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn start(spec: &WebSpec) -> ServerProcess {
+    fn start(spec: &WebSpec, encodings: bool) -> ServerProcess {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -52,6 +57,7 @@ impl ServerProcess {
                     spec.seed,
                     spec.links_per_page as u64,
                     spec.page_bytes as u64,
+                    encodings as u64,
                 ]
                 .map(|n| n.to_string()),
             )
@@ -93,7 +99,7 @@ fn serve(args: &[String]) -> ! {
     let options = ServerOptions {
         port: number(0) as u16,
         log_requests: false,
-        encodings: false,
+        encodings: number(6) == 1,
     };
     let _server = TestWebServer::start_with(Arc::new(Web::new(spec)), options).expect("listen");
     loop {
@@ -123,9 +129,12 @@ struct Run {
     parse_cpu: f64,
     dispatch_cpu: f64,
     bytes: u64,
+    warc_bytes: u64,
+    warc_payload: u64,
+    revisits: u64,
 }
 
-fn crawl_once(spec: &WebSpec, port: u16) -> Run {
+fn crawl_once(spec: &WebSpec, port: u16, warc: bool) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = Config::default();
     config
@@ -138,6 +147,7 @@ fn crawl_once(spec: &WebSpec, port: u16) -> Run {
     config.crawl.concurrency = 64;
     config.crawl.max_urls = Count(1_000_000);
     config.crawl.max_depth = 16;
+    config.output.warc = warc;
     let seeds: Vec<Url> = (0..spec.hosts)
         .map(|h| Url::parse(&format!("http://h{h}.test/")).expect("seed"))
         .collect();
@@ -176,6 +186,9 @@ fn crawl_once(spec: &WebSpec, port: u16) -> Run {
         parse_cpu: summary.parse_cpu_secs,
         dispatch_cpu,
         bytes: summary.counts.bytes,
+        warc_bytes: summary.counts.warc_bytes,
+        warc_payload: summary.counts.warc_payload_bytes,
+        revisits: summary.counts.warc_revisits,
     }
 }
 
@@ -205,51 +218,96 @@ fn main() {
         spec.links_per_page,
         runs
     );
-    let server = ServerProcess::start(&spec);
+    let encodings = args.iter().any(|a| a == "--encodings");
+    if encodings {
+        println!("the server sends gzip/br-coded and chunked answers (--encodings)");
+    }
+    let server = ServerProcess::start(&spec, encodings);
     // Warm-up: connection set-up paths, page cache, allocator.
-    let _ = crawl_once(&spec, server.port);
-    let mut table = Vec::new();
+    let _ = crawl_once(&spec, server.port, false);
+    let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
     for i in 0..runs {
-        let run = crawl_once(&spec, server.port);
-        println!(
-            "run {i}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s",
-            run.pages,
-            run.secs,
-            run.pages as f64 / run.secs,
-            run.cpu / run.pages as f64 * 1000.0,
-            run.fetch_cpu / run.pages as f64 * 1000.0,
-            run.parse_cpu / run.pages as f64 * 1000.0,
-            run.dispatch_cpu / run.pages as f64 * 1000.0,
-            (run.cpu - run.fetch_cpu - run.parse_cpu - run.dispatch_cpu) / run.pages as f64 * 1000.0,
-            run.bytes as f64 / run.secs / 1e6
-        );
-        table.push(run);
+        for (warc, table) in tables.iter_mut().enumerate() {
+            let run = crawl_once(&spec, server.port, warc == 1);
+            println!(
+                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s{}",
+                if warc == 1 { "jsonl+warc" } else { "jsonl     " },
+                run.pages,
+                run.secs,
+                run.pages as f64 / run.secs,
+                run.cpu / run.pages as f64 * 1000.0,
+                run.fetch_cpu / run.pages as f64 * 1000.0,
+                run.parse_cpu / run.pages as f64 * 1000.0,
+                run.dispatch_cpu / run.pages as f64 * 1000.0,
+                (run.cpu - run.fetch_cpu - run.parse_cpu - run.dispatch_cpu) / run.pages as f64
+                    * 1000.0,
+                run.bytes as f64 / run.secs / 1e6,
+                if warc == 1 {
+                    format!(
+                        ", WARC {:.1} MB for {:.1} MB of payload ({:.2}:1), {} revisits",
+                        run.warc_bytes as f64 / 1e6,
+                        run.warc_payload as f64 / 1e6,
+                        run.warc_payload as f64 / run.warc_bytes.max(1) as f64,
+                        run.revisits
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            table.push(run);
+        }
     }
     server.stop();
     let server_cpu = cpu_secs(&rusage(libc::RUSAGE_CHILDREN));
-    let total_pages: u64 =
-        table.iter().map(|r| r.pages).sum::<u64>() * (runs as u64 + 1) / runs as u64;
-    let per_k = |f: &dyn Fn(&Run) -> f64| {
-        median(
-            table
-                .iter()
-                .map(|r| f(r) / r.pages as f64 * 1000.0)
-                .collect(),
-        )
-    };
+    let all_pages: u64 = tables.iter().flatten().map(|r| r.pages).sum();
+    let total_pages = all_pages + all_pages / (2 * runs as u64);
     let peak_rss_mb = rusage(libc::RUSAGE_SELF).ru_maxrss as f64 / 1024.0;
-    println!("--- medians over {runs} runs ---");
+    let mut pages_per_sec = [0.0; 2];
+    for (warc, table) in tables.iter().enumerate() {
+        let per_k = |f: &dyn Fn(&Run) -> f64| {
+            median(
+                table
+                    .iter()
+                    .map(|r| f(r) / r.pages as f64 * 1000.0)
+                    .collect(),
+            )
+        };
+        pages_per_sec[warc] = median(table.iter().map(|r| r.pages as f64 / r.secs).collect());
+        println!(
+            "--- medians over {runs} runs, {} ---",
+            if warc == 1 {
+                "pages.jsonl and WARC"
+            } else {
+                "pages.jsonl only"
+            }
+        );
+        println!("pages/s: {:.0}", pages_per_sec[warc]);
+        println!("crawler CPU s per 1000 pages: {:.3}", per_k(&|r| r.cpu));
+        println!(
+            "  fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}",
+            per_k(&|r| r.fetch_cpu),
+            per_k(&|r| r.parse_cpu),
+            per_k(&|r| r.dispatch_cpu),
+            per_k(&|r| r.cpu - r.fetch_cpu - r.parse_cpu - r.dispatch_cpu)
+        );
+        if warc == 1 {
+            println!(
+                "WARC bytes written per run: {:.1} MB; payload archived in full {:.1} MB; compression {:.2}:1; revisits {}",
+                median(table.iter().map(|r| r.warc_bytes as f64 / 1e6).collect()),
+                median(table.iter().map(|r| r.warc_payload as f64 / 1e6).collect()),
+                median(
+                    table
+                        .iter()
+                        .map(|r| r.warc_payload as f64 / r.warc_bytes.max(1) as f64)
+                        .collect()
+                ),
+                median(table.iter().map(|r| r.revisits as f64).collect())
+            );
+        }
+    }
     println!(
-        "pages/s: {:.0}",
-        median(table.iter().map(|r| r.pages as f64 / r.secs).collect())
-    );
-    println!("crawler CPU s per 1000 pages: {:.3}", per_k(&|r| r.cpu));
-    println!(
-        "  fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}",
-        per_k(&|r| r.fetch_cpu),
-        per_k(&|r| r.parse_cpu),
-        per_k(&|r| r.dispatch_cpu),
-        per_k(&|r| r.cpu - r.fetch_cpu - r.parse_cpu - r.dispatch_cpu)
+        "WARC on / off, pages/s: {:.2}",
+        pages_per_sec[1] / pages_per_sec[0]
     );
     println!("crawler peak RSS: {peak_rss_mb:.1} MB");
     println!(

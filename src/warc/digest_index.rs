@@ -28,17 +28,15 @@ use super::record::Sha1Digest;
 /// Slots per bucket: a new digest evicts only when four others share its bucket.
 pub(crate) const WAYS: usize = 4;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Slot {
-    /// 0 marks an empty slot; a digest whose fingerprint is 0 is stored as 1.
-    fingerprint: u64,
-    location: u64,
-}
+/// One entry: the digest's fingerprint (0 marks an empty slot; a digest whose fingerprint is
+/// 0 is stored as 1) and its location, as two `u64`s side by side in one array, which the
+/// allocator hands out zeroed and untouched: memory is only committed as slots fill.
+const SLOT_WORDS: usize = 2;
 
 /// Digest → `pages.jsonl` offset of the first record with that payload.
 #[derive(Debug)]
 pub(crate) struct PayloadIndex {
-    slots: Vec<Slot>,
+    slots: Vec<u64>,
     buckets: u64,
     entries: u64,
     evictions: u64,
@@ -55,20 +53,23 @@ fn split(digest: &Sha1Digest) -> (u64, u64) {
 impl PayloadIndex {
     /// An index in about `memory` bytes (at least one bucket).
     pub(crate) fn with_memory(memory: u64) -> PayloadIndex {
-        let slot = std::mem::size_of::<Slot>() as u64;
+        let slot = (SLOT_WORDS * 8) as u64;
         let buckets = (memory / (slot * WAYS as u64)).max(1);
         PayloadIndex {
-            slots: vec![Slot::default(); (buckets as usize) * WAYS],
+            slots: vec![0u64; (buckets as usize) * WAYS * SLOT_WORDS],
             buckets,
             entries: 0,
             evictions: 0,
         }
     }
 
-    fn bucket(&mut self, digest: &Sha1Digest) -> (&mut [Slot], u64) {
+    fn bucket(&mut self, digest: &Sha1Digest) -> (&mut [u64], u64) {
         let (position, fingerprint) = split(digest);
-        let start = (position % self.buckets) as usize * WAYS;
-        (&mut self.slots[start..start + WAYS], fingerprint)
+        let start = (position % self.buckets) as usize * WAYS * SLOT_WORDS;
+        (
+            &mut self.slots[start..start + WAYS * SLOT_WORDS],
+            fingerprint,
+        )
     }
 
     /// The locations recorded under `digest`'s fingerprint, newest first (almost always zero
@@ -76,9 +77,9 @@ impl PayloadIndex {
     pub(crate) fn candidates(&mut self, digest: &Sha1Digest) -> Vec<u64> {
         let (bucket, fingerprint) = self.bucket(digest);
         bucket
-            .iter()
-            .filter(|s| s.fingerprint == fingerprint)
-            .map(|s| s.location)
+            .chunks_exact(SLOT_WORDS)
+            .filter(|s| s[0] == fingerprint)
+            .map(|s| s[1])
             .collect()
     }
 
@@ -86,13 +87,11 @@ impl PayloadIndex {
     /// entry if it is full.
     pub(crate) fn insert(&mut self, digest: &Sha1Digest, location: u64) {
         let (bucket, fingerprint) = self.bucket(digest);
-        let evicted = bucket[WAYS - 1].fingerprint != 0;
+        let evicted = bucket[(WAYS - 1) * SLOT_WORDS] != 0;
         // Newest first: shift the others down one place, dropping the last.
-        bucket.copy_within(0..WAYS - 1, 1);
-        bucket[0] = Slot {
-            fingerprint,
-            location,
-        };
+        bucket.copy_within(0..(WAYS - 1) * SLOT_WORDS, SLOT_WORDS);
+        bucket[0] = fingerprint;
+        bucket[1] = location;
         if evicted {
             self.evictions += 1;
         } else {
@@ -113,7 +112,7 @@ impl PayloadIndex {
     /// Bytes of memory held.
     #[cfg(test)]
     pub(crate) fn memory(&self) -> u64 {
-        (self.slots.len() * std::mem::size_of::<Slot>()) as u64
+        (self.slots.len() * 8) as u64
     }
 }
 
