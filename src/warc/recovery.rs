@@ -129,3 +129,181 @@ pub(crate) fn recover(out: &Path, pages_end: u64, dedup_memory: u64) -> Result<R
         notes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::PageRecord;
+    use crate::warc::record::{encode_fetch, FetchParts};
+    use crate::warc::{ArchiveOptions, ArchiveWriter, CurrentFile};
+    use std::io::Write as _;
+    use std::sync::Arc;
+
+    fn page(url: &str) -> PageRecord {
+        PageRecord {
+            url: url.into(),
+            final_url: None,
+            status: Some(200),
+            content_type: None,
+            bytes: 0,
+            depth: 0,
+            parent: None,
+            links: 0,
+            new_links: 0,
+            fetched_at: String::new(),
+            elapsed_ms: 0,
+            error: None,
+            attempts: 1,
+            truncated: false,
+            kind: Default::default(),
+            payload_digest: None,
+            warc: None,
+        }
+    }
+
+    /// Writes `n` fetches (every third repeating the first payload) through the writer, with
+    /// their lines, as the output thread does; returns the lines' ends.
+    fn crawl(out: &Path, n: usize) -> Vec<u64> {
+        let options = ArchiveOptions {
+            dir: out.join("warc"),
+            prefix: "t".into(),
+            max_bytes: 1 << 20,
+            gzip_level: 1,
+            info: vec![("software", "test".into())],
+        };
+        let pages_path = out.join("pages.jsonl");
+        let mut pages = std::fs::File::create(&pages_path).unwrap();
+        let mut writer = ArchiveWriter::start(
+            options,
+            0,
+            PayloadIndex::with_memory(1 << 16),
+            pages_path.clone(),
+            Arc::new(CurrentFile::default()),
+        )
+        .unwrap();
+        let mut ends = Vec::new();
+        let mut at = 0;
+        for i in 0..n {
+            let url = format!("http://a.test/{i}");
+            let payload = if i % 3 == 0 {
+                b"the same".to_vec()
+            } else {
+                format!("page {i}").into_bytes()
+            };
+            let fetch = encode_fetch(
+                FetchParts {
+                    target_uri: &url,
+                    date: "2026-11-23T00:00:00Z".into(),
+                    warcinfo_id: uuid::Uuid::nil(),
+                    request_head: b"GET / HTTP/1.1\r\n\r\n",
+                    response_head: b"HTTP/1.1 200 OK\r\n\r\n",
+                    payload: &payload,
+                    peer: None,
+                    http2: false,
+                    truncated: false,
+                },
+                1,
+            );
+            let mut record = page(&url);
+            writer
+                .write(&fetch, &mut record, at, &mut || Ok(()))
+                .unwrap();
+            writer.flush().unwrap();
+            let mut line = serde_json::to_vec(&record).unwrap();
+            line.push(b'\n');
+            pages.write_all(&line).unwrap();
+            at += line.len() as u64;
+            ends.push(at);
+        }
+        writer.finish().unwrap();
+        ends
+    }
+
+    fn only_file(out: &Path) -> std::path::PathBuf {
+        let mut files: Vec<_> = std::fs::read_dir(out.join("warc"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1);
+        files.remove(0)
+    }
+
+    #[test]
+    fn records_past_the_last_kept_line_are_cut_and_the_index_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let ends = crawl(dir.path(), 9);
+        let file = only_file(dir.path());
+        // A torn member after the last record, as a crash mid-write leaves.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap()
+            .write_all(&[0x1f, 0x8b, 8, 0, 0])
+            .unwrap();
+        // Keep the first 5 lines: records 6..9 lost their lines.
+        let recovered = recover(dir.path(), ends[4], 1 << 16).unwrap();
+        let kept: Vec<PageRecord> = std::fs::read_to_string(dir.path().join("pages.jsonl"))
+            .unwrap()
+            .lines()
+            .take(5)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let last = kept[4].warc.as_ref().unwrap();
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().len(),
+            last.offset + last.length
+        );
+        let members: Vec<_> = Members::open(&file).unwrap().collect();
+        assert!(members.iter().all(Result::is_ok));
+        // warcinfo + 5 × (request + response or revisit).
+        assert_eq!(members.len(), 11);
+        assert_eq!(recovered.next_serial, 1);
+        assert_eq!(recovered.notes.len(), 1, "{:?}", recovered.notes);
+        // Lines 0 and 3 share a payload: 0 is the original, 3 a revisit; the index knows the
+        // original (and only originals).
+        assert_eq!(kept[3].warc.as_ref().unwrap().record, "revisit");
+        let digest = parse_digest_label(kept[0].payload_digest.as_ref().unwrap()).unwrap();
+        let mut index = recovered.index;
+        assert_eq!(index.candidates(&digest), vec![0]);
+        assert_eq!(index.len(), 4);
+    }
+
+    #[test]
+    fn a_file_whose_warcinfo_is_torn_is_removed_and_an_intact_archive_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let ends = crawl(dir.path(), 3);
+        let file = only_file(dir.path());
+        let length = std::fs::metadata(&file).unwrap().len();
+        let recovered = recover(dir.path(), *ends.last().unwrap(), 1 << 16).unwrap();
+        assert!(recovered.notes.is_empty());
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), length);
+        let torn = dir.path().join("warc/t-20261123000000-00007.warc.gz");
+        std::fs::write(&torn, [0x1f, 0x8b, 8]).unwrap();
+        let recovered = recover(dir.path(), *ends.last().unwrap(), 1 << 16).unwrap();
+        assert!(!torn.exists());
+        assert_eq!(recovered.next_serial, 8);
+    }
+
+    #[test]
+    fn lines_pointing_past_a_file_are_damage_named_with_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ends = crawl(dir.path(), 3);
+        let file = only_file(dir.path());
+        let length = std::fs::metadata(&file).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(length - 10)
+            .unwrap();
+        let error = recover(dir.path(), *ends.last().unwrap(), 1 << 16).unwrap_err();
+        let message = format!(
+            "{error}: {}",
+            std::error::Error::source(&error)
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        );
+        assert!(message.contains(&file.display().to_string()), "{message}");
+        assert!(message.contains("shorter than"), "{message}");
+    }
+}

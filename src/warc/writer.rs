@@ -119,6 +119,9 @@ pub(crate) struct ArchiveWriter {
     file: BufWriter<File>,
     /// Bytes in the file, buffered ones included.
     length: u64,
+    /// Fetches written to the file: a file always takes at least one, so a fetch bigger
+    /// than `max_bytes` gets a file of its own rather than an endless rotation.
+    fetches_in_file: u64,
     current: Arc<CurrentFile>,
     index: PayloadIndex,
     /// `pages.jsonl`, read back to confirm a digest hit and learn the original.
@@ -151,6 +154,7 @@ impl ArchiveWriter {
             path,
             file,
             length: 0,
+            fetches_in_file: 0,
             current,
             index,
             pages,
@@ -173,6 +177,7 @@ impl ArchiveWriter {
         );
         self.file.write_all(&member).at("write", &self.path)?;
         self.length = member.len() as u64;
+        self.fetches_in_file = 0;
         self.current.set(id, self.path.clone());
         Ok(())
     }
@@ -216,9 +221,10 @@ impl ArchiveWriter {
             .map(|o| revisit_member(fetch, o, self.options.gzip_level));
         let response: &[u8] = revisit.as_deref().unwrap_or(&fetch.response_member);
         let pair = (fetch.request_member.len() + response.len()) as u64;
-        if self.length + pair > self.options.max_bytes && self.length > self.first_member_guess() {
+        if self.length + pair > self.options.max_bytes && self.fetches_in_file > 0 {
             self.rotate()?;
         }
+        self.fetches_in_file += 1;
         self.file
             .write_all(&fetch.request_member)
             .at("write", &self.path)?;
@@ -252,12 +258,6 @@ impl ArchiveWriter {
             self.index.insert(&fetch.payload_digest, line_at);
         }
         Ok(tally)
-    }
-
-    /// A file holds at least its `warcinfo`; a record bigger than a whole file gets a file
-    /// of its own rather than an endless rotation.
-    fn first_member_guess(&self) -> u64 {
-        1024
     }
 
     /// The archived original of `fetch`'s payload, if the index knows one: each candidate
