@@ -1,9 +1,9 @@
 //! Crawl-throughput benchmark: the synthetic web crawled end to end over loopback.
 //!
 //! The web (`WebSpec::bench`: 24 hosts, 30,000 pages of 16 KiB with 80 links) is served in a
-//! *separate process* (this benchmark's own executable started again with `--serve-testweb`,
-//! running the `testweb` server), so the crawler's CPU time and peak RSS are
-//! measured alone (getrusage of this process) while both still share the machine's cores.
+//! *separate process* (see `support/testweb_process.rs`), so the crawler's CPU time and peak
+//! RSS are measured alone (getrusage of this process) while both still share the machine's
+//! cores.
 //! Politeness is off and concurrency is 64, as the issue specifies. Each run crawls the
 //! whole web; the figures printed are medians over the runs, plus the per-run table.
 //!
@@ -19,107 +19,24 @@
 //! Run: `cargo bench --bench crawl` (`-- --runs N` to change the number of runs,
 //! `-- --encodings` to have the server send gzip/br-coded and chunked answers).
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+#[path = "support/testweb_process.rs"]
+mod testweb_process;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crawler::config::{Config, Count};
 use crawler::cpu_time::thread_cpu_ns;
 use crawler::crawl::ProgressMode;
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
-use testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec};
+use testweb::WebSpec;
+use testweb_process::{cpu_secs, median, rusage, ServerProcess, Serving};
 use url::Url;
 
-/// The first argument that makes this executable the server process:
-/// `--serve-testweb PORT HOSTS PAGES SEED LINKS_PER_PAGE PAGE_BYTES ENCODINGS`.
-const SERVE: &str = "--serve-testweb";
-
-struct ServerProcess {
-    child: Child,
-    port: u16,
-}
-
-impl ServerProcess {
-    fn start(spec: &WebSpec, encodings: bool) -> ServerProcess {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let child = Command::new(std::env::current_exe().expect("this benchmark's path"))
-            .arg(SERVE)
-            .args(
-                [
-                    port as u64,
-                    spec.hosts as u64,
-                    spec.pages as u64,
-                    spec.seed,
-                    spec.links_per_page as u64,
-                    spec.page_bytes as u64,
-                    encodings as u64,
-                ]
-                .map(|n| n.to_string()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start testweb");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "testweb did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        ServerProcess { child, port }
-    }
-
-    fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The server process: the synthetic web of `args` (see [`SERVE`]) with the features the
-/// benchmark crawls (URL variants and nofollow, no errors, traps or slow pages), served
-/// until the benchmark kills it.
-fn serve(args: &[String]) -> ! {
-    let number = |i: usize| -> u64 {
-        args.get(i)
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("{SERVE}: argument {i} of {args:?}"))
-    };
-    let spec = WebSpec {
-        hosts: number(1) as usize,
-        pages: number(2) as usize,
-        seed: number(3),
-        links_per_page: number(4) as usize,
-        page_bytes: number(5) as usize,
-        features: Features::parse("none,variants,nofollow").expect("features"),
-    };
-    let options = ServerOptions {
-        port: number(0) as u16,
-        log_requests: false,
-        encodings: number(6) == 1,
-    };
-    let _server = TestWebServer::start_with(Arc::new(Web::new(spec)), options).expect("listen");
-    loop {
-        std::thread::park();
-    }
-}
-
-fn rusage(who: i32) -> libc::rusage {
-    // SAFETY: getrusage fills the struct we own.
-    unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(who, &mut usage);
-        usage
-    }
-}
-
-fn cpu_secs(u: &libc::rusage) -> f64 {
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
+/// The features the benchmark crawls: URL variants and nofollow, no errors, traps or slow
+/// pages.
+const FEATURES: &str = "none,variants,nofollow";
 
 struct Run {
     pages: u64,
@@ -192,16 +109,9 @@ fn crawl_once(spec: &WebSpec, port: u16, warc: bool) -> Run {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
+    testweb_process::serve_if_asked();
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(SERVE) {
-        serve(&args[2..]);
-    }
     crawler::allocator::limit_malloc_arenas();
     let runs = args
         .iter()
@@ -222,7 +132,14 @@ fn main() {
     if encodings {
         println!("the server sends gzip/br-coded and chunked answers (--encodings)");
     }
-    let server = ServerProcess::start(&spec, encodings);
+    let server = ServerProcess::start(
+        &spec,
+        FEATURES,
+        Serving {
+            encodings,
+            latency_ms: 0,
+        },
+    );
     // Warm-up: connection set-up paths, page cache, allocator.
     let _ = crawl_once(&spec, server.port, false);
     let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];

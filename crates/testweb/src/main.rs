@@ -51,6 +51,9 @@ struct Args {
     /// real servers do; the pages are the same.
     #[arg(long)]
     encodings: bool,
+    /// Milliseconds added before every answer (a distant server's round trip).
+    #[arg(long, default_value_t = 0)]
+    latency_ms: u64,
 }
 
 fn record_json(r: &RequestRecord) -> serde_json::Value {
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         port: args.port,
         log_requests: args.log.is_some(),
         encodings: args.encodings,
+        latency: std::time::Duration::from_millis(args.latency_ms),
     };
     let started = if args.hostile {
         TestWebServer::start_hostile(Arc::clone(&web), options)

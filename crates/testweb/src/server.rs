@@ -77,6 +77,9 @@ pub struct ServerOptions {
     /// Send bodies gzip- or brotli-coded and some chunked, when the client offers the
     /// codings (see `encoding.rs`); the pages are the same.
     pub encodings: bool,
+    /// Added before every answer, as a distant server's round trip would: a crawl then waits
+    /// on the network as on the real web rather than on loopback's microseconds.
+    pub latency: Duration,
 }
 
 impl Default for ServerOptions {
@@ -85,6 +88,7 @@ impl Default for ServerOptions {
             port: 0,
             log_requests: true,
             encodings: false,
+            latency: Duration::ZERO,
         }
     }
 }
@@ -94,6 +98,7 @@ pub(crate) struct Shared {
     started: Instant,
     log_requests: bool,
     encodings: bool,
+    latency: Duration,
     requests: AtomicU64,
     log: Mutex<Vec<RequestRecord>>,
     /// Requests seen so far per stateful page (flaky pages, robots.txt).
@@ -228,6 +233,7 @@ impl TestWebServer {
             started: Instant::now(),
             log_requests: options.log_requests,
             encodings: options.encodings,
+            latency: options.latency,
             requests: AtomicU64::new(0),
             log: Mutex::new(Vec::with_capacity(if options.log_requests {
                 4096
@@ -485,6 +491,9 @@ async fn handle(
     connection: u64,
     req: Request<Incoming>,
 ) -> Result<Response<WebBody>, Infallible> {
+    if !shared.latency.is_zero() {
+        tokio::time::sleep(shared.latency).await;
+    }
     if !shared.log_requests {
         shared.requests.fetch_add(1, Ordering::Relaxed);
         let response = answer(&shared, &req).await;

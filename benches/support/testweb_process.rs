@@ -1,0 +1,123 @@
+//! What the crawl benchmarks share: the synthetic web served by a *separate process* (the
+//! benchmark's own executable started again with [`SERVE`]), so that the crawler's CPU time
+//! and peak RSS are measured alone while both still share the machine's cores; and the
+//! figures (rusage, medians).
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec};
+
+/// The first argument that makes a benchmark's executable the server process:
+/// `--serve-testweb PORT HOSTS PAGES SEED LINKS_PER_PAGE PAGE_BYTES ENCODINGS LATENCY_MS
+/// FEATURES`.
+pub const SERVE: &str = "--serve-testweb";
+
+/// How the server process answers, besides the web itself.
+#[derive(Clone, Copy, Default)]
+pub struct Serving {
+    pub encodings: bool,
+    pub latency_ms: u64,
+}
+
+pub struct ServerProcess {
+    child: Child,
+    pub port: u16,
+}
+
+impl ServerProcess {
+    /// Starts the server process for `spec` (its features given as testweb's feature list).
+    pub fn start(spec: &WebSpec, features: &str, serving: Serving) -> ServerProcess {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new(std::env::current_exe().expect("this benchmark's path"))
+            .arg(SERVE)
+            .args(
+                [
+                    port as u64,
+                    spec.hosts as u64,
+                    spec.pages as u64,
+                    spec.seed,
+                    spec.links_per_page as u64,
+                    spec.page_bytes as u64,
+                    serving.encodings as u64,
+                    serving.latency_ms,
+                ]
+                .map(|n| n.to_string()),
+            )
+            .arg(features)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start testweb");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "testweb did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ServerProcess { child, port }
+    }
+
+    pub fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// If this process was started as the server ([`SERVE`] first), serves until killed.
+pub fn serve_if_asked() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(SERVE) {
+        serve(&args[2..]);
+    }
+}
+
+fn serve(args: &[String]) -> ! {
+    let number = |i: usize| -> u64 {
+        args.get(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("{SERVE}: argument {i} of {args:?}"))
+    };
+    let features = args.get(8).map(String::as_str).unwrap_or("none");
+    let spec = WebSpec {
+        hosts: number(1) as usize,
+        pages: number(2) as usize,
+        seed: number(3),
+        links_per_page: number(4) as usize,
+        page_bytes: number(5) as usize,
+        features: Features::parse(features).expect("features"),
+    };
+    let options = ServerOptions {
+        port: number(0) as u16,
+        log_requests: false,
+        encodings: number(6) == 1,
+        latency: Duration::from_millis(number(7)),
+    };
+    let _server = TestWebServer::start_with(Arc::new(Web::new(spec)), options).expect("listen");
+    loop {
+        std::thread::park();
+    }
+}
+
+pub fn rusage(who: i32) -> libc::rusage {
+    // SAFETY: getrusage fills the struct we own.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut usage);
+        usage
+    }
+}
+
+pub fn cpu_secs(u: &libc::rusage) -> f64 {
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
