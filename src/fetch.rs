@@ -46,7 +46,7 @@ pub(crate) const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 /// sockets and paused dispatching for descriptors 8 times.
 pub(crate) fn idle_connection_timeout(config: &Config) -> Duration {
     let p = &config.politeness;
-    if !p.enabled || !(p.per_host_rps.is_finite() && p.per_host_rps > 0.0) {
+    if !(p.enabled && p.per_host_rps.is_finite() && p.per_host_rps > 0.0) {
         return IDLE_CONNECTION_TIMEOUT;
     }
     Duration::from_secs_f64(3.0 / p.per_host_rps)
