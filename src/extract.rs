@@ -53,11 +53,14 @@
 //!   keeps it in the document, and a crawler wants those URLs anyway.
 //! - **Frames**: `frame[src]` only counts inside a `<frameset>`: the tree builder drops a
 //!   `<frame>` anywhere else, and so do browsers.
-//! - **Encoding**: a byte-order mark wins, then the `charset` label from Content-Type, else
-//!   UTF-8 (no `<meta charset>` prescan: the caller passes what the server said). ASCII-
-//!   compatible encodings are handed to lol_html directly; UTF-16 and ISO-2022-JP are
-//!   transcoded to UTF-8 on the way in. Query strings are encoded with the document's encoding
-//!   when resolving, as the URL standard asks.
+//! - **Encoding**: decided by [`crate::charset::sniff`]: a byte-order mark wins, then the
+//!   `charset` label from Content-Type, then a `<meta charset>` / `http-equiv` declaration in
+//!   the first 1,024 bytes (the HTML prescan), else UTF-8. Without a usable transport label
+//!   the extractor holds back the first 1,024 bytes (or the whole body if shorter) to
+//!   prescan them; with one, only the 3 a byte-order mark needs. ASCII-compatible encodings
+//!   are handed to lol_html directly; UTF-16 and ISO-2022-JP are transcoded to UTF-8 on the
+//!   way in. Query strings are encoded with the document's encoding when resolving, as the
+//!   URL standard asks.
 //!
 //! - **Namespaces**: `<a>` is a link in any namespace (SVG has links; scraper's `a[href]`
 //!   matches them all); `area`, `frame`, `iframe`, `base` and `meta` count only as HTML
@@ -185,9 +188,11 @@ pub struct LinkExtractor {
     page_url: Url,
     follow_nofollow: bool,
     max_url_length: usize,
-    /// Encoding named by the caller; a byte-order mark may override it.
-    label_encoding: &'static Encoding,
-    /// Bytes held back until there are enough to check for a byte-order mark.
+    /// Encoding named by the caller (the transport label), if it names one; a byte-order
+    /// mark overrides it, and without it a `<meta>` declaration may decide.
+    label_encoding: Option<&'static Encoding>,
+    /// Bytes held back until there are enough to decide the encoding: a byte-order mark's
+    /// worth with a transport label, the prescan's 1,024 without.
     sniff: Option<Vec<u8>>,
     /// The document's encoding once decided (used to encode query strings).
     encoding: &'static Encoding,
@@ -214,9 +219,7 @@ impl LinkExtractor {
     /// A new extractor for the page at `page_url`. `encoding` is the Content-Type charset
     /// label; `None` or an unknown label means UTF-8.
     pub fn new(page_url: Url, encoding: Option<&str>, opts: &ExtractOptions) -> Self {
-        let label_encoding = encoding
-            .and_then(|label| Encoding::for_label(label.trim().as_bytes()))
-            .unwrap_or(UTF_8);
+        let label_encoding = crate::charset::transport_encoding(encoding);
         let collector = Collector {
             max_links: opts.max_links,
             ..Collector::default()
@@ -227,7 +230,7 @@ impl LinkExtractor {
             max_url_length: opts.max_url_length,
             label_encoding,
             sniff: Some(Vec::new()),
-            encoding: label_encoding,
+            encoding: label_encoding.unwrap_or(UTF_8),
             transcoder: None,
             rewriter: None,
             state: Arc::new(Mutex::new(collector)),
@@ -239,7 +242,7 @@ impl LinkExtractor {
         match self.sniff.take() {
             None => self.feed(chunk, false),
             Some(mut head) => {
-                if head.len() + chunk.len() < BOM_MAX {
+                if head.len() + chunk.len() < self.sniff_len() {
                     head.extend_from_slice(chunk);
                     self.sniff = Some(head);
                     return Ok(());
@@ -258,7 +261,7 @@ impl LinkExtractor {
     /// Ends the document and resolves the links found.
     pub fn finish(mut self) -> Extracted {
         if let Some(head) = self.sniff.take() {
-            // Fewer than BOM_MAX bytes in the whole document.
+            // Fewer bytes in the whole document than the encoding decision waits for.
             if let Err(err) = self.start(&head) {
                 tracing::debug!(url = %self.page_url, %err, "link extraction stopped early");
             }
@@ -277,10 +280,20 @@ impl LinkExtractor {
         collector.resolve(&self.page_url, self.encoding, body_len, self.max_url_length)
     }
 
+    /// Bytes needed before the encoding can be decided.
+    fn sniff_len(&self) -> usize {
+        match self.label_encoding {
+            Some(_) => BOM_MAX,
+            None => crate::charset::PRESCAN_BYTES,
+        }
+    }
+
     /// Decides the encoding from the first bytes, builds the rewriter and feeds `data`.
     fn start(&mut self, data: &[u8]) -> Result<(), ExtractError> {
-        // A byte-order mark overrides the transport label, as in the HTML spec.
-        let (encoding, bom_len) = Encoding::for_bom(data).unwrap_or((self.label_encoding, 0));
+        // A byte-order mark overrides the transport label, which overrides `<meta>`, as in
+        // the HTML spec.
+        let sniffed = crate::charset::sniff(data, self.label_encoding);
+        let (encoding, bom_len) = (sniffed.encoding, sniffed.bom_len);
         self.encoding = encoding;
         let lol_encoding = match AsciiCompatibleEncoding::new(encoding) {
             Some(ascii_compatible) => ascii_compatible,
@@ -826,6 +839,45 @@ mod tests {
         );
         assert_eq!(out.links.len() + out.over_limit, 200_000);
         assert!(out.over_limit > 0);
+    }
+
+    #[test]
+    fn extract_meta_charset_decides_paths_and_queries() {
+        let page = Url::parse("http://example.test/").unwrap();
+        // "検索" in Shift_JIS, declared only by <meta>, after 1,000 bytes of padding, fed in
+        // 5-byte chunks so the prescan's hold-back is crossed mid-tag.
+        let mut html = b"<!doctype html><!--".to_vec();
+        html.extend(std::iter::repeat_n(b'-', 900));
+        html.extend_from_slice(
+            b"--><meta charset=Shift_JIS><a href=\"/\x8c\x9f?q=\x8c\x9f\x8d\xf5\">",
+        );
+        let mut streaming = LinkExtractor::new(page.clone(), None, &ExtractOptions::default());
+        for chunk in html.chunks(5) {
+            streaming.write(chunk).unwrap();
+        }
+        let streamed: Vec<String> = streaming
+            .finish()
+            .links
+            .iter()
+            .map(Url::to_string)
+            .collect();
+        // The path is UTF-8 percent-encoded (the URL standard always does so); the query in
+        // the page's encoding.
+        assert_eq!(streamed, ["http://example.test/%E6%A4%9C?q=%8C%9F%8D%F5"]);
+        let whole = extract_links(&html, &page, None, &ExtractOptions::default());
+        assert_eq!(whole.links.len(), 1);
+        assert_eq!(whole.links[0].as_str(), streamed[0]);
+        // A Content-Type label wins over the <meta>: windows-1252 reads the bytes differently.
+        let labelled = extract_links(
+            &html,
+            &page,
+            Some("windows-1252"),
+            &ExtractOptions::default(),
+        );
+        assert_eq!(
+            labelled.links[0].as_str(),
+            "http://example.test/%C5%92%C5%B8?q=%8C%9F%8D%F5"
+        );
     }
 
     #[test]

@@ -106,12 +106,12 @@ fn parse(text: &str) -> Html {
     tokenizer.sink.inner.sink.finish()
 }
 
-/// Decodes the body as the fast extractor does: BOM, else the label, else UTF-8.
+/// Decodes the body as the fast extractor does: BOM, else the label, else a `<meta>`
+/// declaration, else UTF-8. The decision is `crawler::charset::sniff`'s (tested on its own
+/// in `src/charset.rs`): this reference checks link extraction, not the sniffing.
 pub fn decode_body<'a>(html: &'a [u8], encoding: Option<&str>) -> (String, &'static Encoding) {
-    let label = encoding
-        .and_then(|l| Encoding::for_label(l.trim().as_bytes()))
-        .unwrap_or(UTF_8);
-    let (enc, bom) = Encoding::for_bom(html).unwrap_or((label, 0));
+    let sniffed = crawler::charset::sniff(html, crawler::charset::transport_encoding(encoding));
+    let (enc, bom) = (sniffed.encoding, sniffed.bom_len);
     let body: &'a [u8] = html.get(bom..).unwrap_or_default();
     (enc.decode_without_bom_handling(body).0.into_owned(), enc)
 }

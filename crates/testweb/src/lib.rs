@@ -98,6 +98,11 @@
 //!   content="noindex, NOFOLLOW">`) and `/nofollow/header` (`X-Robots-Tag: noarchive,
 //!   nofollow`), each linking a child (`/nofollow/meta-child`, `/nofollow/header-child`)
 //!   reachable only through it.
+//! - `charsets` (opt-in), on the host `charsets.test` (not linked from the tree): pages in
+//!   Shift_JIS, windows-1252 and GBK (by Content-Type, `<meta http-equiv>`, `<meta charset>`),
+//!   a byte-order mark over a wrong Content-Type and a `<meta>` too late to count, each
+//!   linking a non-ASCII path and query; [`CHARSET_TARGETS`] are the exact requests a correct
+//!   crawler makes for them (`charsets.rs`).
 //! - `advanced_variants` (opt-in, for the normalizer's tests): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
@@ -148,6 +153,7 @@
 //! makes the ground truth a plain breadth-first search, while still giving the crawler
 //! cross-host discovery races, duplicates and cycles to get wrong.
 
+mod charsets;
 mod graph;
 mod hostile;
 mod raw;
@@ -158,6 +164,7 @@ mod truth;
 
 use std::collections::BTreeSet;
 
+pub use charsets::{CHARSETS_HOST, CHARSET_PAGES, CHARSET_TARGETS};
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
 pub use hostile::{
@@ -244,6 +251,9 @@ pub struct Features {
     pub meta_robots: bool,
     /// With `robots`: the robots.txt of hosts `3, 8, 13, …` also says `Crawl-delay: 1`.
     pub crawl_delay: bool,
+    /// Serves the charsets corner on `charsets.test` (see `charsets.rs`): pages in
+    /// Shift_JIS, windows-1252 and GBK, declared each a different way, with non-ASCII links.
+    pub charsets: bool,
 }
 
 /// An unknown name in a feature list.
@@ -266,6 +276,7 @@ impl Features {
         "too_slow",
         "meta_robots",
         "crawl_delay",
+        "charsets",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
@@ -286,6 +297,7 @@ impl Features {
             too_slow: false,
             meta_robots: false,
             crawl_delay: false,
+            charsets: false,
         }
     }
 
@@ -308,6 +320,7 @@ impl Features {
             "too_slow" | "too-slow" => &mut self.too_slow,
             "meta_robots" | "meta-robots" => &mut self.meta_robots,
             "crawl_delay" | "crawl-delay" => &mut self.crawl_delay,
+            "charsets" => &mut self.charsets,
             _ => return None,
         })
     }
