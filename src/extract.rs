@@ -62,6 +62,13 @@
 //!   way in. Query strings are encoded with the document's encoding when resolving, as the
 //!   URL standard asks.
 //!
+//! - **Canonical**: the first HTML `<link>` whose `rel` tokens include `canonical` (ASCII
+//!   case-insensitive) and that has an `href`, wherever it is (a crawler meets `<link>` in
+//!   `<body>` too), resolved against the effective base like a link, is
+//!   [`Extracted::canonical`]; it is not one of [`Extracted::links`] (the caller decides
+//!   whether to follow it). An `href` that does not resolve, or is longer than
+//!   `max_url_length`, gives no canonical.
+//!
 //! - **Namespaces**: `<a>` is a link in any namespace (SVG has links; scraper's `a[href]`
 //!   matches them all); `area`, `frame`, `iframe`, `base` and `meta` count only as HTML
 //!   elements (an SVG element that happens to be called `iframe` is not a frame).
@@ -153,6 +160,8 @@ pub struct Extracted {
     pub meta_nofollow: bool,
     /// The effective `<base href>`, if the document has one that resolves.
     pub base: Option<Url>,
+    /// The first `<link rel=canonical href>`, resolved, if the document has one.
+    pub canonical: Option<Url>,
 }
 
 /// Why streaming extraction stopped early. Links found before the error are still reported
@@ -362,6 +371,8 @@ struct Collector {
     frameset_depth: usize,
     /// Decoded value of the first `<base href>`.
     base: Option<String>,
+    /// Decoded `href` of the first `<link rel=canonical>`.
+    canonical: Option<String>,
     /// Links buffered at most (0 = all).
     max_links: usize,
     /// Links seen past `max_links`.
@@ -421,6 +432,12 @@ impl Collector {
             too_long: 0,
             meta_nofollow: self.meta_nofollow,
             base: None,
+            canonical: self
+                .canonical
+                .as_deref()
+                .filter(|href| !too_long(href))
+                .and_then(|href| resolve(effective, href, query_encoding))
+                .filter(|url| !too_long(url.as_str())),
         };
         for (index, &(start, end)) in self.spans.iter().enumerate() {
             let Some(href) = self.arena.get(start..end) else {
@@ -549,6 +566,7 @@ static SEL_FRAME: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frame[
 static SEL_FRAMESET: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frameset"));
 static SEL_BASE: LazyLock<Option<Selector>> = LazyLock::new(|| selector("base[href]"));
 static SEL_META: LazyLock<Option<Selector>> = LazyLock::new(|| selector("meta[name]"));
+static SEL_LINK: LazyLock<Option<Selector>> = LazyLock::new(|| selector("link[rel]"));
 
 type El<'r, 't> = Element<'r, 't>;
 
@@ -572,10 +590,12 @@ enum Kind {
     Base,
     /// `meta[name]`: robots directives.
     Meta,
+    /// `link[rel]`: the first `rel=canonical` one names the canonical URL.
+    Link,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 8] = [
         Kind::A,
         Kind::Area,
         Kind::Iframe,
@@ -583,6 +603,7 @@ impl Kind {
         Kind::Frame,
         Kind::Base,
         Kind::Meta,
+        Kind::Link,
     ];
 
     fn selector(self) -> Option<&'static Selector> {
@@ -594,6 +615,7 @@ impl Kind {
             Kind::Frameset => &SEL_FRAMESET,
             Kind::Base => &SEL_BASE,
             Kind::Meta => &SEL_META,
+            Kind::Link => &SEL_LINK,
         };
         selector.as_ref()
     }
@@ -650,6 +672,7 @@ fn element_handler(
             meta_nofollow,
             frameset_depth,
             base,
+            canonical,
             max_links,
             over_limit,
         } = &mut *guard;
@@ -689,6 +712,21 @@ fn element_handler(
                 if let (Some(name), Some(content)) = (attr(b"name"), attr(b"content")) {
                     if meta_robots_nofollow(&name, &content) {
                         *meta_nofollow = true;
+                    }
+                }
+            }
+            Kind::Link => {
+                if canonical.is_none()
+                    && attr(b"rel").is_some_and(|rel| {
+                        decode(&rel)
+                            .split_ascii_whitespace()
+                            .any(|t| t.eq_ignore_ascii_case("canonical"))
+                    })
+                {
+                    if let Some(href) = attr(b"href") {
+                        let mut decoded = String::new();
+                        push_decoded(&mut decoded, &href);
+                        *canonical = Some(decoded);
                     }
                 }
             }

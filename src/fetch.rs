@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, CONTENT_TYPE, LOCATION, RETRY_AFTER};
+use reqwest::header::{HeaderMap, CONTENT_TYPE, LINK, LOCATION, RETRY_AFTER};
 use url::Url;
 
 use crate::config::Config;
@@ -88,6 +88,8 @@ pub(crate) struct Fetched {
     pub(crate) retry_after: Option<Duration>,
     /// `X-Robots-Tag` contains `nofollow` (or `none`).
     pub(crate) header_nofollow: bool,
+    /// The target of `Link: <…>; rel="canonical"`, unresolved (see `crate::canonical`).
+    pub(crate) link_canonical: Option<String>,
 }
 
 impl Fetched {
@@ -192,6 +194,9 @@ impl Fetcher {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .any(robots_directives_nofollow);
+        let link_canonical = crate::canonical::from_link_header(
+            headers.get_all(LINK).iter().filter_map(|v| v.to_str().ok()),
+        );
         let keep =
             (200..300).contains(&status) && (keep_any_body || self.parses(content_type.as_deref()));
         let mut body = keep.then(Vec::new);
@@ -222,6 +227,7 @@ impl Fetcher {
             location,
             retry_after,
             header_nofollow,
+            link_canonical,
         })
     }
 }

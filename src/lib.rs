@@ -6,6 +6,7 @@
 //! the configuration, runs the crawl and maps errors to exit codes.
 
 pub mod allocator;
+pub mod canonical;
 pub mod charset;
 pub mod checkpoint;
 pub mod config;

@@ -44,6 +44,10 @@ pub struct PageRecord {
     pub attempts: u32,
     /// The body was cut at `max_body_bytes`.
     pub truncated: bool,
+    /// The page's canonical URL (`Link: <…>; rel="canonical"`, else `<link rel=canonical>`;
+    /// see `crate::canonical`), absent when it names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
 }
 
 /// Why output could not be written.
@@ -330,6 +334,7 @@ mod tests {
             error: None,
             attempts: 1,
             truncated: false,
+            canonical: None,
         }
     }
 

@@ -1,6 +1,6 @@
-//! Admission: the one path by which a discovered URL (a page's link, a redirect's target;
-//! later a sitemap entry or a canonical link) becomes a queued URL, and the one place its
-//! refusals are counted.
+//! Admission: the one path by which a discovered URL (a page's link, a redirect's target, a
+//! canonical link, a sitemap entry) becomes a queued URL, and the one place its refusals
+//! are counted.
 //!
 //! Admission has two halves, because two of its rules need the single writer and the rest
 //! must not wait for it:
@@ -92,6 +92,7 @@ pub(crate) struct Admission {
     max_depth: u32,
     max_redirects: u32,
     follow_nofollow: bool,
+    follow_canonical: bool,
 }
 
 impl Admission {
@@ -110,7 +111,31 @@ impl Admission {
             max_depth: config.crawl.max_depth,
             max_redirects: config.crawl.max_redirects,
             follow_nofollow: config.crawl.follow_nofollow,
+            follow_canonical: config.crawl.follow_canonical,
         }
+    }
+
+    /// The canonical URL of the page at `page` (see [`crate::canonical`]): the `Link`
+    /// header's target (`header`, resolved against `page`), else the HTML one in
+    /// `extracted`, in the crawl's canonical form when the normalizer takes it; this is what
+    /// the record keeps. With `crawl.follow_canonical` it is also appended to
+    /// `extracted.links`, so that it passes admission as one more link of the page (same
+    /// normalizer, scope, depth, nofollow and seen-set; a page naming itself is already
+    /// seen).
+    pub(crate) fn take_canonical(
+        &self,
+        page: &Url,
+        header: Option<&str>,
+        extracted: &mut Extracted,
+    ) -> Option<String> {
+        let from_header = header.and_then(|target| page.join(target.trim()).ok());
+        let mut canonical = from_header.or_else(|| extracted.canonical.take())?;
+        if self.follow_canonical {
+            extracted.links.push(canonical.clone());
+        }
+        // Recorded in canonical form when it has one; a `mailto:` canonical as it is.
+        let _ = self.normalizer.canonicalize(&mut canonical);
+        Some(canonical.as_str().to_string())
     }
 
     /// The links of a page at `depth` (its own depth + 1), as extracted; `header_nofollow`

@@ -153,6 +153,7 @@ pub(crate) fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
         error: None,
         attempts: item.attempts + 1,
         truncated: false,
+        canonical: None,
     })
 }
 
@@ -258,6 +259,23 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         CrawlCounters::add(&counters.client_errors, 1);
     } else if (200..300).contains(&status) {
         CrawlCounters::add(&counters.ok, 1);
+    }
+    if fetched.body.is_none() && (200..300).contains(&status) && fetched.link_canonical.is_some() {
+        // Not parsed (not HTML), but its `Link` header names a canonical URL.
+        let mut extracted = crate::extract::Extracted::default();
+        record.canonical = shared.admission.take_canonical(
+            &url,
+            fetched.link_canonical.as_deref(),
+            &mut extracted,
+        );
+        record.links = extracted.links.len() as u64;
+        let candidates = shared.admission.screen_links(
+            extracted,
+            item.depth + 1,
+            fetched.header_nofollow,
+            &mut std::collections::HashSet::new(),
+        );
+        return done(record, candidates);
     }
     if fetched.body.is_some() {
         record.elapsed_ms = started.elapsed().as_millis() as u64;

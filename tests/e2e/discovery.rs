@@ -58,3 +58,76 @@ fn charsets_links_are_decoded_and_their_queries_encoded_in_the_page_encoding() {
     assert_eq!(summary.counts.client_errors, 0, "{}", summary.human());
     assert_eq!(records(out.path()).len(), expected.len());
 }
+
+/// Crawls the canonical corner with `follow_canonical` as given; returns the requests to
+/// its host and the records.
+fn crawl_canonical(follow: bool) -> (Vec<String>, Vec<crawler::output::PageRecord>, Vec<String>) {
+    let web = corner_web(Features {
+        canonical: true,
+        ..Features::none()
+    });
+    let server = TestWebServer::start(web).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path(), false);
+    config.crawl.follow_canonical = follow;
+    let seed = format!("http://{}/", testweb::CANONICAL_HOST);
+    crawl(&config, &[seed], ShutdownHandle::new());
+    let hosts: Vec<String> = server.log().iter().map(|r| r.host.clone()).collect();
+    (
+        requested(&server, testweb::CANONICAL_HOST),
+        records(out.path()),
+        hosts,
+    )
+}
+
+fn assert_canonicals_recorded(records: &[crawler::output::PageRecord]) {
+    for (path, canonical) in testweb::CANONICAL_EXPECTED {
+        let url = format!("http://{}{path}", testweb::CANONICAL_HOST);
+        let record = records
+            .iter()
+            .find(|r| r.url == url)
+            .unwrap_or_else(|| panic!("{url} not recorded"));
+        assert_eq!(record.canonical.as_deref(), Some(*canonical), "{url}");
+    }
+    let home = format!("http://{}/", testweb::CANONICAL_HOST);
+    let home = records.iter().find(|r| r.url == home).unwrap();
+    assert_eq!(home.canonical, None, "a page that names none records none");
+}
+
+#[test]
+fn canonical_links_are_recorded_and_followed_through_admission() {
+    let _load = crate::support::ordinary();
+    let (log, records, hosts) = crawl_canonical(true);
+    assert_canonicals_recorded(&records);
+    let got: BTreeSet<&str> = log.iter().map(String::as_str).collect();
+    let mut want: BTreeSet<&str> = ["/"].into_iter().collect();
+    want.extend(testweb::CANONICAL_EXPECTED.iter().map(|(p, _)| *p));
+    want.extend(testweb::CANONICAL_ONLY.iter().copied());
+    // `/from-html` is not requested: the header's canonical wins; `/self` once (seen-set).
+    assert_eq!(got, want);
+    assert_eq!(log.len(), want.len(), "each once: {log:?}");
+    assert!(
+        hosts.iter().all(|h| h != "elsewhere.test"),
+        "an off-site canonical is refused by scope like a link"
+    );
+    let pdf = records
+        .iter()
+        .find(|r| r.url.ends_with("/pdf-canonical"))
+        .unwrap();
+    assert_eq!(pdf.parent.as_deref(), Some("http://canonical.test/doc.pdf"));
+    assert_eq!(
+        pdf.depth, 2,
+        "a canonical is one link deeper than its page (depth 1)"
+    );
+}
+
+#[test]
+fn canonical_links_are_recorded_but_not_followed_when_off() {
+    let _load = crate::support::ordinary();
+    let (log, records, _) = crawl_canonical(false);
+    assert_canonicals_recorded(&records);
+    let got: BTreeSet<&str> = log.iter().map(String::as_str).collect();
+    let mut want: BTreeSet<&str> = ["/"].into_iter().collect();
+    want.extend(testweb::CANONICAL_EXPECTED.iter().map(|(p, _)| *p));
+    assert_eq!(got, want);
+}

@@ -419,6 +419,7 @@ fn queued_and_recorded_after_checkpoint(out: &Path, host: &str, n: usize) {
             error: None,
             attempts: 1,
             truncated: false,
+            canonical: None,
         };
         writeln!(pages, "{}", serde_json::to_string(&record).unwrap()).unwrap();
     }
@@ -491,6 +492,7 @@ fn a_record_whose_links_were_lost_is_fetched_again() {
         error: None,
         attempts: 1,
         truncated: false,
+        canonical: None,
     };
     let mut file = std::fs::OpenOptions::new()
         .append(true)

@@ -232,9 +232,23 @@ fn extract_from_dom(
             })
     });
 
+    let canonical = doc
+        .select(&sel("link[rel][href]"))
+        .find(|el| {
+            el.value().name.ns == ns!(html)
+                && el.value().attr("rel").is_some_and(|rel| {
+                    rel.split_ascii_whitespace()
+                        .any(|t| t.eq_ignore_ascii_case("canonical"))
+                })
+        })
+        .and_then(|el| el.value().attr("href"))
+        .filter(|href| opts.max_url_length == 0 || href.len() <= opts.max_url_length)
+        .and_then(|href| resolve(&effective, href, enc))
+        .filter(|url| opts.max_url_length == 0 || url.as_str().len() <= opts.max_url_length);
     let mut out = Extracted {
         meta_nofollow,
         base,
+        canonical,
         ..Extracted::default()
     };
     let mut serials_seen = HashSet::new();
@@ -307,6 +321,13 @@ pub fn compare(fast: &Extracted, reference: &Extracted) -> Result<(), Mismatch> 
             r.len()
         ));
     }
+    if fast.canonical != reference.canonical {
+        what.push(format!(
+            "canonical: fast {:?} reference {:?}",
+            fast.canonical.as_ref().map(Url::as_str),
+            reference.canonical.as_ref().map(Url::as_str)
+        ));
+    }
     if fast.nofollow_skipped != reference.nofollow_skipped {
         what.push(format!(
             "nofollow_skipped: fast {} reference {}",
@@ -341,6 +362,8 @@ pub fn compare(fast: &Extracted, reference: &Extracted) -> Result<(), Mismatch> 
 
 /// The result of a differential run that did not find a bug.
 #[derive(Debug, Clone)]
+// One value per document compared: the size of the variants costs nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     /// Both extractors found the same thing.
     Agreed(Extracted),

@@ -103,6 +103,9 @@
 //!   a byte-order mark over a wrong Content-Type and a `<meta>` too late to count, each
 //!   linking a non-ASCII path and query; [`CHARSET_TARGETS`] are the exact requests a correct
 //!   crawler makes for them (`charsets.rs`).
+//! - `canonical` (opt-in), on the host `canonical.test`: pages naming a canonical URL by
+//!   `<link rel=canonical>`, by `Link: <…>; rel="canonical"` (on a PDF too), by both (the
+//!   header wins), off-site, and themselves (`canonical.rs`).
 //! - `advanced_variants` (opt-in, for the normalizer's tests): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
@@ -153,6 +156,7 @@
 //! makes the ground truth a plain breadth-first search, while still giving the crawler
 //! cross-host discovery races, duplicates and cycles to get wrong.
 
+mod canonical;
 mod charsets;
 mod graph;
 mod hostile;
@@ -164,6 +168,7 @@ mod truth;
 
 use std::collections::BTreeSet;
 
+pub use canonical::{CANONICAL_EXPECTED, CANONICAL_HOST, CANONICAL_ONLY};
 pub use charsets::{CHARSETS_HOST, CHARSET_PAGES, CHARSET_TARGETS};
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
@@ -254,6 +259,9 @@ pub struct Features {
     /// Serves the charsets corner on `charsets.test` (see `charsets.rs`): pages in
     /// Shift_JIS, windows-1252 and GBK, declared each a different way, with non-ASCII links.
     pub charsets: bool,
+    /// Serves the canonical corner on `canonical.test` (see `canonical.rs`): canonical URLs
+    /// named by `<link rel=canonical>` and by the `Link` header, reachable in no other way.
+    pub canonical: bool,
 }
 
 /// An unknown name in a feature list.
@@ -277,6 +285,7 @@ impl Features {
         "meta_robots",
         "crawl_delay",
         "charsets",
+        "canonical",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
@@ -298,6 +307,7 @@ impl Features {
             meta_robots: false,
             crawl_delay: false,
             charsets: false,
+            canonical: false,
         }
     }
 
@@ -321,6 +331,7 @@ impl Features {
             "meta_robots" | "meta-robots" => &mut self.meta_robots,
             "crawl_delay" | "crawl-delay" => &mut self.crawl_delay,
             "charsets" => &mut self.charsets,
+            "canonical" => &mut self.canonical,
             _ => return None,
         })
     }
