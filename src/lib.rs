@@ -25,5 +25,6 @@ pub mod robots;
 pub mod scope;
 pub mod seeds;
 pub mod seen;
+pub mod sitemap;
 
 pub use crawl::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
