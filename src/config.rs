@@ -122,6 +122,8 @@ pub struct CrawlSection {
     pub follow_nofollow: bool,
     /// Admit a page's canonical URL (`Link` header or `<link rel=canonical>`) as a link.
     pub follow_canonical: bool,
+    /// Read sitemaps: robots.txt `Sitemap:` lines and each host's `/sitemap.xml`.
+    pub sitemaps: bool,
     pub(crate) max_links_per_page: usize,
     pub(crate) parse_threads: usize,
     pub shutdown_grace_secs: f64,
@@ -142,6 +144,7 @@ impl Default for CrawlSection {
             content_types: vec!["text/html".into(), "application/xhtml+xml".into()],
             follow_nofollow: false,
             follow_canonical: true,
+            sitemaps: false,
             max_links_per_page: 6000,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
@@ -284,6 +287,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "content_types",
             "follow_nofollow",
             "follow_canonical",
+            "sitemaps",
             "max_links_per_page",
             "parse_threads",
             "shutdown_grace_secs",

@@ -162,7 +162,7 @@ impl Fetcher {
     }
 
     /// One GET of `url` for `kind` with body cap `cap`; a 2xx body is kept whatever its
-    /// type for robots.txt, else only when its type is parsed. The gate is asked first.
+    /// type for robots.txt and sitemaps, else only when its type is parsed. The gate is asked first.
     pub(crate) async fn fetch_capped(
         &self,
         url: &Url,
@@ -183,7 +183,7 @@ impl Fetcher {
         self.gate
             .check_connected(url, response.remote_addr())
             .map_err(refused)?;
-        let keep_any_body = kind == RequestKind::Robots;
+        let keep_any_body = matches!(kind, RequestKind::Robots | RequestKind::Sitemap);
         let status = response.status().as_u16();
         let headers = response.headers();
         let (content_type, charset) = media_type(headers);

@@ -1,5 +1,5 @@
 //! The request gate: the one check every outgoing request passes, whatever asked for it (a
-//! page, a robots.txt, a redirect hop of a robots.txt; later a sitemap).
+//! page, a robots.txt, a redirect hop of a robots.txt, a sitemap).
 //!
 //! # What it checks
 //! 1. **Scope.** A page must pass every scope rule ([`Scope::check`]); a request that is
@@ -43,6 +43,9 @@ pub(crate) enum RequestKind {
     Page,
     /// A robots.txt, or a redirect hop while fetching one.
     Robots,
+    /// A sitemap (queued like a page, see `crate::crawl::sitemaps`): the page rules apply,
+    /// and its body is kept whatever its type.
+    Sitemap,
 }
 
 /// Why the gate refused a request.
@@ -119,7 +122,7 @@ impl RequestGate {
     /// Whether `url` may be requested for `kind`. Checked before anything is sent.
     pub(crate) fn check(&self, url: &Url, kind: RequestKind) -> Result<(), Refused> {
         match kind {
-            RequestKind::Page => self.scope.check(url),
+            RequestKind::Page | RequestKind::Sitemap => self.scope.check(url),
             RequestKind::Robots => self.scope.check_site(url),
         }
         .map_err(Refused::Scope)?;

@@ -48,6 +48,27 @@ pub struct PageRecord {
     /// see `crate::canonical`), absent when it names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canonical: Option<String>,
+    /// For a sitemap (`crawl.sitemaps`), what it held; absent for pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sitemap: Option<Box<SitemapRecord>>,
+}
+
+/// The `sitemap` field of a sitemap's record in `pages.jsonl` (see `crate::crawl::sitemaps`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SitemapRecord {
+    /// `urlset` or `sitemapindex`; absent if no root element was read.
+    pub kind: Option<crate::sitemap::Kind>,
+    /// Entries read (at most 50,000); those admitted are in the record's `new_links`.
+    pub entries: u64,
+    /// Entries past 50,000: counted, not taken.
+    pub cut: u64,
+    /// The body was gzip-compressed.
+    pub gzip: bool,
+    /// The uncompressed XML was over 50 MiB and was read only that far.
+    pub over_size: bool,
+    /// The `<lastmod>` of each entry that has one, as `[loc, lastmod]` pairs in document
+    /// order (`loc` as written in the sitemap).
+    pub lastmod: Vec<(String, String)>,
 }
 
 /// Why output could not be written.
@@ -335,6 +356,7 @@ mod tests {
             attempts: 1,
             truncated: false,
             canonical: None,
+            sitemap: None,
         }
     }
 

@@ -229,13 +229,66 @@ impl Admission {
         (Some(target), Ok(candidates))
     }
 
+    /// URLs found by sitemaps, at `depth`: the sitemaps a robots.txt names (and a host's
+    /// `/sitemap.xml`) or a sitemap index lists (`as_sitemaps`), or the pages a `<urlset>`
+    /// lists. Each `loc` is resolved against `base` and then passes exactly the rules of a
+    /// link (`max_depth`, normalization, scope, duplicates, certainly-seen); sitemap URLs
+    /// come out marked as such ([`super::sitemaps::mark`]), so the frontier hands them out
+    /// like pages and the fetch task knows to read them as sitemaps.
+    pub(crate) fn screen_discovered<'a>(
+        &self,
+        base: &Url,
+        locs: impl IntoIterator<Item = &'a str>,
+        as_sitemaps: bool,
+        depth: u32,
+    ) -> Candidates {
+        let c = &self.counters;
+        let mut candidates = Candidates {
+            urls: Vec::new(),
+            depth,
+            redirect_hops: 0,
+        };
+        let mut on_page = HashSet::new();
+        let mut found = 0u64;
+        for loc in locs {
+            found += 1;
+            if depth > self.max_depth {
+                Refusal::TooDeep.count(c, 1);
+                continue;
+            }
+            let Ok(url) = base.join(loc.trim()) else {
+                Refusal::Invalid.count(c, 1);
+                continue;
+            };
+            match self.screen_marked(url, as_sitemaps, &mut on_page) {
+                Ok(url) => candidates.urls.push(url),
+                Err(refusal) => refusal.count(c, 1),
+            }
+        }
+        CrawlCounters::add(&c.links_found, found);
+        candidates
+    }
+
     /// Normalization, scope, per-page duplicate, certainly-seen: the per-URL rules that
     /// need no single writer.
-    fn screen_one(&self, mut url: Url, on_page: &mut HashSet<String>) -> Result<Url, Refusal> {
+    fn screen_one(&self, url: Url, on_page: &mut HashSet<String>) -> Result<Url, Refusal> {
+        self.screen_marked(url, false, on_page)
+    }
+
+    /// [`Self::screen_one`], the URL marked as a sitemap after normalization if `sitemap`.
+    fn screen_marked(
+        &self,
+        mut url: Url,
+        sitemap: bool,
+        on_page: &mut HashSet<String>,
+    ) -> Result<Url, Refusal> {
         self.normalizer
             .canonicalize(&mut url)
             .map_err(|_| Refusal::NotHttp)?;
         self.scope.check(&url).map_err(Refusal::OutOfScope)?;
+        if sitemap {
+            super::sitemaps::mark(&mut url);
+        }
         if on_page.contains(url.as_str()) || self.seen.contains(url.as_str().as_bytes()) {
             return Err(Refusal::Seen);
         }

@@ -119,7 +119,21 @@ pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
     let outcome = match Url::parse(&fetch.url) {
         Ok(url) => {
             let inner = shared.clone();
-            let request = async move { fetch_robots(&inner.fetcher, &url, &agent).await };
+            let hops = fetch.hops;
+            let request = async move {
+                let outcome = fetch_robots(&inner.fetcher, &url, &agent).await;
+                // The sitemaps it names are admitted before the robots.txt completes.
+                if let (true, RobotsOutcome::Rules { rules, .. }) =
+                    (inner.config.crawl.sitemaps, &outcome)
+                {
+                    if let Some(found) =
+                        super::sitemaps::from_robots(&inner.admission, &url, hops, rules)
+                    {
+                        let _ = inner.completions.send(found);
+                    }
+                }
+                outcome
+            };
             catching_panics(request).await.unwrap_or_else(|message| {
                 CrawlCounters::add(&shared.counters.panics, 1);
                 RobotsOutcome::Unavailable {
@@ -154,6 +168,7 @@ pub(crate) fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
         attempts: item.attempts + 1,
         truncated: false,
         canonical: None,
+        sitemap: None,
     })
 }
 
@@ -196,7 +211,17 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         }
     };
     let can_retry = item.attempts < config.retries;
-    let fetched = match shared.fetcher.fetch(&url).await {
+    let is_sitemap = super::sitemaps::is_sitemap(&url);
+    let fetching = if is_sitemap {
+        let kind = crate::gate::RequestKind::Sitemap;
+        shared
+            .fetcher
+            .fetch_capped(&url, kind, crate::sitemap::MAX_BYTES)
+            .await
+    } else {
+        shared.fetcher.fetch(&url).await
+    };
+    let fetched = match fetching {
         Ok(fetched) => fetched,
         Err(error) => return fetch_failed(counters, error, can_retry, item, record, done),
     };
@@ -245,7 +270,11 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
             record.final_url = Some(target.as_str().to_string());
         }
         return match screened {
-            Ok(candidates) => {
+            Ok(mut candidates) => {
+                if is_sitemap {
+                    // A sitemap that moved is still a sitemap.
+                    candidates.urls.iter_mut().for_each(super::sitemaps::mark);
+                }
                 record.links = 1;
                 done(record, candidates)
             }
@@ -259,6 +288,21 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         CrawlCounters::add(&counters.client_errors, 1);
     } else if (200..300).contains(&status) {
         CrawlCounters::add(&counters.ok, 1);
+    }
+    if is_sitemap {
+        if let (Some(body), true) = (fetched.body, (200..300).contains(&status)) {
+            let candidates = super::sitemaps::read(
+                &shared.admission,
+                counters,
+                &url,
+                item.depth,
+                body,
+                &mut record,
+            )
+            .await;
+            return done(record, candidates);
+        }
+        return done(record, Candidates::default());
     }
     if fetched.body.is_none() && (200..300).contains(&status) && fetched.link_canonical.is_some() {
         // Not parsed (not HTML), but its `Link` header names a canonical URL.

@@ -23,6 +23,12 @@ pub(crate) enum Completion {
         fetch: RobotsFetch,
         outcome: RobotsOutcome,
     },
+    /// URLs found outside a page's fetch (a robots.txt's sitemaps), to queue with `parent`.
+    /// Sent before the completion of the request that found them.
+    Discovered {
+        candidates: Candidates,
+        parent: String,
+    },
 }
 
 pub(crate) enum Outcome {

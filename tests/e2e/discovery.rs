@@ -131,3 +131,114 @@ fn canonical_links_are_recorded_but_not_followed_when_off() {
     want.extend(testweb::CANONICAL_EXPECTED.iter().map(|(p, _)| *p));
     assert_eq!(got, want);
 }
+
+/// Crawls the sitemaps corner; returns the server, the records and the summary.
+fn crawl_sitemaps(
+    sitemaps: bool,
+    respect_robots: bool,
+) -> (
+    TestWebServer,
+    Vec<crawler::output::PageRecord>,
+    crawler::CrawlSummary,
+) {
+    let web = corner_web(Features {
+        sitemaps: true,
+        ..Features::none()
+    });
+    let server = TestWebServer::start(web).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path(), respect_robots);
+    config.crawl.sitemaps = sitemaps;
+    let seed = format!("http://{}/", testweb::SITEMAPS_HOST);
+    let summary = crawl(&config, &[seed], ShutdownHandle::new());
+    let records = records(out.path());
+    (server, records, summary)
+}
+
+#[test]
+fn sitemaps_pages_listed_only_in_sitemaps_are_crawled_within_the_protocol_limits() {
+    let _load = crate::support::ordinary();
+    let (server, records, summary) = crawl_sitemaps(true, true);
+    let log = requested(&server, testweb::SITEMAPS_HOST);
+    let got: BTreeSet<&str> = log.iter().map(String::as_str).collect();
+    let mut want: BTreeSet<&str> = ["/robots.txt", "/", "/linked"].into_iter().collect();
+    want.extend(testweb::SITEMAP_FILES.iter().copied());
+    want.extend(testweb::SITEMAP_ONLY.iter().copied());
+    // Not /beyond-limit (entry 50,001), not /private/sitemap.xml (robots.txt), not
+    // /after-break (past the broken XML).
+    assert_eq!(got, want);
+    assert_eq!(log.len(), want.len(), "each once: {log:?}");
+    assert!(
+        server
+            .log()
+            .iter()
+            .all(|r| r.host == testweb::SITEMAPS_HOST),
+        "the off-site sitemap entry is refused by scope"
+    );
+    let c = &summary.counts;
+    assert_eq!(c.sitemaps_read, testweb::SITEMAP_FILES.len() as u64);
+    assert_eq!(c.sitemap_entries_cut, 1, "entry 50,001 of big.xml");
+    assert_eq!(c.sitemap_errors, 1, "broken.xml");
+    assert!(
+        c.disallowed >= 1,
+        "/private/sitemap.xml: {}",
+        summary.human()
+    );
+
+    let record = |path: &str| {
+        let url = format!("http://{}{path}", testweb::SITEMAPS_HOST);
+        records
+            .iter()
+            .find(|r| r.url == url || r.url == format!("{url}#sitemap"))
+            .unwrap_or_else(|| panic!("no record of {url}"))
+    };
+    let gz = record("/sitemaps/pages.xml.gz");
+    assert!(gz.url.ends_with("#sitemap"), "{}", gz.url);
+    let info = gz.sitemap.as_ref().expect("a sitemap's record says so");
+    assert!(info.gzip);
+    assert_eq!(info.entries, 5);
+    assert_eq!(gz.new_links, 3, "the three only-in-sitemap pages");
+    let lastmod: Vec<(String, String)> = (1..=3)
+        .map(|i| {
+            let loc = format!("http://{}/only-in-sitemap/{i}", testweb::SITEMAPS_HOST);
+            (loc, testweb::sitemap_lastmod(i))
+        })
+        .collect();
+    assert_eq!(info.lastmod, lastmod);
+    let big = record("/sitemaps/big.xml");
+    let big_info = big.sitemap.as_ref().unwrap();
+    assert_eq!((big_info.entries, big_info.cut), (50_000, 1));
+    assert!(record("/sitemaps/broken.xml").error.is_some());
+    let index = record("/sitemap_index.xml");
+    assert_eq!(
+        index.sitemap.as_ref().unwrap().kind,
+        Some(crawler::sitemap::Kind::Sitemapindex)
+    );
+    assert_eq!(index.depth, 0, "named by robots.txt");
+    assert_eq!(record("/sitemaps/pages.xml.gz").depth, 1);
+    assert_eq!(record("/only-in-sitemap/1").depth, 2);
+    assert!(record("/only-in-sitemap/1").sitemap.is_none());
+}
+
+#[test]
+fn sitemaps_are_not_read_when_off() {
+    let _load = crate::support::ordinary();
+    let (server, _, summary) = crawl_sitemaps(false, true);
+    let log = requested(&server, testweb::SITEMAPS_HOST);
+    let got: BTreeSet<&str> = log.iter().map(String::as_str).collect();
+    let want: BTreeSet<&str> = ["/robots.txt", "/", "/linked"].into_iter().collect();
+    assert_eq!(got, want);
+    assert_eq!(summary.counts.sitemaps_read, 0);
+}
+
+#[test]
+fn sitemaps_without_robots_are_the_seed_hosts_sitemap_xml() {
+    let _load = crate::support::ordinary();
+    let (server, _, _) = crawl_sitemaps(true, false);
+    let log = requested(&server, testweb::SITEMAPS_HOST);
+    let got: BTreeSet<&str> = log.iter().map(String::as_str).collect();
+    let want: BTreeSet<&str> = ["/", "/linked", "/sitemap.xml", "/from-root-sitemap"]
+        .into_iter()
+        .collect();
+    assert_eq!(got, want);
+}

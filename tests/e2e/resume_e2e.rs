@@ -420,6 +420,7 @@ fn queued_and_recorded_after_checkpoint(out: &Path, host: &str, n: usize) {
             attempts: 1,
             truncated: false,
             canonical: None,
+            sitemap: None,
         };
         writeln!(pages, "{}", serde_json::to_string(&record).unwrap()).unwrap();
     }
@@ -493,6 +494,7 @@ fn a_record_whose_links_were_lost_is_fetched_again() {
         attempts: 1,
         truncated: false,
         canonical: None,
+        sitemap: None,
     };
     let mut file = std::fs::OpenOptions::new()
         .append(true)

@@ -106,6 +106,9 @@
 //! - `canonical` (opt-in), on the host `canonical.test`: pages naming a canonical URL by
 //!   `<link rel=canonical>`, by `Link: <…>; rel="canonical"` (on a PDF too), by both (the
 //!   header wins), off-site, and themselves (`canonical.rs`).
+//! - `sitemaps` (opt-in), on the host `sitemaps.test`: robots.txt with a `Sitemap:` line to
+//!   a sitemap index (a gzip child, one over the 50,000-entry limit, a broken one, one
+//!   disallowed by robots.txt), `/sitemap.xml`, and pages listed only there (`sitemaps.rs`).
 //! - `advanced_variants` (opt-in, for the normalizer's tests): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
@@ -164,6 +167,7 @@ mod raw;
 mod render;
 mod robots;
 mod server;
+mod sitemaps;
 mod truth;
 
 use std::collections::BTreeSet;
@@ -177,6 +181,9 @@ pub use hostile::{
     MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN,
 };
 pub use server::{RequestRecord, ServerOptions, TestWebServer};
+pub use sitemaps::{
+    sitemap_lastmod, BIG_SITEMAP_ENTRIES, SITEMAPS_HOST, SITEMAP_FILES, SITEMAP_ONLY,
+};
 pub use truth::{
     max_concurrency, requests_per_url, CrawlRules, ExpectedPage, GroundTruth, LogDiff,
 };
@@ -262,6 +269,10 @@ pub struct Features {
     /// Serves the canonical corner on `canonical.test` (see `canonical.rs`): canonical URLs
     /// named by `<link rel=canonical>` and by the `Link` header, reachable in no other way.
     pub canonical: bool,
+    /// Serves the sitemaps corner on `sitemaps.test` (see `sitemaps.rs`): a site whose
+    /// pages are mostly listed only in sitemaps (robots.txt `Sitemap:`, `/sitemap.xml`, an
+    /// index, a gzip child, a file over the 50,000-entry limit, a broken one).
+    pub sitemaps: bool,
 }
 
 /// An unknown name in a feature list.
@@ -286,6 +297,7 @@ impl Features {
         "crawl_delay",
         "charsets",
         "canonical",
+        "sitemaps",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
@@ -308,6 +320,7 @@ impl Features {
             crawl_delay: false,
             charsets: false,
             canonical: false,
+            sitemaps: false,
         }
     }
 
@@ -332,6 +345,7 @@ impl Features {
             "crawl_delay" | "crawl-delay" => &mut self.crawl_delay,
             "charsets" => &mut self.charsets,
             "canonical" => &mut self.canonical,
+            "sitemaps" => &mut self.sitemaps,
             _ => return None,
         })
     }
