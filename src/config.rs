@@ -133,7 +133,7 @@ impl Default for CrawlSection {
     fn default() -> Self {
         CrawlSection {
             max_urls: Count(1_000_000),
-            max_depth: 16,
+            max_depth: 100,
             concurrency: 64,
             user_agent: concat!("crawler/", env!("CARGO_PKG_VERSION")).to_string(),
             max_body_bytes: ByteSize(10 << 20),

@@ -242,3 +242,65 @@ fn sitemaps_without_robots_are_the_seed_hosts_sitemap_xml() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn defaults_finish_a_documentation_site_and_still_stop_the_traps() {
+    let _load = crate::support::ordinary();
+    // The documentation site, and the synthetic web's calendar trap on h0.test.
+    let web = corner_web(Features {
+        docsite: true,
+        trap: true,
+        ..Features::none()
+    });
+    let server = TestWebServer::start(web).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    // Only politeness is relaxed for speed (and the synthetic web mapped): [crawl] and
+    // [scope] are the defaults.
+    let defaults = crawler::config::Config::default();
+    let mut config = config_for(&server, out.path(), true);
+    config.crawl = defaults.crawl.clone();
+    assert_eq!(config.scope, defaults.scope);
+    let seeds = [
+        format!("http://{}/", testweb::DOCS_HOST),
+        "http://h0.test/".to_string(),
+    ];
+    let summary = crawl(&config, &seeds, ShutdownHandle::new());
+
+    let log = requested(&server, testweb::DOCS_HOST);
+    let got: BTreeSet<&str> = log
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != "/robots.txt")
+        .collect();
+    let expected = testweb::doc_expected();
+    let want: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
+    // Paths shortened to 60 bytes in the message: some are 3 KB.
+    let short = |p: &&str| p.chars().take(60).collect::<String>();
+    let missing: Vec<String> = want.difference(&got).map(short).collect();
+    let extra: Vec<String> = got.difference(&want).map(short).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs.test: missing {missing:?}, unexpected {extra:?}"
+    );
+    assert_eq!(log.len(), want.len() + 1, "each once, robots.txt too");
+    let deepest = format!("http://{}/book/{}", testweb::DOCS_HOST, testweb::DOC_CHAIN);
+    let deepest = records(out.path())
+        .into_iter()
+        .find(|r| r.url == deepest)
+        .unwrap();
+    assert_eq!(deepest.depth, testweb::DOC_CHAIN);
+
+    // The traps are still stopped: the repeating path by its repetition limit, the calendar
+    // (short URLs, no repetition) by max_depth: at most that many months each way.
+    assert!(summary.counts.out_of_scope["repeated_segments"] >= 1);
+    let months = server
+        .log()
+        .iter()
+        .filter(|r| r.host == "h0.test" && r.path.starts_with("/calendar/"))
+        .count() as u32;
+    let max_depth = config.crawl.max_depth;
+    assert!(
+        months > 20 && months < 2 * max_depth,
+        "{months} calendar months for max_depth {max_depth}"
+    );
+}

@@ -109,6 +109,8 @@
 //! - `sitemaps` (opt-in), on the host `sitemaps.test`: robots.txt with a `Sitemap:` line to
 //!   a sitemap index (a gzip child, one over the 50,000-entry limit, a broken one, one
 //!   disallowed by robots.txt), `/sitemap.xml`, and pages listed only there (`sitemaps.rs`).
+//! - `docsite` (opt-in), on the host `docs.test`: a manual whose chapters chain 30 links
+//!   deep, reference URLs of 2,100–3,350 bytes, and a repeating-path trap (`docsite.rs`).
 //! - `advanced_variants` (opt-in, for the normalizer's tests): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
@@ -161,6 +163,7 @@
 
 mod canonical;
 mod charsets;
+mod docsite;
 mod graph;
 mod hostile;
 mod raw;
@@ -174,6 +177,7 @@ use std::collections::BTreeSet;
 
 pub use canonical::{CANONICAL_EXPECTED, CANONICAL_HOST, CANONICAL_ONLY};
 pub use charsets::{CHARSETS_HOST, CHARSET_PAGES, CHARSET_TARGETS};
+pub use docsite::{doc_expected, doc_long_paths, DOCS_HOST, DOC_CHAIN};
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
 pub use hostile::{
@@ -273,6 +277,9 @@ pub struct Features {
     /// pages are mostly listed only in sitemaps (robots.txt `Sitemap:`, `/sitemap.xml`, an
     /// index, a gzip child, a file over the 50,000-entry limit, a broken one).
     pub sitemaps: bool,
+    /// Serves the documentation-site corner on `docs.test` (see `docsite.rs`): a book 30
+    /// chapters deep, reference URLs over 2,000 bytes, and a repeating-path trap.
+    pub docsite: bool,
 }
 
 /// An unknown name in a feature list.
@@ -298,6 +305,7 @@ impl Features {
         "charsets",
         "canonical",
         "sitemaps",
+        "docsite",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
@@ -321,6 +329,7 @@ impl Features {
             charsets: false,
             canonical: false,
             sitemaps: false,
+            docsite: false,
         }
     }
 
@@ -346,6 +355,7 @@ impl Features {
             "charsets" => &mut self.charsets,
             "canonical" => &mut self.canonical,
             "sitemaps" => &mut self.sitemaps,
+            "docsite" => &mut self.docsite,
             _ => return None,
         })
     }

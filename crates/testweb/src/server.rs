@@ -529,6 +529,12 @@ async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
             return response;
         }
     }
+    if graph.spec.features.docsite {
+        let host = strip_port(host_header(req)).to_ascii_lowercase();
+        if let Some(response) = super::docsite::answer(&host, path) {
+            return response;
+        }
+    }
     if graph.spec.features.canonical {
         let host = strip_port(host_header(req)).to_ascii_lowercase();
         if let Some(response) = super::canonical::answer(&host, path) {
