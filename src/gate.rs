@@ -2,8 +2,8 @@
 //! page, a robots.txt, a redirect hop of a robots.txt, a sitemap).
 //!
 //! # What it checks
-//! 1. **Scope.** A page must pass every scope rule ([`Scope::check`]); a request that is
-//!    not a page of the crawl (robots.txt and its redirect hops) must be on a host the crawl
+//! 1. **Scope.** A page (and a sitemap, queued like one) must pass every scope rule
+//!    ([`Scope::check`]); a request that is not a page of the crawl (robots.txt and its redirect hops) must be on a host the crawl
 //!    may visit ([`Scope::check_site`]: the private-address and site rules), since the URL
 //!    rules (patterns, path traps) were written for pages.
 //! 2. **Private addresses, on the address actually connected to.** No request goes to a
@@ -15,8 +15,8 @@
 //!    resolver the HTTP client uses, which drops private answers (so a public name pointing
 //!    at 10.0.0.1 is refused); and once more to the peer address of the response
 //!    ([`RequestGate::check_connected`]), which catches any path that bypassed both.
-//! 3. **Politeness.** A request is only sent when the frontier hands it out: pages and
-//!    robots.txt are scheduled by the frontier under their host's rate limit and
+//! 3. **Politeness.** A request is only sent when the frontier hands it out: pages,
+//!    sitemaps and robots.txt are scheduled by the frontier under their host's rate limit and
 //!    concurrency cap. The gate does not keep a second rate limiter, which would count every
 //!    request twice; what it guarantees is that nothing reaches the network except through
 //!    [`crate::fetch::Fetcher`], which asks the gate first.

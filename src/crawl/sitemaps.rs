@@ -98,8 +98,10 @@ pub(crate) fn for_seeds(admission: &Admission, seeds: &[Url]) -> Candidates {
 }
 
 /// Reads a fetched sitemap (`url`, queued at `depth`) into its record and the candidates to
-/// admit. Parsing runs on a blocking thread: a 50 MiB sitemap is tens of milliseconds of
-/// CPU, which must not stall the fetch tasks' reactor.
+/// admit. `record.truncated` says the body was cut at the fetch cap ([`sitemap::MAX_BYTES`]:
+/// a plain or transfer-compressed sitemap over 50 MiB). Parsing runs on a blocking thread:
+/// a 50 MiB sitemap is tens of milliseconds of CPU, which must not stall the fetch tasks'
+/// reactor.
 pub(crate) async fn read(
     admission: &Arc<Admission>,
     counters: &CrawlCounters,
@@ -108,7 +110,8 @@ pub(crate) async fn read(
     body: Vec<u8>,
     record: &mut PageRecord,
 ) -> Candidates {
-    let parsed = match tokio::task::spawn_blocking(move || sitemap::parse(&body)).await {
+    let parsed = tokio::task::spawn_blocking(move || sitemap::parse(&body)).await;
+    let mut parsed = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {
             CrawlCounters::add(&counters.panics, 1);
@@ -116,6 +119,14 @@ pub(crate) async fn read(
             return Candidates::default();
         }
     };
+    if record.truncated {
+        // Cut by the fetch at the limit: the XML ends mid-document by our doing, as when the
+        // parser stops a gzip stream at the limit.
+        parsed.over_size = true;
+        if matches!(parsed.error, Some(sitemap::SitemapError::Xml { .. })) {
+            parsed.error = None;
+        }
+    }
     CrawlCounters::add(&counters.sitemaps_read, 1);
     CrawlCounters::add(&counters.sitemap_entries, parsed.entries.len() as u64);
     CrawlCounters::add(&counters.sitemap_entries_cut, parsed.cut);

@@ -310,7 +310,9 @@ impl Features {
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
     /// crawler's full normalization to be fetched once per page), `meta_robots` (needs the
-    /// crawler to honour page-level nofollow) and `crawl_delay` (slows a host to 1 page/s).
+    /// crawler to honour page-level nofollow), `crawl_delay` (slows a host to 1 page/s) and
+    /// the corners on hosts of their own (`charsets`, `canonical`, `sitemaps`, `docsite`:
+    /// reached only by seeding their host, so a tree crawl's ground truth never includes them).
     pub fn all() -> Features {
         Features {
             redirects: true,
