@@ -120,6 +120,10 @@ pub struct CrawlSection {
     pub retries: u32,
     pub(crate) content_types: Vec<String>,
     pub follow_nofollow: bool,
+    /// Admit a page's canonical URL (`Link` header or `<link rel=canonical>`) as a link.
+    pub follow_canonical: bool,
+    /// Read sitemaps: robots.txt `Sitemap:` lines and each host's `/sitemap.xml`.
+    pub sitemaps: bool,
     pub(crate) max_links_per_page: usize,
     pub(crate) parse_threads: usize,
     pub shutdown_grace_secs: f64,
@@ -129,7 +133,7 @@ impl Default for CrawlSection {
     fn default() -> Self {
         CrawlSection {
             max_urls: Count(1_000_000),
-            max_depth: 16,
+            max_depth: 100,
             concurrency: 64,
             user_agent: concat!("crawler/", env!("CARGO_PKG_VERSION")).to_string(),
             max_body_bytes: ByteSize(10 << 20),
@@ -139,6 +143,8 @@ impl Default for CrawlSection {
             retries: 2,
             content_types: vec!["text/html".into(), "application/xhtml+xml".into()],
             follow_nofollow: false,
+            follow_canonical: true,
+            sitemaps: false,
             max_links_per_page: 6000,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
@@ -295,6 +301,8 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "retries",
             "content_types",
             "follow_nofollow",
+            "follow_canonical",
+            "sitemaps",
             "max_links_per_page",
             "parse_threads",
             "shutdown_grace_secs",

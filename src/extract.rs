@@ -53,11 +53,21 @@
 //!   keeps it in the document, and a crawler wants those URLs anyway.
 //! - **Frames**: `frame[src]` only counts inside a `<frameset>`: the tree builder drops a
 //!   `<frame>` anywhere else, and so do browsers.
-//! - **Encoding**: a byte-order mark wins, then the `charset` label from Content-Type, else
-//!   UTF-8 (no `<meta charset>` prescan: the caller passes what the server said). ASCII-
-//!   compatible encodings are handed to lol_html directly; UTF-16 and ISO-2022-JP are
-//!   transcoded to UTF-8 on the way in. Query strings are encoded with the document's encoding
-//!   when resolving, as the URL standard asks.
+//! - **Encoding**: decided by [`crate::charset::sniff`]: a byte-order mark wins, then the
+//!   `charset` label from Content-Type, then a `<meta charset>` / `http-equiv` declaration in
+//!   the first 1,024 bytes (the HTML prescan), else UTF-8. Without a usable transport label
+//!   the extractor holds back the first 1,024 bytes (or the whole body if shorter) to
+//!   prescan them; with one, only the 3 a byte-order mark needs. ASCII-compatible encodings
+//!   are handed to lol_html directly; UTF-16 and ISO-2022-JP are transcoded to UTF-8 on the
+//!   way in. Query strings are encoded with the document's encoding when resolving, as the
+//!   URL standard asks.
+//!
+//! - **Canonical**: the first HTML `<link>` whose `rel` tokens include `canonical` (ASCII
+//!   case-insensitive) and that has an `href`, wherever it is (a crawler meets `<link>` in
+//!   `<body>` too), resolved against the effective base like a link, is
+//!   [`Extracted::canonical`]; it is not one of [`Extracted::links`] (the caller decides
+//!   whether to follow it). An `href` that does not resolve, or is longer than
+//!   `max_url_length`, gives no canonical.
 //!
 //! - **Namespaces**: `<a>` is a link in any namespace (SVG has links; scraper's `a[href]`
 //!   matches them all); `area`, `frame`, `iframe`, `base` and `meta` count only as HTML
@@ -150,6 +160,8 @@ pub struct Extracted {
     pub meta_nofollow: bool,
     /// The effective `<base href>`, if the document has one that resolves.
     pub base: Option<Url>,
+    /// The first `<link rel=canonical href>`, resolved, if the document has one.
+    pub canonical: Option<Url>,
 }
 
 /// Why streaming extraction stopped early. Links found before the error are still reported
@@ -185,9 +197,11 @@ pub struct LinkExtractor {
     page_url: Url,
     follow_nofollow: bool,
     max_url_length: usize,
-    /// Encoding named by the caller; a byte-order mark may override it.
-    label_encoding: &'static Encoding,
-    /// Bytes held back until there are enough to check for a byte-order mark.
+    /// Encoding named by the caller (the transport label), if it names one; a byte-order
+    /// mark overrides it, and without it a `<meta>` declaration may decide.
+    label_encoding: Option<&'static Encoding>,
+    /// Bytes held back until there are enough to decide the encoding: a byte-order mark's
+    /// worth with a transport label, the prescan's 1,024 without.
     sniff: Option<Vec<u8>>,
     /// The document's encoding once decided (used to encode query strings).
     encoding: &'static Encoding,
@@ -214,9 +228,7 @@ impl LinkExtractor {
     /// A new extractor for the page at `page_url`. `encoding` is the Content-Type charset
     /// label; `None` or an unknown label means UTF-8.
     pub fn new(page_url: Url, encoding: Option<&str>, opts: &ExtractOptions) -> Self {
-        let label_encoding = encoding
-            .and_then(|label| Encoding::for_label(label.trim().as_bytes()))
-            .unwrap_or(UTF_8);
+        let label_encoding = crate::charset::transport_encoding(encoding);
         let collector = Collector {
             max_links: opts.max_links,
             ..Collector::default()
@@ -227,7 +239,7 @@ impl LinkExtractor {
             max_url_length: opts.max_url_length,
             label_encoding,
             sniff: Some(Vec::new()),
-            encoding: label_encoding,
+            encoding: label_encoding.unwrap_or(UTF_8),
             transcoder: None,
             rewriter: None,
             state: Arc::new(Mutex::new(collector)),
@@ -239,7 +251,7 @@ impl LinkExtractor {
         match self.sniff.take() {
             None => self.feed(chunk, false),
             Some(mut head) => {
-                if head.len() + chunk.len() < BOM_MAX {
+                if head.len() + chunk.len() < self.sniff_len() {
                     head.extend_from_slice(chunk);
                     self.sniff = Some(head);
                     return Ok(());
@@ -258,7 +270,7 @@ impl LinkExtractor {
     /// Ends the document and resolves the links found.
     pub fn finish(mut self) -> Extracted {
         if let Some(head) = self.sniff.take() {
-            // Fewer than BOM_MAX bytes in the whole document.
+            // Fewer bytes in the whole document than the encoding decision waits for.
             if let Err(err) = self.start(&head) {
                 tracing::debug!(url = %self.page_url, %err, "link extraction stopped early");
             }
@@ -277,10 +289,20 @@ impl LinkExtractor {
         collector.resolve(&self.page_url, self.encoding, body_len, self.max_url_length)
     }
 
+    /// Bytes needed before the encoding can be decided.
+    fn sniff_len(&self) -> usize {
+        match self.label_encoding {
+            Some(_) => BOM_MAX,
+            None => crate::charset::PRESCAN_BYTES,
+        }
+    }
+
     /// Decides the encoding from the first bytes, builds the rewriter and feeds `data`.
     fn start(&mut self, data: &[u8]) -> Result<(), ExtractError> {
-        // A byte-order mark overrides the transport label, as in the HTML spec.
-        let (encoding, bom_len) = Encoding::for_bom(data).unwrap_or((self.label_encoding, 0));
+        // A byte-order mark overrides the transport label, which overrides `<meta>`, as in
+        // the HTML spec.
+        let sniffed = crate::charset::sniff(data, self.label_encoding);
+        let (encoding, bom_len) = (sniffed.encoding, sniffed.bom_len);
         self.encoding = encoding;
         let lol_encoding = match AsciiCompatibleEncoding::new(encoding) {
             Some(ascii_compatible) => ascii_compatible,
@@ -349,6 +371,8 @@ struct Collector {
     frameset_depth: usize,
     /// Decoded value of the first `<base href>`.
     base: Option<String>,
+    /// Decoded `href` of the first `<link rel=canonical>`.
+    canonical: Option<String>,
     /// Links buffered at most (0 = all).
     max_links: usize,
     /// Links seen past `max_links`.
@@ -408,6 +432,12 @@ impl Collector {
             too_long: 0,
             meta_nofollow: self.meta_nofollow,
             base: None,
+            canonical: self
+                .canonical
+                .as_deref()
+                .filter(|href| !too_long(href))
+                .and_then(|href| resolve(effective, href, query_encoding))
+                .filter(|url| !too_long(url.as_str())),
         };
         for (index, &(start, end)) in self.spans.iter().enumerate() {
             let Some(href) = self.arena.get(start..end) else {
@@ -536,6 +566,7 @@ static SEL_FRAME: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frame[
 static SEL_FRAMESET: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frameset"));
 static SEL_BASE: LazyLock<Option<Selector>> = LazyLock::new(|| selector("base[href]"));
 static SEL_META: LazyLock<Option<Selector>> = LazyLock::new(|| selector("meta[name]"));
+static SEL_LINK: LazyLock<Option<Selector>> = LazyLock::new(|| selector("link[rel]"));
 
 type El<'r, 't> = Element<'r, 't>;
 
@@ -559,10 +590,12 @@ enum Kind {
     Base,
     /// `meta[name]`: robots directives.
     Meta,
+    /// `link[rel]`: the first `rel=canonical` one names the canonical URL.
+    Link,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 8] = [
         Kind::A,
         Kind::Area,
         Kind::Iframe,
@@ -570,6 +603,7 @@ impl Kind {
         Kind::Frame,
         Kind::Base,
         Kind::Meta,
+        Kind::Link,
     ];
 
     fn selector(self) -> Option<&'static Selector> {
@@ -581,6 +615,7 @@ impl Kind {
             Kind::Frameset => &SEL_FRAMESET,
             Kind::Base => &SEL_BASE,
             Kind::Meta => &SEL_META,
+            Kind::Link => &SEL_LINK,
         };
         selector.as_ref()
     }
@@ -637,6 +672,7 @@ fn element_handler(
             meta_nofollow,
             frameset_depth,
             base,
+            canonical,
             max_links,
             over_limit,
         } = &mut *guard;
@@ -676,6 +712,21 @@ fn element_handler(
                 if let (Some(name), Some(content)) = (attr(b"name"), attr(b"content")) {
                     if meta_robots_nofollow(&name, &content) {
                         *meta_nofollow = true;
+                    }
+                }
+            }
+            Kind::Link => {
+                if canonical.is_none()
+                    && attr(b"rel").is_some_and(|rel| {
+                        decode(&rel)
+                            .split_ascii_whitespace()
+                            .any(|t| t.eq_ignore_ascii_case("canonical"))
+                    })
+                {
+                    if let Some(href) = attr(b"href") {
+                        let mut decoded = String::new();
+                        push_decoded(&mut decoded, &href);
+                        *canonical = Some(decoded);
                     }
                 }
             }
@@ -826,6 +877,45 @@ mod tests {
         );
         assert_eq!(out.links.len() + out.over_limit, 200_000);
         assert!(out.over_limit > 0);
+    }
+
+    #[test]
+    fn extract_meta_charset_decides_paths_and_queries() {
+        let page = Url::parse("http://example.test/").unwrap();
+        // "検索" in Shift_JIS, declared only by <meta>, after 1,000 bytes of padding, fed in
+        // 5-byte chunks so the prescan's hold-back is crossed mid-tag.
+        let mut html = b"<!doctype html><!--".to_vec();
+        html.extend(std::iter::repeat_n(b'-', 900));
+        html.extend_from_slice(
+            b"--><meta charset=Shift_JIS><a href=\"/\x8c\x9f?q=\x8c\x9f\x8d\xf5\">",
+        );
+        let mut streaming = LinkExtractor::new(page.clone(), None, &ExtractOptions::default());
+        for chunk in html.chunks(5) {
+            streaming.write(chunk).unwrap();
+        }
+        let streamed: Vec<String> = streaming
+            .finish()
+            .links
+            .iter()
+            .map(Url::to_string)
+            .collect();
+        // The path is UTF-8 percent-encoded (the URL standard always does so); the query in
+        // the page's encoding.
+        assert_eq!(streamed, ["http://example.test/%E6%A4%9C?q=%8C%9F%8D%F5"]);
+        let whole = extract_links(&html, &page, None, &ExtractOptions::default());
+        assert_eq!(whole.links.len(), 1);
+        assert_eq!(whole.links[0].as_str(), streamed[0]);
+        // A Content-Type label wins over the <meta>: windows-1252 reads the bytes differently.
+        let labelled = extract_links(
+            &html,
+            &page,
+            Some("windows-1252"),
+            &ExtractOptions::default(),
+        );
+        assert_eq!(
+            labelled.links[0].as_str(),
+            "http://example.test/%C5%92%C5%B8?q=%8C%9F%8D%F5"
+        );
     }
 
     #[test]

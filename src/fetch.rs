@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{
-    HeaderMap, HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, LOCATION,
-    RETRY_AFTER, TRANSFER_ENCODING,
+    HeaderMap, HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, LINK,
+    LOCATION, RETRY_AFTER, TRANSFER_ENCODING,
 };
 use url::Url;
 
@@ -114,6 +114,8 @@ pub(crate) struct Fetched {
     pub(crate) header_nofollow: bool,
     /// The request and response as on the wire, when the crawl archives (`[output] warc`).
     pub(crate) exchange: Option<Box<Exchange>>,
+    /// The target of `Link: <…>; rel="canonical"`, unresolved (see `crate::canonical`).
+    pub(crate) link_canonical: Option<String>,
 }
 
 /// One request and its response as they crossed the wire, for the archive ([`crate::warc`]).
@@ -222,7 +224,7 @@ impl Fetcher {
     }
 
     /// One GET of `url` for `kind` with body cap `cap`; a 2xx body is kept whatever its
-    /// type for robots.txt, else only when its type is parsed. The gate is asked first.
+    /// type for robots.txt and sitemaps, else only when its type is parsed. The gate is asked first.
     pub(crate) async fn fetch_capped(
         &self,
         url: &Url,
@@ -243,7 +245,7 @@ impl Fetcher {
         self.gate
             .check_connected(url, response.remote_addr())
             .map_err(refused)?;
-        let keep_any_body = kind == RequestKind::Robots;
+        let keep_any_body = matches!(kind, RequestKind::Robots | RequestKind::Sitemap);
         let date = SystemTime::now();
         let status = response.status().as_u16();
         let headers = response.headers();
@@ -255,6 +257,9 @@ impl Fetcher {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .any(robots_directives_nofollow);
+        let link_canonical = crate::canonical::from_link_header(
+            headers.get_all(LINK).iter().filter_map(|v| v.to_str().ok()),
+        );
         let parse =
             (200..300).contains(&status) && (keep_any_body || self.parses(content_type.as_deref()));
         let coding = Coding::from_header(
@@ -338,6 +343,7 @@ impl Fetcher {
             retry_after,
             header_nofollow,
             exchange,
+            link_canonical,
         })
     }
 }

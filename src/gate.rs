@@ -1,9 +1,9 @@
 //! The request gate: the one check every outgoing request passes, whatever asked for it (a
-//! page, a robots.txt, a redirect hop of a robots.txt; later a sitemap).
+//! page, a robots.txt, a redirect hop of a robots.txt, a sitemap).
 //!
 //! # What it checks
-//! 1. **Scope.** A page must pass every scope rule ([`Scope::check`]); a request that is
-//!    not a page of the crawl (robots.txt and its redirect hops) must be on a host the crawl
+//! 1. **Scope.** A page (and a sitemap, queued like one) must pass every scope rule
+//!    ([`Scope::check`]); a request that is not a page of the crawl (robots.txt and its redirect hops) must be on a host the crawl
 //!    may visit ([`Scope::check_site`]: the private-address and site rules), since the URL
 //!    rules (patterns, path traps) were written for pages.
 //! 2. **Private addresses, on the address actually connected to.** No request goes to a
@@ -15,8 +15,8 @@
 //!    resolver the HTTP client uses, which drops private answers (so a public name pointing
 //!    at 10.0.0.1 is refused); and once more to the peer address of the response
 //!    ([`RequestGate::check_connected`]), which catches any path that bypassed both.
-//! 3. **Politeness.** A request is only sent when the frontier hands it out: pages and
-//!    robots.txt are scheduled by the frontier under their host's rate limit and
+//! 3. **Politeness.** A request is only sent when the frontier hands it out: pages,
+//!    sitemaps and robots.txt are scheduled by the frontier under their host's rate limit and
 //!    concurrency cap. The gate does not keep a second rate limiter, which would count every
 //!    request twice; what it guarantees is that nothing reaches the network except through
 //!    [`crate::fetch::Fetcher`], which asks the gate first.
@@ -43,6 +43,9 @@ pub(crate) enum RequestKind {
     Page,
     /// A robots.txt, or a redirect hop while fetching one.
     Robots,
+    /// A sitemap (queued like a page, see `crate::crawl::sitemaps`): the page rules apply,
+    /// and its body is kept whatever its type.
+    Sitemap,
 }
 
 /// Why the gate refused a request.
@@ -119,7 +122,7 @@ impl RequestGate {
     /// Whether `url` may be requested for `kind`. Checked before anything is sent.
     pub(crate) fn check(&self, url: &Url, kind: RequestKind) -> Result<(), Refused> {
         match kind {
-            RequestKind::Page => self.scope.check(url),
+            RequestKind::Page | RequestKind::Sitemap => self.scope.check(url),
             RequestKind::Robots => self.scope.check_site(url),
         }
         .map_err(Refused::Scope)?;

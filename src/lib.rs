@@ -6,6 +6,8 @@
 //! the configuration, runs the crawl and maps errors to exit codes.
 
 pub mod allocator;
+pub mod canonical;
+pub mod charset;
 pub mod checkpoint;
 pub mod config;
 pub(crate) mod content_coding;
@@ -24,6 +26,7 @@ pub mod robots;
 pub mod scope;
 pub mod seeds;
 pub mod seen;
+pub mod sitemap;
 pub mod warc;
 
 pub use crawl::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};

@@ -57,6 +57,13 @@ pub struct PageRecord {
     /// Where the fetch's response (or revisit) record is in the archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warc: Option<crate::warc::WarcLocation>,
+    /// The page's canonical URL (`Link: <…>; rel="canonical"`, else `<link rel=canonical>`;
+    /// see `crate::canonical`), absent when it names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
+    /// For a sitemap (`crawl.sitemaps`), what it held; absent for pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sitemap: Option<Box<SitemapRecord>>,
 }
 
 /// What a line of `pages.jsonl` records.
@@ -72,6 +79,24 @@ impl RecordKind {
     pub fn is_page(&self) -> bool {
         *self == RecordKind::Page
     }
+}
+
+/// The `sitemap` field of a sitemap's record in `pages.jsonl` (see `crate::crawl::sitemaps`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SitemapRecord {
+    /// `urlset` or `sitemapindex`; absent if no root element was read.
+    pub kind: Option<crate::sitemap::Kind>,
+    /// Entries read (at most 50,000); those admitted are in the record's `new_links`.
+    pub entries: u64,
+    /// Entries past 50,000: counted, not taken.
+    pub cut: u64,
+    /// The body was gzip-compressed.
+    pub gzip: bool,
+    /// The uncompressed XML was over 50 MiB and was read only that far.
+    pub over_size: bool,
+    /// The `<lastmod>` of each entry that has one, as `[loc, lastmod]` pairs in document
+    /// order (`loc` as written in the sitemap).
+    pub lastmod: Vec<(String, String)>,
 }
 
 /// Why output could not be written.
@@ -420,6 +445,8 @@ mod tests {
             kind: Default::default(),
             payload_digest: None,
             warc: None,
+            canonical: None,
+            sitemap: None,
         }
     }
 

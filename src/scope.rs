@@ -44,7 +44,9 @@
 //! A URL is checked as given (the crawl passes canonical URLs: http(s), lowercase host,
 //! default port removed, dot segments resolved). A limit of `0` switches its rule off.
 //! 1. **Length** (`too_long`): `url.as_str().len()` (bytes, fragment included if any)
-//!    must be ≤ `max_url_length` (default 2048, the common browser/CDN/sitemap limit).
+//!    must be ≤ `max_url_length` (default 8192: the request-line limit of common servers,
+//!    Apache's 8,190 and nginx's 8 KiB buffers; browsers send far longer URLs, and real
+//!    sites have URLs past 2,048 bytes, so the older 2,048 cut pages of ordinary sites).
 //! 2. **Private address** (`private_address`): unless `allow_private`, a URL whose host is
 //!    an IP literal for which [`is_private_ip`] holds, or the name `localhost` or a name
 //!    under `.localhost` (RFC 6761: always loopback), is refused — unless a seed is on that
@@ -126,7 +128,7 @@ pub struct ScopeOptions {
     pub deny: Vec<String>,
     /// Allow IP-literal hosts in private, loopback, link-local… ranges (default false).
     pub allow_private: bool,
-    /// Longest URL in bytes (default 2048; 0 = unlimited).
+    /// Longest URL in bytes (default 8192; 0 = unlimited).
     pub max_url_length: usize,
     /// Most path segments (default 32; 0 = unlimited).
     pub max_path_segments: usize,
@@ -143,7 +145,7 @@ impl Default for ScopeOptions {
             allow: Vec::new(),
             deny: Vec::new(),
             allow_private: false,
-            max_url_length: 2048,
+            max_url_length: 8192,
             max_path_segments: 32,
             max_repeated_segments: 3,
             max_pages_per_host: 0,

@@ -1,6 +1,6 @@
-//! Admission: the one path by which a discovered URL (a page's link, a redirect's target;
-//! later a sitemap entry or a canonical link) becomes a queued URL, and the one place its
-//! refusals are counted.
+//! Admission: the one path by which a discovered URL (a page's link, a redirect's target, a
+//! canonical link, a sitemap entry) becomes a queued URL, and the one place its refusals
+//! are counted.
 //!
 //! Admission has two halves, because two of its rules need the single writer and the rest
 //! must not wait for it:
@@ -92,6 +92,7 @@ pub(crate) struct Admission {
     max_depth: u32,
     max_redirects: u32,
     follow_nofollow: bool,
+    follow_canonical: bool,
 }
 
 impl Admission {
@@ -110,7 +111,31 @@ impl Admission {
             max_depth: config.crawl.max_depth,
             max_redirects: config.crawl.max_redirects,
             follow_nofollow: config.crawl.follow_nofollow,
+            follow_canonical: config.crawl.follow_canonical,
         }
+    }
+
+    /// The canonical URL of the page at `page` (see [`crate::canonical`]): the `Link`
+    /// header's target (`header`, resolved against `page`), else the HTML one in
+    /// `extracted`, in the crawl's canonical form when the normalizer takes it; this is what
+    /// the record keeps. With `crawl.follow_canonical` it is also appended to
+    /// `extracted.links`, so that it passes admission as one more link of the page (same
+    /// normalizer, scope, depth, nofollow and seen-set; a page naming itself is already
+    /// seen).
+    pub(crate) fn take_canonical(
+        &self,
+        page: &Url,
+        header: Option<&str>,
+        extracted: &mut Extracted,
+    ) -> Option<String> {
+        let from_header = header.and_then(|target| page.join(target.trim()).ok());
+        let mut canonical = from_header.or_else(|| extracted.canonical.take())?;
+        if self.follow_canonical {
+            extracted.links.push(canonical.clone());
+        }
+        // Recorded in canonical form when it has one; a `mailto:` canonical as it is.
+        let _ = self.normalizer.canonicalize(&mut canonical);
+        Some(canonical.as_str().to_string())
     }
 
     /// The links of a page at `depth` (its own depth + 1), as extracted; `header_nofollow`
@@ -204,13 +229,66 @@ impl Admission {
         (Some(target), Ok(candidates))
     }
 
+    /// URLs found by sitemaps, at `depth`: the sitemaps a robots.txt names (and a host's
+    /// `/sitemap.xml`) or a sitemap index lists (`as_sitemaps`), or the pages a `<urlset>`
+    /// lists. Each `loc` is resolved against `base` and then passes exactly the rules of a
+    /// link (`max_depth`, normalization, scope, duplicates, certainly-seen); sitemap URLs
+    /// come out marked as such ([`super::sitemaps::mark`]), so the frontier hands them out
+    /// like pages and the fetch task knows to read them as sitemaps.
+    pub(crate) fn screen_discovered<'a>(
+        &self,
+        base: &Url,
+        locs: impl IntoIterator<Item = &'a str>,
+        as_sitemaps: bool,
+        depth: u32,
+    ) -> Candidates {
+        let c = &self.counters;
+        let mut candidates = Candidates {
+            urls: Vec::new(),
+            depth,
+            redirect_hops: 0,
+        };
+        let mut on_page = HashSet::new();
+        let mut found = 0u64;
+        for loc in locs {
+            found += 1;
+            if depth > self.max_depth {
+                Refusal::TooDeep.count(c, 1);
+                continue;
+            }
+            let Ok(url) = base.join(loc.trim()) else {
+                Refusal::Invalid.count(c, 1);
+                continue;
+            };
+            match self.screen_marked(url, as_sitemaps, &mut on_page) {
+                Ok(url) => candidates.urls.push(url),
+                Err(refusal) => refusal.count(c, 1),
+            }
+        }
+        CrawlCounters::add(&c.links_found, found);
+        candidates
+    }
+
     /// Normalization, scope, per-page duplicate, certainly-seen: the per-URL rules that
     /// need no single writer.
-    fn screen_one(&self, mut url: Url, on_page: &mut HashSet<String>) -> Result<Url, Refusal> {
+    fn screen_one(&self, url: Url, on_page: &mut HashSet<String>) -> Result<Url, Refusal> {
+        self.screen_marked(url, false, on_page)
+    }
+
+    /// [`Self::screen_one`], the URL marked as a sitemap after normalization if `sitemap`.
+    fn screen_marked(
+        &self,
+        mut url: Url,
+        sitemap: bool,
+        on_page: &mut HashSet<String>,
+    ) -> Result<Url, Refusal> {
         self.normalizer
             .canonicalize(&mut url)
             .map_err(|_| Refusal::NotHttp)?;
         self.scope.check(&url).map_err(Refusal::OutOfScope)?;
+        if sitemap {
+            super::sitemaps::mark(&mut url);
+        }
         if on_page.contains(url.as_str()) || self.seen.contains(url.as_str().as_bytes()) {
             return Err(Refusal::Seen);
         }

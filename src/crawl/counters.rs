@@ -119,6 +119,15 @@ counters!(
     links_over_cap,
     /// Redirect chains cut at `max_redirects`.
     redirects_over_limit,
+    /// Sitemaps fetched and read (2xx; `crawl.sitemaps`).
+    sitemaps_read,
+    /// Entries (page or sitemap URLs) listed by the sitemaps read, within the limits.
+    sitemap_entries,
+    /// Sitemap entries past the protocol's 50,000 per file: counted, not taken.
+    sitemap_entries_cut,
+    /// Sitemaps cut at 50 MiB uncompressed, or not readable to their end (malformed XML,
+    /// corrupt gzip, not a sitemap): their entries before the problem are taken.
+    sitemap_errors,
     /// URLs not fetched because robots.txt disallows them.
     disallowed,
     /// URLs not fetched because their host's Crawl-delay is over

@@ -285,6 +285,10 @@ impl Dispatcher {
                 }
                 return Ok(());
             }
+            Completion::Discovered { candidates, parent } => {
+                self.accept(frontier, candidates, Some(parent))?;
+                return Ok(());
+            }
         };
         match outcome {
             Outcome::Retry { delay } => {

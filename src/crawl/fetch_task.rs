@@ -148,6 +148,7 @@ pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
     let (outcome, archived) = match Url::parse(&fetch.url) {
         Ok(url) => {
             let inner = shared.clone();
+            let hops = fetch.hops;
             let request = async move {
                 let started = Instant::now();
                 let fetched = inner
@@ -165,7 +166,18 @@ pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
                     }
                     _ => None,
                 };
-                (robots_outcome(&url, fetched, &agent), archived)
+                let outcome = robots_outcome(&url, fetched, &agent);
+                // The sitemaps it names are admitted before the robots.txt completes.
+                if let (true, RobotsOutcome::Rules { rules, .. }) =
+                    (inner.config.crawl.sitemaps, &outcome)
+                {
+                    if let Some(found) =
+                        super::sitemaps::from_robots(&inner.admission, &url, hops, rules)
+                    {
+                        let _ = inner.completions.send(found);
+                    }
+                }
+                (outcome, archived)
             };
             catching_panics(request).await.unwrap_or_else(|message| {
                 CrawlCounters::add(&shared.counters.panics, 1);
@@ -228,6 +240,8 @@ pub(crate) fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
         kind: Default::default(),
         payload_digest: None,
         warc: None,
+        canonical: None,
+        sitemap: None,
     })
 }
 
@@ -277,7 +291,17 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         }
     };
     let can_retry = item.attempts < config.retries;
-    let mut fetched = match shared.fetcher.fetch(&url).await {
+    let is_sitemap = super::sitemaps::is_sitemap(&url);
+    let fetching = if is_sitemap {
+        let kind = crate::gate::RequestKind::Sitemap;
+        shared
+            .fetcher
+            .fetch_capped(&url, kind, crate::sitemap::MAX_BYTES)
+            .await
+    } else {
+        shared.fetcher.fetch(&url).await
+    };
+    let mut fetched = match fetching {
         Ok(fetched) => fetched,
         Err(error) => return fetch_failed(counters, error, can_retry, item, record, done),
     };
@@ -336,7 +360,11 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
             record.final_url = Some(target.as_str().to_string());
         }
         return match screened {
-            Ok(candidates) => {
+            Ok(mut candidates) => {
+                if is_sitemap {
+                    // A sitemap that moved is still a sitemap.
+                    candidates.urls.iter_mut().for_each(super::sitemaps::mark);
+                }
                 record.links = 1;
                 ended(record, candidates, fetched).await
             }
@@ -355,6 +383,53 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         // The coding could not be undone (to its end): said in the record; whatever was
         // decoded is still parsed, as a browser would show it.
         record.error = Some(problem);
+    }
+    if is_sitemap {
+        // Archived like any fetch (under its URL as requested, without the crawl's
+        // `#sitemap` marker), then read for its entries.
+        let mut target = url.clone();
+        target.set_fragment(None);
+        let archive = shared
+            .archiver
+            .as_ref()
+            .and_then(|a| a.archive(target.as_str(), &fetched));
+        let candidates = match (fetched.body, (200..300).contains(&status)) {
+            (Some(body), true) => {
+                super::sitemaps::read(
+                    &shared.admission,
+                    counters,
+                    &url,
+                    item.depth,
+                    body,
+                    &mut record,
+                )
+                .await
+            }
+            _ => Candidates::default(),
+        };
+        stamp(&mut record);
+        return FetchStep::Finished(Outcome::Done {
+            record,
+            candidates,
+            archive,
+        });
+    }
+    if fetched.body.is_none() && (200..300).contains(&status) && fetched.link_canonical.is_some() {
+        // Not parsed (not HTML), but its `Link` header names a canonical URL.
+        let mut extracted = crate::extract::Extracted::default();
+        record.canonical = shared.admission.take_canonical(
+            &url,
+            fetched.link_canonical.as_deref(),
+            &mut extracted,
+        );
+        record.links = extracted.links.len() as u64;
+        let candidates = shared.admission.screen_links(
+            extracted,
+            item.depth + 1,
+            fetched.header_nofollow,
+            &mut std::collections::HashSet::new(),
+        );
+        return ended(record, candidates, fetched).await;
     }
     if fetched.body.is_some() {
         stamp(&mut record);

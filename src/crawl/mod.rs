@@ -10,6 +10,7 @@
 //! | `admission.rs` | the one path from a discovered URL to a queued one, and its counting |
 //! | `fetch_task.rs` | one dispatched URL fetched once and turned into an outcome |
 //! | `parse_pool.rs` | OS threads that extract and screen a page's links |
+//! | `sitemaps.rs` | sitemaps in the crawl: found, queued (marked), read, admitted, recorded |
 //! | `checkpoints.rs` | when and how the dispatcher takes a checkpoint |
 //! | `counters.rs` | every counter, named once |
 //! | `summary.rs` | `summary.json` and the closing lines |
@@ -34,6 +35,7 @@ mod messages;
 mod parse_pool;
 pub mod progress;
 mod shutdown;
+mod sitemaps;
 mod summary;
 
 use std::path::PathBuf;
@@ -382,12 +384,18 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             }
         }
         None => {
+            // Without robots.txt, the seeds' /sitemap.xml are the only sitemaps found.
+            let sitemaps = (config.crawl.sitemaps && !config.politeness.respect_robots)
+                .then(|| sitemaps::for_seeds(&fetch.admission, &seeds));
             let seeds = Candidates {
                 urls: seeds,
                 depth: 0,
                 redirect_hops: 0,
             };
             dispatcher.accept(&mut frontier, seeds, None)?;
+            if let Some(sitemaps) = sitemaps {
+                dispatcher.accept(&mut frontier, sitemaps, None)?;
+            }
         }
     }
 

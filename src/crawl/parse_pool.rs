@@ -100,7 +100,13 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                 panic!("injected fault: panic while parsing {}", dispatch.item.url);
             }
             let body = fetched.body.as_deref().unwrap_or_default();
-            let extracted = extract_links(body, &url, fetched.charset.as_deref(), &shared.options);
+            let mut extracted =
+                extract_links(body, &url, fetched.charset.as_deref(), &shared.options);
+            let canonical = shared.admission.take_canonical(
+                &url,
+                fetched.link_canonical.as_deref(),
+                &mut extracted,
+            );
             let links = extracted.links.len() as u64;
             let candidates = shared.admission.screen_links(
                 extracted,
@@ -108,12 +114,13 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                 fetched.header_nofollow,
                 &mut on_page,
             );
-            (links, candidates)
+            (links, candidates, canonical)
         }));
         let candidates = match parsed {
-            Ok((links, candidates)) => {
+            Ok((links, candidates, canonical)) => {
                 CrawlCounters::add(&counters.parsed, 1);
                 record.links = links;
+                record.canonical = canonical;
                 candidates
             }
             Err(payload) => {

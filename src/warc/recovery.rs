@@ -158,6 +158,8 @@ mod tests {
             kind: Default::default(),
             payload_digest: None,
             warc: None,
+            canonical: None,
+            sitemap: None,
         }
     }
 

@@ -81,6 +81,11 @@ const CASES: &[&str] = &[
     r#"<meta name="robots" content="noindex, nofollow"><a href="x">"#,
     r#"<meta name="ROBOTS" content="NONE"><a href="x">"#,
     r#"<meta name="googlebot" content="nofollow"><meta name="robots" content="index,follow">"#,
+    // Canonical links: the first with an href, rel tokens, against the base.
+    r#"<link rel=stylesheet href=s.css><link rel="Canonical" href="/canon?a=1&amp;b"><link rel=canonical href=second>"#,
+    r#"<link rel="alternate canonical" href="c"><base href="/b/">"#,
+    r#"<link rel=canonical><link rel=canonicalx href=no><link rel=canonical href="http://[::1">"#,
+    r#"<svg><link rel=canonical href=svg-link></svg><body><link rel=canonical href=in-body>"#,
     // Frames.
     r#"<frameset><frame src="f1.html"><frame src="f2.html"></frameset>"#,
     r#"<body><frame src="stray.html"><a href="x"></body>"#,
@@ -270,6 +275,8 @@ fn piece() -> impl Strategy<Value = String> {
         }),
         6 => (src_tag, attr_value()).prop_map(|(t, v)| format!("<{t} src={v}>")),
         2 => attr_value().prop_map(|v| format!("<base href={v}>")),
+        1 => (prop_oneof![Just("canonical"), Just("CANONICAL alternate"), Just("canonicalx")], attr_value())
+            .prop_map(|(r, v)| format!("<link rel=\"{r}\" href={v}>")),
         1 => Just("<base target=_top>".to_string()),
         1 => prop_oneof![
             Just("<meta name=robots content=\"noindex,nofollow\">".to_string()),

@@ -43,7 +43,7 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(d.mode, ScopeMode::SeedDomains);
     assert!(d.allow.is_empty() && d.deny.is_empty());
     assert!(!d.allow_private);
-    assert_eq!(d.max_url_length, 2048);
+    assert_eq!(d.max_url_length, 8192);
     assert_eq!(d.max_path_segments, 32);
     assert_eq!(d.max_repeated_segments, 3);
     assert_eq!(d.max_pages_per_host, 0);
@@ -496,9 +496,9 @@ fn url_of_length(len: usize) -> String {
 #[test]
 fn scope_url_length_boundary() {
     let s = scope_with(ScopeOptions::default(), &["https://a.test/"]);
-    assert_eq!(s.check(&url(&url_of_length(2048))), OK);
+    assert_eq!(s.check(&url(&url_of_length(8192))), OK);
     assert_eq!(
-        s.check(&url(&url_of_length(2049))),
+        s.check(&url(&url_of_length(8193))),
         Err(OutOfScope::TooLong)
     );
     let s = scope_with(

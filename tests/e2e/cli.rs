@@ -372,6 +372,7 @@ fn the_commonest_errors_read_exactly_so() {
     std::fs::write(d.join("file"), "").unwrap();
     let keys = "max_urls, max_depth, concurrency, user_agent, max_body_bytes, timeout_secs, \
                 connect_timeout_secs, max_redirects, retries, content_types, follow_nofollow, \
+                follow_canonical, sitemaps, \
                 max_links_per_page, parse_threads, shutdown_grace_secs";
     let last_line = |args: &[&str]| {
         let o = crawler(args, d);

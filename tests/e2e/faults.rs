@@ -43,6 +43,8 @@ fn crawl_with_fault(fault: &str, pick: impl Fn(&testweb::ExpectedPage) -> bool) 
             "politeness.per_host_burst=100",
         ])
         .args(["--set", "crawl.retries=1"])
+        // The ground truth's (CrawlRules::default) depth: keeps the endless calendar short.
+        .args(["--set", "crawl.max_depth=16"])
         .current_dir(dir.path())
         .env("RUST_LOG", "warn")
         .env("CRAWLER_FAULT", format!("{fault}:{victim}"))

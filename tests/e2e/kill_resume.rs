@@ -59,6 +59,10 @@ impl CliCrawl {
             &format!("network.resolve.\"{pattern}\"={addr}"),
             "--set",
             "crawl.retries=1",
+            // The ground truth's (CrawlRules::default) depth: keeps the endless calendar
+            // short.
+            "--set",
+            "crawl.max_depth=16",
         ]
         .iter()
         .map(|s| s.to_string())

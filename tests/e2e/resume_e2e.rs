@@ -422,6 +422,8 @@ fn queued_and_recorded_after_checkpoint(out: &Path, host: &str, n: usize) {
             kind: Default::default(),
             payload_digest: None,
             warc: None,
+            canonical: None,
+            sitemap: None,
         };
         writeln!(pages, "{}", serde_json::to_string(&record).unwrap()).unwrap();
     }
@@ -497,6 +499,8 @@ fn a_record_whose_links_were_lost_is_fetched_again() {
         kind: Default::default(),
         payload_digest: None,
         warc: None,
+        canonical: None,
+        sitemap: None,
     };
     let mut file = std::fs::OpenOptions::new()
         .append(true)

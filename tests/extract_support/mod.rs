@@ -106,12 +106,12 @@ fn parse(text: &str) -> Html {
     tokenizer.sink.inner.sink.finish()
 }
 
-/// Decodes the body as the fast extractor does: BOM, else the label, else UTF-8.
+/// Decodes the body as the fast extractor does: BOM, else the label, else a `<meta>`
+/// declaration, else UTF-8. The decision is `crawler::charset::sniff`'s (tested on its own
+/// in `src/charset.rs`): this reference checks link extraction, not the sniffing.
 pub fn decode_body<'a>(html: &'a [u8], encoding: Option<&str>) -> (String, &'static Encoding) {
-    let label = encoding
-        .and_then(|l| Encoding::for_label(l.trim().as_bytes()))
-        .unwrap_or(UTF_8);
-    let (enc, bom) = Encoding::for_bom(html).unwrap_or((label, 0));
+    let sniffed = crawler::charset::sniff(html, crawler::charset::transport_encoding(encoding));
+    let (enc, bom) = (sniffed.encoding, sniffed.bom_len);
     let body: &'a [u8] = html.get(bom..).unwrap_or_default();
     (enc.decode_without_bom_handling(body).0.into_owned(), enc)
 }
@@ -232,9 +232,23 @@ fn extract_from_dom(
             })
     });
 
+    let canonical = doc
+        .select(&sel("link[rel][href]"))
+        .find(|el| {
+            el.value().name.ns == ns!(html)
+                && el.value().attr("rel").is_some_and(|rel| {
+                    rel.split_ascii_whitespace()
+                        .any(|t| t.eq_ignore_ascii_case("canonical"))
+                })
+        })
+        .and_then(|el| el.value().attr("href"))
+        .filter(|href| opts.max_url_length == 0 || href.len() <= opts.max_url_length)
+        .and_then(|href| resolve(&effective, href, enc))
+        .filter(|url| opts.max_url_length == 0 || url.as_str().len() <= opts.max_url_length);
     let mut out = Extracted {
         meta_nofollow,
         base,
+        canonical,
         ..Extracted::default()
     };
     let mut serials_seen = HashSet::new();
@@ -307,6 +321,13 @@ pub fn compare(fast: &Extracted, reference: &Extracted) -> Result<(), Mismatch> 
             r.len()
         ));
     }
+    if fast.canonical != reference.canonical {
+        what.push(format!(
+            "canonical: fast {:?} reference {:?}",
+            fast.canonical.as_ref().map(Url::as_str),
+            reference.canonical.as_ref().map(Url::as_str)
+        ));
+    }
     if fast.nofollow_skipped != reference.nofollow_skipped {
         what.push(format!(
             "nofollow_skipped: fast {} reference {}",
@@ -341,6 +362,8 @@ pub fn compare(fast: &Extracted, reference: &Extracted) -> Result<(), Mismatch> 
 
 /// The result of a differential run that did not find a bug.
 #[derive(Debug, Clone)]
+// One value per document compared: the size of the variants costs nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     /// Both extractors found the same thing.
     Agreed(Extracted),

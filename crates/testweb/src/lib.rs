@@ -98,6 +98,19 @@
 //!   content="noindex, NOFOLLOW">`) and `/nofollow/header` (`X-Robots-Tag: noarchive,
 //!   nofollow`), each linking a child (`/nofollow/meta-child`, `/nofollow/header-child`)
 //!   reachable only through it.
+//! - `charsets` (opt-in), on the host `charsets.test` (not linked from the tree): pages in
+//!   Shift_JIS, windows-1252 and GBK (by Content-Type, `<meta http-equiv>`, `<meta charset>`),
+//!   a byte-order mark over a wrong Content-Type and a `<meta>` too late to count, each
+//!   linking a non-ASCII path and query; [`CHARSET_TARGETS`] are the exact requests a correct
+//!   crawler makes for them (`charsets.rs`).
+//! - `canonical` (opt-in), on the host `canonical.test`: pages naming a canonical URL by
+//!   `<link rel=canonical>`, by `Link: <…>; rel="canonical"` (on a PDF too), by both (the
+//!   header wins), off-site, and themselves (`canonical.rs`).
+//! - `sitemaps` (opt-in), on the host `sitemaps.test`: robots.txt with a `Sitemap:` line to
+//!   a sitemap index (a gzip child, one over the 50,000-entry limit, a broken one, one
+//!   disallowed by robots.txt), `/sitemap.xml`, and pages listed only there (`sitemaps.rs`).
+//! - `docsite` (opt-in), on the host `docs.test`: a manual whose chapters chain 30 links
+//!   deep, reference URLs of 2,100–3,350 bytes, and a repeating-path trap (`docsite.rs`).
 //! - `advanced_variants` (opt-in, for the normalizer's tests): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
@@ -148,6 +161,9 @@
 //! makes the ground truth a plain breadth-first search, while still giving the crawler
 //! cross-host discovery races, duplicates and cycles to get wrong.
 
+mod canonical;
+mod charsets;
+mod docsite;
 mod encoding;
 mod graph;
 mod hostile;
@@ -155,10 +171,14 @@ mod raw;
 mod render;
 mod robots;
 mod server;
+mod sitemaps;
 mod truth;
 
 use std::collections::BTreeSet;
 
+pub use canonical::{CANONICAL_EXPECTED, CANONICAL_HOST, CANONICAL_ONLY};
+pub use charsets::{CHARSETS_HOST, CHARSET_PAGES, CHARSET_TARGETS};
+pub use docsite::{doc_expected, doc_long_paths, DOCS_HOST, DOC_CHAIN};
 pub use encoding::fnv1a;
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
@@ -167,6 +187,9 @@ pub use hostile::{
     MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN,
 };
 pub use server::{RequestRecord, ServerOptions, TestWebServer};
+pub use sitemaps::{
+    sitemap_lastmod, BIG_SITEMAP_ENTRIES, SITEMAPS_HOST, SITEMAP_FILES, SITEMAP_ONLY,
+};
 pub use truth::{
     max_concurrency, requests_per_url, CrawlRules, ExpectedPage, GroundTruth, LogDiff,
 };
@@ -246,6 +269,23 @@ pub struct Features {
     pub meta_robots: bool,
     /// With `robots`: the robots.txt of hosts `3, 8, 13, …` also says `Crawl-delay: 1`.
     pub crawl_delay: bool,
+    /// Serves the charsets corner on `charsets.test` (see `charsets.rs`): pages in
+    /// Shift_JIS, windows-1252 and GBK, declared each a different way, with non-ASCII links.
+    pub charsets: bool,
+    /// Serves the canonical corner on `canonical.test` (see `canonical.rs`): canonical URLs
+    /// named by `<link rel=canonical>` and by the `Link` header, reachable in no other way.
+    pub canonical: bool,
+    /// Serves the sitemaps corner on `sitemaps.test` (see `sitemaps.rs`): a site whose
+    /// pages are mostly listed only in sitemaps (robots.txt `Sitemap:`, `/sitemap.xml`, an
+    /// index, a gzip child, a file over the 50,000-entry limit, a broken one).
+    pub sitemaps: bool,
+    /// Serves the documentation-site corner on `docs.test` (see `docsite.rs`): a book 30
+    /// chapters deep, reference URLs over 2,000 bytes, and a repeating-path trap.
+    pub docsite: bool,
+    /// Tree pages of long-tailed sizes instead of `page_bytes` each (see
+    /// `render::long_tail_bytes`): median ~12 KB, 1% from 500 KB to 2 MB, 0.05% from 5 to 8
+    /// MB, as a real site's pages are. For memory benchmarks.
+    pub long_tail: bool,
 }
 
 /// An unknown name in a feature list.
@@ -268,11 +308,18 @@ impl Features {
         "too_slow",
         "meta_robots",
         "crawl_delay",
+        "charsets",
+        "canonical",
+        "sitemaps",
+        "docsite",
+        "long_tail",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
     /// crawler's full normalization to be fetched once per page), `meta_robots` (needs the
-    /// crawler to honour page-level nofollow) and `crawl_delay` (slows a host to 1 page/s).
+    /// crawler to honour page-level nofollow), `crawl_delay` (slows a host to 1 page/s) and
+    /// the corners on hosts of their own (`charsets`, `canonical`, `sitemaps`, `docsite`:
+    /// reached only by seeding their host, so a tree crawl's ground truth never includes them).
     pub fn all() -> Features {
         Features {
             redirects: true,
@@ -288,6 +335,11 @@ impl Features {
             too_slow: false,
             meta_robots: false,
             crawl_delay: false,
+            charsets: false,
+            canonical: false,
+            sitemaps: false,
+            docsite: false,
+            long_tail: false,
         }
     }
 
@@ -310,6 +362,11 @@ impl Features {
             "too_slow" | "too-slow" => &mut self.too_slow,
             "meta_robots" | "meta-robots" => &mut self.meta_robots,
             "crawl_delay" | "crawl-delay" => &mut self.crawl_delay,
+            "charsets" => &mut self.charsets,
+            "canonical" => &mut self.canonical,
+            "sitemaps" => &mut self.sitemaps,
+            "docsite" => &mut self.docsite,
+            "long_tail" | "long-tail" => &mut self.long_tail,
             _ => return None,
         })
     }

@@ -585,6 +585,30 @@ async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
             return response;
         }
     }
+    if graph.spec.features.charsets {
+        let host = strip_port(host_header(req)).to_ascii_lowercase();
+        if let Some(response) = super::charsets::answer(&host, path) {
+            return response;
+        }
+    }
+    if graph.spec.features.sitemaps {
+        let host = strip_port(host_header(req)).to_ascii_lowercase();
+        if let Some(response) = super::sitemaps::answer(&host, path) {
+            return response;
+        }
+    }
+    if graph.spec.features.docsite {
+        let host = strip_port(host_header(req)).to_ascii_lowercase();
+        if let Some(response) = super::docsite::answer(&host, path) {
+            return response;
+        }
+    }
+    if graph.spec.features.canonical {
+        let host = strip_port(host_header(req)).to_ascii_lowercase();
+        if let Some(response) = super::canonical::answer(&host, path) {
+            return response;
+        }
+    }
     let node = graph
         .host_index(host_header(req))
         .and_then(|h| graph.route(h, path));
