@@ -17,7 +17,9 @@
 //! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written, compression ratio.
 //!
 //! Run: `cargo bench --bench crawl` (`-- --runs N` to change the number of runs,
-//! `-- --encodings` to have the server send gzip/br-coded and chunked answers).
+//! `-- --encodings` to have the server send gzip/br-coded and chunked answers,
+//! `-- --long-tail` for pages of long-tailed sizes, median ~12 KB, 1% over 500 KB, a few over
+//! 5 MB, crawled without the archive so that the peak RSS is the crawl's alone).
 
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
@@ -132,9 +134,16 @@ fn main() {
     if encodings {
         println!("the server sends gzip/br-coded and chunked answers (--encodings)");
     }
+    let long_tail = args.iter().any(|a| a == "--long-tail");
+    let features = if long_tail {
+        println!("pages of long-tailed sizes (--long-tail); WARC runs skipped");
+        format!("{FEATURES},long_tail")
+    } else {
+        FEATURES.to_string()
+    };
     let server = ServerProcess::start(
         &spec,
-        FEATURES,
+        &features,
         Serving {
             encodings,
             latency_ms: 0,
@@ -145,6 +154,9 @@ fn main() {
     let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
     for i in 0..runs {
         for (warc, table) in tables.iter_mut().enumerate() {
+            if long_tail && warc == 1 {
+                continue;
+            }
             let run = crawl_once(&spec, server.port, warc == 1);
             println!(
                 "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s{}",
@@ -177,10 +189,14 @@ fn main() {
     server.stop();
     let server_cpu = cpu_secs(&rusage(libc::RUSAGE_CHILDREN));
     let all_pages: u64 = tables.iter().flatten().map(|r| r.pages).sum();
-    let total_pages = all_pages + all_pages / (2 * runs as u64);
+    let modes = if long_tail { 1 } else { 2 };
+    let total_pages = all_pages + all_pages / (modes * runs as u64);
     let peak_rss_mb = rusage(libc::RUSAGE_SELF).ru_maxrss as f64 / 1024.0;
     let mut pages_per_sec = [0.0; 2];
     for (warc, table) in tables.iter().enumerate() {
+        if table.is_empty() {
+            continue;
+        }
         let per_k = |f: &dyn Fn(&Run) -> f64| {
             median(
                 table
@@ -222,10 +238,12 @@ fn main() {
             );
         }
     }
-    println!(
-        "WARC on / off, pages/s: {:.2}",
-        pages_per_sec[1] / pages_per_sec[0]
-    );
+    if !long_tail {
+        println!(
+            "WARC on / off, pages/s: {:.2}",
+            pages_per_sec[1] / pages_per_sec[0]
+        );
+    }
     println!("crawler peak RSS: {peak_rss_mb:.1} MB");
     println!(
         "server (separate process) CPU s per 1000 pages: {:.3}",

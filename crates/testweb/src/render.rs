@@ -29,6 +29,7 @@ const BASE_PATH: &str = "/b/c/";
 
 const TAG_SPELL: u64 = 3;
 const TAG_FILL: u64 = 4;
+const TAG_SIZE: u64 = 5;
 
 /// A PNG signature and a chunk of bytes that contain href-looking text: not a link.
 pub const PNG_BODY: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89<a href=\"/files/hidden\">not a link</a>\0\0\0\0IEND\xaeB`\x82";
@@ -71,6 +72,23 @@ fn push_filler(buf: &mut Vec<u8>, mut len: usize, offset: usize) {
     }
 }
 
+/// The size of `node`'s page on a long-tailed web (`Features::long_tail`): from a hash of
+/// the page, 0.05% of pages 5–8 MB, 1% 500 KB–2 MB, the rest 3–48 KB log-uniformly around a
+/// median of 12 KB.
+pub fn long_tail_bytes(seed: u64, node: Node) -> usize {
+    let h = hash4(seed, TAG_SIZE, u64::from(node.host), page_code(node.page));
+    let u = (h >> 11) as f64 / (1u64 << 53) as f64;
+    let within = |from: f64, to: f64, v: f64| (from + (to - from) * v) as usize;
+    if u < 0.0005 {
+        within(5e6, 8e6, u / 0.0005)
+    } else if u < 0.01 {
+        within(5e5, 2e6, (u - 0.0005) / 0.0095)
+    } else {
+        let v = (u - 0.01) / 0.99;
+        (12_000.0 * 16f64.powf(v - 0.5)) as usize
+    }
+}
+
 /// Whether `node`'s page declares `<base href="/b/c/">`.
 pub fn has_base(graph: &Graph, node: Node) -> bool {
     graph.spec.features.variants
@@ -90,7 +108,11 @@ pub fn html(graph: &Graph, node: Node, links: &[Link], buf: &mut Vec<u8>) {
     let node = graph.content_node(node);
     let spec = &graph.spec;
     let variants = spec.features.variants;
-    let target = spec.page_bytes;
+    let target = if spec.features.long_tail {
+        long_tail_bytes(spec.seed, node)
+    } else {
+        spec.page_bytes
+    };
     buf.reserve(target + links.len() * 80 + 512);
     let mut path = String::with_capacity(32);
     graph.push_path(&mut path, node.page);
@@ -437,6 +459,48 @@ mod tests {
                 buf.len()
             );
         }
+    }
+
+    #[test]
+    fn long_tail_sizes_have_the_promised_shape() {
+        let mut sizes: Vec<usize> = (0..20_000u32)
+            .map(|k| {
+                long_tail_bytes(
+                    9,
+                    Node {
+                        host: k % 7,
+                        page: Page::Tree(k),
+                    },
+                )
+            })
+            .collect();
+        sizes.sort_unstable();
+        let median = sizes[sizes.len() / 2];
+        assert!((10_000..14_000).contains(&median), "median {median}");
+        let over = |n: usize| sizes.iter().filter(|&&s| s > n).count();
+        assert!(
+            (150..250).contains(&over(500_000)),
+            "{} over 500 KB",
+            over(500_000)
+        );
+        assert!(
+            (3..25).contains(&over(5_000_000)),
+            "{} over 5 MB",
+            over(5_000_000)
+        );
+        // And a page renders to its size.
+        let mut spec = WebSpec::bench(3);
+        spec.features.long_tail = true;
+        let g = Graph::new(spec);
+        let node = Node {
+            host: 1,
+            page: Page::Tree(5),
+        };
+        let (mut links, mut buf) = (Vec::new(), Vec::new());
+        g.links(node, &mut links);
+        html(&g, node, &links, &mut buf);
+        let want = long_tail_bytes(3, node);
+        assert!(buf.len() >= want * 9 / 10 && buf.len() <= want * 11 / 10 + 1024);
     }
 
     #[test]
