@@ -19,7 +19,8 @@
 //! Run: `cargo bench --bench crawl` (`-- --runs N` to change the number of runs,
 //! `-- --encodings` to have the server send gzip/br-coded and chunked answers,
 //! `-- --long-tail` for pages of long-tailed sizes, median ~12 KB, 1% over 500 KB, a few over
-//! 5 MB, crawled without the archive so that the peak RSS is the crawl's alone).
+//! 5 MB, crawled without the archive so that the peak RSS is the crawl's alone; `-- --no-warc`
+//! for the plain crawl alone).
 
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
@@ -135,6 +136,7 @@ fn main() {
         println!("the server sends gzip/br-coded and chunked answers (--encodings)");
     }
     let long_tail = args.iter().any(|a| a == "--long-tail");
+    let no_warc = args.iter().any(|a| a == "--no-warc");
     let features = if long_tail {
         println!("pages of long-tailed sizes (--long-tail); WARC runs skipped");
         format!("{FEATURES},long_tail")
@@ -154,7 +156,7 @@ fn main() {
     let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
     for i in 0..runs {
         for (warc, table) in tables.iter_mut().enumerate() {
-            if long_tail && warc == 1 {
+            if (long_tail || no_warc) && warc == 1 {
                 continue;
             }
             let run = crawl_once(&spec, server.port, warc == 1);
@@ -189,9 +191,9 @@ fn main() {
     server.stop();
     let server_cpu = cpu_secs(&rusage(libc::RUSAGE_CHILDREN));
     let all_pages: u64 = tables.iter().flatten().map(|r| r.pages).sum();
-    let modes = if long_tail { 1 } else { 2 };
+    let modes = if long_tail || no_warc { 1 } else { 2 };
     let total_pages = all_pages + all_pages / (modes * runs as u64);
-    let peak_rss_mb = rusage(libc::RUSAGE_SELF).ru_maxrss as f64 / 1024.0;
+    let peak_rss_mb = testweb_process::peak_rss_mb();
     let mut pages_per_sec = [0.0; 2];
     for (warc, table) in tables.iter().enumerate() {
         if table.is_empty() {
@@ -238,7 +240,7 @@ fn main() {
             );
         }
     }
-    if !long_tail {
+    if !long_tail && !no_warc {
         println!(
             "WARC on / off, pages/s: {:.2}",
             pages_per_sec[1] / pages_per_sec[0]

@@ -188,7 +188,7 @@ fn main() {
         );
         println!(
             "crawler peak RSS so far: {:.1} MB",
-            rusage(libc::RUSAGE_SELF).ru_maxrss as f64 / 1024.0
+            testweb_process::peak_rss_mb()
         );
     }
 }

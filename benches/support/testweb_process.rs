@@ -117,6 +117,21 @@ pub fn cpu_secs(u: &libc::rusage) -> f64 {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
+/// This process's peak resident set in MB: `VmHWM` of /proc/self/status. Not getrusage's
+/// `ru_maxrss`, which Linux carries across `execve`: under `cargo bench` it reports cargo's
+/// own ~90 MB when the benchmark stays below that.
+pub fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]

@@ -142,15 +142,20 @@ fn archive_web() -> (Arc<Web>, TestWebServer) {
         features,
         ..WebSpec::small(11)
     }));
-    let server = TestWebServer::start_with(
+    let server = encoding_server(&web);
+    (web, server)
+}
+
+/// The synthetic web served with gzip/br-coded and chunked answers.
+fn encoding_server(web: &Arc<Web>) -> TestWebServer {
+    TestWebServer::start_with(
         web.clone(),
         ServerOptions {
             encodings: true,
             ..ServerOptions::default()
         },
     )
-    .unwrap();
-    (web, server)
+    .unwrap()
 }
 
 fn archive_config(server: &TestWebServer, out: &Path) -> Config {
@@ -378,14 +383,7 @@ fn the_archive_is_valid_warc_that_agrees_with_pages_jsonl_and_the_server() {
 fn the_archive_survives_kill_9_and_agrees_with_pages_jsonl() {
     let _load = crate::support::ordinary();
     let web = Arc::new(Web::new(WebSpec::small(29)));
-    let server = TestWebServer::start_with(
-        web.clone(),
-        ServerOptions {
-            encodings: true,
-            ..ServerOptions::default()
-        },
-    )
-    .unwrap();
+    let server = encoding_server(&web);
     let (pattern, addr) = server.resolve_entry();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("seeds.txt"), web.seeds().join("\n")).unwrap();
