@@ -11,6 +11,7 @@ pub mod config;
 pub mod cpu_time;
 pub mod crawl;
 pub(crate) mod descriptors;
+pub mod distributed;
 pub mod durable;
 pub mod extract;
 pub(crate) mod fetch;

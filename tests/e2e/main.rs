@@ -5,6 +5,7 @@
 mod cli;
 mod crawl_e2e;
 mod descriptors;
+mod distributed;
 mod faults;
 mod hostile;
 mod kill_resume;
