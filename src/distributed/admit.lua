@@ -4,6 +4,9 @@
 -- ARGV[1]  key prefix, ARGV[2] max_urls, ARGV[3] max_pages_per_host (0: none), ARGV[4] k
 -- then per URL: host key, seen shard, queued item (JSON), k bit offsets in the shard.
 -- Returns one code per URL: 1 queued, 0 already seen, 2 over max_urls, 3 over the host cap.
+if redis.call('HEXISTS', KEYS[1], 'plan') == 0 then
+  return redis.error_reply('CRAWLGONE the crawl is not in Redis')
+end
 local P = ARGV[1]
 local max_urls = tonumber(ARGV[2])
 local host_cap = tonumber(ARGV[3])

@@ -7,6 +7,9 @@
 -- Returns {leases, hosts scheduled, leases outstanding, URLs queued, ms until the next
 -- scheduled host is due (-1: none)}, each lease {token, host, item, item, ...} (a top-up
 -- repeats its token with only the new items).
+if redis.call('HEXISTS', KEYS[1], 'plan') == 0 then
+  return redis.error_reply('CRAWLGONE the crawl is not in Redis')
+end
 local P = ARGV[1]
 local proc = ARGV[2]
 local lease_ms = tonumber(ARGV[3])

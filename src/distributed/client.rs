@@ -148,14 +148,17 @@ impl Redis {
     pub(crate) async fn run(&self, pipe: &Pipeline) -> Result<Vec<Value>, DistributedError> {
         for _ in 0..3 {
             match self.raw::<Vec<Value>>(pipe).await {
-                Err(DistributedError::Command { source, .. })
-                    if source.code() == Some("NOSCRIPT") =>
-                {
+                Err(DistributedError::Command { source, .. }) if has_code(&source, "NOSCRIPT") => {
                     tracing::info!(
                         "redis {}: scripts unknown (a restart?); loading them",
                         self.url
                     );
                     self.load_scripts().await?;
+                }
+                Err(DistributedError::Command { source, .. }) if has_code(&source, "CRAWLGONE") => {
+                    return Err(DistributedError::Gone {
+                        url: self.url.clone(),
+                    })
                 }
                 other => return other,
             }
@@ -214,5 +217,16 @@ fn transient(e: &redis::RedisError) -> bool {
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
-        || matches!(e.code(), Some("LOADING") | Some("TRYAGAIN") | Some("BUSY"))
+        || ["LOADING", "TRYAGAIN", "BUSY"]
+            .iter()
+            .any(|code| has_code(e, code))
+}
+
+/// Whether Redis answered with the error `code`, alone or for any command of a pipeline
+/// (a pipeline's errors carry their codes one by one).
+fn has_code(e: &redis::RedisError, code: &str) -> bool {
+    e.code() == Some(code)
+        || e.clone()
+            .into_server_errors()
+            .is_some_and(|items| items.iter().any(|(_, item)| item.code() == code))
 }

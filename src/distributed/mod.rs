@@ -65,7 +65,10 @@
 //! restart loses at most the last second of writes. Losing admitted URLs there can only
 //! drop a link that a re-fetch of its page would find again, since a page's lease is
 //! released only after its links were admitted. With persistence off, a Redis restart
-//! forgets the crawl: the processes find an empty frontier and stop.
+//! forgets the crawl: every script first checks that the crawl's plan is still in `meta`
+//! and answers `CRAWLGONE` otherwise, and the processes stop with
+//! [`DistributedError::Gone`] instead of starting the crawl again, from the links of their
+//! last pages, into an empty seen-set.
 //!
 //! Redis Cluster: every key of a crawl carries the hash tag `{crawl_id}`, so one crawl lives
 //! in one slot (one node) and its scripts are atomic there; several crawls spread over the
@@ -119,6 +122,8 @@ pub enum DistributedError {
     },
     #[error("[distributed] redis is set but crawl_id is not")]
     NoCrawlId,
+    #[error("redis {url}: the crawl is no longer there (Redis restarted without persistence, or its keys were deleted); its records so far are in the pages files, and starting it again would fetch them again")]
+    Gone { url: String },
 }
 
 /// The key prefix of a crawl: `crawl:{<id>}:`; the braces are the Cluster hash tag.
@@ -127,8 +132,11 @@ pub fn prefix(crawl_id: &str) -> String {
 }
 
 /// A stable id for this process: host name, pid and start time, so that a restarted
-/// process with a recycled pid is still a new one.
+/// process with a recycled pid is still a new one, and a sequence number for several crawls
+/// run by one process (benchmarks, tests).
 pub fn process_id() -> String {
+    static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into buf.
     let host = if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
@@ -143,7 +151,12 @@ pub fn process_id() -> String {
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() % 1_000_000);
-    format!("{host}-{}-{started}", std::process::id())
+    let id = format!("{host}-{}-{started}", std::process::id());
+    if n == 0 {
+        id
+    } else {
+        format!("{id}-{n}")
+    }
 }
 
 /// A key's place in the shared filter: its shard and the bit offsets of its k bits in it.

@@ -5,6 +5,9 @@
 -- KEYS[1] the meta hash; ARGV[1] prefix, ARGV[2] process id, then per lease: token, ms
 -- until the host may be served again, end (1) or not (0), n, and n acknowledged items.
 -- Returns the number of leases that were no longer this process's (expired and reclaimed).
+if redis.call('HEXISTS', KEYS[1], 'plan') == 0 then
+  return redis.error_reply('CRAWLGONE the crawl is not in Redis')
+end
 local P = ARGV[1]
 local proc = ARGV[2]
 local meta = KEYS[1]

@@ -1,6 +1,9 @@
 -- Heartbeat: records that this process is alive and extends the expiry of the leases it
 -- still holds. KEYS[1] the meta hash; ARGV[1] prefix, ARGV[2] process id, ARGV[3] lease ms,
 -- then the tokens. Returns the tokens that are no longer this process's.
+if redis.call('HEXISTS', KEYS[1], 'plan') == 0 then
+  return redis.error_reply('CRAWLGONE the crawl is not in Redis')
+end
 local P = ARGV[1]
 local proc = ARGV[2]
 local lease_ms = tonumber(ARGV[3])

@@ -78,13 +78,18 @@ impl RedisServer {
     /// Stops the server gracefully (its AOF written) and starts it again on the same port
     /// and directory.
     fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// Stops the server gracefully (its AOF written).
+    fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
                 .status();
             child.wait().unwrap();
         }
-        self.spawn();
     }
 
     fn url(&self) -> String {
@@ -170,6 +175,17 @@ impl Shared {
             command.args(["--set", setting]);
         }
         command.spawn().unwrap()
+    }
+
+    /// Waits for a process, which must fail (exit code 2) with `message` in its stderr.
+    fn fail(&self, child: Child, message: &str) {
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(message),
+            "expected {message:?} in: {stderr}"
+        );
     }
 
     /// Waits for a process, which must end normally (0, or 1 for the web's failing pages).
@@ -540,4 +556,56 @@ fn redis_restarted_with_aof_mid_crawl_loses_nothing() {
         i64::from(extra) <= reclaimed,
         "{extra} pages fetched again, {reclaimed} reclaimed"
     );
+}
+
+#[test]
+fn redis_gone_for_too_long_stops_resumably() {
+    let _load = crate::support::ordinary();
+    let mut settings = slow_settings(40);
+    settings.push("distributed.lease_secs=1".into());
+    settings.push("distributed.redis_timeout_secs=1".into());
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let mut crawl = Shared::new(WebSpec::small(77), true, &settings);
+    let children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
+    let started = Instant::now();
+    while crawl.recorded_so_far() < 30 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crawl.redis.stop();
+    for child in children {
+        crawl.fail(child, "unreachable for 1 s");
+    }
+    // Redis back with its AOF: a process started again finishes the crawl, losing nothing.
+    crawl.redis.spawn();
+    let child = crawl.spawn("1e6");
+    crawl.finish(child);
+    let (extra, twice) = crawl.check("after Redis was away");
+    let reclaimed = crawl.meta("reclaimed_urls");
+    eprintln!(
+        "redis away: {extra} pages fetched again, {twice} recorded twice, {reclaimed} reclaimed"
+    );
+    assert!(
+        i64::from(extra) <= reclaimed,
+        "{extra} pages fetched again, {reclaimed} reclaimed"
+    );
+    crawl.assert_drained();
+}
+
+#[test]
+fn redis_restarted_without_persistence_stops_the_processes() {
+    let _load = crate::support::ordinary();
+    let settings = slow_settings(40);
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let mut crawl = Shared::new(WebSpec::small(78), false, &settings);
+    let children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
+    let started = Instant::now();
+    while crawl.recorded_so_far() < 30 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crawl.redis.restart();
+    for child in children {
+        crawl.fail(child, "the crawl is no longer there");
+    }
+    // Nothing was started again in the empty Redis.
+    assert_eq!(crawl.meta("accepted"), 0);
 }
