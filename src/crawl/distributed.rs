@@ -72,7 +72,7 @@ struct Held {
 
 /// The process's handle on the shared crawl.
 struct Shared {
-    redis: Redis,
+    redis: Arc<Redis>,
     prefix: String,
     meta: String,
     process: String,
@@ -163,7 +163,7 @@ pub(crate) async fn run(
     let redis = Redis::connect(&settings.url, settings.timeout).await?;
     let p = prefix(&settings.crawl_id);
     let shared = Shared {
-        redis,
+        redis: Arc::new(redis),
         meta: format!("{p}meta"),
         prefix: p,
         process: process.clone(),
@@ -253,13 +253,16 @@ pub(crate) async fn run(
         sent: BTreeMap::new(),
         unflushed: false,
         stale: 0,
+        waiting: Vec::new(),
+        admitting: None,
+        syncing: None,
     };
     let seeds = Candidates {
         urls: seeds,
         depth: 0,
         redirect_hops: 0,
     };
-    process_loop.admit(vec![(seeds, None)]).await?;
+    process_loop.admit_seeds(seeds).await?;
     let result = process_loop
         .run(&mut frontier, fetch, completions_rx, &shutdown)
         .await;
@@ -307,7 +310,35 @@ struct Process {
     unflushed: bool,
     /// Leases found taken over by another process (expired under us).
     stale: u64,
+    /// Finished pages (URL, record, links) whose links wait for the admission in flight.
+    waiting: Vec<(String, Box<PageRecord>, Candidates)>,
+    /// The admission in flight (at most one): its round trip and its pages.
+    admitting: Option<(Call, Admitting)>,
+    /// The sync in flight (at most one).
+    syncing: Option<(Call, Syncing)>,
 }
+
+/// A round trip running beside the loop.
+type Call = tokio::task::JoinHandle<Result<Vec<redis::Value>, DistributedError>>;
+
+/// The pages of an admission in flight and the URLs sent for each.
+struct Admitting {
+    pages: Vec<(String, Box<PageRecord>)>,
+    sent: Vec<Vec<(String, QueuedUrl)>>,
+}
+
+/// What a sync in flight carries, to read its replies.
+struct Syncing {
+    releasing: bool,
+    beat: bool,
+    /// Hosts whose leases were asked to be topped up.
+    topped: Vec<String>,
+    sent_at: Instant,
+}
+
+/// What a sync's claim answered: new leases, whether the whole crawl is over, when the next
+/// host is due.
+type ClaimAnswer = (usize, bool, Option<Duration>);
 
 impl Process {
     async fn run(
@@ -331,7 +362,6 @@ impl Process {
         let mut next_claim = Instant::now();
         let mut next_beat = Instant::now();
         let mut crawl_over = false;
-        let mut batch = Vec::new();
         let mut log_tick = tokio::time::interval(Duration::from_secs_f64(
             self.config.output.progress_interval_secs,
         ));
@@ -365,12 +395,19 @@ impl Process {
                     }
                 }
             }
-            let idle = self.held.is_empty() && self.done.is_empty() && frontier.is_finished();
+            let calls_idle =
+                self.admitting.is_none() && self.syncing.is_none() && self.waiting.is_empty();
+            let idle = calls_idle
+                && self.held.is_empty()
+                && self.done.is_empty()
+                && frontier.is_finished();
             if idle && crawl_over {
-                self.sync(frontier, false, 0, true).await?;
+                self.start_sync(frontier, false, 0, true)?;
+                self.finish_calls(frontier).await?;
                 return Ok(false);
             }
             if stopping && frontier.in_flight() == 0 {
+                self.finish_calls(frontier).await?;
                 self.give_back(frontier).await?;
                 return Ok(true);
             }
@@ -379,25 +416,28 @@ impl Process {
             }
             let busy = frontier.in_flight() + frontier.queued();
             let wants_work = !stopping && busy < concurrency * 2 && self.held.len() < max_held;
-            let lease_urls_now = self.shared.settings.lease_urls as usize;
-            let mut sync_at = next_beat;
-            if !self.done.is_empty() || self.pending_acks >= ACK_BATCH {
-                sync_at = now;
-            }
-            if let Some(since) = self.acks_since {
-                sync_at = sync_at.min(since + ACK_DELAY);
-            }
-            if wants_work {
-                sync_at = sync_at.min(next_claim);
-            }
-            if !stopping {
-                for held in self.held.values() {
-                    if held.open.len() < lease_urls_now.div_ceil(2) {
-                        sync_at = sync_at.min(held.dry_until);
+            let sync_at = if self.syncing.is_some() {
+                None
+            } else {
+                let half = (lease_urls as usize).div_ceil(2);
+                let mut at = next_beat;
+                if !self.done.is_empty() || self.pending_acks >= ACK_BATCH {
+                    at = now;
+                }
+                if let Some(since) = self.acks_since {
+                    at = at.min(since + ACK_DELAY);
+                }
+                if wants_work {
+                    at = at.min(next_claim);
+                }
+                if !stopping {
+                    for held in self.held.values().filter(|h| h.open.len() < half) {
+                        at = at.min(held.dry_until);
                     }
                 }
-            }
-            if sync_at <= now {
+                Some(at)
+            };
+            if sync_at.is_some_and(|at| at <= now) {
                 let want = if wants_work && next_claim <= now {
                     let hosts = (concurrency * 2 - busy).div_ceil(per_host.min(lease_urls));
                     hosts.clamp(1, (max_held - self.held.len()) as u64)
@@ -405,36 +445,45 @@ impl Process {
                     0
                 };
                 let beat = next_beat <= now;
-                let claimed = self.sync(frontier, beat, want, !stopping).await?;
                 if beat {
                     next_beat = now + heartbeat;
                 }
-                if let Some((got, over, due_in)) = claimed {
-                    crawl_over = over;
-                    next_claim = if got > 0 {
-                        now
-                    } else {
-                        now + due_in
-                            .map_or(IDLE_POLL, |d| d.clamp(Duration::from_millis(1), IDLE_POLL))
-                    };
-                }
+                self.start_sync(frontier, beat, want, !stopping)?;
                 continue;
             }
-            let wake = [Some(sync_at), frontier.next_ready_at()]
+            let wake = [sync_at, frontier.next_ready_at()]
                 .into_iter()
                 .flatten()
                 .min();
             tokio::select! {
                 Some(completion) = completions.recv() => {
-                    batch.push(completion);
+                    self.take(frontier, completion)?;
                     while let Ok(completion) = completions.try_recv() {
-                        batch.push(completion);
+                        self.take(frontier, completion)?;
                     }
-                    self.handle(frontier, &mut batch).await?;
+                    if self.admitting.is_none() {
+                        self.start_admit()?;
+                    }
+                }
+                reply = join_call(&mut self.admitting) => {
+                    self.finish_admit(reply)?;
+                    self.start_admit()?;
+                }
+                reply = join_call(&mut self.syncing) => {
+                    if let Some((got, over, due_in)) = self.finish_sync(frontier, reply)? {
+                        crawl_over = over;
+                        next_claim = if got > 0 {
+                            Instant::now()
+                        } else {
+                            Instant::now()
+                                + due_in.map_or(IDLE_POLL, |d| d.clamp(Duration::from_millis(1), IDLE_POLL))
+                        };
+                    }
                 }
                 _ = sleep_until_opt(if stopping { None } else { wake }) => {}
                 _ = sleep_until_opt(grace_deadline) => {
                     tasks.abort_all();
+                    self.finish_calls(frontier).await?;
                     self.give_back(frontier).await?;
                     return Ok(true);
                 }
@@ -459,130 +508,184 @@ impl Process {
         }
     }
 
-    /// Handles a batch of completions: the pages' links admitted in one round trip, then
-    /// their records written.
-    async fn handle(
-        &mut self,
-        frontier: &mut Frontier,
-        batch: &mut Vec<Completion>,
-    ) -> Result<(), CrawlError> {
-        let mut pages = Vec::new();
-        let mut admit = Vec::new();
-        for completion in batch.drain(..) {
-            match completion {
-                Completion::Robots { fetch, outcome } => {
-                    let reason = match &outcome {
-                        crate::robots::RobotsOutcome::Unavailable { reason } => {
-                            format!("{reason}; gave up after repeated attempts")
-                        }
-                        _ => String::new(),
-                    };
-                    for item in frontier.robots_done(fetch, outcome)? {
-                        CrawlCounters::add(&self.counters.robots_unavailable, 1);
-                        self.record_unfetched(&item, &reason)?;
+    /// Takes one completion: a finished page waits for its links' admission; the rest is
+    /// the local frontier's.
+    fn take(&mut self, frontier: &mut Frontier, completion: Completion) -> Result<(), CrawlError> {
+        match completion {
+            Completion::Robots { fetch, outcome } => {
+                let reason = match &outcome {
+                    crate::robots::RobotsOutcome::Unavailable { reason } => {
+                        format!("{reason}; gave up after repeated attempts")
                     }
-                }
-                Completion::Page {
-                    dispatch,
-                    outcome: Outcome::Retry { delay },
-                } => {
-                    CrawlCounters::add(&self.counters.retries, 1);
-                    frontier.retry(dispatch, delay);
-                }
-                Completion::Page {
-                    dispatch,
-                    outcome: Outcome::Done { record, candidates },
-                } => {
-                    admit.push((candidates, Some(dispatch.item.url.clone())));
-                    pages.push((dispatch, record));
+                    _ => String::new(),
+                };
+                for item in frontier.robots_done(fetch, outcome)? {
+                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
+                    self.record_unfetched(&item, &reason)?;
                 }
             }
+            Completion::Page {
+                dispatch,
+                outcome: Outcome::Retry { delay },
+            } => {
+                CrawlCounters::add(&self.counters.retries, 1);
+                frontier.retry(dispatch, delay);
+            }
+            Completion::Page {
+                dispatch,
+                outcome: Outcome::Done { record, candidates },
+            } => {
+                // The dispatch goes back to the frontier now (its slot is free); the record
+                // is written, and the URL closed in its lease, once its links are admitted.
+                let url = dispatch.item.url.clone();
+                frontier.complete(dispatch);
+                self.waiting.push((url, record, candidates));
+            }
         }
-        let new = self.admit(admit).await?;
-        for ((dispatch, mut record), new) in pages.into_iter().zip(new) {
-            record.new_links = new;
-            let url = dispatch.item.url.clone();
-            frontier.complete(dispatch);
+        Ok(())
+    }
+
+    /// Waits for the calls in flight and applies them (before a stop or the end).
+    async fn finish_calls(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
+        loop {
+            if self.admitting.is_some() {
+                let reply = join_call(&mut self.admitting).await;
+                self.finish_admit(reply)?;
+            } else if !self.waiting.is_empty() {
+                self.start_admit()?;
+            } else if self.syncing.is_some() {
+                let reply = join_call(&mut self.syncing).await;
+                self.finish_sync(frontier, reply)?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sends the waiting pages' links to Redis (one pipeline, one script per page with links
+    /// the local cache does not know); pages with none are recorded at once.
+    fn start_admit(&mut self) -> Result<(), CrawlError> {
+        if self.waiting.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        let mut pages = Vec::new();
+        let mut sent: Vec<Vec<(String, QueuedUrl)>> = Vec::new();
+        for (url, record, candidates) in std::mem::take(&mut self.waiting) {
+            let items = self.unknown(candidates, Some(url.clone()));
+            if !items.is_empty() {
+                self.shared.admit_call(&mut pipe, &items);
+            }
+            pages.push((url, record));
+            sent.push(items);
+        }
+        let admitting = Admitting { pages, sent };
+        if admitting.sent.iter().all(Vec::is_empty) {
+            return self.apply_admit(admitting, Vec::new());
+        }
+        let redis = self.shared.redis.clone();
+        let call = tokio::spawn(async move { redis.run(&pipe).await });
+        self.admitting = Some((call, admitting));
+        Ok(())
+    }
+
+    /// The candidates the local cache does not know, as items to queue.
+    fn unknown(&self, candidates: Candidates, parent: Option<String>) -> Vec<(String, QueuedUrl)> {
+        let mut items = Vec::new();
+        let mut known = 0;
+        for url in candidates.urls {
+            if self.cache.contains(url.as_str().as_bytes()) {
+                known += 1;
+                continue;
+            }
+            items.push((
+                host_key(&url),
+                QueuedUrl {
+                    url: String::from(url),
+                    depth: candidates.depth,
+                    parent: parent.clone(),
+                    redirect_hops: candidates.redirect_hops,
+                    attempts: 0,
+                },
+            ));
+        }
+        Refusal::Seen.count(&self.counters, known);
+        items
+    }
+
+    fn finish_admit(&mut self, reply: Option<CallResult<Admitting>>) -> Result<(), CrawlError> {
+        let Some((replies, admitting)) = reply else {
+            return Ok(());
+        };
+        self.apply_admit(admitting, replies?)
+    }
+
+    /// The admission's answers: counts, the cache, then the pages' records.
+    fn apply_admit(
+        &mut self,
+        admitting: Admitting,
+        replies: Vec<redis::Value>,
+    ) -> Result<(), CrawlError> {
+        let mut replies = replies.into_iter();
+        let Admitting { pages, sent } = admitting;
+        for ((url, mut record), items) in pages.into_iter().zip(sent) {
+            let mut queued = 0;
+            if !items.is_empty() {
+                let reply = replies
+                    .next()
+                    .ok_or_else(|| distributed::bad("admit", &redis::Value::Nil))?;
+                let codes = distributed::array(&reply, "admit")?;
+                if codes.len() != items.len() {
+                    return Err(distributed::bad("admit", &reply).into());
+                }
+                for ((_, item), code) in items.iter().zip(codes) {
+                    match distributed::int(code, "admit")? {
+                        1 => {
+                            // In the shared set now: the cache may say so.
+                            self.cache.insert_new(item.url.as_bytes());
+                            queued += 1;
+                        }
+                        0 => {
+                            self.cache.insert_new(item.url.as_bytes());
+                            Refusal::Seen.count(&self.counters, 1);
+                        }
+                        2 => Refusal::OverMaxUrls.count(&self.counters, 1),
+                        _ => Refusal::HostCap.count(&self.counters, 1),
+                    }
+                }
+                CrawlCounters::add(&self.counters.accepted, queued);
+            }
+            record.new_links = queued;
             self.record(&record, &url)?;
         }
         Ok(())
     }
 
-    /// Admits each page's candidates through Redis (one pipeline for all of them; none for
-    /// candidates the local cache knows). Returns how many each page queued.
-    async fn admit(
-        &mut self,
-        pages: Vec<(Candidates, Option<String>)>,
-    ) -> Result<Vec<u64>, CrawlError> {
+    /// The seeds, admitted before the loop starts.
+    async fn admit_seeds(&mut self, seeds: Candidates) -> Result<(), CrawlError> {
+        let items = self.unknown(seeds, None);
+        if items.is_empty() {
+            return Ok(());
+        }
         let mut pipe = redis::pipe();
-        let mut sent: Vec<Vec<(String, QueuedUrl)>> = Vec::with_capacity(pages.len());
-        for (candidates, parent) in pages {
-            let mut items = Vec::new();
-            let mut known = 0;
-            for url in candidates.urls {
-                if self.cache.contains(url.as_str().as_bytes()) {
-                    known += 1;
-                    continue;
-                }
-                items.push((
-                    host_key(&url),
-                    QueuedUrl {
-                        url: String::from(url),
-                        depth: candidates.depth,
-                        parent: parent.clone(),
-                        redirect_hops: candidates.redirect_hops,
-                        attempts: 0,
-                    },
-                ));
+        self.shared.admit_call(&mut pipe, &items);
+        let replies = self.shared.redis.run(&pipe).await?;
+        let reply = replies
+            .first()
+            .ok_or_else(|| distributed::bad("admit", &redis::Value::Nil))?;
+        let codes = distributed::array(reply, "admit")?;
+        for ((_, item), code) in items.iter().zip(codes) {
+            let code = distributed::int(code, "admit")?;
+            if code == 0 || code == 1 {
+                self.cache.insert_new(item.url.as_bytes());
             }
-            Refusal::Seen.count(&self.counters, known);
-            if !items.is_empty() {
-                self.shared.admit_call(&mut pipe, &items);
+            if code == 1 {
+                CrawlCounters::add(&self.counters.accepted, 1);
             }
-            sent.push(items);
         }
-        let mut replies = if sent.iter().any(|s| !s.is_empty()) {
-            self.shared.redis.run(&pipe).await?.into_iter()
-        } else {
-            Vec::new().into_iter()
-        };
-        let mut queued_per_page = Vec::with_capacity(sent.len());
-        for items in sent {
-            if items.is_empty() {
-                queued_per_page.push(0);
-                continue;
-            }
-            let reply = replies
-                .next()
-                .ok_or_else(|| distributed::bad("admit", &redis::Value::Nil))?;
-            let codes = distributed::array(&reply, "admit")?;
-            if codes.len() != items.len() {
-                return Err(distributed::bad("admit", &reply).into());
-            }
-            let mut queued = 0;
-            for ((_, item), code) in items.iter().zip(codes) {
-                // Whatever the answer, the URL is in the shared set now: the cache may say so.
-                let code = distributed::int(code, "admit")?;
-                match code {
-                    1 => {
-                        self.cache.insert_new(item.url.as_bytes());
-                        queued += 1;
-                    }
-                    0 => {
-                        self.cache.insert_new(item.url.as_bytes());
-                        Refusal::Seen.count(&self.counters, 1);
-                    }
-                    2 => Refusal::OverMaxUrls.count(&self.counters, 1),
-                    _ => Refusal::HostCap.count(&self.counters, 1),
-                }
-            }
-            CrawlCounters::add(&self.counters.accepted, queued);
-            queued_per_page.push(queued);
-        }
-        Ok(queued_per_page)
+        Ok(())
     }
 
-    /// Writes the record of an accepted URL that ends without a fetch.
     fn record_unfetched(&mut self, item: &QueuedUrl, reason: &str) -> Result<(), CrawlError> {
         let mut record = base_record(item);
         record.attempts = 0;
@@ -630,43 +733,44 @@ impl Process {
         Ok(())
     }
 
-    /// One round trip: releases finished leases (records flushed first), adds the counters'
-    /// increments, renews held leases (`beat`), and claims up to `want` hosts' URLs.
-    /// Returns, when `claim` (a claim or a report was asked), the leases taken, whether the
-    /// whole crawl is over, and when the next host is due.
-    async fn sync(
+    /// Starts one round trip beside the loop: acknowledgements and finished leases (records
+    /// flushed first), the counters' increments, renewal of held leases (`beat`), and, when
+    /// `claim`, a claim of up to `want` hosts with top-ups of held leases running low.
+    fn start_sync(
         &mut self,
-        frontier: &mut Frontier,
+        frontier: &Frontier,
         beat: bool,
         want: u64,
         claim: bool,
-    ) -> Result<Option<(usize, bool, Option<Duration>)>, CrawlError> {
+    ) -> Result<(), CrawlError> {
         self.flush()?;
         let now = Instant::now();
-        let s = &self.shared;
         let mut pipe = redis::pipe();
         let releasing = !self.done.is_empty() || self.pending_acks > 0;
         if releasing {
+            let s = &self.shared;
             let mut args = vec![
                 s.prefix.clone().into_bytes(),
                 s.process.clone().into_bytes(),
             ];
-            for (token, host, acks) in &self.done {
+            for (token, host, acks) in std::mem::take(&mut self.done) {
                 push_release(
                     &mut args,
-                    token,
-                    frontier.handoff_wait(host, now),
+                    &token,
+                    frontier.handoff_wait(&host, now),
                     true,
-                    acks,
+                    &acks,
                 );
             }
-            for held in self.held.values().filter(|h| !h.acks.is_empty()) {
-                push_release(&mut args, &held.token, Duration::ZERO, false, &held.acks);
+            for held in self.held.values_mut().filter(|h| !h.acks.is_empty()) {
+                let acks = std::mem::take(&mut held.acks);
+                push_release(&mut args, &held.token, Duration::ZERO, false, &acks);
             }
             s.redis.scripts.release.call(&mut pipe, &s.meta, &args);
+            self.pending_acks = 0;
+            self.acks_since = None;
         }
-        let counting = releasing || beat;
-        if counting {
+        if releasing || beat {
             self.counter_increments(&mut pipe);
         }
         let s = &self.shared;
@@ -707,50 +811,86 @@ impl Process {
             args.extend(tops);
             s.redis.scripts.claim.call(&mut pipe, &s.meta, &args);
         }
-        let replies = s.redis.run(&pipe).await?;
+        let syncing = Syncing {
+            releasing,
+            beat,
+            topped,
+            sent_at: now,
+        };
+        let redis = s.redis.clone();
+        let call = tokio::spawn(async move { redis.run(&pipe).await });
+        self.syncing = Some((call, syncing));
+        Ok(())
+    }
+
+    /// Applies a sync's replies; returns the claim's answer when it had one.
+    fn finish_sync(
+        &mut self,
+        frontier: &mut Frontier,
+        reply: Option<CallResult<Syncing>>,
+    ) -> Result<Option<ClaimAnswer>, CrawlError> {
+        let Some((replies, syncing)) = reply else {
+            return Ok(None);
+        };
+        let replies = replies?;
         let mut replies = replies.iter();
         let mut next = |what| {
             replies
                 .next()
                 .ok_or_else(|| CrawlError::from(distributed::bad(what, &redis::Value::Nil)))
         };
-        if releasing {
+        if syncing.releasing {
             let stale = distributed::int(next("release")?, "release")?.max(0) as u64;
             self.note_stale(stale);
-            self.done.clear();
-            for held in self.held.values_mut() {
-                held.acks.clear();
-            }
-            self.pending_acks = 0;
-            self.acks_since = None;
         }
-        if beat {
+        if syncing.beat {
             let lost = distributed::array(next("renew")?, "renew")?.len() as u64;
             self.note_stale(lost);
         }
-        if !claim {
+        let Ok(claim) = next("claim") else {
             return Ok(None);
-        }
-        let claimed = parse_claim(next("claim")?)?;
+        };
+        let claimed = parse_claim(claim)?;
+        let now = syncing.sent_at;
         // Top-ups that brought nothing wait a little before asking again.
-        for host in topped {
+        for host in syncing.topped {
             if let Some(held) = self.held.get_mut(&host) {
                 held.dry_until = now + TOPUP_RETRY;
             }
         }
         let mut got = 0;
         for lease in claimed.leases {
-            let held = match self.held.get_mut(&lease.host) {
-                Some(held) if held.token == lease.token => held,
-                _ => {
-                    got += 1;
-                    self.held.entry(lease.host.clone()).or_insert(Held {
-                        token: lease.token.clone(),
-                        open: HashMap::new(),
-                        acks: Vec::new(),
-                        dry_until: now,
-                    })
+            match self.held.get(&lease.host) {
+                Some(held) if held.token == lease.token => {}
+                Some(_) => {
+                    // Never happens (a host is leased once at a time); were it to, the URLs
+                    // stay in that lease in Redis and come back when it ends or expires.
+                    tracing::warn!("a lease of {} this process does not know", lease.host);
+                    continue;
                 }
+                None => {
+                    // A top-up of a lease that finished while the sync was on its way is
+                    // still that lease: it is held again instead of ended.
+                    let acks = match self.done.iter().position(|(t, _, _)| *t == lease.token) {
+                        Some(i) => self.done.swap_remove(i).2,
+                        None => {
+                            got += 1;
+                            Vec::new()
+                        }
+                    };
+                    self.held.insert(
+                        lease.host.clone(),
+                        Held {
+                            token: lease.token.clone(),
+                            open: HashMap::new(),
+                            acks,
+                            dry_until: now,
+                        },
+                    );
+                }
+            }
+            let Some(held) = self.held.get_mut(&lease.host) else {
+                continue;
             };
             held.dry_until = now;
             for (item, json) in lease.items {
@@ -848,6 +988,25 @@ fn push_release(args: &mut Vec<Vec<u8>>, token: &str, wait: Duration, end: bool,
     for json in acks {
         args.push(json.as_bytes().to_vec());
     }
+}
+
+/// A finished call's replies and what it carried.
+type CallResult<T> = (Result<Vec<redis::Value>, DistributedError>, T);
+
+/// Waits for the call in `slot`, if any (forever otherwise), and empties the slot.
+async fn join_call<T>(slot: &mut Option<(Call, T)>) -> Option<CallResult<T>> {
+    let result = match slot {
+        Some((call, _)) => call.await,
+        None => std::future::pending().await,
+    };
+    let (_, carried) = slot.take()?;
+    let replies = result.unwrap_or_else(|e| {
+        Err(DistributedError::Reply {
+            what: "a Redis call",
+            detail: format!("its task ended: {e}"),
+        })
+    });
+    Some((replies, carried))
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
