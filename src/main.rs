@@ -280,7 +280,11 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         (None, None) => bail!("plan: give --fpp P or --memory SIZE"),
     }
     .context("plan")?;
-    write_stdout(&format!("{}\n", plan.report()))?;
+    write_stdout(&format!(
+        "{}\n{}\n",
+        plan.report(),
+        crawler::distributed::redis_layout(&plan)
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,8 +1,8 @@
 //! One process of a distributed crawl (`[distributed] redis`, see [`crate::distributed`]):
 //! the run loop that takes leases of hosts' URLs from Redis, crawls them with the same fetch
 //! tasks, parse pool and local [`Frontier`] as a single-process crawl, admits new links
-//! through Redis, writes `pages-<process id>.jsonl` and acknowledges each lease once the
-//! records of all its URLs are handed to the OS.
+//! through Redis, writes `pages-<process id>.jsonl` and acknowledges each URL once its
+//! record is handed to the OS.
 //!
 //! Why a loop of its own beside [`super::dispatcher`]: the single-process dispatcher's job
 //! is mostly checkpoints and its queue log, which Redis replaces here, and its acceptance
@@ -10,15 +10,19 @@
 //! parsing, screening, politeness inside a host) is called, not copied. The local frontier
 //! holds only leased URLs, so its politeness within a lease is the crawl's.
 //!
-//! Round trips: a drained batch of completions costs one pipeline of admission scripts (only
-//! for pages with links the local cache does not know), and one "sync" pipeline carries the
-//! acknowledgements, the counters' increments, the heartbeat and the next claim together.
+//! Round trips run beside the loop (spawned tasks, at most one admission and one sync in
+//! flight), so dispatching never waits for Redis: a batch of finished pages costs one
+//! pipeline of admission scripts (only for pages with links the local cache does not know),
+//! and one "sync" pipeline carries the acknowledgements, the finished leases, the counters'
+//! increments, the heartbeat, top-ups of held leases running low and the next claim.
+//! Acknowledgements wait up to [`ACK_DELAY`] or [`ACK_BATCH`] of them to share a round trip.
 //!
-//! Guarantees (with those of [`crate::distributed`]): a lease is released only after the
-//! records of all its URLs were written to the pages file (flushed to the OS) and the links
-//! of its pages admitted; a stop gives the unfinished URLs of held leases back to the head of
-//! their queues; an error of Redis stops the process without releasing anything unfinished
-//! (the leases expire and other processes, or this one restarted, take them over).
+//! Guarantees (with those of [`crate::distributed`]): a URL is acknowledged only after its
+//! page's links were admitted and its record written to the pages file and flushed to the
+//! OS; a lease ends when all its URLs are acknowledged (or at a stop, giving the others back
+//! to the head of their queues); an error of Redis stops the process without ending
+//! anything unfinished (the leases expire and other processes, or this one restarted, take
+//! their unacknowledged URLs over).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;

@@ -24,8 +24,9 @@
 //! - `q:<host>`: each host's queue (a list of JSON [`QueuedUrl`]s); `sched`: a sorted set of
 //!   the hosts that have URLs queued and are not leased, scored by the instant (ms, Redis
 //!   clock) they may next be served; `next`: each host's next-allowed instant.
-//! - `leases` (token → expiry), `lease:<token>` (host, process), `li:<token>` (the leased
-//!   URLs), `leased` (host → token): a host is leased to one process at a time.
+//! - `leases` (token → expiry), `lease:<token>` (host, process), `li:<token>` (a set of the
+//!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
+//!   at a time, which tops its lease up while the host has URLs queued.
 //! - `meta`: accepted (the `max_urls` budget), queued, bits set, the plan, lease numbers;
 //!   `counters`: the crawl's counters summed over processes; `procs`: heartbeats.
 //!
@@ -35,10 +36,12 @@
 //!   `max_urls` and the host cap, sets the bits and pushes the URL in one atomic script:
 //!   no URL is queued twice, and `max_urls` is exact over all processes.
 //! - **Nothing acknowledged is lost; nothing leased is lost.** A host's URLs leave its queue
-//!   only into a lease; a lease ends only by its holder's release (after the records of its
-//!   URLs are handed to the OS, or with the unfinished ones given back to the head of the
-//!   queue), or by expiry, which puts all its URLs back at the head of the queue. A process
-//!   killed with `kill -9` therefore costs at most its leased URLs fetched twice.
+//!   only into a lease; a URL leaves its lease only by an acknowledgement carrying the
+//!   lease's token (sent after its record is handed to the OS); a lease ends by its holder
+//!   (its unacknowledged URLs back to the head of the queue) or by expiry `lease_secs`
+//!   after the last heartbeat (the same, by whichever process claims next). A process
+//!   killed with `kill -9` therefore costs at most its unacknowledged leased URLs fetched
+//!   twice.
 //! - **Politeness for the crawl as a whole.** A host is leased to one process at a time, and
 //!   is offered to the next one only from the instant the releasing process's limiter would
 //!   be as good as new (`last request + period × burst`, Retry-After and Crawl-delay
@@ -177,6 +180,17 @@ pub(crate) fn bloom_bits(plan: &Plan, key: &[u8], offsets: &mut Vec<u64>) -> u64
     block / BLOCKS_PER_SHARD
 }
 
+/// How the seen-set of `plan` is laid out in Redis, for `crawler plan`.
+pub fn redis_layout(plan: &Plan) -> String {
+    let blocks = plan.m_bits / 512;
+    let shards = blocks.div_ceil(BLOCKS_PER_SHARD).max(1);
+    format!(
+        "in Redis (distributed mode): the same {:.1} MiB in {shards} string key(s) of at most {} MiB (seen:<shard>), one BITFIELD read and at most one write per new URL",
+        plan.bytes as f64 / (1 << 20) as f64,
+        (BLOCKS_PER_SHARD * 64) >> 20
+    )
+}
+
 /// The settings a process runs with.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -300,4 +314,45 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<Claimed, DistributedError>
         });
     }
     Ok(claimed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key's bits are inside its shard, never a block's lock bit, at most k of them,
+    /// and the shards cover the plan's blocks: a filter of more than one shard spreads keys
+    /// over all of them.
+    #[test]
+    fn bloom_bits_stay_inside_the_plans_shards() {
+        let small = Plan::for_fpp(100_000, 0.001).unwrap();
+        // About 2.3 GiB of filter: several shards.
+        let large = Plan::for_fpp(1_000_000_000, 0.0001).unwrap();
+        for plan in [small, large] {
+            let shards = (plan.m_bits / 512).div_ceil(BLOCKS_PER_SHARD);
+            let mut seen_shards = std::collections::BTreeSet::new();
+            let mut offsets = Vec::new();
+            for i in 0..20_000 {
+                let key = format!("http://h{}.test/page/{i}", i % 7);
+                let shard = bloom_bits(&plan, key.as_bytes(), &mut offsets);
+                assert!(shard < shards, "shard {shard} of {shards}");
+                seen_shards.insert(shard);
+                assert!(!offsets.is_empty() && offsets.len() <= plan.k as usize);
+                let last_block = plan.m_bits / 512 - shard * BLOCKS_PER_SHARD;
+                for &o in &offsets {
+                    assert!(o / 512 < last_block.min(BLOCKS_PER_SHARD), "{o}");
+                    assert_ne!(o % 512, 511, "the lock bit");
+                }
+                // One block per key.
+                assert!(offsets.iter().all(|o| o / 512 == offsets[0] / 512));
+            }
+            assert_eq!(seen_shards.len() as u64, shards, "keys reach every shard");
+        }
+    }
+
+    #[test]
+    fn crawl_keys_share_one_cluster_hash_tag() {
+        assert_eq!(prefix("news-2026"), "crawl:{news-2026}:");
+        assert!(redis_layout(&Plan::for_fpp(100_000_000, 0.001).unwrap()).contains("1 string key"));
+    }
 }
