@@ -353,10 +353,18 @@ impl Process {
         shutdown: &super::ShutdownHandle,
     ) -> Result<bool, CrawlError> {
         let concurrency = self.config.crawl.concurrency as u64;
-        let per_host = u64::from(self.config.politeness.per_host_concurrency.max(1));
         let lease_urls = u64::from(self.shared.settings.lease_urls);
-        // Enough hosts to fill the process's concurrency, never more than twice that.
-        let max_held = concurrency.div_ceil(per_host.min(lease_urls)).clamp(1, 256) as usize;
+        // What one host can keep in flight: its concurrency cap, or (politeness off) about
+        // what a lease holds between top-ups.
+        let per_host = if self.config.politeness.enabled {
+            u64::from(self.config.politeness.per_host_concurrency.max(1))
+        } else {
+            lease_urls.div_ceil(2)
+        };
+        // Hosts are claimed only while slots stay empty with nothing ready locally (so a
+        // process takes what it can use and leaves the rest to the others), a few at a time,
+        // and never more than one per slot.
+        let max_held = (concurrency as usize).clamp(4, 1024);
         let heartbeat = self.shared.settings.lease / 3;
         let grace = Duration::from_secs_f64(self.config.crawl.shutdown_grace_secs);
         let mut stop_rx = shutdown.subscribe();
@@ -418,8 +426,8 @@ impl Process {
             if stopping && grace_deadline.is_none() {
                 grace_deadline = Some(now + grace);
             }
-            let busy = frontier.in_flight() + frontier.queued();
-            let wants_work = !stopping && busy < concurrency * 2 && self.held.len() < max_held;
+            let in_flight = frontier.in_flight();
+            let wants_work = !stopping && in_flight < concurrency && self.held.len() < max_held;
             let sync_at = if self.syncing.is_some() {
                 None
             } else {
@@ -443,7 +451,7 @@ impl Process {
             };
             if sync_at.is_some_and(|at| at <= now) {
                 let want = if wants_work && next_claim <= now {
-                    let hosts = (concurrency * 2 - busy).div_ceil(per_host.min(lease_urls));
+                    let hosts = (concurrency - in_flight).div_ceil(per_host);
                     hosts.clamp(1, (max_held - self.held.len()) as u64)
                 } else {
                     0
