@@ -288,7 +288,22 @@ pub(crate) async fn run(
         elapsed: started.elapsed(),
         stopped,
     });
-    let json = serde_json::to_vec_pretty(&summary).unwrap_or_default();
+    // The process's own summary, with what it cost in Redis beside it (the whole crawl's
+    // figures are in Redis: `crawler status`).
+    let mut json = serde_json::to_value(&summary).unwrap_or_default();
+    if let Some(object) = json.as_object_mut() {
+        object.insert(
+            "distributed".into(),
+            serde_json::json!({
+                "process": process,
+                "crawl_id": settings.crawl_id,
+                "redis_round_trips": round_trips,
+                "round_trips_per_page": round_trips as f64 / finished.max(1) as f64,
+                "leases_lost": process_loop.stale,
+            }),
+        );
+    }
+    let json = serde_json::to_vec_pretty(&json).unwrap_or_default();
     crate::output::write_atomically(&out_dir.join(format!("summary-{process}.json")), &json)?;
     Ok(summary)
 }
@@ -354,16 +369,15 @@ impl Process {
     ) -> Result<bool, CrawlError> {
         let concurrency = self.config.crawl.concurrency as u64;
         let lease_urls = u64::from(self.shared.settings.lease_urls);
-        // What one host can keep in flight: its concurrency cap, or (politeness off) about
-        // what a lease holds between top-ups.
-        let per_host = if self.config.politeness.enabled {
-            u64::from(self.config.politeness.per_host_concurrency.max(1))
-        } else {
-            lease_urls.div_ceil(2)
-        };
-        // Hosts are claimed only while slots stay empty with nothing ready locally (so a
-        // process takes what it can use and leaves the rest to the others), a few at a time,
-        // and never more than one per slot.
+        // What one host can keep in flight with politeness on.
+        let per_host = u64::from(self.config.politeness.per_host_concurrency.max(1));
+        // Hosts are claimed a few at a time, only while the process could use more (so it
+        // leaves the rest to the others), never more than one per slot. With politeness on,
+        // a queued URL may wait for its host's rate: more hosts are wanted while slots stay
+        // empty with nothing ready. With it off, every queued URL is ready: the process keeps
+        // about two rounds of its concurrency queued or in flight, so that a claim's round
+        // trip never leaves slots empty.
+        let polite = self.config.politeness.enabled;
         let max_held = (concurrency as usize).clamp(4, 1024);
         let heartbeat = self.shared.settings.lease / 3;
         let grace = Duration::from_secs_f64(self.config.crawl.shutdown_grace_secs);
@@ -427,7 +441,13 @@ impl Process {
                 grace_deadline = Some(now + grace);
             }
             let in_flight = frontier.in_flight();
-            let wants_work = !stopping && in_flight < concurrency && self.held.len() < max_held;
+            let busy = in_flight + frontier.queued();
+            let deficit = if polite {
+                concurrency.saturating_sub(in_flight)
+            } else {
+                (2 * concurrency).saturating_sub(busy)
+            };
+            let wants_work = !stopping && deficit > 0 && self.held.len() < max_held;
             let sync_at = if self.syncing.is_some() {
                 None
             } else {
@@ -451,7 +471,7 @@ impl Process {
             };
             if sync_at.is_some_and(|at| at <= now) {
                 let want = if wants_work && next_claim <= now {
-                    let hosts = (concurrency - in_flight).div_ceil(per_host);
+                    let hosts = deficit.div_ceil(if polite { per_host } else { lease_urls });
                     hosts.clamp(1, (max_held - self.held.len()) as u64)
                 } else {
                     0

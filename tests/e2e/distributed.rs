@@ -374,6 +374,26 @@ fn one_process_on_redis_fetches_every_page_once() {
         "{text}"
     );
     assert!(text.contains("leases outstanding 0"), "{text}");
+    // The process's summary says what it cost in Redis: round trips are counted, and few.
+    let summary = std::fs::read_dir(crawl.out())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("summary-")
+        })
+        .expect("summary-<process id>.json");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    let per_page = summary["distributed"]["round_trips_per_page"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        per_page > 0.0 && per_page <= 2.0,
+        "{per_page} round trips per page"
+    );
 }
 
 #[test]
