@@ -17,6 +17,19 @@
 //! From Redis's CPU per page the last line models how many crawler processes one Redis
 //! core serves at the measured per-process rate.
 //!
+//! Measured (medians of 3, this 2-core machine while two other builds and benchmarks ran,
+//! load average about 4):
+//!
+//! | mode | pages/s | crawler CPU s/1000 pages | Redis CPU s/1000 pages | round trips/page |
+//! |---|---:|---:|---:|---:|
+//! | 1 process, local | 13,387 | 0.121 | – | – |
+//! | 1 process on Redis | 10,178 (0.76×) | 0.141 | 0.0173 | 0.046 |
+//! | 2 processes on Redis | 8,474 | 0.173 | 0.0209 | 0.036 |
+//!
+//! Two processes cannot beat one here: one already uses the two cores (with the web server
+//! and Redis). Model: one Redis core serves about 58,000 pages/s, some 6 processes at the
+//! one-process rate.
+//!
 //! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3). Needs `redis-server`
 //! and `redis-cli` on the PATH.
 
