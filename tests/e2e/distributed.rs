@@ -9,7 +9,12 @@
 //! - one of three processes killed with `kill -9`: nothing lost, and the pages fetched twice
 //!   are no more than the URLs Redis reclaimed from expired leases;
 //! - per-host concurrency and rate across processes, from the server's timestamps;
-//! - Redis restarted mid-crawl with AOF: the crawl completes, nothing lost.
+//! - Redis restarted mid-crawl with AOF: the crawl completes, nothing lost; Redis away
+//!   longer than `redis_timeout_secs`: the processes stop with an error and a process
+//!   started later finishes the crawl; Redis restarted without persistence: the processes
+//!   stop with an error instead of starting the crawl again;
+//! - a process stopped with SIGTERM gives its leases back: nothing expires, nothing is
+//!   fetched twice.
 //!
 //! `redis-server` must be installed (`.ci/run` installs it when missing).
 
@@ -629,4 +634,66 @@ fn redis_restarted_without_persistence_stops_the_processes() {
     }
     // Nothing was started again in the empty Redis.
     assert_eq!(crawl.meta("accepted"), 0);
+}
+
+#[test]
+fn a_stopped_process_gives_its_leases_back() {
+    let _load = crate::support::ordinary();
+    let settings = slow_settings(40);
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    // Default leases (30 s): a lease not given back would hold the crawl up that long and
+    // show as reclaimed.
+    let crawl = Shared::new(WebSpec::small(79), false, &settings);
+    let mut children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
+    let started = Instant::now();
+    let victim = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no process ever held a lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        if crawl.recorded_so_far() < 30 {
+            continue;
+        }
+        let holders = crawl.lease_holders();
+        if let Some(i) = children
+            .iter()
+            .position(|c| holders.iter().any(|h| h.contains(&format!("-{}-", c.id()))))
+        {
+            break i;
+        }
+    };
+    let victim = children.remove(victim);
+    let pid = victim.id();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    crawl.finish(victim);
+    // It stopped before the end (so it had leases to give back).
+    let summary = std::fs::read_dir(crawl.out())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("summary-") && name.contains(&format!("-{pid}-"))
+        })
+        .expect("the stopped process's summary");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    assert_eq!(summary["stopped"], true, "{summary}");
+    for child in children {
+        crawl.finish(child);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the crawl waited for a lease to expire"
+    );
+    let (extra, twice) = crawl.check("after a stop");
+    assert_eq!(
+        crawl.meta("reclaimed_urls"),
+        0,
+        "a lease was left to expire"
+    );
+    assert_eq!((extra, twice), (0, 0), "a page fetched or recorded twice");
+    crawl.assert_drained();
 }
