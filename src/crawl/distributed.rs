@@ -876,8 +876,15 @@ impl Process {
             self.note_stale(stale);
         }
         if syncing.beat {
-            let lost = distributed::array(next("renew")?, "renew")?.len() as u64;
-            self.note_stale(lost);
+            let lost = distributed::array(next("renew")?, "renew")?;
+            let mut tokens = Vec::with_capacity(lost.len());
+            for token in lost {
+                tokens.push(distributed::text(token, "renew")?);
+            }
+            self.note_stale(tokens.len() as u64);
+            // A lease taken over is no longer this process's: its URLs are not acknowledged
+            // (the new holder fetches them too), and it is not renewed or reported again.
+            self.held.retain(|_, held| !tokens.contains(&held.token));
         }
         let Ok(claim) = next("claim") else {
             return Ok(None);

@@ -134,9 +134,10 @@ pub fn prefix(crawl_id: &str) -> String {
     format!("crawl:{{{crawl_id}}}:")
 }
 
-/// A stable id for this process: host name, pid and start time, so that a restarted
-/// process with a recycled pid is still a new one, and a sequence number for several crawls
-/// run by one process (benchmarks, tests).
+/// A stable id for this process: host name, pid and start time (nanoseconds within the
+/// second, so that a restarted process with a recycled pid, or a container's pid 1 on a
+/// host of the same name, is still a new one), and a sequence number for several crawls run
+/// by one process (benchmarks, tests).
 pub fn process_id() -> String {
     static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -153,7 +154,7 @@ pub fn process_id() -> String {
     };
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() % 1_000_000);
+        .map_or(0, |d| d.subsec_nanos());
     let id = format!("{host}-{}-{started}", std::process::id());
     if n == 0 {
         id
