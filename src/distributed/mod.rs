@@ -10,6 +10,7 @@
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
 //! | `renew.lua` | heartbeat: the process registry and the expiry of held leases |
 //! | `status.rs` | `crawler status`: the whole crawl's figures |
+//! | `script_tests.rs` | the scripts' promises, one by one, on a real `redis-server` |
 //!
 //! The process's run loop is `crate::crawl::distributed`: it drives the same fetch tasks,
 //! parse pool and local [`crate::frontier::Frontier`] as a single-process crawl, the local
@@ -79,6 +80,8 @@
 //! the prefix, which a cluster accepts for keys of the same slot.
 
 mod client;
+#[cfg(test)]
+mod script_tests;
 pub mod status;
 
 use std::time::Duration;
