@@ -149,10 +149,13 @@ pub(crate) async fn run(
     let CrawlRequest {
         config,
         seeds,
-        progress: _,
+        progress,
         shutdown,
         resume: _,
     } = request;
+    // A line per progress interval (no bar: a bar of this process alone would mislead);
+    // `crawler status` shows the whole crawl.
+    let progress_lines = progress != super::ProgressMode::Quiet;
     if seeds.is_empty() {
         return Err(CrawlError::NoSeeds);
     }
@@ -260,6 +263,7 @@ pub(crate) async fn run(
         waiting: Vec::new(),
         admitting: None,
         syncing: None,
+        progress_lines,
     };
     let seeds = Candidates {
         urls: seeds,
@@ -335,6 +339,8 @@ struct Process {
     admitting: Option<(Call, Admitting)>,
     /// The sync in flight (at most one).
     syncing: Option<(Call, Syncing)>,
+    /// Whether to log a progress line per `progress_interval_secs`.
+    progress_lines: bool,
 }
 
 /// A round trip running beside the loop.
@@ -526,7 +532,7 @@ impl Process {
                     }
                 }
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-                _ = log_tick.tick() => {
+                _ = log_tick.tick(), if self.progress_lines => {
                     tracing::info!(
                         "{} pages done here, {} queued and {} in flight here, {} leases held, {} Redis round trips",
                         CrawlCounters::get(&self.counters.finished),
