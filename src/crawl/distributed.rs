@@ -72,6 +72,11 @@ struct Held {
     acks: Vec<String>,
     /// No top-up before this instant (the host's queue was empty).
     dry_until: Instant,
+    /// No top-up after this instant (half a lease period after the claim): then the lease
+    /// ends when its URLs are done and the host goes back to the schedule, so that hosts
+    /// move between processes (processes joining later get their share) and no process
+    /// keeps a busy host for the whole crawl.
+    topup_until: Instant,
 }
 
 /// The process's handle on the shared crawl.
@@ -469,7 +474,11 @@ impl Process {
                     at = at.min(next_claim);
                 }
                 if !stopping {
-                    for held in self.held.values().filter(|h| h.open.len() < half) {
+                    for held in self
+                        .held
+                        .values()
+                        .filter(|h| h.open.len() < half && now < h.topup_until)
+                    {
                         at = at.min(held.dry_until);
                     }
                 }
@@ -830,7 +839,10 @@ impl Process {
         if claim {
             let mut tops = Vec::new();
             for (host, held) in &self.held {
-                if held.open.len() < lease_urls.div_ceil(2) && held.dry_until <= now {
+                if held.open.len() < lease_urls.div_ceil(2)
+                    && held.dry_until <= now
+                    && now < held.topup_until
+                {
                     tops.push(held.token.clone().into_bytes());
                     tops.push((lease_urls - held.open.len()).to_string().into_bytes());
                     topped.push(host.clone());
@@ -930,6 +942,7 @@ impl Process {
                             open: HashMap::new(),
                             acks,
                             dry_until: now,
+                            topup_until: now + self.shared.settings.lease / 2,
                         },
                     );
                 }

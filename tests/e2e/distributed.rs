@@ -504,8 +504,10 @@ fn per_host_limits_hold_across_processes() {
             "politeness.per_host_rps=25",
             "politeness.per_host_burst=1",
             "politeness.per_host_concurrency=1",
-            // Small leases: hosts change hands between processes often.
+            // Small leases, topped up for 0.5 s at most: hosts change hands between
+            // processes often.
             "distributed.lease_urls=4",
+            "distributed.lease_secs=1",
         ],
     );
     crawl.server.track_stalls();
