@@ -409,7 +409,11 @@ fn run_and_report(
             config.output.dir.join("summary.json").display()
         );
     }
-    if summary.stopped {
+    if summary.stopped && config.distributed.redis.is_some() {
+        eprintln!(
+            "stopped before the end: this process's unfinished URLs are back in the crawl's queues in Redis, for the other processes or this one started again"
+        );
+    } else if summary.stopped {
         eprintln!(
             "stopped before the end with {} URLs queued or in flight, all checkpointed; to go on, run the same command with --resume",
             summary.queued_left
