@@ -269,6 +269,35 @@ pub struct NetworkSection {
     pub resolve: BTreeMap<String, String>,
 }
 
+/// `[distributed]`: one crawl shared by several processes through Redis (see
+/// `crate::distributed`). Without `redis` the crawl is a single process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DistributedSection {
+    /// `redis://host:6379/0`: the Redis holding the shared crawl.
+    pub redis: Option<String>,
+    /// The crawl every process started with this id joins.
+    pub crawl_id: Option<String>,
+    /// How long a process holds a host's URLs without a heartbeat before another reclaims them.
+    pub lease_secs: f64,
+    /// URLs taken from a host's queue per lease.
+    pub lease_urls: u32,
+    /// How long Redis may stay unreachable before the process stops (resumably).
+    pub redis_timeout_secs: f64,
+}
+
+impl Default for DistributedSection {
+    fn default() -> Self {
+        DistributedSection {
+            redis: None,
+            crawl_id: None,
+            lease_secs: 30.0,
+            lease_urls: 32,
+            redis_timeout_secs: 60.0,
+        }
+    }
+}
+
 /// The whole configuration, after validation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
@@ -282,6 +311,7 @@ pub struct Config {
     pub network: NetworkSection,
     pub normalize: NormalizeOptions,
     pub scope: ScopeOptions,
+    pub distributed: DistributedSection,
 }
 
 /// The keys of each section, for `--set` errors. A unit test keeps this in step with
@@ -337,6 +367,16 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
         ],
     ),
     ("network", &["resolve"]),
+    (
+        "distributed",
+        &[
+            "redis",
+            "crawl_id",
+            "lease_secs",
+            "lease_urls",
+            "redis_timeout_secs",
+        ],
+    ),
     ("scope", ScopeOptions::KEYS),
     (
         "normalize",
@@ -602,6 +642,57 @@ impl Config {
                 "must be a positive number of seconds; 1 is the default".into(),
             ));
         }
+        let d = &self.distributed;
+        if let Some(id) = &d.crawl_id {
+            let ok = !id.is_empty()
+                && id.len() <= 64
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !ok {
+                return Err(invalid(
+                    "distributed.crawl_id",
+                    "must be 1 to 64 letters, digits, '-', '_' or '.'".into(),
+                ));
+            }
+        }
+        if d.redis.is_some() && d.crawl_id.is_none() {
+            return Err(invalid(
+                "distributed.crawl_id",
+                "must be set with distributed.redis (every process of a crawl gives the same)"
+                    .into(),
+            ));
+        }
+        if d.redis.is_some() {
+            // Not yet built for a crawl shared through Redis: each process writes its own
+            // pages file without the archive's writer, and sitemap discoveries have no
+            // shared admission yet.
+            for (on, key) in [
+                (self.output.warc, "output.warc"),
+                (self.crawl.sitemaps, "crawl.sitemaps"),
+            ] {
+                if on {
+                    return Err(invalid(
+                        key,
+                        "is not supported with distributed.redis yet; turn one of them off".into(),
+                    ));
+                }
+            }
+        }
+        for (key, secs) in [
+            ("distributed.lease_secs", d.lease_secs),
+            ("distributed.redis_timeout_secs", d.redis_timeout_secs),
+        ] {
+            if !(secs.is_finite() && secs > 0.0) {
+                return Err(invalid(key, "must be a positive number of seconds".into()));
+            }
+        }
+        if !(1..=1000).contains(&d.lease_urls) {
+            return Err(invalid(
+                "distributed.lease_urls",
+                format!("{} is out of range 1..=1000", d.lease_urls),
+            ));
+        }
         if self.frontier.memory.0 < 1 << 20 {
             return Err(invalid(
                 "frontier.memory",
@@ -854,6 +945,11 @@ mod tests {
             seen: SeenSection {
                 fpp: Some(0.01),
                 memory: Some(ByteSize(1)),
+            },
+            distributed: DistributedSection {
+                redis: Some("redis://127.0.0.1/".into()),
+                crawl_id: Some("c".into()),
+                ..DistributedSection::default()
             },
             ..Config::default()
         })

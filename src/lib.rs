@@ -14,6 +14,7 @@ pub(crate) mod content_coding;
 pub mod cpu_time;
 pub mod crawl;
 pub(crate) mod descriptors;
+pub mod distributed;
 pub mod durable;
 pub mod extract;
 pub(crate) mod fetch;

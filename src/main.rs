@@ -54,6 +54,16 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Show a distributed crawl's state in Redis: counters summed over its processes,
+    /// queue and lease sizes, live processes.
+    Status {
+        /// The Redis the crawl runs on, e.g. redis://127.0.0.1:6379/0.
+        #[arg(long, value_name = "URL")]
+        redis: String,
+        /// The crawl's id.
+        #[arg(long, value_name = "ID")]
+        crawl_id: String,
+    },
     /// Print the effective configuration (defaults, --config file, --set overrides).
     Config {
         /// Configuration file (TOML).
@@ -140,6 +150,13 @@ struct CrawlArgs {
     /// Progress display: auto (a bar on a terminal, lines otherwise), lines or quiet.
     #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "lines", "quiet"])]
     progress: String,
+    /// Join a distributed crawl on this Redis (overrides distributed.redis), e.g.
+    /// redis://127.0.0.1:6379/0; needs --crawl-id.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["resume", "fresh"])]
+    redis: Option<String>,
+    /// The distributed crawl to join (overrides distributed.crawl_id).
+    #[arg(long, value_name = "ID")]
+    crawl_id: Option<String>,
 }
 
 fn parse_count_arg(text: &str) -> Result<u64, String> {
@@ -170,6 +187,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
 fn one_line(error: &anyhow::Error) -> String {
     error
         .chain()
@@ -184,6 +206,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Normalize { urls, config, set }) => {
             let config = Config::load(config.as_deref(), &set)?;
             normalize(urls, &config.normalizer()?)
+        }
+        Some(Command::Status { redis, crawl_id }) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            let text = runtime.block_on(crawler::distributed::status::status(&redis, &crawl_id))?;
+            write_stdout(&text)?;
+            Ok(ExitCode::SUCCESS)
         }
         Some(Command::Config { config, set }) => {
             let config = Config::load(config.as_deref(), &set)?;
@@ -263,7 +294,11 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         (None, None) => bail!("plan: give --fpp P or --memory SIZE"),
     }
     .context("plan")?;
-    write_stdout(&format!("{}\n", plan.report()))?;
+    write_stdout(&format!(
+        "{}\n{}\n",
+        plan.report(),
+        crawler::distributed::redis_layout(&plan)
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -325,6 +360,13 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     if let Some(n) = args.concurrency {
         overrides.push(format!("crawl.concurrency={n}"));
     }
+    // As TOML strings, so that any URL or id is taken literally.
+    if let Some(url) = &args.redis {
+        overrides.push(format!("distributed.redis={}", toml_string(url)));
+    }
+    if let Some(id) = &args.crawl_id {
+        overrides.push(format!("distributed.crawl_id={}", toml_string(id)));
+    }
     let mut config = Config::load(args.config.as_deref(), &overrides)?;
     if let Some(out) = &args.out {
         config.output.dir = out.clone();
@@ -334,6 +376,14 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{bad}");
     }
     seeds.require_some(seeds_path)?;
+    if config.distributed.redis.is_some() {
+        // Redis holds the crawl's state; each process writes files of its own
+        // (pages-<process id>.jsonl), so the directory holds no checkpoint to check.
+        if args.resume || args.fresh {
+            bail!("--resume and --fresh are for a single-process crawl: a distributed crawl resumes when its processes start again with the same --crawl-id");
+        }
+        return run_and_report(config, seeds.urls, progress_mode(&args.progress), None);
+    }
     let resume = prepare_output_dir(&config.output.dir, args.resume, args.fresh)?;
     run_and_report(config, seeds.urls, progress_mode(&args.progress), resume)
 }
@@ -361,12 +411,23 @@ fn run_and_report(
         .await
     })?;
     eprintln!("{}", summary.human());
-    eprintln!(
-        "output: {} and {}",
-        config.output.dir.join("pages.jsonl").display(),
-        config.output.dir.join("summary.json").display()
-    );
-    if summary.stopped {
+    if config.distributed.redis.is_some() {
+        eprintln!(
+            "output: {}/pages-<process id>.jsonl and summary-<process id>.json",
+            config.output.dir.display()
+        );
+    } else {
+        eprintln!(
+            "output: {} and {}",
+            config.output.dir.join("pages.jsonl").display(),
+            config.output.dir.join("summary.json").display()
+        );
+    }
+    if summary.stopped && config.distributed.redis.is_some() {
+        eprintln!(
+            "stopped before the end: this process's unfinished URLs are back in the crawl's queues in Redis, for the other processes or this one started again"
+        );
+    } else if summary.stopped {
         eprintln!(
             "stopped before the end with {} URLs queued or in flight, all checkpointed; to go on, run the same command with --resume",
             summary.queued_left

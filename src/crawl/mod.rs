@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `mod.rs` | [`run_crawl`]: setup (fresh or resumed), the run, the orderly end |
 //! | `dispatcher.rs` | the one task that owns the frontier: hands out work, takes completions back |
+//! | `distributed.rs` | one process of a crawl shared through Redis ([`crate::distributed`]) |
 //! | `admission.rs` | the one path from a discovered URL to a queued one, and its counting |
 //! | `fetch_task.rs` | one dispatched URL fetched once and turned into an outcome |
 //! | `parse_pool.rs` | OS threads that extract and screen a page's links |
@@ -29,6 +30,7 @@ mod admission;
 mod checkpoints;
 mod counters;
 mod dispatcher;
+mod distributed;
 mod faults;
 mod fetch_task;
 mod messages;
@@ -114,6 +116,14 @@ pub enum CrawlError {
     Frontier(#[from] crate::frontier::FrontierError),
     #[error(transparent)]
     ParseThread(#[from] ParseThreadError),
+    #[error(transparent)]
+    Distributed(#[from] crate::distributed::DistributedError),
+    #[error("{}: cannot write", path.display())]
+    Pages {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// What the crawl needs besides its configuration.
@@ -262,6 +272,16 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         shutdown,
         resume,
     } = request;
+    if let Some(settings) = crate::distributed::Settings::from_config(&config.distributed)? {
+        let request = CrawlRequest {
+            config,
+            seeds,
+            progress,
+            shutdown,
+            resume,
+        };
+        return distributed::run(request, settings).await;
+    }
     if seeds.is_empty() {
         return Err(CrawlError::NoSeeds);
     }

@@ -102,6 +102,7 @@ use crate::config::{FrontierSection, PolitenessSection};
 use crate::robots::RobotsOutcome;
 
 mod backend;
+mod handoff;
 mod residency;
 pub mod robots_cache;
 mod robots_gate;

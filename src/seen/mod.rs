@@ -197,7 +197,9 @@ pub use plan::{
     blocked_fpp, blocked_fpp_at_load, classic_fpp, classic_m_k, machine_memory_bytes, Layout, Plan,
     PlanError, BLOCK_BITS, DEFAULT_SEED, FPP_HEADROOM, MAX_K, PROBE_BITS,
 };
-use probe::{block_of, masks_of, murmur3_halves, Probe};
+// The shared filter in Redis (`crate::distributed`) places keys exactly as this one does.
+use probe::Probe;
+pub(crate) use probe::{block_of, masks_of, murmur3_halves};
 
 /// Keys hashed and prefetched ahead of the inserts in `insert_new_batch`: enough to cover a
 /// memory latency with hashing work, few enough that the lines are still in L1 when used.

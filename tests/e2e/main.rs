@@ -6,6 +6,7 @@ mod cli;
 mod crawl_e2e;
 mod descriptors;
 mod discovery;
+mod distributed;
 mod faults;
 mod hostile;
 mod kill_resume;

@@ -1,0 +1,345 @@
+//! Distributed-mode benchmark: the synthetic web (`WebSpec::bench`: 24 hosts, 30,000 pages
+//! of 16 KiB with 80 links) crawled with politeness off, concurrency 64, by
+//!
+//! - one process on its own (the local seen-set and frontier),
+//! - one process on Redis,
+//! - two processes on one Redis,
+//!
+//! printing pages/s, the crawler's CPU per 1,000 pages (getrusage of this executable, which
+//! runs the crawls; the web is served by a separate process), Redis's CPU per 1,000 pages
+//! (`INFO cpu` used_cpu_user + used_cpu_sys before and after) and Redis round trips per
+//! page (the crawl's own count, summed in Redis). Medians of the runs; each run crawls the
+//! whole web into a fresh crawl id on a `redis-server` started for the benchmark
+//! (persistence off). The "two processes" are two crawls in this executable, each with its
+//! own tokio runtime of 2 workers: the same protocol and the same Redis traffic as two
+//! processes, with one CPU figure for both.
+//!
+//! From Redis's CPU per page the last line models how many crawler processes one Redis
+//! core serves at the measured per-process rate.
+//!
+//! Measured on this 2-core machine while two other engineers' builds and benchmarks ran
+//! (load average 1 to 8 during the runs, so the figures swing by ±30 %): three invocations of
+//! `--runs 3`, each line the medians of one invocation:
+//!
+//! | invocation | local pages/s | 1 on Redis pages/s | ratio | 2 on Redis pages/s | crawler CPU s/1000 p (local / Redis) | Redis CPU s/1000 p | round trips/page |
+//! |---|---:|---:|---:|---:|---:|---:|---:|
+//! | 1 | 7,823 | 5,354 | 0.68 | 5,101 | 0.122 / 0.201 | 0.022 | 0.034 |
+//! | 2 | 9,619 | 4,961 | 0.52 | 5,640 | 0.149 / 0.189 | 0.022 | 0.034 |
+//! | 3 | 8,667 | 6,544 | 0.75 | 5,873 | 0.169 / 0.183 | 0.021 | 0.036 |
+//!
+//! Round trips stay far under the goal of 2 per page; the rate is at the goal of 0.7× only
+//! in some invocations: on two saturated cores it follows CPU per page, and a process on
+//! Redis spends 10–60 % more (JSON of queued URLs, the client's encoding, acknowledgements)
+//! besides Redis's own 0.02 s per 1,000 pages. Two processes cannot beat one here (one
+//! already fills the cores). Model: one Redis core serves about 46,000 pages/s, some 7–9
+//! processes at the measured one-process rate.
+//!
+//! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3). Needs `redis-server`
+//! and `redis-cli` on the PATH.
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crawler::config::{Config, Count};
+use crawler::crawl::ProgressMode;
+use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
+use testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec};
+use url::Url;
+
+/// The first argument that makes this executable the web server process:
+/// `--serve-testweb PORT`.
+const SERVE: &str = "--serve-testweb";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn wait_for(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A child process killed at the end.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spec() -> WebSpec {
+    WebSpec {
+        features: Features::parse("none,variants,nofollow").expect("features"),
+        ..WebSpec::bench(7)
+    }
+}
+
+fn serve(port: u16) -> ! {
+    let options = ServerOptions {
+        port,
+        log_requests: false,
+        ..ServerOptions::default()
+    };
+    let _server = TestWebServer::start_with(Arc::new(Web::new(spec())), options).expect("listen");
+    loop {
+        std::thread::park();
+    }
+}
+
+fn cpu_secs() -> f64 {
+    // SAFETY: getrusage fills the struct we own.
+    let u = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "--raw"])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Redis's own CPU seconds so far (user + sys).
+fn redis_cpu(port: u16) -> f64 {
+    redis_cli(port, &["INFO", "cpu"])
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
+        .filter_map(|(_, v)| v.trim().parse::<f64>().ok())
+        .sum()
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Local,
+    Redis(usize),
+}
+
+struct Run {
+    pages: u64,
+    secs: f64,
+    cpu: f64,
+    redis_cpu: f64,
+    round_trips: u64,
+}
+
+fn config(web_port: u16, out: &std::path::Path) -> Config {
+    let mut config = Config::default();
+    config
+        .network
+        .resolve
+        .insert("*.test".into(), format!("127.0.0.1:{web_port}"));
+    config.output.dir = out.to_path_buf();
+    config.politeness.enabled = false;
+    config.politeness.respect_robots = false;
+    config.crawl.concurrency = 64;
+    config.crawl.max_urls = Count(1_000_000);
+    config.crawl.max_depth = 16;
+    config
+}
+
+fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut config = config(web_port, out.path());
+    let crawl_id = format!("bench-{run}");
+    let processes = match mode {
+        Mode::Local => 1,
+        Mode::Redis(n) => {
+            redis_cli(redis_port, &["FLUSHALL"]);
+            config.distributed.redis = Some(format!("redis://127.0.0.1:{redis_port}/0"));
+            config.distributed.crawl_id = Some(crawl_id.clone());
+            n
+        }
+    };
+    let seeds: Vec<Url> = (0..spec().hosts)
+        .map(|h| Url::parse(&format!("http://h{h}.test/")).expect("seed"))
+        .collect();
+    let cpu_before = cpu_secs();
+    let redis_before = redis_cpu(redis_port);
+    let started = Instant::now();
+    let threads: Vec<_> = (0..processes)
+        .map(|_| {
+            let config = config.clone();
+            let seeds = seeds.clone();
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime
+                    .block_on(run_crawl(CrawlRequest {
+                        config,
+                        seeds,
+                        progress: ProgressMode::Quiet,
+                        shutdown: ShutdownHandle::new(),
+                        resume: None,
+                    }))
+                    .expect("crawl")
+            })
+        })
+        .collect();
+    let mut pages = 0;
+    for t in threads {
+        let summary = t.join().expect("crawl thread");
+        assert_eq!(summary.failures, 0, "{}", summary.human());
+        pages += summary.counts.finished;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu_before;
+    let redis_cpu = redis_cpu(redis_port) - redis_before;
+    let round_trips = match mode {
+        Mode::Local => 0,
+        Mode::Redis(_) => redis_cli(
+            redis_port,
+            &[
+                "HGET",
+                &format!("crawl:{{{crawl_id}}}:counters"),
+                "redis_round_trips",
+            ],
+        )
+        .trim()
+        .parse()
+        .unwrap_or(0),
+    };
+    Run {
+        pages,
+        secs,
+        cpu,
+        redis_cpu: if matches!(mode, Mode::Local) {
+            0.0
+        } else {
+            redis_cpu
+        },
+        round_trips,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(SERVE) {
+        serve(args.get(2).and_then(|p| p.parse().ok()).expect("port"));
+    }
+    crawler::allocator::limit_malloc_arenas();
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3usize);
+    let web_port = free_port();
+    let _web = Killed(
+        Command::new(std::env::current_exe().expect("this benchmark's path"))
+            .args([SERVE, &web_port.to_string()])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start testweb"),
+    );
+    wait_for(web_port, "testweb");
+    let redis_dir = tempfile::tempdir().expect("tempdir");
+    let redis_port = free_port();
+    let _redis = Killed(
+        Command::new("redis-server")
+            .args(["--port", &redis_port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(redis_dir.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server on the PATH"),
+    );
+    wait_for(redis_port, "redis-server");
+    let s = spec();
+    println!(
+        "distributed benchmark: {} hosts, {} pages of ~{} KiB with {} links, politeness off, concurrency 64 per process, {runs} runs, medians",
+        s.hosts,
+        s.pages,
+        s.page_bytes / 1024,
+        s.links_per_page
+    );
+    println!(
+        "{:<22} {:>8} {:>10} {:>22} {:>20} {:>16}",
+        "mode",
+        "pages",
+        "pages/s",
+        "crawler CPU s/1000 p",
+        "Redis CPU s/1000 p",
+        "round trips/page"
+    );
+    let mut local_rate = 0.0;
+    let mut per_process = (0.0, 0.0);
+    for (name, mode) in [
+        ("1 process, local", Mode::Local),
+        ("1 process on Redis", Mode::Redis(1)),
+        ("2 processes on Redis", Mode::Redis(2)),
+    ] {
+        let results: Vec<Run> = (0..runs)
+            .map(|run| crawl_once(mode, web_port, redis_port, run))
+            .collect();
+        let pages = median(results.iter().map(|r| r.pages as f64).collect());
+        let rate = median(results.iter().map(|r| r.pages as f64 / r.secs).collect());
+        let cpu = median(
+            results
+                .iter()
+                .map(|r| r.cpu / r.pages as f64 * 1000.0)
+                .collect(),
+        );
+        let redis_cpu = median(
+            results
+                .iter()
+                .map(|r| r.redis_cpu / r.pages as f64 * 1000.0)
+                .collect(),
+        );
+        let trips = median(
+            results
+                .iter()
+                .map(|r| r.round_trips as f64 / r.pages as f64)
+                .collect(),
+        );
+        println!(
+            "{name:<22} {pages:>8.0} {rate:>10.0} {cpu:>22.3} {redis_cpu:>20.4} {trips:>16.3}"
+        );
+        match mode {
+            Mode::Local => local_rate = rate,
+            Mode::Redis(1) => per_process = (rate, redis_cpu),
+            Mode::Redis(_) => {}
+        }
+    }
+    let (rate, redis_cpu) = per_process;
+    println!(
+        "1 process on Redis: {:.2}x the local rate (goal >= 0.7x)",
+        rate / local_rate.max(1e-9)
+    );
+    if redis_cpu > 0.0 {
+        // One Redis core gives 1000 / redis_cpu thousand-page units per second.
+        let pages_per_core = 1000.0 / redis_cpu;
+        println!(
+            "model: one Redis core serves {:.0} pages/s, that is about {:.0} processes at {:.0} pages/s each",
+            pages_per_core,
+            pages_per_core / rate.max(1e-9),
+            rate
+        );
+    }
+}

@@ -1,0 +1,1089 @@
+//! One process of a distributed crawl (`[distributed] redis`, see [`crate::distributed`]):
+//! the run loop that takes leases of hosts' URLs from Redis, crawls them with the same fetch
+//! tasks, parse pool and local [`Frontier`] as a single-process crawl, admits new links
+//! through Redis, writes `pages-<process id>.jsonl` and acknowledges each URL once its
+//! record is handed to the OS.
+//!
+//! Why a loop of its own beside [`super::dispatcher`]: the single-process dispatcher's job
+//! is mostly checkpoints and its queue log, which Redis replaces here, and its acceptance
+//! writes the local seen-set and frontier, which here are Redis's. What is shared (fetching,
+//! parsing, screening, politeness inside a host) is called, not copied. The local frontier
+//! holds only leased URLs, so its politeness within a lease is the crawl's.
+//!
+//! Round trips run beside the loop (spawned tasks, at most one admission and one sync in
+//! flight), so dispatching never waits for Redis: a batch of finished pages costs one
+//! pipeline of admission scripts (only for pages with links the local cache does not know),
+//! and one "sync" pipeline carries the acknowledgements, the finished leases, the counters'
+//! increments, the heartbeat, top-ups of held leases running low and the next claim.
+//! Acknowledgements wait up to [`ACK_DELAY`] or [`ACK_BATCH`] of them to share a round trip.
+//!
+//! Guarantees (with those of [`crate::distributed`]): a URL is acknowledged only after its
+//! page's links were admitted and its record written to the pages file and flushed to the
+//! OS; a lease ends when all its URLs are acknowledged (or at a stop, giving the others back
+//! to the head of their queues); an error of Redis stops the process without ending
+//! anything unfinished (the leases expire and other processes, or this one restarted, take
+//! their unacknowledged URLs over).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::admission::{Admission, Refusal};
+use super::counters::CrawlCounters;
+use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
+use super::messages::{Candidates, Completion, Outcome, ParseJob};
+use super::parse_pool::{ParsePool, ParseShared};
+use super::summary::Ending;
+use super::{seen_plan, CrawlError, CrawlRequest, CrawlSummary};
+use crate::config::Config;
+use crate::distributed::{
+    self, bloom_bits, parse_claim, prefix, DistributedError, Redis, Settings,
+};
+use crate::extract::ExtractOptions;
+use crate::fetch::Fetcher;
+use crate::frontier::{key_of, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl, Work};
+use crate::gate::RequestGate;
+use crate::normalize::host_key;
+use crate::output::{rfc3339, PageRecord};
+use crate::scope::Scope;
+use crate::seen::{Plan, SeenBackend, SeenSet};
+
+/// How often an idle process asks Redis for work (and whether the crawl is over).
+const IDLE_POLL: Duration = Duration::from_millis(50);
+/// Acknowledgements wait at most this long, or until [`ACK_BATCH`] are pending, so that one
+/// round trip carries many.
+const ACK_DELAY: Duration = Duration::from_millis(50);
+const ACK_BATCH: usize = 64;
+/// A lease whose top-up found its host's queue empty asks again no sooner than this.
+const TOPUP_RETRY: Duration = Duration::from_millis(100);
+
+/// A lease this process holds.
+struct Held {
+    token: String,
+    /// URLs not yet recorded, with the JSON they are stored as in the lease.
+    open: HashMap<String, String>,
+    /// Recorded URLs (their JSON) not yet acknowledged.
+    acks: Vec<String>,
+    /// No top-up before this instant (the host's queue was empty).
+    dry_until: Instant,
+    /// No top-up after this instant (half a lease period after the claim): then the lease
+    /// ends when its URLs are done and the host goes back to the schedule, so that hosts
+    /// move between processes (processes joining later get their share) and no process
+    /// keeps a busy host for the whole crawl.
+    topup_until: Instant,
+}
+
+/// The process's handle on the shared crawl.
+struct Shared {
+    redis: Arc<Redis>,
+    prefix: String,
+    meta: String,
+    process: String,
+    plan: Plan,
+    max_urls: u64,
+    host_cap: u64,
+    settings: Settings,
+}
+
+impl Shared {
+    /// Records the plan and `max_urls` on first use; refuses a process whose differ.
+    async fn check_plan(&self) -> Result<(), DistributedError> {
+        let ours = format!(
+            "max_urls {}, seen-set of {} bits, k {}, seed {}",
+            self.max_urls, self.plan.m_bits, self.plan.k, self.plan.seed
+        );
+        let mut pipe = redis::pipe();
+        pipe.cmd("HSETNX").arg(&self.meta).arg("plan").arg(&ours);
+        pipe.cmd("HSETNX")
+            .arg(&self.meta)
+            .arg("max_urls")
+            .arg(self.max_urls);
+        pipe.cmd("HGET").arg(&self.meta).arg("plan");
+        let replies = self.redis.run(&pipe).await?;
+        let theirs = match replies.get(2) {
+            Some(v) => distributed::text(v, "plan")?,
+            None => return Err(distributed::bad("plan", &redis::Value::Nil)),
+        };
+        if theirs != ours {
+            return Err(DistributedError::Mismatch {
+                crawl_id: self.settings.crawl_id.clone(),
+                theirs,
+                ours,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds one admission script for `items` (with their host keys) to `pipe`.
+    fn admit_call(&self, pipe: &mut redis::Pipeline, items: &[(String, QueuedUrl)]) {
+        let mut args: Vec<Vec<u8>> = Vec::with_capacity(4 + items.len() * (3 + 16));
+        args.push(self.prefix.clone().into_bytes());
+        args.push(self.max_urls.to_string().into_bytes());
+        args.push(self.host_cap.to_string().into_bytes());
+        args.push(self.plan.k.to_string().into_bytes());
+        let mut offsets = Vec::new();
+        for (host, item) in items {
+            let shard = bloom_bits(&self.plan, item.url.as_bytes(), &mut offsets);
+            // k probes may land on the same bit; the script reads exactly k offsets.
+            while offsets.len() < self.plan.k as usize {
+                offsets.push(offsets.last().copied().unwrap_or(0));
+            }
+            args.push(host.clone().into_bytes());
+            args.push(shard.to_string().into_bytes());
+            args.push(serde_json::to_vec(item).unwrap_or_default());
+            for o in &offsets {
+                args.push(o.to_string().into_bytes());
+            }
+        }
+        self.redis.scripts.admit.call(pipe, &self.meta, &args);
+    }
+}
+
+/// Runs this process's part of a distributed crawl until the crawl is over (or it is
+/// stopped), and returns its summary.
+pub(crate) async fn run(
+    request: CrawlRequest,
+    settings: Settings,
+) -> Result<CrawlSummary, CrawlError> {
+    let CrawlRequest {
+        config,
+        seeds,
+        progress,
+        shutdown,
+        resume: _,
+    } = request;
+    // A line per progress interval (no bar: a bar of this process alone would mislead);
+    // `crawler status` shows the whole crawl.
+    let progress_lines = progress != super::ProgressMode::Quiet;
+    if seeds.is_empty() {
+        return Err(CrawlError::NoSeeds);
+    }
+    let started = Instant::now();
+    let out_dir = config.output.dir.clone();
+    std::fs::create_dir_all(&out_dir).map_err(|source| CrawlError::OutputDir {
+        path: out_dir.clone(),
+        source,
+    })?;
+    let plan = seen_plan(&config)?;
+    let process = distributed::process_id();
+    let redis = Redis::connect(&settings.url, settings.timeout).await?;
+    let p = prefix(&settings.crawl_id);
+    let shared = Shared {
+        redis: Arc::new(redis),
+        meta: format!("{p}meta"),
+        prefix: p,
+        process: process.clone(),
+        plan: plan.clone(),
+        max_urls: config.crawl.max_urls.0,
+        host_cap: config.scope.max_pages_per_host,
+        settings: settings.clone(),
+    };
+    shared.check_plan().await?;
+    tracing::info!(
+        "distributed: process {process} joins crawl {:?} on {}",
+        settings.crawl_id,
+        settings.url
+    );
+
+    // The local frontier: a cache of the leased hosts' URLs, in a directory of its own.
+    let work_dir = out_dir.join(format!("work-{process}"));
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let mut frontier = Frontier::create(
+        FrontierPolicy::from_config(&config.politeness),
+        FrontierOptions::from_config(&config.frontier, &work_dir, &config.crawl.user_agent),
+    )?;
+    let pages_path = out_dir.join(format!("pages-{process}.jsonl"));
+    let pages = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&pages_path)
+        .map_err(|source| CrawlError::Pages {
+            path: pages_path.clone(),
+            source,
+        })?;
+
+    // The local cache in front of the shared seen-set: the same filter, for this
+    // process's links only.
+    let cache = Arc::new(SeenSet::new(plan.clone())?);
+    let cache_backend: Arc<dyn SeenBackend> = cache.clone();
+    let counters = Arc::new(CrawlCounters::default());
+    let (completions_tx, completions_rx) = mpsc::unbounded_channel();
+    let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
+    let scope = Arc::new(Scope::new(&config.scope, &seeds)?);
+    let gate = Arc::new(RequestGate::new(&config, &seeds, scope.clone())?);
+    let fetcher = Fetcher::new(&config, gate)?;
+    let admission = Arc::new(Admission::new(
+        &config,
+        config.normalizer()?,
+        scope,
+        cache_backend,
+        counters.clone(),
+    ));
+    let faults = super::faults::Faults::from_env();
+    let parse_pool = ParsePool::start(
+        config.crawl.parse_threads,
+        parse_rx,
+        Arc::new(ParseShared {
+            admission: admission.clone(),
+            counters: counters.clone(),
+            completions: completions_tx.clone(),
+            faults: faults.clone(),
+            options: ExtractOptions {
+                follow_nofollow: config.crawl.follow_nofollow,
+                max_links: config.crawl.max_links_per_page,
+                max_url_length: config.scope.max_url_length,
+            },
+            // The archive is refused with [distributed] (see the config's validation).
+            archiver: None,
+        }),
+    )?;
+    let fetch = Arc::new(FetchShared {
+        config: config.clone(),
+        admission,
+        fetcher,
+        counters: counters.clone(),
+        completions: completions_tx,
+        parse_jobs: parse_tx,
+        faults,
+        archiver: None,
+    });
+
+    let mut process_loop = Process {
+        shared,
+        config: config.clone(),
+        counters: counters.clone(),
+        cache: cache.clone(),
+        pages: BufWriter::with_capacity(1 << 16, pages),
+        pages_path,
+        held: HashMap::new(),
+        done: Vec::new(),
+        pending_acks: 0,
+        acks_since: None,
+        sent: BTreeMap::new(),
+        unflushed: false,
+        stale: 0,
+        waiting: Vec::new(),
+        admitting: None,
+        syncing: None,
+        progress_lines,
+    };
+    let seeds = Candidates {
+        urls: seeds,
+        depth: 0,
+        redirect_hops: 0,
+    };
+    process_loop.admit_seeds(seeds).await?;
+    let result = process_loop
+        .run(&mut frontier, fetch, completions_rx, &shutdown)
+        .await;
+    parse_pool.join().await;
+    let stopped = result?;
+    let round_trips = process_loop.shared.redis.round_trips();
+    let finished = CrawlCounters::get(&counters.finished);
+    tracing::info!(
+        "distributed: {finished} pages, {round_trips} Redis round trips ({:.2} per page)",
+        round_trips as f64 / finished.max(1) as f64
+    );
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let summary = CrawlSummary::new(Ending {
+        config: &config,
+        frontier: &frontier,
+        counters: &counters,
+        seen: cache.stats(),
+        plan: cache.plan(),
+        elapsed: started.elapsed(),
+        stopped,
+    });
+    // The process's own summary, with what it cost in Redis beside it (the whole crawl's
+    // figures are in Redis: `crawler status`).
+    let mut json = serde_json::to_value(&summary).unwrap_or_default();
+    if let Some(object) = json.as_object_mut() {
+        object.insert(
+            "distributed".into(),
+            serde_json::json!({
+                "process": process,
+                "crawl_id": settings.crawl_id,
+                "redis_round_trips": round_trips,
+                "round_trips_per_page": round_trips as f64 / finished.max(1) as f64,
+                "leases_lost": process_loop.stale,
+            }),
+        );
+    }
+    let json = serde_json::to_vec_pretty(&json).unwrap_or_default();
+    crate::output::write_atomically(&out_dir.join(format!("summary-{process}.json")), &json)?;
+    Ok(summary)
+}
+
+/// The run loop's state.
+struct Process {
+    shared: Shared,
+    config: Config,
+    counters: Arc<CrawlCounters>,
+    cache: Arc<SeenSet>,
+    pages: BufWriter<File>,
+    pages_path: PathBuf,
+    /// Leases held, by host key.
+    held: HashMap<String, Held>,
+    /// Leases whose URLs are all recorded: (token, host, unacknowledged), to end after a
+    /// flush.
+    done: Vec<(String, String, Vec<String>)>,
+    /// Acknowledgements waiting, and since when the oldest waits.
+    pending_acks: usize,
+    acks_since: Option<Instant>,
+    /// Counter values already added to Redis's sums.
+    sent: BTreeMap<String, u64>,
+    unflushed: bool,
+    /// Leases found taken over by another process (expired under us).
+    stale: u64,
+    /// Finished pages (URL, record, links) whose links wait for the admission in flight.
+    waiting: Vec<(String, Box<PageRecord>, Candidates)>,
+    /// The admission in flight (at most one): its round trip and its pages.
+    admitting: Option<(Call, Admitting)>,
+    /// The sync in flight (at most one).
+    syncing: Option<(Call, Syncing)>,
+    /// Whether to log a progress line per `progress_interval_secs`.
+    progress_lines: bool,
+}
+
+/// A round trip running beside the loop.
+type Call = tokio::task::JoinHandle<Result<Vec<redis::Value>, DistributedError>>;
+
+/// The pages of an admission in flight and the URLs sent for each.
+struct Admitting {
+    pages: Vec<(String, Box<PageRecord>)>,
+    sent: Vec<Vec<(String, QueuedUrl)>>,
+}
+
+/// What a sync in flight carries, to read its replies.
+struct Syncing {
+    releasing: bool,
+    beat: bool,
+    /// Hosts whose leases were asked to be topped up.
+    topped: Vec<String>,
+    sent_at: Instant,
+}
+
+/// What a sync's claim answered: new leases, whether the whole crawl is over, when the next
+/// host is due.
+type ClaimAnswer = (usize, bool, Option<Duration>);
+
+impl Process {
+    async fn run(
+        &mut self,
+        frontier: &mut Frontier,
+        fetch: Arc<FetchShared>,
+        mut completions: mpsc::UnboundedReceiver<Completion>,
+        shutdown: &super::ShutdownHandle,
+    ) -> Result<bool, CrawlError> {
+        let concurrency = self.config.crawl.concurrency as u64;
+        let lease_urls = u64::from(self.shared.settings.lease_urls);
+        // What one host can keep in flight with politeness on.
+        let per_host = u64::from(self.config.politeness.per_host_concurrency.max(1));
+        // Hosts are claimed a few at a time, only while the process could use more (so it
+        // leaves the rest to the others), never more than one per slot. With politeness on,
+        // a queued URL may wait for its host's rate: more hosts are wanted while slots stay
+        // empty with nothing ready. With it off, every queued URL is ready: the process keeps
+        // about two rounds of its concurrency queued or in flight, so that a claim's round
+        // trip never leaves slots empty.
+        let polite = self.config.politeness.enabled;
+        let max_held = (concurrency as usize).clamp(4, 1024);
+        let heartbeat = self.shared.settings.lease / 3;
+        let grace = Duration::from_secs_f64(self.config.crawl.shutdown_grace_secs);
+        let mut stop_rx = shutdown.subscribe();
+        let mut stopping = shutdown.is_stopping();
+        let mut grace_deadline: Option<Instant> = None;
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut next_claim = Instant::now();
+        let mut next_beat = Instant::now();
+        let mut crawl_over = false;
+        let mut log_tick = tokio::time::interval(Duration::from_secs_f64(
+            self.config.output.progress_interval_secs,
+        ));
+        log_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let now = Instant::now();
+            if !stopping {
+                while frontier.in_flight() < concurrency {
+                    match frontier.pop_ready(now)? {
+                        None => break,
+                        Some(Work::Fetch(dispatch)) => {
+                            tasks.spawn(fetch_task(fetch.clone(), dispatch));
+                        }
+                        Some(Work::Robots(robots)) => {
+                            CrawlCounters::add(&self.counters.robots_fetches, 1);
+                            tasks.spawn(robots_task(fetch.clone(), robots));
+                        }
+                        Some(Work::Disallowed(item)) => {
+                            CrawlCounters::add(&self.counters.disallowed, 1);
+                            self.record_unfetched(&item, "disallowed by robots.txt")?;
+                        }
+                        Some(Work::Deferred { item, crawl_delay }) => {
+                            CrawlCounters::add(&self.counters.deferred, 1);
+                            let reason = format!(
+                                "deferred: robots.txt asks for a Crawl-delay of {} s, over politeness.max_crawl_delay_secs = {} s",
+                                crawl_delay.as_secs_f64(),
+                                self.config.politeness.max_crawl_delay_secs
+                            );
+                            self.record_unfetched(&item, &reason)?;
+                        }
+                    }
+                }
+            }
+            let calls_idle =
+                self.admitting.is_none() && self.syncing.is_none() && self.waiting.is_empty();
+            let idle = calls_idle
+                && self.held.is_empty()
+                && self.done.is_empty()
+                && frontier.is_finished();
+            if idle && crawl_over {
+                self.start_sync(frontier, false, 0, true)?;
+                self.finish_calls(frontier).await?;
+                return Ok(false);
+            }
+            if stopping && frontier.in_flight() == 0 {
+                self.finish_calls(frontier).await?;
+                self.give_back(frontier).await?;
+                return Ok(true);
+            }
+            if stopping && grace_deadline.is_none() {
+                grace_deadline = Some(now + grace);
+            }
+            let in_flight = frontier.in_flight();
+            let busy = in_flight + frontier.queued();
+            let deficit = if polite {
+                concurrency.saturating_sub(in_flight)
+            } else {
+                (2 * concurrency).saturating_sub(busy)
+            };
+            let wants_work = !stopping && deficit > 0 && self.held.len() < max_held;
+            let sync_at = if self.syncing.is_some() {
+                None
+            } else {
+                let half = (lease_urls as usize).div_ceil(2);
+                let mut at = next_beat;
+                if !self.done.is_empty() || self.pending_acks >= ACK_BATCH {
+                    at = now;
+                }
+                if let Some(since) = self.acks_since {
+                    at = at.min(since + ACK_DELAY);
+                }
+                if wants_work {
+                    at = at.min(next_claim);
+                }
+                if !stopping {
+                    for held in self
+                        .held
+                        .values()
+                        .filter(|h| h.open.len() < half && now < h.topup_until)
+                    {
+                        at = at.min(held.dry_until);
+                    }
+                }
+                Some(at)
+            };
+            if sync_at.is_some_and(|at| at <= now) {
+                let want = if wants_work && next_claim <= now {
+                    let hosts = deficit.div_ceil(if polite { per_host } else { lease_urls });
+                    hosts.clamp(1, (max_held - self.held.len()) as u64)
+                } else {
+                    0
+                };
+                let beat = next_beat <= now;
+                if beat {
+                    next_beat = now + heartbeat;
+                }
+                self.start_sync(frontier, beat, want, !stopping)?;
+                continue;
+            }
+            let wake = [sync_at, frontier.next_ready_at()]
+                .into_iter()
+                .flatten()
+                .min();
+            tokio::select! {
+                Some(completion) = completions.recv() => {
+                    self.take(frontier, completion)?;
+                    while let Ok(completion) = completions.try_recv() {
+                        self.take(frontier, completion)?;
+                    }
+                    if self.admitting.is_none() {
+                        self.start_admit()?;
+                    }
+                }
+                reply = join_call(&mut self.admitting) => {
+                    self.finish_admit(reply)?;
+                    self.start_admit()?;
+                }
+                reply = join_call(&mut self.syncing) => {
+                    if let Some((got, over, due_in)) = self.finish_sync(frontier, reply)? {
+                        crawl_over = over;
+                        next_claim = if got > 0 {
+                            Instant::now()
+                        } else {
+                            Instant::now()
+                                + due_in.map_or(IDLE_POLL, |d| d.clamp(Duration::from_millis(1), IDLE_POLL))
+                        };
+                    }
+                }
+                _ = sleep_until_opt(if stopping { None } else { wake }) => {}
+                _ = sleep_until_opt(grace_deadline) => {
+                    tasks.abort_all();
+                    self.finish_calls(frontier).await?;
+                    self.give_back(frontier).await?;
+                    return Ok(true);
+                }
+                changed = stop_rx.changed(), if !stopping => {
+                    if changed.is_err() || *stop_rx.borrow() {
+                        stopping = true;
+                        tracing::info!("stopping: waiting for {} fetches in flight", frontier.in_flight());
+                    }
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                _ = log_tick.tick(), if self.progress_lines => {
+                    tracing::info!(
+                        "{} pages done here, {} queued and {} in flight here, {} leases held, {} Redis round trips",
+                        CrawlCounters::get(&self.counters.finished),
+                        frontier.queued(),
+                        frontier.in_flight(),
+                        self.held.len(),
+                        self.shared.redis.round_trips()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Takes one completion: a finished page waits for its links' admission; the rest is
+    /// the local frontier's.
+    fn take(&mut self, frontier: &mut Frontier, completion: Completion) -> Result<(), CrawlError> {
+        match completion {
+            Completion::Robots { fetch, outcome, .. } => {
+                let reason = match &outcome {
+                    crate::robots::RobotsOutcome::Unavailable { reason } => {
+                        format!("{reason}; gave up after repeated attempts")
+                    }
+                    _ => String::new(),
+                };
+                for item in frontier.robots_done(fetch, outcome)? {
+                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
+                    self.record_unfetched(&item, &reason)?;
+                }
+            }
+            Completion::Discovered { candidates, .. } => {
+                // Only sitemaps send these, and `crawl.sitemaps` is refused with
+                // [distributed] (see the config's validation): nothing to admit here.
+                tracing::debug!(
+                    "{} discovered URLs dropped: sitemaps are not read in distributed mode",
+                    candidates.urls.len()
+                );
+            }
+            Completion::Page {
+                dispatch,
+                outcome: Outcome::Retry { delay },
+            } => {
+                CrawlCounters::add(&self.counters.retries, 1);
+                frontier.retry(dispatch, delay);
+            }
+            Completion::Page {
+                dispatch,
+                outcome:
+                    Outcome::Done {
+                        record, candidates, ..
+                    },
+            } => {
+                // The dispatch goes back to the frontier now (its slot is free); the record
+                // is written, and the URL closed in its lease, once its links are admitted.
+                let url = dispatch.item.url.clone();
+                frontier.complete(dispatch);
+                self.waiting.push((url, record, candidates));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the calls in flight and applies them (before a stop or the end).
+    async fn finish_calls(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
+        loop {
+            if self.admitting.is_some() {
+                let reply = join_call(&mut self.admitting).await;
+                self.finish_admit(reply)?;
+            } else if !self.waiting.is_empty() {
+                self.start_admit()?;
+            } else if self.syncing.is_some() {
+                let reply = join_call(&mut self.syncing).await;
+                self.finish_sync(frontier, reply)?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sends the waiting pages' links to Redis (one pipeline, one script per page with links
+    /// the local cache does not know); pages with none are recorded at once.
+    fn start_admit(&mut self) -> Result<(), CrawlError> {
+        if self.waiting.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        let mut pages = Vec::new();
+        let mut sent: Vec<Vec<(String, QueuedUrl)>> = Vec::new();
+        for (url, record, candidates) in std::mem::take(&mut self.waiting) {
+            let items = self.unknown(candidates, Some(url.clone()));
+            if !items.is_empty() {
+                self.shared.admit_call(&mut pipe, &items);
+            }
+            pages.push((url, record));
+            sent.push(items);
+        }
+        let admitting = Admitting { pages, sent };
+        if admitting.sent.iter().all(Vec::is_empty) {
+            return self.apply_admit(admitting, Vec::new());
+        }
+        let redis = self.shared.redis.clone();
+        let call = tokio::spawn(async move { redis.run(&pipe).await });
+        self.admitting = Some((call, admitting));
+        Ok(())
+    }
+
+    /// The candidates the local cache does not know, as items to queue.
+    fn unknown(&self, candidates: Candidates, parent: Option<String>) -> Vec<(String, QueuedUrl)> {
+        let mut items = Vec::new();
+        let mut known = 0;
+        for url in candidates.urls {
+            if self.cache.contains(url.as_str().as_bytes()) {
+                known += 1;
+                continue;
+            }
+            items.push((
+                host_key(&url),
+                QueuedUrl {
+                    url: String::from(url),
+                    depth: candidates.depth,
+                    parent: parent.clone(),
+                    redirect_hops: candidates.redirect_hops,
+                    attempts: 0,
+                },
+            ));
+        }
+        Refusal::Seen.count(&self.counters, known);
+        items
+    }
+
+    fn finish_admit(&mut self, reply: Option<CallResult<Admitting>>) -> Result<(), CrawlError> {
+        let Some((replies, admitting)) = reply else {
+            return Ok(());
+        };
+        self.apply_admit(admitting, replies?)
+    }
+
+    /// The admission's answers: counts, the cache, then the pages' records.
+    fn apply_admit(
+        &mut self,
+        admitting: Admitting,
+        replies: Vec<redis::Value>,
+    ) -> Result<(), CrawlError> {
+        let mut replies = replies.into_iter();
+        let Admitting { pages, sent } = admitting;
+        for ((url, mut record), items) in pages.into_iter().zip(sent) {
+            let mut queued = 0;
+            if !items.is_empty() {
+                let reply = replies
+                    .next()
+                    .ok_or_else(|| distributed::bad("admit", &redis::Value::Nil))?;
+                let codes = distributed::array(&reply, "admit")?;
+                if codes.len() != items.len() {
+                    return Err(distributed::bad("admit", &reply).into());
+                }
+                for ((_, item), code) in items.iter().zip(codes) {
+                    match distributed::int(code, "admit")? {
+                        1 => {
+                            // In the shared set now: the cache may say so.
+                            self.cache.insert_new(item.url.as_bytes());
+                            queued += 1;
+                        }
+                        0 => {
+                            self.cache.insert_new(item.url.as_bytes());
+                            Refusal::Seen.count(&self.counters, 1);
+                        }
+                        2 => Refusal::OverMaxUrls.count(&self.counters, 1),
+                        _ => Refusal::HostCap.count(&self.counters, 1),
+                    }
+                }
+                CrawlCounters::add(&self.counters.accepted, queued);
+            }
+            record.new_links = queued;
+            self.record(&record, &url)?;
+        }
+        Ok(())
+    }
+
+    /// The seeds, admitted before the loop starts.
+    async fn admit_seeds(&mut self, seeds: Candidates) -> Result<(), CrawlError> {
+        let items = self.unknown(seeds, None);
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        self.shared.admit_call(&mut pipe, &items);
+        let replies = self.shared.redis.run(&pipe).await?;
+        let reply = replies
+            .first()
+            .ok_or_else(|| distributed::bad("admit", &redis::Value::Nil))?;
+        let codes = distributed::array(reply, "admit")?;
+        for ((_, item), code) in items.iter().zip(codes) {
+            let code = distributed::int(code, "admit")?;
+            if code == 0 || code == 1 {
+                self.cache.insert_new(item.url.as_bytes());
+            }
+            if code == 1 {
+                CrawlCounters::add(&self.counters.accepted, 1);
+            }
+        }
+        Ok(())
+    }
+
+    fn record_unfetched(&mut self, item: &QueuedUrl, reason: &str) -> Result<(), CrawlError> {
+        let mut record = base_record(item);
+        record.attempts = 0;
+        record.error = Some(reason.to_string());
+        record.fetched_at = rfc3339(SystemTime::now());
+        self.record(&record, &item.url)
+    }
+
+    /// Writes a URL's record and closes it in its lease.
+    fn record(&mut self, record: &PageRecord, url: &str) -> Result<(), CrawlError> {
+        let mut line = serde_json::to_vec(record).unwrap_or_default();
+        line.push(b'\n');
+        self.pages
+            .write_all(&line)
+            .map_err(|source| CrawlError::Pages {
+                path: self.pages_path.clone(),
+                source,
+            })?;
+        self.unflushed = true;
+        CrawlCounters::add(&self.counters.finished, 1);
+        let host = key_of(url);
+        if let Some(held) = self.held.get_mut(&host) {
+            if let Some(json) = held.open.remove(url) {
+                held.acks.push(json);
+                self.pending_acks += 1;
+                self.acks_since.get_or_insert_with(Instant::now);
+            }
+            if held.open.is_empty() {
+                if let Some(held) = self.held.remove(&host) {
+                    self.done.push((held.token, host, held.acks));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), CrawlError> {
+        if self.unflushed {
+            self.pages.flush().map_err(|source| CrawlError::Pages {
+                path: self.pages_path.clone(),
+                source,
+            })?;
+            self.unflushed = false;
+        }
+        Ok(())
+    }
+
+    /// Starts one round trip beside the loop: acknowledgements and finished leases (records
+    /// flushed first), the counters' increments, renewal of held leases (`beat`), and, when
+    /// `claim`, a claim of up to `want` hosts with top-ups of held leases running low.
+    fn start_sync(
+        &mut self,
+        frontier: &Frontier,
+        beat: bool,
+        want: u64,
+        claim: bool,
+    ) -> Result<(), CrawlError> {
+        self.flush()?;
+        let now = Instant::now();
+        let mut pipe = redis::pipe();
+        let releasing = !self.done.is_empty() || self.pending_acks > 0;
+        if releasing {
+            let s = &self.shared;
+            let mut args = vec![
+                s.prefix.clone().into_bytes(),
+                s.process.clone().into_bytes(),
+            ];
+            for (token, host, acks) in std::mem::take(&mut self.done) {
+                push_release(
+                    &mut args,
+                    &token,
+                    frontier.handoff_wait(&host, now),
+                    true,
+                    &acks,
+                );
+            }
+            for held in self.held.values_mut().filter(|h| !h.acks.is_empty()) {
+                let acks = std::mem::take(&mut held.acks);
+                push_release(&mut args, &held.token, Duration::ZERO, false, &acks);
+            }
+            s.redis.scripts.release.call(&mut pipe, &s.meta, &args);
+            self.pending_acks = 0;
+            self.acks_since = None;
+        }
+        if releasing || beat {
+            self.counter_increments(&mut pipe);
+        }
+        let s = &self.shared;
+        if beat {
+            let mut args = vec![
+                s.prefix.clone().into_bytes(),
+                s.process.clone().into_bytes(),
+                (s.settings.lease.as_millis() as u64)
+                    .to_string()
+                    .into_bytes(),
+            ];
+            for held in self.held.values() {
+                args.push(held.token.clone().into_bytes());
+            }
+            s.redis.scripts.renew.call(&mut pipe, &s.meta, &args);
+        }
+        let lease_urls = s.settings.lease_urls as usize;
+        let mut topped = Vec::new();
+        if claim {
+            let mut tops = Vec::new();
+            for (host, held) in &self.held {
+                if held.open.len() < lease_urls.div_ceil(2)
+                    && held.dry_until <= now
+                    && now < held.topup_until
+                {
+                    tops.push(held.token.clone().into_bytes());
+                    tops.push((lease_urls - held.open.len()).to_string().into_bytes());
+                    topped.push(host.clone());
+                }
+            }
+            let mut args = vec![
+                s.prefix.clone().into_bytes(),
+                s.process.clone().into_bytes(),
+                (s.settings.lease.as_millis() as u64)
+                    .to_string()
+                    .into_bytes(),
+                want.to_string().into_bytes(),
+                s.settings.lease_urls.to_string().into_bytes(),
+                topped.len().to_string().into_bytes(),
+            ];
+            args.extend(tops);
+            s.redis.scripts.claim.call(&mut pipe, &s.meta, &args);
+        }
+        let syncing = Syncing {
+            releasing,
+            beat,
+            topped,
+            sent_at: now,
+        };
+        let redis = s.redis.clone();
+        let call = tokio::spawn(async move { redis.run(&pipe).await });
+        self.syncing = Some((call, syncing));
+        Ok(())
+    }
+
+    /// Applies a sync's replies; returns the claim's answer when it had one.
+    fn finish_sync(
+        &mut self,
+        frontier: &mut Frontier,
+        reply: Option<CallResult<Syncing>>,
+    ) -> Result<Option<ClaimAnswer>, CrawlError> {
+        let Some((replies, syncing)) = reply else {
+            return Ok(None);
+        };
+        let replies = replies?;
+        let mut replies = replies.iter();
+        let mut next = |what| {
+            replies
+                .next()
+                .ok_or_else(|| CrawlError::from(distributed::bad(what, &redis::Value::Nil)))
+        };
+        if syncing.releasing {
+            let stale = distributed::int(next("release")?, "release")?.max(0) as u64;
+            self.note_stale(stale);
+        }
+        if syncing.beat {
+            let lost = distributed::array(next("renew")?, "renew")?;
+            let mut tokens = Vec::with_capacity(lost.len());
+            for token in lost {
+                tokens.push(distributed::text(token, "renew")?);
+            }
+            self.note_stale(tokens.len() as u64);
+            // A lease taken over is no longer this process's: its URLs are not acknowledged
+            // (the new holder fetches them too), and it is not renewed or reported again.
+            self.held.retain(|_, held| !tokens.contains(&held.token));
+        }
+        let Ok(claim) = next("claim") else {
+            return Ok(None);
+        };
+        let claimed = parse_claim(claim)?;
+        let now = syncing.sent_at;
+        // Top-ups that brought nothing wait a little before asking again.
+        for host in syncing.topped {
+            if let Some(held) = self.held.get_mut(&host) {
+                held.dry_until = now + TOPUP_RETRY;
+            }
+        }
+        let mut got = 0;
+        for lease in claimed.leases {
+            match self.held.get(&lease.host) {
+                Some(held) if held.token == lease.token => {}
+                Some(_) => {
+                    // Never happens (a host is leased once at a time); were it to, the URLs
+                    // stay in that lease in Redis and come back when it ends or expires.
+                    tracing::warn!("a lease of {} this process does not know", lease.host);
+                    continue;
+                }
+                None => {
+                    // A top-up of a lease that finished while the sync was on its way is
+                    // still that lease: it is held again instead of ended.
+                    let acks = match self.done.iter().position(|(t, _, _)| *t == lease.token) {
+                        Some(i) => self.done.swap_remove(i).2,
+                        None => {
+                            got += 1;
+                            Vec::new()
+                        }
+                    };
+                    self.held.insert(
+                        lease.host.clone(),
+                        Held {
+                            token: lease.token.clone(),
+                            open: HashMap::new(),
+                            acks,
+                            dry_until: now,
+                            topup_until: now + self.shared.settings.lease / 2,
+                        },
+                    );
+                }
+            }
+            let Some(held) = self.held.get_mut(&lease.host) else {
+                continue;
+            };
+            held.dry_until = now;
+            for (item, json) in lease.items {
+                // Leased URLs are in the shared set: links to them need no round trip.
+                self.cache.insert_new(item.url.as_bytes());
+                held.open.insert(item.url.clone(), json);
+                frontier.push(&lease.host, item)?;
+            }
+        }
+        let over = claimed.scheduled == 0 && claimed.outstanding == 0;
+        Ok(Some((got, over, claimed.due_in)))
+    }
+
+    fn note_stale(&mut self, n: u64) {
+        if n > 0 {
+            self.stale += n;
+            tracing::warn!(
+                "{n} leases of this process expired and were taken over by another (their URLs may be fetched twice); raise distributed.lease_secs?"
+            );
+        }
+    }
+
+    /// Adds to Redis's sums what the counters gained since the last time.
+    fn counter_increments(&mut self, pipe: &mut redis::Pipeline) {
+        let mut map = self.counters.to_map();
+        map.insert(
+            "redis_round_trips".into(),
+            self.shared.redis.round_trips() + 1,
+        );
+        map.insert("leases_lost".into(), self.stale);
+        let key = format!("{}counters", self.shared.prefix);
+        for (name, value) in map {
+            let before = self.sent.get(&name).copied().unwrap_or(0);
+            if value > before {
+                pipe.cmd("HINCRBY")
+                    .arg(&key)
+                    .arg(&name)
+                    .arg(value - before)
+                    .ignore();
+            }
+            self.sent.insert(name, value);
+        }
+    }
+
+    /// At a stop: records flushed, finished leases released, the unfinished URLs of the
+    /// others given back to the head of their hosts' queues.
+    async fn give_back(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
+        self.flush()?;
+        let now = Instant::now();
+        let s = &self.shared;
+        let mut args = vec![
+            s.prefix.clone().into_bytes(),
+            s.process.clone().into_bytes(),
+        ];
+        let mut leases = 0;
+        for (token, host, acks) in &self.done {
+            push_release(
+                &mut args,
+                token,
+                frontier.handoff_wait(host, now),
+                true,
+                acks,
+            );
+            leases += 1;
+        }
+        // Ending a lease gives back what it holds unacknowledged: the unfinished URLs.
+        for (host, held) in &self.held {
+            push_release(
+                &mut args,
+                &held.token,
+                frontier.handoff_wait(host, now),
+                true,
+                &held.acks,
+            );
+            leases += 1;
+        }
+        let mut pipe = redis::pipe();
+        if leases > 0 {
+            s.redis.scripts.release.call(&mut pipe, &s.meta, &args);
+        }
+        self.counter_increments(&mut pipe);
+        self.shared.redis.run(&pipe).await?;
+        self.done.clear();
+        self.held.clear();
+        Ok(())
+    }
+}
+
+/// One lease's part of a `release.lua` call.
+fn push_release(args: &mut Vec<Vec<u8>>, token: &str, wait: Duration, end: bool, acks: &[String]) {
+    args.push(token.as_bytes().to_vec());
+    args.push((wait.as_millis() as u64 + 1).to_string().into_bytes());
+    args.push(if end { b"1".to_vec() } else { b"0".to_vec() });
+    args.push(acks.len().to_string().into_bytes());
+    for json in acks {
+        args.push(json.as_bytes().to_vec());
+    }
+}
+
+/// A finished call's replies and what it carried.
+type CallResult<T> = (Result<Vec<redis::Value>, DistributedError>, T);
+
+/// Waits for the call in `slot`, if any (forever otherwise), and empties the slot.
+async fn join_call<T>(slot: &mut Option<(Call, T)>) -> Option<CallResult<T>> {
+    let result = match slot {
+        Some((call, _)) => call.await,
+        None => std::future::pending().await,
+    };
+    let (_, carried) = slot.take()?;
+    let replies = result.unwrap_or_else(|e| {
+        Err(DistributedError::Reply {
+            what: "a Redis call",
+            detail: format!("its task ended: {e}"),
+        })
+    });
+    Some((replies, carried))
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,362 @@
+//! Distributed mode: several crawler processes (on one machine or many) run one crawl by
+//! sharing its seen-set, frontier and counters in Redis.
+//!
+//! | file | job |
+//! |---|---|
+//! | `mod.rs` | the crawl's keys, the shared Bloom filter's layout, the calls the crawl makes |
+//! | `client.rs` | the connection: retries with backoff, script loading, round-trip count |
+//! | `admit.lua` | a page's candidates: test-and-set bits, `max_urls`, host cap, enqueue |
+//! | `claim.lua` | reclaim expired leases, lease ready hosts' URLs, report what is left |
+//! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
+//! | `renew.lua` | heartbeat: the process registry and the expiry of held leases |
+//! | `status.rs` | `crawler status`: the whole crawl's figures |
+//! | `script_tests.rs` | the scripts' promises, one by one, on a real `redis-server` |
+//!
+//! The process's run loop is `crate::crawl::distributed`: it drives the same fetch tasks,
+//! parse pool and local [`crate::frontier::Frontier`] as a single-process crawl, the local
+//! frontier holding only the URLs of the hosts this process has leased.
+//!
+//! # What is in Redis (all keys of a crawl share the hash tag `{crawl_id}`)
+//!
+//! - `seen:<shard>`: the Bloom filter, laid out and hashed exactly as the local one
+//!   ([`crate::seen`]: MurmurHash3 x64_128, the same [`Plan`], 512-bit blocks), split into
+//!   shards of [`BLOCKS_PER_SHARD`] blocks (a Redis string holds at most 2^32 bits). A key's
+//!   k bits are in one block, so in one shard: one `BITFIELD` reads them, one sets them.
+//! - `q:<host>`: each host's queue (a list of JSON [`QueuedUrl`]s); `sched`: a sorted set of
+//!   the hosts that have URLs queued and are not leased, scored by the instant (ms, Redis
+//!   clock) they may next be served; `next`: each host's next-allowed instant.
+//! - `leases` (token → expiry), `lease:<token>` (host, process), `li:<token>` (a set of the
+//!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
+//!   at a time, which tops its lease up while the host has URLs queued.
+//! - `meta`: accepted (the `max_urls` budget), queued, bits set, the plan, lease numbers;
+//!   `counters`: the crawl's counters summed over processes; `procs`: heartbeats.
+//!
+//! # Guarantees
+//!
+//! - **Exactly-once admission across processes.** `admit.lua` tests a URL's bits, checks
+//!   `max_urls` and the host cap, sets the bits and pushes the URL in one atomic script:
+//!   no URL is queued twice, and `max_urls` is exact over all processes.
+//! - **Nothing acknowledged is lost; nothing leased is lost.** A host's URLs leave its queue
+//!   only into a lease; a URL leaves its lease only by an acknowledgement carrying the
+//!   lease's token (sent after its record is handed to the OS); a lease ends by its holder
+//!   (its unacknowledged URLs back to the head of the queue) or by expiry `lease_secs`
+//!   after the last heartbeat (the same, by whichever process claims next). A process
+//!   killed with `kill -9` therefore costs at most its unacknowledged leased URLs fetched
+//!   twice.
+//! - **Politeness for the crawl as a whole.** A host is leased to one process at a time, and
+//!   is offered to the next one only from the instant the releasing process's limiter would
+//!   be as good as new (`last request + period × burst`, Retry-After and Crawl-delay
+//!   included). Within a lease the local frontier's limits hold as in a single process.
+//!   robots.txt is fetched by the lease holder and its rules cached per process (each
+//!   process fetches a host's robots.txt at most once per `robots_ttl_secs`, under the
+//!   lease, so still politely): storing parsed rules in Redis would save a request per host
+//!   and process but would put a second copy of the robots cache's format in Redis.
+//! - **Termination.** The crawl is over when no host is scheduled and no lease is
+//!   outstanding (expired leases are reclaimed first); a process with nothing to do waits
+//!   while others hold leases, since their pages may add URLs.
+//!
+//! # Why this design
+//!
+//! The crawl's dispatcher, fetch tasks and frontier stay as they are: a process leases a few
+//! hosts' URLs and crawls them with the same machinery as a single-process crawl; only where
+//! URLs come from (leases) and where new ones go (`admit.lua`) change. Leasing a whole host
+//! rather than single URLs makes per-host rate, concurrency and Crawl-delay global without
+//! a distributed rate limiter, and costs one round trip for many URLs. The local seen-set (the
+//! same Bloom filter) stays in front of Redis as a cache: a link this process already sent or
+//! leased is dropped without a round trip (at the cost of a second filter's false positives).
+//!
+//! Durability is Redis's: with AOF (`appendonly yes`, `appendfsync everysec`) a Redis
+//! restart loses at most the last second of writes. Losing admitted URLs there can only
+//! drop a link that a re-fetch of its page would find again, since a page's lease is
+//! released only after its links were admitted. With persistence off, a Redis restart
+//! forgets the crawl: every script first checks that the crawl's plan is still in `meta`
+//! and answers `CRAWLGONE` otherwise, and the processes stop with
+//! [`DistributedError::Gone`] instead of starting the crawl again, from the links of their
+//! last pages, into an empty seen-set.
+//!
+//! Redis Cluster: every key of a crawl carries the hash tag `{crawl_id}`, so one crawl lives
+//! in one slot (one node) and its scripts are atomic there; several crawls spread over the
+//! cluster's nodes. The scripts name only the meta key in `KEYS` and build the others from
+//! the prefix, which a cluster accepts for keys of the same slot.
+
+mod client;
+#[cfg(test)]
+mod script_tests;
+pub mod status;
+
+use std::time::Duration;
+
+pub(crate) use client::Redis;
+
+use crate::config::DistributedSection;
+use crate::frontier::QueuedUrl;
+use crate::seen::Plan;
+
+/// 512-bit blocks per shard key: 2^22 blocks = 2^31 bits = 256 MiB per string, half of
+/// Redis's 512 MiB limit.
+pub const BLOCKS_PER_SHARD: u64 = 1 << 22;
+
+/// What can go wrong with the shared state.
+#[derive(Debug, thiserror::Error)]
+pub enum DistributedError {
+    #[error("redis: invalid URL {url:?}")]
+    Url {
+        url: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("redis {url}: unreachable for {secs} s; the crawl's state in Redis is intact: start the processes again with the same --crawl-id to go on")]
+    Unreachable {
+        url: String,
+        secs: f64,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("redis {url}")]
+    Command {
+        url: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("redis: unexpected answer to {what}: {detail}")]
+    Reply { what: &'static str, detail: String },
+    #[error("crawl {crawl_id:?} in Redis was started with {theirs}; this process has {ours}")]
+    Mismatch {
+        crawl_id: String,
+        theirs: String,
+        ours: String,
+    },
+    #[error("[distributed] redis is set but crawl_id is not")]
+    NoCrawlId,
+    #[error("redis {url}: the crawl is no longer there (Redis restarted without persistence, or its keys were deleted); its records so far are in the pages files, and starting it again would fetch them again")]
+    Gone { url: String },
+}
+
+/// The key prefix of a crawl: `crawl:{<id>}:`; the braces are the Cluster hash tag.
+pub fn prefix(crawl_id: &str) -> String {
+    format!("crawl:{{{crawl_id}}}:")
+}
+
+/// A stable id for this process: host name, pid and start time (nanoseconds within the
+/// second, so that a restarted process with a recycled pid, or a container's pid 1 on a
+/// host of the same name, is still a new one), and a sequence number for several crawls run
+/// by one process (benchmarks, tests).
+pub fn process_id() -> String {
+    static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let host = if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end])
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+            .collect()
+    } else {
+        String::from("host")
+    };
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let id = format!("{host}-{}-{started}", std::process::id());
+    if n == 0 {
+        id
+    } else {
+        format!("{id}-{n}")
+    }
+}
+
+/// A key's place in the shared filter: its shard and the bit offsets of its k bits in it.
+pub(crate) fn bloom_bits(plan: &Plan, key: &[u8], offsets: &mut Vec<u64>) -> u64 {
+    let (h1, h2) = crate::seen::murmur3_halves(key, plan.seed);
+    let block = crate::seen::block_of(h1, plan.blocks) as u64;
+    let masks = crate::seen::masks_of(h1, h2, plan.k);
+    let base = (block % BLOCKS_PER_SHARD) * 512;
+    offsets.clear();
+    for (w, mask) in masks.iter().enumerate() {
+        let mut m = *mask;
+        while m != 0 {
+            let bit = m.trailing_zeros() as u64;
+            offsets.push(base + w as u64 * 64 + bit);
+            m &= m - 1;
+        }
+    }
+    block / BLOCKS_PER_SHARD
+}
+
+/// How the seen-set of `plan` is laid out in Redis, for `crawler plan`.
+pub fn redis_layout(plan: &Plan) -> String {
+    let blocks = plan.m_bits / 512;
+    let shards = blocks.div_ceil(BLOCKS_PER_SHARD).max(1);
+    format!(
+        "in Redis (distributed mode): the same {:.1} MiB in {shards} string key(s) of at most {} MiB (seen:<shard>), one BITFIELD read and at most one write per new URL",
+        plan.bytes as f64 / (1 << 20) as f64,
+        (BLOCKS_PER_SHARD * 64) >> 20
+    )
+}
+
+/// The settings a process runs with.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) url: String,
+    pub(crate) crawl_id: String,
+    pub(crate) lease: Duration,
+    pub(crate) lease_urls: u32,
+    pub(crate) timeout: Duration,
+}
+
+impl Settings {
+    pub(crate) fn from_config(
+        d: &DistributedSection,
+    ) -> Result<Option<Settings>, DistributedError> {
+        let Some(url) = &d.redis else {
+            return Ok(None);
+        };
+        let crawl_id = d.crawl_id.clone().ok_or(DistributedError::NoCrawlId)?;
+        Ok(Some(Settings {
+            url: url.clone(),
+            crawl_id,
+            lease: Duration::from_secs_f64(d.lease_secs),
+            lease_urls: d.lease_urls,
+            timeout: Duration::from_secs_f64(d.redis_timeout_secs),
+        }))
+    }
+}
+
+/// A lease as claimed: its token, host and URLs.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    pub(crate) token: String,
+    pub(crate) host: String,
+    /// Each URL with the JSON it was stored as (given back as is when the process stops).
+    pub(crate) items: Vec<(QueuedUrl, String)>,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Default)]
+pub(crate) struct Claimed {
+    pub(crate) leases: Vec<Lease>,
+    pub(crate) scheduled: u64,
+    pub(crate) outstanding: u64,
+    /// When the next scheduled host is due, if one is.
+    pub(crate) due_in: Option<Duration>,
+}
+
+/// Reads an integer reply.
+pub(crate) fn int(v: &redis::Value, what: &'static str) -> Result<i64, DistributedError> {
+    match v {
+        redis::Value::Int(n) => Ok(*n),
+        redis::Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad(what, v)),
+        redis::Value::Nil => Ok(0),
+        _ => Err(bad(what, v)),
+    }
+}
+
+/// Reads a string reply.
+pub(crate) fn text(v: &redis::Value, what: &'static str) -> Result<String, DistributedError> {
+    match v {
+        redis::Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
+        redis::Value::SimpleString(s) => Ok(s.clone()),
+        redis::Value::Int(n) => Ok(n.to_string()),
+        _ => Err(bad(what, v)),
+    }
+}
+
+/// Reads an array reply.
+pub(crate) fn array<'a>(
+    v: &'a redis::Value,
+    what: &'static str,
+) -> Result<&'a [redis::Value], DistributedError> {
+    match v {
+        redis::Value::Array(items) => Ok(items),
+        _ => Err(bad(what, v)),
+    }
+}
+
+pub(crate) fn bad(what: &'static str, v: &redis::Value) -> DistributedError {
+    let mut detail = format!("{v:?}");
+    detail.truncate(200);
+    DistributedError::Reply { what, detail }
+}
+
+/// Parses `claim.lua`'s answer.
+pub(crate) fn parse_claim(v: &redis::Value) -> Result<Claimed, DistributedError> {
+    let parts = array(v, "claim")?;
+    let [leases, scheduled, outstanding, _queued, due] = parts else {
+        return Err(bad("claim", v));
+    };
+    let mut claimed = Claimed {
+        leases: Vec::new(),
+        scheduled: int(scheduled, "claim")?.max(0) as u64,
+        outstanding: int(outstanding, "claim")?.max(0) as u64,
+        due_in: u64::try_from(int(due, "claim")?)
+            .ok()
+            .map(Duration::from_millis),
+    };
+    for lease in array(leases, "claim")? {
+        let fields = array(lease, "claim")?;
+        let [token, host, items @ ..] = fields else {
+            return Err(bad("claim", lease));
+        };
+        let mut parsed = Vec::with_capacity(items.len());
+        for item in items {
+            let json = text(item, "claim")?;
+            let url: QueuedUrl =
+                serde_json::from_str(&json).map_err(|e| DistributedError::Reply {
+                    what: "claim",
+                    detail: format!("a queued URL that is not one: {e}"),
+                })?;
+            parsed.push((url, json));
+        }
+        claimed.leases.push(Lease {
+            token: text(token, "claim")?,
+            host: text(host, "claim")?,
+            items: parsed,
+        });
+    }
+    Ok(claimed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key's bits are inside its shard, never a block's lock bit, at most k of them,
+    /// and the shards cover the plan's blocks: a filter of more than one shard spreads keys
+    /// over all of them.
+    #[test]
+    fn bloom_bits_stay_inside_the_plans_shards() {
+        let small = Plan::for_fpp(100_000, 0.001).unwrap();
+        // About 2.3 GiB of filter: several shards.
+        let large = Plan::for_fpp(1_000_000_000, 0.0001).unwrap();
+        for plan in [small, large] {
+            let shards = (plan.m_bits / 512).div_ceil(BLOCKS_PER_SHARD);
+            let mut seen_shards = std::collections::BTreeSet::new();
+            let mut offsets = Vec::new();
+            for i in 0..20_000 {
+                let key = format!("http://h{}.test/page/{i}", i % 7);
+                let shard = bloom_bits(&plan, key.as_bytes(), &mut offsets);
+                assert!(shard < shards, "shard {shard} of {shards}");
+                seen_shards.insert(shard);
+                assert!(!offsets.is_empty() && offsets.len() <= plan.k as usize);
+                let last_block = plan.m_bits / 512 - shard * BLOCKS_PER_SHARD;
+                for &o in &offsets {
+                    assert!(o / 512 < last_block.min(BLOCKS_PER_SHARD), "{o}");
+                    assert_ne!(o % 512, 511, "the lock bit");
+                }
+                // One block per key.
+                assert!(offsets.iter().all(|o| o / 512 == offsets[0] / 512));
+            }
+            assert_eq!(seen_shards.len() as u64, shards, "keys reach every shard");
+        }
+    }
+
+    #[test]
+    fn crawl_keys_share_one_cluster_hash_tag() {
+        assert_eq!(prefix("news-2026"), "crawl:{news-2026}:");
+        assert!(redis_layout(&Plan::for_fpp(100_000_000, 0.001).unwrap()).contains("1 string key"));
+    }
+}

@@ -1,0 +1,701 @@
+//! Distributed mode end to end: `crawler` processes (the built binary) sharing one crawl
+//! through a real `redis-server` started for the test on a free loopback port, crawling the
+//! synthetic web. Checked from the server's request log and the processes' pages files
+//! against the ground truth, and from Redis's own state at the end:
+//!
+//! - one and three processes: every reachable page fetched exactly once, the union of the
+//!   pages files is the ground truth with no URL recorded twice, queues and leases empty;
+//! - `max_urls` exact over three processes;
+//! - one of three processes killed with `kill -9`: nothing lost, and the pages fetched twice
+//!   are no more than the URLs Redis reclaimed from expired leases;
+//! - per-host concurrency and rate across processes, from the server's timestamps;
+//! - Redis restarted mid-crawl with AOF: the crawl completes, nothing lost; Redis away
+//!   longer than `redis_timeout_secs`: the processes stop with an error and a process
+//!   started later finishes the crawl; Redis restarted without persistence: the processes
+//!   stop with an error instead of starting the crawl again;
+//! - a process stopped with SIGTERM gives its leases back: nothing expires, nothing is
+//!   fetched twice.
+//!
+//! `redis-server` must be installed (`.ci/run` installs it when missing).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use testweb::{requests_per_url, CrawlRules, TestWebServer, Web, WebSpec};
+
+/// A `redis-server` of the test's own, on a free loopback port, in a temporary directory;
+/// killed when dropped.
+struct RedisServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    aof: bool,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    fn start(aof: bool) -> RedisServer {
+        // A free port: bound, then released for redis-server to take.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = RedisServer {
+            port,
+            dir: tempfile::tempdir().unwrap(),
+            aof,
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", if self.aof { "yes" } else { "no" }])
+            .args(["--appendfsync", "always"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = command
+            .spawn()
+            .expect("redis-server must be installed (.ci/run installs it)");
+        self.child = Some(child);
+        let started = Instant::now();
+        while self.cli(&["PING"]).trim() != "PONG" {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server did not answer on port {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the server gracefully (its AOF written) and starts it again on the same port
+    /// and directory.
+    fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// Stops the server gracefully (its AOF written).
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            child.wait().unwrap();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// A command through `redis-cli`, its raw output.
+    fn cli(&self, args: &[&str]) -> String {
+        Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "--raw"])
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    fn int(&self, args: &[&str]) -> i64 {
+        self.cli(args).trim().parse().unwrap_or(0)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A crawl of a synthetic web by several `crawler` processes sharing one Redis.
+struct Shared {
+    web: Arc<Web>,
+    server: TestWebServer,
+    redis: RedisServer,
+    dir: tempfile::TempDir,
+    crawl_id: &'static str,
+    settings: Vec<String>,
+}
+
+impl Shared {
+    fn new(spec: WebSpec, aof: bool, settings: &[&str]) -> Shared {
+        let web = Arc::new(Web::new(spec));
+        let server = TestWebServer::start(web.clone()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("seeds.txt"), web.seeds().join("\n")).unwrap();
+        Shared {
+            web,
+            server,
+            redis: RedisServer::start(aof),
+            dir,
+            crawl_id: "e2e",
+            settings: settings.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn out(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+
+    /// Starts one process; `max_urls` as given.
+    fn spawn(&self, max_urls: &str) -> Child {
+        let (pattern, addr) = self.server.resolve_entry();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_crawler"));
+        command
+            .current_dir(self.dir.path())
+            .args([
+                "--seeds",
+                "seeds.txt",
+                "--max-urls",
+                max_urls,
+                "--out",
+                "out",
+            ])
+            .args(["--progress", "quiet", "--concurrency", "8"])
+            .args(["--redis", &self.redis.url(), "--crawl-id", self.crawl_id])
+            .args(["--set", &format!("network.resolve.\"{pattern}\"={addr}")])
+            .args(["--set", "crawl.retries=1"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for setting in &self.settings {
+            command.args(["--set", setting]);
+        }
+        command.spawn().unwrap()
+    }
+
+    /// Waits for a process, which must fail (exit code 2) with `message` in its stderr.
+    fn fail(&self, child: Child, message: &str) {
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(message),
+            "expected {message:?} in: {stderr}"
+        );
+    }
+
+    /// Waits for a process, which must end normally (0, or 1 for the web's failing pages).
+    fn finish(&self, child: Child) {
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            matches!(o.status.code(), Some(0) | Some(1)),
+            "a crawler process: {:?} {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    fn truth(&self) -> testweb::GroundTruth {
+        self.web.ground_truth(
+            &self.web.seeds(),
+            &CrawlRules {
+                retries: 1,
+                full_normalization: true,
+                ..CrawlRules::default()
+            },
+        )
+    }
+
+    /// Every record of every process's pages file: URL → times recorded; and how many
+    /// files there were.
+    fn records(&self) -> (BTreeMap<String, u32>, usize) {
+        let mut urls = BTreeMap::new();
+        let mut files = 0;
+        for entry in std::fs::read_dir(self.out()).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !(name.starts_with("pages-") && name.ends_with(".jsonl")) {
+                continue;
+            }
+            files += 1;
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let v: serde_json::Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("{}: bad record {line:?}: {e}", path.display()));
+                *urls
+                    .entry(v["url"].as_str().unwrap().to_string())
+                    .or_insert(0) += 1;
+            }
+        }
+        (urls, files)
+    }
+
+    /// The hosts each process recorded pages of, one set per pages file.
+    fn hosts_by_process(&self) -> Vec<BTreeSet<String>> {
+        let mut all = Vec::new();
+        for entry in std::fs::read_dir(self.out()).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !(name.starts_with("pages-") && name.ends_with(".jsonl")) {
+                continue;
+            }
+            let mut hosts = BTreeSet::new();
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                let url = url::Url::parse(v["url"].as_str().unwrap()).unwrap();
+                hosts.insert(url.host_str().unwrap().to_string());
+            }
+            all.push(hosts);
+        }
+        all
+    }
+
+    /// The process ids holding leases now.
+    fn lease_holders(&self) -> Vec<String> {
+        let p = format!("crawl:{{{}}}:", self.crawl_id);
+        let leases = self.redis.cli(&["KEYS", &format!("{p}lease:*")]);
+        leases
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|key| self.redis.cli(&["HGET", key, "proc"]).trim().to_string())
+            .collect()
+    }
+
+    /// Records written so far by all processes (complete lines), while they run.
+    fn recorded_so_far(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(self.out()) else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("pages-"))
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .map(|bytes| bytes.iter().filter(|&&b| b == b'\n').count())
+            .sum()
+    }
+
+    fn meta(&self, field: &str) -> i64 {
+        self.redis
+            .int(&["HGET", &format!("crawl:{{{}}}:meta", self.crawl_id), field])
+    }
+
+    /// Redis's frontier is empty: nothing scheduled, no lease, no URL queued.
+    fn assert_drained(&self) {
+        let p = format!("crawl:{{{}}}:", self.crawl_id);
+        assert_eq!(
+            self.redis.int(&["ZCARD", &format!("{p}sched")]),
+            0,
+            "hosts still scheduled"
+        );
+        assert_eq!(
+            self.redis.int(&["ZCARD", &format!("{p}leases")]),
+            0,
+            "leases outstanding"
+        );
+        assert_eq!(self.meta("queued"), 0, "URLs still queued");
+        let queues = self.redis.cli(&["KEYS", &format!("{p}q:*")]);
+        for key in queues.lines().filter(|l| !l.is_empty()) {
+            assert_eq!(self.redis.int(&["LLEN", key]), 0, "{key} not empty");
+        }
+    }
+
+    /// Checks the crawl against the truth: every expected URL requested at least as often as
+    /// expected, nothing unexpected, every URL taken on recorded (once, or more only for
+    /// re-fetches). Returns the requests beyond the expected ones and the records beyond one
+    /// per URL.
+    fn check(&self, what: &str) -> (u32, u32) {
+        let truth = self.truth();
+        let log = self.server.log();
+        let diff = truth.diff_log(&log);
+        assert!(diff.missing.is_empty(), "{what}: {diff}");
+        assert!(diff.unexpected.is_empty(), "{what}: {diff}");
+        let actual = requests_per_url(&log);
+        let mut extra = 0;
+        for (url, &want) in &truth.expected_requests() {
+            let got = actual.get(url).copied().unwrap_or(0);
+            assert!(
+                got >= want,
+                "{what}: {url} requested {got}×, expected {want}×"
+            );
+            extra += got - want;
+        }
+        let (records, _) = self.records();
+        let recorded: BTreeSet<String> = records.keys().cloned().collect();
+        assert_eq!(
+            recorded,
+            truth.discovered(),
+            "{what}: the records of all processes"
+        );
+        let twice = records.values().map(|n| n - 1).sum();
+        (extra, twice)
+    }
+}
+
+/// A web whose crawl lasts long enough to be interrupted: `rps` per host.
+fn slow_settings(rps: u32) -> Vec<String> {
+    vec![
+        format!("politeness.per_host_rps={rps}"),
+        "politeness.per_host_burst=1".into(),
+    ]
+}
+
+#[test]
+fn one_process_on_redis_fetches_every_page_once() {
+    let _load = crate::support::ordinary();
+    let crawl = Shared::new(WebSpec::small(71), false, &["politeness.per_host_rps=1000"]);
+    let child = crawl.spawn("1e6");
+    crawl.finish(child);
+    let (extra, twice) = crawl.check("one process");
+    assert_eq!((extra, twice), (0, 0), "a page fetched or recorded twice");
+    assert!(crawl.truth().diff_log(&crawl.server.log()).is_empty());
+    crawl.assert_drained();
+    assert_eq!(crawl.meta("accepted") as usize, crawl.truth().len());
+    // `crawler status` reads the same state.
+    let status = Command::new(env!("CARGO_BIN_EXE_crawler"))
+        .args([
+            "status",
+            "--redis",
+            &crawl.redis.url(),
+            "--crawl-id",
+            crawl.crawl_id,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "accepted {} of max_urls 1000000",
+            crawl.truth().len()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("leases outstanding 0"), "{text}");
+    // The process's summary says what it cost in Redis: round trips are counted, and few.
+    let summary = std::fs::read_dir(crawl.out())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("summary-")
+        })
+        .expect("summary-<process id>.json");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    let per_page = summary["distributed"]["round_trips_per_page"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        per_page > 0.0 && per_page <= 2.0,
+        "{per_page} round trips per page"
+    );
+}
+
+#[test]
+fn three_processes_fetch_every_page_exactly_once() {
+    let _load = crate::support::ordinary();
+    let crawl = Shared::new(WebSpec::small(72), false, &["politeness.per_host_rps=200"]);
+    let children: Vec<Child> = (0..3).map(|_| crawl.spawn("1e6")).collect();
+    for child in children {
+        crawl.finish(child);
+    }
+    let (extra, twice) = crawl.check("three processes");
+    assert_eq!((extra, twice), (0, 0), "a page fetched or recorded twice");
+    // Exactly once, each URL its expected number of times (retries included).
+    let diff = crawl.truth().diff_log(&crawl.server.log());
+    assert!(diff.is_empty(), "{diff}");
+    crawl.assert_drained();
+    let (_, files) = crawl.records();
+    assert_eq!(files, 3, "one pages file per process");
+}
+
+#[test]
+fn max_urls_is_exact_across_three_processes() {
+    let _load = crate::support::ordinary();
+    let crawl = Shared::new(WebSpec::small(73), false, &["politeness.per_host_rps=1000"]);
+    let children: Vec<Child> = (0..3).map(|_| crawl.spawn("100")).collect();
+    for child in children {
+        crawl.finish(child);
+    }
+    let (records, _) = crawl.records();
+    assert_eq!(records.len(), 100, "URLs recorded over all processes");
+    assert!(records.values().all(|&n| n == 1), "a URL recorded twice");
+    assert_eq!(crawl.meta("accepted"), 100);
+    let truth = crawl.truth().discovered();
+    assert!(
+        records.keys().all(|u| truth.contains(u)),
+        "a URL outside the web"
+    );
+    crawl.assert_drained();
+}
+
+#[test]
+fn kill_9_of_one_of_three_processes_loses_nothing() {
+    let _load = crate::support::ordinary();
+    let mut settings = slow_settings(40);
+    // Short leases, so that the dead process's URLs come back quickly.
+    settings.push("distributed.lease_secs=1".into());
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let crawl = Shared::new(WebSpec::small(74), false, &settings);
+    let mut children: Vec<Child> = (0..3).map(|_| crawl.spawn("1e6")).collect();
+    // The victim: a process holding a lease (its id, `host-pid-ms`, is in the lease), once
+    // the crawl has recorded some pages.
+    let started = Instant::now();
+    let victim = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no process ever held a lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        if crawl.recorded_so_far() < 30 {
+            continue;
+        }
+        let holders = crawl.lease_holders();
+        if let Some(i) = children
+            .iter()
+            .position(|c| holders.iter().any(|h| h.contains(&format!("-{}-", c.id()))))
+        {
+            break i;
+        }
+    };
+    let mut victim = children.remove(victim);
+    victim.kill().unwrap(); // SIGKILL
+    victim.wait().unwrap();
+    for child in children {
+        crawl.finish(child);
+    }
+    let (extra, twice) = crawl.check("after kill -9");
+    let reclaimed = crawl.meta("reclaimed_urls");
+    eprintln!("kill -9: {extra} pages fetched again, {twice} recorded twice, {reclaimed} URLs reclaimed from expired leases");
+    assert!(
+        reclaimed > 0,
+        "the killed process held no lease: nothing was tested"
+    );
+    // Fetched again only what the dead process held under its leases.
+    assert!(
+        i64::from(extra) <= reclaimed,
+        "{extra} pages fetched twice but only {reclaimed} leased URLs were reclaimed"
+    );
+    assert!(i64::from(twice) <= reclaimed);
+    crawl.assert_drained();
+}
+
+#[test]
+fn per_host_limits_hold_across_processes() {
+    let _load = crate::support::timing_sensitive();
+    let rps = 25.0;
+    let crawl = Shared::new(
+        WebSpec {
+            pages: 150,
+            ..WebSpec::small(75)
+        },
+        false,
+        &[
+            "politeness.per_host_rps=25",
+            "politeness.per_host_burst=1",
+            "politeness.per_host_concurrency=1",
+            // Small leases, topped up for 0.5 s at most: hosts change hands between
+            // processes often.
+            "distributed.lease_urls=4",
+            "distributed.lease_secs=1",
+        ],
+    );
+    crawl.server.track_stalls();
+    let children: Vec<Child> = (0..3).map(|_| crawl.spawn("1e6")).collect();
+    for child in children {
+        crawl.finish(child);
+    }
+    crawl.check("politeness");
+    // The limits are only tested across processes if hosts were served by several.
+    let by_process = crawl.hosts_by_process();
+    let all: BTreeSet<&String> = by_process.iter().flatten().collect();
+    let shared = all
+        .iter()
+        .filter(|h| by_process.iter().filter(|p| p.contains(**h)).count() > 1)
+        .count();
+    eprintln!("hosts per process: {by_process:?}");
+    assert!(
+        shared > 0,
+        "no host was served by more than one process: {by_process:?}"
+    );
+    let log = crawl.server.log();
+    let slack = crate::support::arrival_slack(&crawl.server);
+    let period = Duration::from_secs_f64(1.0 / rps);
+    let hosts: BTreeSet<String> = log.iter().map(|r| r.host.clone()).collect();
+    for host in &hosts {
+        let concurrency = testweb::max_concurrency(&log, |r| &r.host == host);
+        assert_eq!(
+            concurrency, 1,
+            "{host}: {concurrency} requests at once across processes"
+        );
+        let mut starts: Vec<Duration> = log
+            .iter()
+            .filter(|r| &r.host == host)
+            .map(|r| r.started)
+            .collect();
+        starts.sort();
+        for pair in starts.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(
+                gap + slack >= period,
+                "{host}: two requests {gap:?} apart, the rate allows one per {period:?} (slack {slack:?})"
+            );
+        }
+    }
+}
+
+#[test]
+fn redis_restarted_with_aof_mid_crawl_loses_nothing() {
+    let _load = crate::support::ordinary();
+    let mut settings = slow_settings(40);
+    // A claim whose answer is lost in the restart leaves a lease nobody holds: short leases
+    // let it come back soon.
+    settings.push("distributed.lease_secs=2".into());
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let mut crawl = Shared::new(WebSpec::small(76), true, &settings);
+    let children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
+    let started = Instant::now();
+    while crawl.recorded_so_far() < 30 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crawl.redis.restart();
+    let resumed_with = crawl.meta("accepted");
+    assert!(resumed_with > 0, "the AOF brought nothing back");
+    for child in children {
+        crawl.finish(child);
+    }
+    let (extra, twice) = crawl.check("after a Redis restart");
+    let reclaimed = crawl.meta("reclaimed_urls");
+    eprintln!("redis restart: {extra} pages fetched again, {twice} recorded twice, {reclaimed} URLs reclaimed");
+    crawl.assert_drained();
+    // With appendfsync always the restart loses no write: a page is fetched again only
+    // from a lease whose claim's answer was lost in the restart (reclaimed at its expiry).
+    assert!(
+        i64::from(extra) <= reclaimed,
+        "{extra} pages fetched again, {reclaimed} reclaimed"
+    );
+}
+
+#[test]
+fn redis_gone_for_too_long_stops_resumably() {
+    let _load = crate::support::ordinary();
+    let mut settings = slow_settings(40);
+    settings.push("distributed.lease_secs=1".into());
+    settings.push("distributed.redis_timeout_secs=1".into());
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let mut crawl = Shared::new(WebSpec::small(77), true, &settings);
+    let children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
+    let started = Instant::now();
+    while crawl.recorded_so_far() < 30 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crawl.redis.stop();
+    for child in children {
+        crawl.fail(child, "unreachable for 1 s");
+    }
+    // Redis back with its AOF: a process started again finishes the crawl, losing nothing.
+    crawl.redis.spawn();
+    let child = crawl.spawn("1e6");
+    crawl.finish(child);
+    let (extra, twice) = crawl.check("after Redis was away");
+    let reclaimed = crawl.meta("reclaimed_urls");
+    eprintln!(
+        "redis away: {extra} pages fetched again, {twice} recorded twice, {reclaimed} reclaimed"
+    );
+    assert!(
+        i64::from(extra) <= reclaimed,
+        "{extra} pages fetched again, {reclaimed} reclaimed"
+    );
+    crawl.assert_drained();
+}
+
+#[test]
+fn redis_restarted_without_persistence_stops_the_processes() {
+    let _load = crate::support::ordinary();
+    let settings = slow_settings(40);
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let mut crawl = Shared::new(WebSpec::small(78), false, &settings);
+    let children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
+    let started = Instant::now();
+    while crawl.recorded_so_far() < 30 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crawl.redis.restart();
+    for child in children {
+        crawl.fail(child, "the crawl is no longer there");
+    }
+    // Nothing was started again in the empty Redis.
+    assert_eq!(crawl.meta("accepted"), 0);
+}
+
+#[test]
+fn a_stopped_process_gives_its_leases_back() {
+    let _load = crate::support::ordinary();
+    let settings = slow_settings(40);
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    // Default leases (30 s): a lease not given back would hold the crawl up that long and
+    // show as reclaimed.
+    let crawl = Shared::new(WebSpec::small(79), false, &settings);
+    let mut children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
+    let started = Instant::now();
+    let victim = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no process ever held a lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        if crawl.recorded_so_far() < 30 {
+            continue;
+        }
+        let holders = crawl.lease_holders();
+        if let Some(i) = children
+            .iter()
+            .position(|c| holders.iter().any(|h| h.contains(&format!("-{}-", c.id()))))
+        {
+            break i;
+        }
+    };
+    let victim = children.remove(victim);
+    let pid = victim.id();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    crawl.finish(victim);
+    // It stopped before the end (so it had leases to give back).
+    let summary = std::fs::read_dir(crawl.out())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("summary-") && name.contains(&format!("-{pid}-"))
+        })
+        .expect("the stopped process's summary");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    assert_eq!(summary["stopped"], true, "{summary}");
+    for child in children {
+        crawl.finish(child);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the crawl waited for a lease to expire"
+    );
+    let (extra, twice) = crawl.check("after a stop");
+    assert_eq!(
+        crawl.meta("reclaimed_urls"),
+        0,
+        "a lease was left to expire"
+    );
+    assert_eq!((extra, twice), (0, 0), "a page fetched or recorded twice");
+    crawl.assert_drained();
+}
