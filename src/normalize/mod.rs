@@ -369,11 +369,13 @@ fn fold_trailing_dots(url: &mut Url) -> Result<(), Rejected> {
         return Err(Rejected::NoHost);
     }
     let folded = folded.to_string();
-    // A domain without its trailing dots is a valid host (it may now read as an IPv4
-    // address, `1.2.3.4..` → `1.2.3.4`, which is the host it names); if setting it failed,
-    // the host would stay as it was.
-    let _ = url.set_host(Some(&folded));
-    Ok(())
+    // Without its trailing dots a domain may read as an IPv4 address (`1.2.3.4..` →
+    // `1.2.3.4`, the host it names) or as an invalid one (`.0x7f..` → `.0x7f`: a last label
+    // that is a number makes the host an address, and this one is none). Such a host names
+    // nothing a browser would reach: the URL is refused rather than kept with its dots,
+    // which would make two spellings of one host (found by the property test).
+    url.set_host(Some(&folded))
+        .map_err(|_| Rejected::Unparsable)
 }
 
 /// Removes leading `www.` labels while at least two labels with a dot between remain.
