@@ -173,6 +173,9 @@ impl Shared {
             .args(["--redis", &self.redis.url(), "--crawl-id", self.crawl_id])
             .args(["--set", &format!("network.resolve.\"{pattern}\"={addr}")])
             .args(["--set", "crawl.retries=1"])
+            // The ground truth's depth (`CrawlRules::default()`), which bounds the calendar
+            // trap: the crawler's own default is deeper.
+            .args(["--set", "crawl.max_depth=16"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
