@@ -12,7 +12,6 @@
 //! bytes is left to the output thread.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::net::IpAddr;
 
 use sha1::{Digest, Sha1};
@@ -96,18 +95,80 @@ impl Fields {
 pub(crate) fn member(fields: Fields, content_type: &str, block: &[&[u8]], level: u32) -> Vec<u8> {
     let length: usize = block.iter().map(|p| p.len()).sum();
     let head = fields.finish(content_type, length);
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(block.len() + 2);
+    parts.push(head.as_bytes());
+    parts.extend_from_slice(block);
+    parts.push(b"\r\n\r\n");
+    gzip_member(&parts, level)
+}
+
+thread_local! {
+    /// This thread's deflate state, reset for each member. A fresh compressor allocates a
+    /// few hundred KB of window and hash tables; one per record (two records a fetch) cost
+    /// more than the compression itself (measured: 0.45 ms a page instead of 0.06 ms once
+    /// those blocks were mapped and unmapped for each record).
+    static DEFLATE: std::cell::RefCell<Option<(u32, flate2::Compress)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// `parts`, concatenated, as one gzip member (RFC 1952: header, raw deflate, CRC-32 and
+/// length), with this thread's reused compressor.
+pub(crate) fn gzip_member(parts: &[&[u8]], level: u32) -> Vec<u8> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
     // Compressed HTML is a fraction of its size; a quarter is a good first guess.
-    let mut encoder = flate2::write::GzEncoder::new(
-        Vec::with_capacity(head.len() + length / 4 + 64),
-        flate2::Compression::new(level),
-    );
-    // Writing into a Vec cannot fail.
-    let _ = encoder.write_all(head.as_bytes());
-    for part in block {
-        let _ = encoder.write_all(part);
+    let mut out = Vec::with_capacity(total / 4 + 64);
+    // Magic, deflate, no flags, no time, no extra flags, OS unknown.
+    out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255]);
+    let mut crc = crc32fast::Hasher::new();
+    DEFLATE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let compress = match slot.as_mut() {
+            Some((at, compress)) if *at == level => {
+                compress.reset();
+                compress
+            }
+            _ => {
+                let fresh = flate2::Compress::new(flate2::Compression::new(level), false);
+                &mut slot.insert((level, fresh)).1
+            }
+        };
+        for part in parts {
+            crc.update(part);
+            deflate_into(compress, part, &mut out, flate2::FlushCompress::None);
+        }
+        deflate_into(compress, &[], &mut out, flate2::FlushCompress::Finish);
+    });
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    out.extend_from_slice(&(total as u32).to_le_bytes());
+    out
+}
+
+/// Feeds `input` to `compress`, growing `out` as needed, until all of it is taken (and, for
+/// `Finish`, until the stream ends). Compressing into memory cannot fail; a status that
+/// makes no progress ends the loop rather than spinning.
+fn deflate_into(
+    compress: &mut flate2::Compress,
+    mut input: &[u8],
+    out: &mut Vec<u8>,
+    flush: flate2::FlushCompress,
+) {
+    loop {
+        if out.capacity() - out.len() < 4096 {
+            out.reserve(out.capacity().max(8192));
+        }
+        let before_in = compress.total_in();
+        let before_out = compress.total_out();
+        let status = compress.compress_vec(input, out, flush);
+        let taken = (compress.total_in() - before_in) as usize;
+        input = &input[taken.min(input.len())..];
+        let progressed = taken > 0 || compress.total_out() > before_out;
+        match status {
+            Ok(flate2::Status::StreamEnd) => return,
+            Ok(_) if input.is_empty() && flush == flate2::FlushCompress::None => return,
+            Ok(_) if progressed || out.capacity() == out.len() => continue,
+            _ => return,
+        }
     }
-    let _ = encoder.write_all(b"\r\n\r\n");
-    encoder.finish().unwrap_or_default()
 }
 
 /// What the archive writes for one fetch that ended: its response (or, for a payload already
@@ -346,6 +407,34 @@ mod tests {
         assert!(text.contains("WARC-Refers-To-Target-URI: http://example.test/first\r\n"));
         assert!(text.contains(&format!("Content-Length: {}\r\n", head.len())));
         assert!(text.ends_with("HTTP/1.1 200 OK\r\n\r\n\r\n\r\n"));
+    }
+
+    #[test]
+    fn members_from_the_reused_compressor_decode_to_their_input() {
+        // Incompressible and compressible, empty and over the compressor's buffers, at two
+        // levels in turn on one thread (the state is reset, or rebuilt for a new level).
+        let mut noise = Vec::with_capacity(1 << 20);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        while noise.len() < 1 << 20 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            noise.extend_from_slice(&x.to_le_bytes());
+        }
+        let text = b"<a href=\"/p/1\">one</a> ".repeat(20_000);
+        for level in [1, 6, 1] {
+            for input in [&b""[..], b"x", &text, &noise, &noise[..70_001]] {
+                let member = gzip_member(&[input, b"tail"], level);
+                let mut expected = input.to_vec();
+                expected.extend_from_slice(b"tail");
+                assert_eq!(
+                    gunzip(&member),
+                    expected,
+                    "level {level}, {} bytes",
+                    input.len()
+                );
+            }
+        }
     }
 
     #[test]
