@@ -111,6 +111,9 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// Records up to this size are stored, not compressed (see [`gzip_member`]).
+const STORED_UP_TO: usize = 1024;
+
 /// `parts`, concatenated, as one gzip member (RFC 1952: header, raw deflate, CRC-32 and
 /// length), with this thread's reused compressor.
 pub(crate) fn gzip_member(parts: &[&[u8]], level: u32) -> Vec<u8> {
@@ -120,6 +123,21 @@ pub(crate) fn gzip_member(parts: &[&[u8]], level: u32) -> Vec<u8> {
     // Magic, deflate, no flags, no time, no extra flags, OS unknown.
     out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255]);
     let mut crc = crc32fast::Hasher::new();
+    if total <= STORED_UP_TO {
+        // A small record (a request, a revisit's head) in one stored block: compressing a few
+        // hundred bytes saves little, and resetting the compressor's tables costs more than
+        // the whole record.
+        out.extend_from_slice(&[1]); // BFINAL, BTYPE = stored
+        out.extend_from_slice(&(total as u16).to_le_bytes());
+        out.extend_from_slice(&(!(total as u16)).to_le_bytes());
+        for part in parts {
+            crc.update(part);
+            out.extend_from_slice(part);
+        }
+        out.extend_from_slice(&crc.finalize().to_le_bytes());
+        out.extend_from_slice(&(total as u32).to_le_bytes());
+        return out;
+    }
     DEFLATE.with(|cell| {
         let mut slot = cell.borrow_mut();
         let compress = match slot.as_mut() {
@@ -423,7 +441,14 @@ mod tests {
         }
         let text = b"<a href=\"/p/1\">one</a> ".repeat(20_000);
         for level in [1, 6, 1] {
-            for input in [&b""[..], b"x", &text, &noise, &noise[..70_001]] {
+            for input in [
+                &b""[..],
+                b"x",
+                &text[..1020],
+                &text,
+                &noise,
+                &noise[..70_001],
+            ] {
                 let member = gzip_member(&[input, b"tail"], level);
                 let mut expected = input.to_vec();
                 expected.extend_from_slice(b"tail");
