@@ -37,20 +37,19 @@
 //! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3). Needs `redis-server`
 //! and `redis-cli` on the PATH.
 
+#[path = "support/testweb_process.rs"]
+mod testweb_process;
+
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crawler::config::{Config, Count};
 use crawler::crawl::ProgressMode;
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
-use testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec};
+use testweb::{Features, WebSpec};
+use testweb_process::{median, ServerProcess, Serving};
 use url::Url;
-
-/// The first argument that makes this executable the web server process:
-/// `--serve-testweb PORT`.
-const SERVE: &str = "--serve-testweb";
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -77,34 +76,18 @@ impl Drop for Killed {
     }
 }
 
+/// The features the benchmark crawls, as the crawl benchmark's.
+const FEATURES: &str = "none,variants,nofollow";
+
 fn spec() -> WebSpec {
     WebSpec {
-        features: Features::parse("none,variants,nofollow").expect("features"),
+        features: Features::parse(FEATURES).expect("features"),
         ..WebSpec::bench(7)
     }
 }
 
-fn serve(port: u16) -> ! {
-    let options = ServerOptions {
-        port,
-        log_requests: false,
-        ..ServerOptions::default()
-    };
-    let _server = TestWebServer::start_with(Arc::new(Web::new(spec())), options).expect("listen");
-    loop {
-        std::thread::park();
-    }
-}
-
 fn cpu_secs() -> f64 {
-    // SAFETY: getrusage fills the struct we own.
-    let u = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
+    testweb_process::cpu_secs(&testweb_process::rusage(libc::RUSAGE_SELF))
 }
 
 fn redis_cli(port: u16, args: &[&str]) -> String {
@@ -232,16 +215,9 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
+    testweb_process::serve_if_asked();
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(SERVE) {
-        serve(args.get(2).and_then(|p| p.parse().ok()).expect("port"));
-    }
     crawler::allocator::limit_malloc_arenas();
     let runs = args
         .iter()
@@ -249,15 +225,8 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(3usize);
-    let web_port = free_port();
-    let _web = Killed(
-        Command::new(std::env::current_exe().expect("this benchmark's path"))
-            .args([SERVE, &web_port.to_string()])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start testweb"),
-    );
-    wait_for(web_port, "testweb");
+    let web = ServerProcess::start(&spec(), FEATURES, Serving::default());
+    let web_port = web.port;
     let redis_dir = tempfile::tempdir().expect("tempdir");
     let redis_port = free_port();
     let _redis = Killed(
@@ -342,4 +311,5 @@ fn main() {
             rate
         );
     }
+    web.stop();
 }

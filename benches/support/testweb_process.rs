@@ -3,6 +3,9 @@
 //! and peak RSS are measured alone while both still share the machine's cores; and the
 //! figures (rusage, medians).
 
+// Each benchmark includes this file as a module of its own and uses a part of it.
+#![allow(dead_code)]
+
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
