@@ -29,13 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crawler::config::{Config, Count};
 use crawler::cpu_time::thread_cpu_ns;
 use crawler::crawl::ProgressMode;
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
 use testweb::WebSpec;
 use testweb_process::{cpu_secs, median, rusage, ServerProcess, Serving};
-use url::Url;
 
 /// The features the benchmark crawls: URL variants and nofollow, no errors, traps or slow
 /// pages.
@@ -56,21 +54,9 @@ struct Run {
 
 fn crawl_once(spec: &WebSpec, port: u16, warc: bool) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
-    let mut config = Config::default();
-    config
-        .network
-        .resolve
-        .insert("*.test".into(), format!("127.0.0.1:{port}"));
-    config.output.dir = out.path().to_path_buf();
-    config.politeness.enabled = false;
-    config.politeness.respect_robots = false;
-    config.crawl.concurrency = 64;
-    config.crawl.max_urls = Count(1_000_000);
-    config.crawl.max_depth = 16;
+    let mut config = testweb_process::bench_config(port, out.path());
     config.output.warc = warc;
-    let seeds: Vec<Url> = (0..spec.hosts)
-        .map(|h| Url::parse(&format!("http://h{h}.test/")).expect("seed"))
-        .collect();
+    let seeds = testweb_process::seeds(spec);
     let worker_cpu = Arc::new(AtomicU64::new(0));
     let on_stop = worker_cpu.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()

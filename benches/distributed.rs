@@ -44,7 +44,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crawler::config::{Config, Count};
+use crawler::config::Config;
 use crawler::crawl::ProgressMode;
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
 use testweb::{Features, WebSpec};
@@ -124,18 +124,7 @@ struct Run {
 }
 
 fn config(web_port: u16, out: &std::path::Path) -> Config {
-    let mut config = Config::default();
-    config
-        .network
-        .resolve
-        .insert("*.test".into(), format!("127.0.0.1:{web_port}"));
-    config.output.dir = out.to_path_buf();
-    config.politeness.enabled = false;
-    config.politeness.respect_robots = false;
-    config.crawl.concurrency = 64;
-    config.crawl.max_urls = Count(1_000_000);
-    config.crawl.max_depth = 16;
-    config
+    testweb_process::bench_config(web_port, out)
 }
 
 fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {

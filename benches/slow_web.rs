@@ -23,12 +23,11 @@ mod testweb_process;
 
 use std::time::{Duration, Instant};
 
-use crawler::config::{Config, Count};
+use crawler::config::Count;
 use crawler::crawl::ProgressMode;
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
 use testweb::WebSpec;
 use testweb_process::{cpu_secs, median, rusage, ServerProcess, Serving};
-use url::Url;
 
 const LATENCY_MS: u64 = 250;
 const CONCURRENCY: usize = 1000;
@@ -44,19 +43,12 @@ struct Run {
 
 fn crawl_once(spec: &WebSpec, port: u16) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
-    let mut config = Config::default();
-    config
-        .network
-        .resolve
-        .insert("*.test".into(), format!("127.0.0.1:{port}"));
-    config.output.dir = out.path().to_path_buf();
-    config.politeness.respect_robots = false;
+    let mut config = testweb_process::bench_config(port, out.path());
+    config.politeness.enabled = true;
     config.politeness.per_host_rps = RPS;
     config.crawl.concurrency = CONCURRENCY;
     config.crawl.max_urls = Count(10_000_000);
-    let seeds: Vec<Url> = (0..spec.hosts)
-        .map(|h| Url::parse(&format!("http://h{h}.test/")).expect("seed"))
-        .collect();
+    let seeds = testweb_process::seeds(spec);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -166,8 +166,6 @@ pub struct Fetcher {
     gate: Arc<RequestGate>,
     max_body_bytes: u64,
     content_types: Vec<String>,
-    /// Keep each request and response as sent, for the archive.
-    archive: bool,
 }
 
 impl Fetcher {
@@ -184,7 +182,6 @@ impl Fetcher {
                 .iter()
                 .map(|t| t.to_ascii_lowercase())
                 .collect(),
-            archive: config.output.warc,
         })
     }
 
@@ -279,7 +276,8 @@ impl Fetcher {
         };
         // An identity-coded body that is parsed is its own raw form: not held twice.
         let same_as_parsed = decoder.is_some() && coding == Ok(Coding::Identity);
-        let mut exchange = self.archive.then(|| {
+        // Each request and response is kept as sent when the crawl archives.
+        let mut exchange = self.config.output.warc.then(|| {
             Box::new(Exchange {
                 request_head: request_head(url, &self.config.crawl.user_agent),
                 response_head: response_head(&response),

@@ -106,6 +106,30 @@ fn serve(args: &[String]) -> ! {
     }
 }
 
+/// The crawl the benchmarks measure, against the server on `port`, into `out`: politeness
+/// off, concurrency 64, depth 16, room for a million URLs.
+pub fn bench_config(port: u16, out: &std::path::Path) -> crawler::config::Config {
+    let mut config = crawler::config::Config::default();
+    config
+        .network
+        .resolve
+        .insert("*.test".into(), format!("127.0.0.1:{port}"));
+    config.output.dir = out.to_path_buf();
+    config.politeness.enabled = false;
+    config.politeness.respect_robots = false;
+    config.crawl.concurrency = 64;
+    config.crawl.max_urls = crawler::config::Count(1_000_000);
+    config.crawl.max_depth = 16;
+    config
+}
+
+/// The home page of every host of `spec`: the seeds of every benchmark crawl.
+pub fn seeds(spec: &WebSpec) -> Vec<url::Url> {
+    (0..spec.hosts)
+        .map(|h| url::Url::parse(&format!("http://h{h}.test/")).expect("seed"))
+        .collect()
+}
+
 pub fn rusage(who: i32) -> libc::rusage {
     // SAFETY: getrusage fills the struct we own.
     unsafe {

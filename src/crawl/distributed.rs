@@ -34,24 +34,19 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::admission::{Admission, Refusal};
+use super::admission::Refusal;
 use super::counters::CrawlCounters;
 use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
-use super::messages::{Candidates, Completion, Outcome, ParseJob};
-use super::parse_pool::{ParsePool, ParseShared};
+use super::messages::{Candidates, Completion, Outcome};
 use super::summary::Ending;
 use super::{seen_plan, CrawlError, CrawlRequest, CrawlSummary};
 use crate::config::Config;
 use crate::distributed::{
     self, bloom_bits, parse_claim, prefix, DistributedError, Redis, Settings,
 };
-use crate::extract::ExtractOptions;
-use crate::fetch::Fetcher;
 use crate::frontier::{key_of, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl, Work};
-use crate::gate::RequestGate;
 use crate::normalize::host_key;
 use crate::output::{rfc3339, PageRecord};
-use crate::scope::Scope;
 use crate::seen::{Plan, SeenBackend, SeenSet};
 
 /// How often an idle process asks Redis for work (and whether the crawl is over).
@@ -214,45 +209,15 @@ pub(crate) async fn run(
     let cache_backend: Arc<dyn SeenBackend> = cache.clone();
     let counters = Arc::new(CrawlCounters::default());
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
-    let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
-    let scope = Arc::new(Scope::new(&config.scope, &seeds)?);
-    let gate = Arc::new(RequestGate::new(&config, &seeds, scope.clone())?);
-    let fetcher = Fetcher::new(&config, gate)?;
-    let admission = Arc::new(Admission::new(
+    // The archive is refused with [distributed] (see the config's validation).
+    let (parse_pool, fetch) = super::start_workers(
         &config,
-        config.normalizer()?,
-        scope,
+        &seeds,
         cache_backend,
-        counters.clone(),
-    ));
-    let faults = super::faults::Faults::from_env();
-    let parse_pool = ParsePool::start(
-        config.crawl.parse_threads,
-        parse_rx,
-        Arc::new(ParseShared {
-            admission: admission.clone(),
-            counters: counters.clone(),
-            completions: completions_tx.clone(),
-            faults: faults.clone(),
-            options: ExtractOptions {
-                follow_nofollow: config.crawl.follow_nofollow,
-                max_links: config.crawl.max_links_per_page,
-                max_url_length: config.scope.max_url_length,
-            },
-            // The archive is refused with [distributed] (see the config's validation).
-            archiver: None,
-        }),
+        &counters,
+        completions_tx,
+        None,
     )?;
-    let fetch = Arc::new(FetchShared {
-        config: config.clone(),
-        admission,
-        fetcher,
-        counters: counters.clone(),
-        completions: completions_tx,
-        parse_jobs: parse_tx,
-        faults,
-        archiver: None,
-    });
 
     let mut process_loop = Process {
         shared,

@@ -225,7 +225,7 @@ fn start_archive(
     config: &Config,
     resumed: bool,
     output: OutputPosition,
-) -> Result<Option<(ArchiveWriter, u32)>, CrawlError> {
+) -> Result<Option<ArchiveWriter>, CrawlError> {
     let o = &config.output;
     if !o.warc {
         return Ok(None);
@@ -245,7 +245,6 @@ fn start_archive(
             notes: Vec::new(),
         }
     };
-    let serial = recovered.next_serial;
     let writer = ArchiveWriter::start(
         ArchiveOptions {
             dir: o.dir.join("warc"),
@@ -254,13 +253,65 @@ fn start_archive(
             gzip_level: o.warc_gzip_level,
             info: crate::warc::info_fields(config),
         },
-        serial,
+        recovered.next_serial,
         recovered.index,
         o.dir.join("pages.jsonl"),
         Arc::new(CurrentFile::default()),
     )
     .map_err(crate::output::OutputError::from)?;
-    Ok(Some((writer, serial)))
+    Ok(Some(writer))
+}
+
+/// What fetches and parses, the same for a local and a distributed crawl: scope, request
+/// gate and client, the admission's screening against `seen`, the parse threads, and what
+/// fetch tasks share. Completions go to `completions`.
+fn start_workers(
+    config: &Config,
+    seeds: &[Url],
+    seen: Arc<dyn SeenBackend>,
+    counters: &Arc<CrawlCounters>,
+    completions: mpsc::UnboundedSender<messages::Completion>,
+    archiver: Option<Archiver>,
+) -> Result<(ParsePool, Arc<FetchShared>), CrawlError> {
+    let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
+    let scope = Arc::new(Scope::new(&config.scope, seeds)?);
+    let gate = Arc::new(RequestGate::new(config, seeds, scope.clone())?);
+    let fetcher = Fetcher::new(config, gate)?;
+    let admission = Arc::new(Admission::new(
+        config,
+        config.normalizer()?,
+        scope,
+        seen,
+        counters.clone(),
+    ));
+    let faults = faults::Faults::from_env();
+    let parse_pool = ParsePool::start(
+        config.crawl.parse_threads,
+        parse_rx,
+        Arc::new(ParseShared {
+            admission: admission.clone(),
+            counters: counters.clone(),
+            completions: completions.clone(),
+            faults: faults.clone(),
+            options: ExtractOptions {
+                follow_nofollow: config.crawl.follow_nofollow,
+                max_links: config.crawl.max_links_per_page,
+                max_url_length: config.scope.max_url_length,
+            },
+            archiver: archiver.clone(),
+        }),
+    )?;
+    let fetch = Arc::new(FetchShared {
+        config: config.clone(),
+        admission,
+        fetcher,
+        counters: counters.clone(),
+        completions,
+        parse_jobs: parse_tx,
+        faults,
+        archiver,
+    });
+    Ok((parse_pool, fetch))
 }
 
 /// Runs a crawl to its end (or until shut down) and returns its summary.
@@ -312,7 +363,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         resumed_from,
     } = start_state(&config, resume, plan.clone(), &expectation)?;
     let archive = start_archive(&config, resumed_from.is_some(), start)?;
-    let archive_file = archive.as_ref().map(|(writer, _)| writer.current());
+    let archive_file = archive.as_ref().map(ArchiveWriter::current);
     let archiver = archive_file.as_ref().map(|current| Archiver {
         current: current.clone(),
         gzip_level: config.output.warc_gzip_level,
@@ -321,51 +372,21 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         &out_dir,
         4096,
         start,
-        archive.map(|(writer, _)| (writer, counters.clone())),
+        archive.map(|writer| (writer, counters.clone())),
     )?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
-    let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
 
     // The crawl runs on the seen-set through its backend interface; the local set itself
     // is kept for the checkpoints, which persist it.
     let seen_backend: Arc<dyn SeenBackend> = seen.clone();
-    let scope = Arc::new(Scope::new(&config.scope, &seeds)?);
-    let gate = Arc::new(RequestGate::new(&config, &seeds, scope.clone())?);
-    let fetcher = Fetcher::new(&config, gate)?;
-    let admission = Arc::new(Admission::new(
+    let (parse_pool, fetch) = start_workers(
         &config,
-        config.normalizer()?,
-        scope,
+        &seeds,
         seen_backend.clone(),
-        counters.clone(),
-    ));
-    let faults = faults::Faults::from_env();
-    let parse_pool = ParsePool::start(
-        config.crawl.parse_threads,
-        parse_rx,
-        Arc::new(ParseShared {
-            admission: admission.clone(),
-            counters: counters.clone(),
-            completions: completions_tx.clone(),
-            faults: faults.clone(),
-            options: ExtractOptions {
-                follow_nofollow: config.crawl.follow_nofollow,
-                max_links: config.crawl.max_links_per_page,
-                max_url_length: config.scope.max_url_length,
-            },
-            archiver: archiver.clone(),
-        }),
-    )?;
-    let fetch = Arc::new(FetchShared {
-        config: config.clone(),
-        admission,
-        fetcher,
-        counters: counters.clone(),
-        completions: completions_tx,
-        parse_jobs: parse_tx,
-        faults,
+        &counters,
+        completions_tx,
         archiver,
-    });
+    )?;
 
     let mut dispatcher = Dispatcher {
         acceptance: Acceptance::new(&config, seen_backend.clone(), counters.clone()),

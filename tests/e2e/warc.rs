@@ -63,9 +63,9 @@ struct ReadBack {
     block: Vec<u8>,
 }
 
-/// Reads the single record of the gzip member at `offset..offset+length` of `file`.
-fn read_at(file: &Path, offset: u64, length: u64) -> ReadBack {
-    let bytes = std::fs::read(file).unwrap();
+/// Reads the single record of the gzip member at `offset..offset+length` of `file`, whose
+/// bytes are `bytes`.
+fn read_at(file: &Path, bytes: &[u8], offset: u64, length: u64) -> ReadBack {
     let member = &bytes[offset as usize..(offset + length) as usize];
     let mut plain = Vec::new();
     flate2::read::GzDecoder::new(member)
@@ -236,9 +236,14 @@ fn the_archive_is_valid_warc_that_agrees_with_pages_jsonl_and_the_server() {
         });
     let (mut gzip, mut br, mut chunked, mut truncated, mut non_html) = (0, 0, 0, 0, 0);
     let mut originals: HashMap<String, String> = HashMap::new();
+    let mut file_bytes: HashMap<String, Vec<u8>> = HashMap::new();
     for r in &archived {
         let w = r.warc.as_ref().unwrap();
-        let record = read_at(&out.join("warc").join(&w.file), w.offset, w.length);
+        let path = out.join("warc").join(&w.file);
+        let bytes = file_bytes
+            .entry(w.file.clone())
+            .or_insert_with(|| std::fs::read(&path).unwrap());
+        let record = read_at(&path, bytes, w.offset, w.length);
         assert_eq!(record.kind, w.record, "{}", r.url);
         assert_eq!(record.id, w.id);
         assert_eq!(record.target, r.url);
