@@ -412,7 +412,7 @@ fn the_archive_survives_kill_9_and_agrees_with_pages_jsonl() {
             ])
             .args(["--concurrency", "8", "--set", "output.warc=true"])
             .args(["--set", "output.warc_max_bytes=128KiB"])
-            .args(["--set", "politeness.per_host_rps=40"])
+            .args(["--set", "politeness.per_host_rps=20"])
             .args(["--set", "checkpoint.interval_secs=0.5"])
             .args(["--set", &format!("network.resolve.\"{pattern}\"={addr}")])
             .env("RUST_LOG", "warn")
