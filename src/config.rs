@@ -163,6 +163,10 @@ pub struct PolitenessSection {
     pub robots_ttl_secs: f64,
     pub max_crawl_delay_secs: f64,
     pub enabled: bool,
+    /// Requests per second to one server address, across all its names; 0 = no limit.
+    pub per_ip_rps: f64,
+    /// Requests in flight to one server address at once; 0 = no limit.
+    pub per_ip_concurrency: u32,
 }
 
 impl Default for PolitenessSection {
@@ -175,6 +179,8 @@ impl Default for PolitenessSection {
             robots_ttl_secs: 86_400.0,
             max_crawl_delay_secs: 30.0,
             enabled: true,
+            per_ip_rps: 0.0,
+            per_ip_concurrency: 0,
         }
     }
 }
@@ -348,6 +354,8 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "robots_ttl_secs",
             "max_crawl_delay_secs",
             "enabled",
+            "per_ip_rps",
+            "per_ip_concurrency",
         ],
     ),
     ("seen", &["fpp", "memory"]),

@@ -2,11 +2,10 @@
 //! the instant from which a fresh rate limiter in another process is no faster than this
 //! frontier's limiter would be.
 //!
-//! A GCRA limiter idle for `period × burst` is as good as new, so a host whose last request
-//! was at `t` may get a fresh limiter (a full burst) from `t + period × burst`, or later if
-//! its `not_before` (retry backoff, Retry-After) says so. A Crawl-delay has replaced the
-//! limiter's period and `limiter_refill` with it (see `schedule::apply_crawl_delay`), so it
-//! is included. A host whose state was evicted was idle at least that long.
+//! A GCRA rate idle until its theoretical arrival time is as good as new, so a host may get a
+//! fresh limiter (a full burst) from the later of its name's budget and its Crawl-delay rate
+//! being full again (see `budget.rs`), or later if its `not_before` (retry backoff,
+//! Retry-After) says so. A host whose state was evicted was idle at least that long.
 
 use std::time::Duration;
 
@@ -21,8 +20,11 @@ impl Frontier {
             return Duration::ZERO;
         };
         let mut until = host.not_before;
-        if let Some(last) = host.last_request {
-            until = until.max(last + host.limiter_refill);
+        if let Some(at) = self.budgets.full_at(host.name) {
+            until = until.max(at);
+        }
+        if let Some(at) = host.crawl_delay.as_ref().and_then(|g| g.full_at()) {
+            until = until.max(at);
         }
         until.saturating_duration_since(now)
     }

@@ -8,11 +8,15 @@
 //! XXH3-64 of that key). Hosts, not URLs, are scheduled: a min-heap orders the hosts that
 //! have work by the instant each may next be fetched, so one host with a million queued URLs
 //! never starves a host with ten, and a host that must wait costs nothing until its time
-//! comes. Each host has a governor GCRA rate limiter (`per_host_rps`, `per_host_burst`) and
-//! an in-flight cap (`per_host_concurrency`); a host whose cap is reached leaves the heap and
-//! comes back when a fetch completes. Retries and `Retry-After` push a host's next time
-//! forward instead of sleeping inside a fetch task, so a retry is a request like any other:
-//! rate-limited and counted.
+//! comes. Politeness is kept in budgets that several queues share ([`budget`]): a host
+//! *name*'s GCRA rate (`per_host_rps`, `per_host_burst`) and in-flight cap
+//! (`per_host_concurrency`), shared by its schemes and ports, and with `per_ip_rps` /
+//! `per_ip_concurrency` on, a server *address*'s, shared by every name on it (the address is
+//! looked up ahead, see `address.rs`). A request is handed out only when all its budgets
+//! allow it; a queue refused by a rate comes back at the budget's next instant, one refused by
+//! a cap is parked until a request of that budget completes. Retries and `Retry-After` push a
+//! host's next time forward instead of sleeping inside a fetch task, so a retry is a request
+//! like any other: rate-limited and counted.
 //!
 //! # Memory: what stays, what goes to disk
 //!
@@ -79,7 +83,10 @@
 //!
 //! This file holds the [`Frontier`] API and its types; each sibling does one job:
 //!
-//! - `schedule.rs`: the heap of hosts by ready instant, the rate limiter, the in-flight cap;
+//! - `schedule.rs`: the heap of hosts by ready instant, admission under every budget;
+//! - `budget.rs`: the budgets shared by queues (a name's, an address's): GCRA rate, cap,
+//!   waiters;
+//! - `address.rs`: each host's server address, looked up ahead for the address's budget;
 //! - `residency.rs`: which hosts' state is in memory, eviction and restore;
 //! - `robots_gate.rs`: robots.txt per host (fetch first, rules, backoff, give up);
 //! - `snapshot.rs`: the checkpoint snapshot and the `hosts.bin` format;
@@ -88,12 +95,9 @@
 //! - [`store`]: the per-host queues on disk; [`robots_cache`]: robots.txt bodies on disk.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use governor::clock::DefaultClock;
-use governor::Quota;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use xxhash_rust::xxh3::xxh3_64;
@@ -101,7 +105,9 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::config::{FrontierSection, PolitenessSection};
 use crate::robots::RobotsOutcome;
 
+mod address;
 mod backend;
+mod budget;
 mod handoff;
 mod residency;
 pub mod robots_cache;
@@ -112,13 +118,15 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
+pub use address::{AddressAnswer, AddressLookup};
 pub use backend::FrontierBackend;
 pub use snapshot::{FrontierSnapshot, SavedFrontier, SavedHosts};
 
 use residency::Residency;
 use robots_cache::{RobotsCache, RobotsCacheError, RobotsCacheOptions};
 use robots_gate::{RobotsGate, RobotsState};
-use schedule::{take_token, ReadyHeap};
+use budget::{BudgetKeys, Budgets, Limits, Rate};
+use schedule::{NotAdmitted, ReadyHeap};
 use snapshot::TallyBuffers;
 use store::{QueueStore, StoreError, StoreOptions};
 
@@ -158,6 +166,8 @@ pub struct Dispatch {
     /// Which hand-out this is: the key of the frontier's copy.
     id: u64,
     pub(crate) host: HostId,
+    /// The budgets it was charged to, released when it is given back.
+    budgets: BudgetKeys,
     pub item: QueuedUrl,
 }
 
@@ -174,6 +184,8 @@ pub struct RobotsFetch {
     pub(crate) url: String,
     /// Redirects followed before this request.
     pub(crate) hops: u32,
+    /// The budgets it was charged to (those of `via`), released when it is given back.
+    pub(crate) budgets: BudgetKeys,
 }
 
 /// What the frontier hands out next.
@@ -215,20 +227,22 @@ pub enum FrontierError {
 struct HostTally {
     /// URLs ever queued for this host (saturating).
     queued_ever: u32,
-    /// Whether the host has an entry in the ready heap.
+    /// Whether the host is in the schedule: an entry in the ready heap, or parked (on a full
+    /// budget, or waiting for its address).
     scheduled: bool,
 }
 
 /// The frontier's politeness settings.
 #[derive(Debug, Clone)]
 pub struct FrontierPolicy {
-    /// `None` disables the rate limit (benchmarks, `politeness.enabled = false`).
-    pub(crate) quota: Option<Quota>,
-    /// The configured interval between requests to one host (zero when disabled).
+    /// A host name's budget: `per_host_rps`, `per_host_burst`, `per_host_concurrency`
+    /// (unlimited when politeness is disabled: benchmarks, `politeness.enabled = false`).
+    pub(crate) names: Limits,
+    /// A server address's budget (`per_ip_rps`, `per_ip_concurrency`); `None` when both are
+    /// off, and then no address is looked up.
+    pub(crate) addresses: Option<Limits>,
+    /// The configured interval between requests to one host name (zero when disabled).
     pub(crate) period: Duration,
-    /// Requests a host may receive at once after being idle.
-    pub(crate) burst: u32,
-    pub(crate) per_host_concurrency: u32,
     /// Consult robots.txt before a host's first page.
     pub(crate) respect_robots: bool,
     /// How long robots.txt rules are kept.
@@ -244,22 +258,36 @@ impl FrontierPolicy {
         let max_crawl_delay = Duration::from_secs_f64(p.max_crawl_delay_secs);
         if !p.enabled {
             return FrontierPolicy {
-                quota: None,
+                names: Limits::UNLIMITED,
+                addresses: None,
                 period: Duration::ZERO,
-                burst: 1,
-                per_host_concurrency: u32::MAX,
                 respect_robots: p.respect_robots,
                 robots_ttl,
                 max_crawl_delay,
             };
         }
         let period = Duration::from_secs_f64(1.0 / p.per_host_rps);
-        let burst = NonZeroU32::new(p.per_host_burst).unwrap_or(NonZeroU32::MIN);
+        let addresses = (p.per_ip_rps > 0.0 || p.per_ip_concurrency > 0).then(|| Limits {
+            rate: (p.per_ip_rps > 0.0).then(|| Rate {
+                period: Duration::from_secs_f64(1.0 / p.per_ip_rps),
+                burst: 1,
+            }),
+            concurrency: if p.per_ip_concurrency > 0 {
+                p.per_ip_concurrency
+            } else {
+                u32::MAX
+            },
+        });
         FrontierPolicy {
-            quota: Quota::with_period(period).map(|q| q.allow_burst(burst)),
+            names: Limits {
+                rate: Some(Rate {
+                    period,
+                    burst: p.per_host_burst.max(1),
+                }),
+                concurrency: p.per_host_concurrency.max(1),
+            },
+            addresses,
             period,
-            burst: burst.get(),
-            per_host_concurrency: p.per_host_concurrency.max(1),
             respect_robots: p.respect_robots,
             robots_ttl,
             max_crawl_delay,
@@ -333,7 +361,6 @@ const TOP_HOSTS: usize = 20;
 pub struct Frontier {
     policy: FrontierPolicy,
     options: FrontierOptions,
-    clock: DefaultClock,
     store: QueueStore,
     /// `None` when robots.txt is not consulted.
     robots_cache: Option<RobotsCache>,
@@ -355,6 +382,12 @@ pub struct Frontier {
     /// the store: dropped, not fetched, when they reach the head of their queue.
     already_done: HashSet<u64>,
     tally_buffers: TallyBuffers,
+    /// The budgets shared by hosts: names' and addresses'.
+    budgets: Budgets,
+    /// Address lookups to hand out ([`Frontier::take_lookups`]).
+    lookups: Vec<AddressLookup>,
+    /// Scratch for the hosts a release wakes.
+    woken: Vec<HostId>,
     /// When this frontier was resumed from a checkpoint: hosts made resident soon after wait
     /// one rate period from then (see `residency.rs`).
     resumed_at: Option<Instant>,
@@ -431,9 +464,14 @@ impl Frontier {
             None
         };
         Ok(Frontier {
+            budgets: Budgets::new(
+                policy.names,
+                policy.addresses.unwrap_or(Limits::UNLIMITED),
+            ),
+            lookups: Vec::new(),
+            woken: Vec::new(),
             policy,
             options,
-            clock: DefaultClock::default(),
             store,
             robots_cache,
             resident: Residency::new(),
@@ -500,6 +538,7 @@ impl Frontier {
         if let Some(host) = self.resident.hosts.get_mut(&dispatch.host) {
             host.in_flight = host.in_flight.saturating_sub(1);
         }
+        self.release(dispatch.budgets, Instant::now());
     }
 
     /// Hands out the next piece of work whose host may be served at `now`, if any.
@@ -509,93 +548,118 @@ impl Frontier {
             if let Some(tally) = self.tallies.get_mut(&id) {
                 tally.scheduled = false;
             }
-            if !self.already_done.is_empty() {
-                self.drop_already_done(id)?;
+            let work = self.serve(id, now)?;
+            if !matches!(work, Some(Work::Fetch(_) | Work::Robots(_))) {
+                // No request: a slot this host was woken for goes to the next waiter.
+                self.pass_on(id, now);
             }
-            let hops_waiting = self.has_robots_hops(id);
-            if self.store.len(id) == 0 && !hops_waiting {
-                continue;
+            if work.is_some() {
+                return Ok(work);
             }
-            self.make_resident(id, now)?;
-            let Some(host) = self.resident.hosts.get(&id) else {
-                continue;
-            };
-            if host.in_flight >= self.policy.per_host_concurrency {
-                continue;
-            }
-            if host.not_before > now {
-                let at = host.not_before;
-                self.push_ready(id, at);
-                continue;
-            }
-            if hops_waiting {
-                // A robots.txt redirect hop into this host goes before its own pages: the
-                // host it is for waits on it. It needs no robots.txt of this host, only its
-                // politeness (a rate token and a slot).
-                match self.hand_out_robots_hop(id, now) {
-                    Ok(work) => return Ok(Some(work)),
-                    Err(at) => {
-                        self.push_ready(id, at);
-                        continue;
-                    }
-                }
-            }
-            let fetch_robots = match self.robots_gate(id, now)? {
-                RobotsGate::Open => false,
-                RobotsGate::FetchRobots => true,
-                RobotsGate::Skip => continue,
-                RobotsGate::WaitUntil(at) => {
-                    self.push_ready(id, at);
-                    continue;
-                }
-                RobotsGate::Disallowed(item) => {
-                    self.schedule(id, now);
-                    return Ok(Some(Work::Disallowed(item)));
-                }
-                RobotsGate::Deferred { item, crawl_delay } => {
-                    self.schedule(id, now);
-                    return Ok(Some(Work::Deferred { item, crawl_delay }));
-                }
-            };
-            let Some(host) = self.resident.hosts.get_mut(&id) else {
-                continue;
-            };
-            if let Err(at) = take_token(host, now, &self.clock) {
-                self.push_ready(id, at);
-                continue;
-            }
-            if fetch_robots {
-                host.robots = RobotsState::Fetching;
-                host.in_flight += 1;
-                self.in_flight += 1;
-                let url = crate::robots::robots_url(&host.key)
-                    .map(String::from)
-                    .unwrap_or_else(|_| format!("{}/robots.txt", host.key));
-                return Ok(Some(Work::Robots(RobotsFetch {
-                    host: id,
-                    via: id,
-                    url,
-                    hops: 0,
-                })));
-            }
-            let Some(item) = self.store.pop(id)? else {
-                continue;
-            };
-            host.in_flight += 1;
-            self.in_flight += 1;
-            self.schedule(id, now);
-            let dispatch = self.hand_out(id, item);
-            return Ok(Some(Work::Fetch(dispatch)));
         }
         Ok(None)
     }
 
+    /// Serves host `id`, just taken from the heap: its next piece of work if every budget
+    /// allows it; otherwise `None`, with the host put back in the schedule where it belongs
+    /// (the heap at its next instant, parked, or out of it with nothing queued).
+    fn serve(&mut self, id: HostId, now: Instant) -> Result<Option<Work>, FrontierError> {
+        if !self.already_done.is_empty() {
+            self.drop_already_done(id)?;
+        }
+        let hops_waiting = self.has_robots_hops(id);
+        if self.store.len(id) == 0 && !hops_waiting {
+            return Ok(None);
+        }
+        self.make_resident(id, now)?;
+        let Some(host) = self.resident.hosts.get(&id) else {
+            return Ok(None);
+        };
+        if host.not_before > now {
+            let at = host.not_before;
+            self.push_ready(id, at);
+            return Ok(None);
+        }
+        if hops_waiting {
+            // A robots.txt redirect hop into this host goes before its own pages: the
+            // host it is for waits on it. It needs no robots.txt of this host, only its
+            // politeness (every budget of a request).
+            return match self.hand_out_robots_hop(id, now) {
+                Ok(work) => Ok(Some(work)),
+                Err(NotAdmitted::Until(at)) => {
+                    self.push_ready(id, at);
+                    Ok(None)
+                }
+                Err(NotAdmitted::Parked) => Ok(None),
+            };
+        }
+        let fetch_robots = match self.robots_gate(id, now)? {
+            RobotsGate::Open => false,
+            RobotsGate::FetchRobots => true,
+            RobotsGate::Skip => return Ok(None),
+            RobotsGate::WaitUntil(at) => {
+                self.push_ready(id, at);
+                return Ok(None);
+            }
+            RobotsGate::Disallowed(item) => {
+                self.schedule(id, now);
+                return Ok(Some(Work::Disallowed(item)));
+            }
+            RobotsGate::Deferred { item, crawl_delay } => {
+                self.schedule(id, now);
+                return Ok(Some(Work::Deferred { item, crawl_delay }));
+            }
+        };
+        let budgets = match self.admit(id, now) {
+            Ok(budgets) => budgets,
+            Err(NotAdmitted::Until(at)) => {
+                self.push_ready(id, at);
+                return Ok(None);
+            }
+            Err(NotAdmitted::Parked) => return Ok(None),
+        };
+        if fetch_robots {
+            let Some(host) = self.resident.hosts.get_mut(&id) else {
+                return Ok(None);
+            };
+            host.robots = RobotsState::Fetching;
+            let url = crate::robots::robots_url(&host.key)
+                .map(String::from)
+                .unwrap_or_else(|_| format!("{}/robots.txt", host.key));
+            return Ok(Some(Work::Robots(RobotsFetch {
+                host: id,
+                via: id,
+                url,
+                hops: 0,
+                budgets,
+            })));
+        }
+        let Some(item) = self.store.pop(id)? else {
+            // Admitted with nothing to send (cannot happen: the queue was not empty); the
+            // slots go back.
+            if let Some(host) = self.resident.hosts.get_mut(&id) {
+                host.in_flight = host.in_flight.saturating_sub(1);
+            }
+            self.in_flight = self.in_flight.saturating_sub(1);
+            self.release(budgets, now);
+            return Ok(None);
+        };
+        self.schedule(id, now);
+        let dispatch = self.hand_out(id, item, budgets);
+        Ok(Some(Work::Fetch(dispatch)))
+    }
+
     /// Makes the dispatch of `item`, keeping the frontier's copy until it is given back.
-    fn hand_out(&mut self, host: HostId, item: QueuedUrl) -> Dispatch {
+    fn hand_out(&mut self, host: HostId, item: QueuedUrl, budgets: BudgetKeys) -> Dispatch {
         let id = self.next_dispatch;
         self.next_dispatch += 1;
         self.dispatched.insert(id, (host, item.clone()));
-        Dispatch { id, host, item }
+        Dispatch {
+            id,
+            host,
+            budgets,
+            item,
+        }
     }
 
     /// Drops, from the head of `id`'s queue, URLs recorded after the checkpoint resumed from.
@@ -698,6 +762,7 @@ impl Frontier {
             memory_bytes: self.store.memory_bytes()
                 + self.tallies.capacity() as u64 * tally_entry
                 + self.ready.memory_bytes()
+                + self.budgets.memory_bytes()
                 + self.resident.bytes
                 + self.robots_cache.as_ref().map_or(0, |c| c.memory_bytes()),
             disk_bytes: self.store.disk_bytes()

@@ -1,13 +1,16 @@
 //! Which hosts' state is in memory: the `[frontier] host_memory` budget, eviction of idle
 //! hosts (least recently served first) and their restore when their turn comes again.
 //!
-//! Guarantees: a host with anything in flight, a wait pending, a rate limiter not yet full
-//! again, a robots.txt fetch in progress or a robots.txt backoff with URLs waiting on it is
-//! never evicted, so eviction changes nothing of politeness: a restored host gets a fresh
-//! limiter, which is exactly an idle one (GCRA state is "full" after `burst × period` without
-//! requests), and its robots.txt rules from the disk cache, without a request. Over budget,
-//! idle hosts are looked for at each restore and every 10 ms, so the resident state exceeds
-//! its budget only by hosts that are busy.
+//! Guarantees: a host with anything in flight, a wait pending, a crawl-delay rate not yet full
+//! again, an address lookup in progress, a robots.txt fetch in progress or a robots.txt backoff
+//! with URLs waiting on it is never evicted, so eviction changes nothing of politeness: a
+//! restored host gets a fresh crawl-delay rate, which is exactly an idle one (GCRA state is
+//! "full" after `burst × period` without requests), and its robots.txt rules from the disk
+//! cache, without a request. The budgets a host shares with others (its name's, its
+//! address's: see [`super::budget`]) are not the host's: they stay while any resident host
+//! uses them or they are not idle, so evicting one host of a busy name or address loses none
+//! of their rate. Over budget, idle hosts are looked for at each restore and every 10 ms, so
+//! the resident state exceeds its budget only by hosts that are busy.
 //!
 //! A resumed frontier's limiters start empty, as if each host had just been sent a request:
 //! a host made resident within one rate period of the resume (or its robots.txt
@@ -24,8 +27,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::address::AddressState;
+use super::budget::{name_key, BudgetKey, Gcra};
 use super::robots_gate::RobotsState;
-use super::schedule::{apply_crawl_delay, new_limiter, Limiter};
+use super::schedule::apply_crawl_delay;
 use super::{key_of, Frontier, FrontierError, HostId};
 
 /// Estimated bytes of a resident host beyond its key and rules: the struct, the limiter, the
@@ -43,11 +48,12 @@ pub(crate) struct HostState {
     pub(crate) in_flight: u32,
     /// Not before this instant (retry backoff, Retry-After, crawl-delay).
     pub(crate) not_before: Instant,
-    pub(crate) limiter: Option<Limiter>,
-    /// Period of `limiter` times its burst: idle that long, the limiter is as good as new.
-    pub(crate) limiter_refill: Duration,
-    /// When the limiter last gave a token.
-    pub(crate) last_request: Option<Instant>,
+    /// The origin's own rate: its robots.txt Crawl-delay, when slower than the name's rate.
+    pub(crate) crawl_delay: Option<Gcra>,
+    /// The budget of its host name (shared by its schemes and ports).
+    pub(crate) name: BudgetKey,
+    /// Its server address, for the address's budget.
+    pub(crate) address: AddressState,
     pub(crate) robots: RobotsState,
     /// Consecutive failed robots.txt fetches.
     pub(crate) robots_failures: u32,
@@ -167,14 +173,20 @@ impl Frontier {
     fn restore_state(&mut self, id: HostId, key: String, now: Instant) {
         let tick = self.resident.tick;
         let (robots, body_len, crawl_delay_rules) = self.restore_robots(id, now);
+        let name = name_key(&key);
+        self.budgets.join(name);
         let mut state = HostState {
             bytes: state_bytes(&key, body_len),
             key,
             in_flight: 0,
             not_before: now,
-            limiter: new_limiter(&self.policy, &self.clock),
-            limiter_refill: self.policy.period * self.policy.burst,
-            last_request: None,
+            crawl_delay: None,
+            name,
+            address: if self.policy.addresses.is_some() {
+                AddressState::Unknown
+            } else {
+                AddressState::NotNeeded
+            },
             robots,
             robots_failures: 0,
             touched: tick,
@@ -182,7 +194,7 @@ impl Frontier {
         };
         let mut gap = self.policy.period;
         if let Some(rules) = crawl_delay_rules {
-            apply_crawl_delay(&mut state, &rules, self.policy.period, self.clock.clone());
+            apply_crawl_delay(&mut state, &rules, self.policy.period);
             gap = gap.max(rules.crawl_delay.unwrap_or_default());
         }
         if let Some(resumed) = self.resumed_at {
@@ -221,20 +233,25 @@ impl Frontier {
             if let Some(state) = self.resident.hosts.remove(&id) {
                 self.resident.bytes -= state.bytes;
                 self.resident.evictions += 1;
+                self.budgets.leave(state.name, now);
+                if let Some(key) = state.address.budget() {
+                    self.budgets.leave(key, now);
+                }
             }
         }
+        self.budgets.sweep(now);
     }
 
     /// Whether a host's state can be dropped now and rebuilt later without changing what
-    /// happens: nothing in flight, no wait pending, its rate limiter full again, no robots.txt
+    /// happens: nothing in flight, no wait pending, its crawl-delay rate full again, no address
+    /// lookup or robots.txt
     /// fetch in progress and no backoff with URLs waiting on it.
     fn is_idle(&self, id: HostId, state: &HostState, now: Instant) -> bool {
         if state.in_flight > 0 || state.not_before > now || !state.robots_hops.is_empty() {
             return false;
         }
-        if state
-            .last_request
-            .is_some_and(|at| now < at + state.limiter_refill)
+        if state.crawl_delay.as_ref().is_some_and(|g| !g.is_full(now))
+            || matches!(state.address, AddressState::Resolving { .. })
         {
             return false;
         }

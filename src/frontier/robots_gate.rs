@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use super::residency::state_bytes;
 use super::residency::RobotsHop;
 use super::robots_cache::CachedRobots;
-use super::schedule::{apply_crawl_delay, take_token};
+use super::schedule::{apply_crawl_delay, NotAdmitted};
 use super::{host_id, Frontier, FrontierError, HostId, QueuedUrl, RobotsFetch, Work};
 use crate::robots::{
     unavailable_backoff, RobotsOutcome, RobotsRules, MAX_UNAVAILABLE_ATTEMPTS, ROBOTS_MAX_REDIRECTS,
@@ -182,29 +182,25 @@ impl Frontier {
         &mut self,
         id: HostId,
         now: Instant,
-    ) -> Result<Work, Instant> {
-        let clock = self.clock.clone();
+    ) -> Result<Work, NotAdmitted> {
+        let budgets = self.admit(id, now)?;
         let Some(host) = self.resident.hosts.get_mut(&id) else {
-            return Err(now);
+            return Err(NotAdmitted::Until(now));
         };
-        take_token(host, now, &clock)?;
         let hop = host.robots_hops.remove(0);
         // The hop leaves the state it was counted in (whichever host that is).
         host.bytes = host.bytes.saturating_sub(hop_bytes(&hop.url));
         self.resident.bytes = self.resident.bytes.saturating_sub(hop_bytes(&hop.url));
-        host.in_flight += 1;
-        self.in_flight += 1;
         self.schedule(id, now);
         Ok(Work::Robots(RobotsFetch {
             host: hop.for_host,
             via: id,
             url: hop.url,
             hops: hop.hops,
+            budgets,
         }))
     }
 
-    /// Queues the next hop of `for_host`'s robots.txt on the host `to` is on: it is sent
-    /// under that host's politeness, like any request to it.
     fn queue_robots_hop(&mut self, for_host: HostId, to: &url::Url, hops: u32, now: Instant) {
         let key = crate::normalize::host_key(to);
         let target = host_id(&key);
@@ -237,9 +233,10 @@ impl Frontier {
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(via) = self.resident.hosts.get_mut(&fetch.via) {
             via.in_flight = via.in_flight.saturating_sub(1);
-            if fetch.via != fetch.host {
-                self.schedule(fetch.via, now);
-            }
+        }
+        self.release(fetch.budgets, now);
+        if fetch.via != fetch.host {
+            self.schedule(fetch.via, now);
         }
         let outcome = match outcome {
             RobotsOutcome::Redirect { to } if fetch.hops < ROBOTS_MAX_REDIRECTS => {
@@ -258,7 +255,6 @@ impl Frontier {
         };
         let id = fetch.host;
         let policy_period = self.policy.period;
-        let clock = self.clock.clone();
         let Some(host) = self.resident.hosts.get_mut(&id) else {
             return Ok(Vec::new());
         };
@@ -266,7 +262,7 @@ impl Frontier {
         match outcome {
             RobotsOutcome::Rules { rules, body } => {
                 host.robots_failures = 0;
-                apply_crawl_delay(host, &rules, policy_period, clock);
+                apply_crawl_delay(host, &rules, policy_period);
                 let body_len = body.as_ref().map_or(0, |b| b.len() as u64);
                 let old = host.bytes;
                 host.bytes = state_bytes(&host.key, body_len);

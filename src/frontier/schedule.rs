@@ -1,35 +1,29 @@
-//! When each host may next be served: the min-heap of hosts by ready instant, the per-host
-//! GCRA rate limiter (with robots.txt crawl-delay) and the per-host in-flight cap.
+//! When each host may next be served: the min-heap of hosts by ready instant, and the one
+//! place a request is admitted under every budget it belongs to (see [`super::budget`]): its
+//! origin's robots.txt crawl-delay, its host name's rate and cap, its address's.
 //!
-//! Guarantees: a host has at most one entry in the heap (its tally's `scheduled` flag), put
-//! there only when it has something queued and room under its in-flight cap, never with an
-//! instant earlier than its `not_before` (retry backoff, Retry-After); a request is handed
-//! out only when the host's limiter gives a token, and a crawl-delay never makes a host
-//! faster than the configured rate. Ties between hosts ready at the same instant go first
-//! come, first served (a sequence number), so hosts take turns.
+//! Guarantees: a host has at most one place in the schedule (its tally's `scheduled` flag):
+//! an entry in the heap, or parked (in a budget's waiters, or waiting for its address); it is
+//! put there only when it has something queued, never with an instant earlier than its
+//! `not_before` (retry backoff, Retry-After); a request is handed out only when every budget
+//! allows it ([`Frontier::admit`]), and a crawl-delay never makes a host faster than the
+//! configured rate. Ties between hosts ready at the same instant go first come, first served
+//! (a sequence number), so hosts take turns.
 //!
 //! Why a heap of hosts rather than of URLs: see the module doc of [`super`]. A host that must
-//! wait costs one heap entry until its time comes, whatever it has queued.
+//! wait costs one heap entry until its time comes, whatever it has queued; one parked on a
+//! full budget costs nothing until a request of that budget completes.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use governor::clock::{Clock, DefaultClock};
-use governor::{Quota, RateLimiter};
 use tokio::time::Instant;
 
+use super::budget::{BudgetKeys, Gcra, Rate, Refusal};
 use super::residency::HostState;
-use super::{Frontier, FrontierPolicy, HostId};
+use super::{Frontier, HostId};
 use crate::robots::RobotsRules;
-
-/// The GCRA limiter of one host.
-pub(crate) type Limiter = RateLimiter<
-    governor::state::NotKeyed,
-    governor::state::InMemoryState,
-    DefaultClock,
-    governor::middleware::NoOpMiddleware<<DefaultClock as Clock>::Instant>,
->;
 
 /// Hosts that have work, earliest ready instant first.
 #[derive(Default)]
@@ -68,47 +62,27 @@ impl ReadyHeap {
     }
 }
 
-/// A fresh limiter for a host, or `None` when the rate limit is off.
-pub(crate) fn new_limiter(policy: &FrontierPolicy, clock: &DefaultClock) -> Option<Limiter> {
-    policy
-        .quota
-        .map(|q| RateLimiter::direct_with_clock(q, clock.clone()))
-}
-
-/// Installs a host's crawl-delay, never faster than the configured rate.
-pub(crate) fn apply_crawl_delay(
-    host: &mut HostState,
-    rules: &RobotsRules,
-    policy_period: Duration,
-    clock: DefaultClock,
-) {
-    if let Some(delay) = rules.crawl_delay {
-        let period = delay.max(policy_period);
-        if let Some(quota) = Quota::with_period(period) {
-            host.limiter = Some(RateLimiter::direct_with_clock(quota, clock));
-            host.limiter_refill = period;
-        }
+/// Installs a host's crawl-delay as its origin's own rate, when it is slower than the
+/// configured per-name rate (which the name's budget keeps anyway).
+pub(crate) fn apply_crawl_delay(host: &mut HostState, rules: &RobotsRules, policy_period: Duration) {
+    if let Some(delay) = rules.crawl_delay.filter(|d| *d > policy_period) {
+        host.crawl_delay = Some(Gcra::new(Rate {
+            period: delay,
+            burst: 1,
+        }));
     }
 }
 
-/// Spends one of the host's rate tokens for a request at `now`, or says when the next
-/// token comes.
-pub(crate) fn take_token(
-    host: &mut HostState,
-    now: Instant,
-    clock: &DefaultClock,
-) -> Result<(), Instant> {
-    if let Some(limiter) = &host.limiter {
-        if let Err(not_until) = limiter.check() {
-            return Err(now + not_until.wait_time_from(clock.now()));
-        }
-        host.last_request = Some(now);
-    }
-    Ok(())
+/// Why a host's request was not admitted.
+pub(crate) enum NotAdmitted {
+    /// Ask again at this instant (a rate).
+    Until(Instant),
+    /// The host left the schedule: parked on a full budget, or waiting for its address.
+    Parked,
 }
 
 impl Frontier {
-    /// Puts a host in the heap if it has work and room for another fetch.
+    /// Puts a host in the heap if it has work and is not already scheduled or parked.
     pub(crate) fn schedule(&mut self, id: HostId, now: Instant) {
         let hops = self.has_robots_hops(id);
         if self.tallies.get(&id).is_some_and(|t| t.scheduled) || (self.store.len(id) == 0 && !hops)
@@ -118,9 +92,7 @@ impl Frontier {
         let at = match self.resident.hosts.get(&id) {
             Some(host) => {
                 // A host waiting on its own robots.txt still serves hops into it.
-                if host.in_flight >= self.policy.per_host_concurrency
-                    || (host.robots.is_fetching() && !hops)
-                {
+                if host.robots.is_fetching() && !hops {
                     return;
                 }
                 host.not_before.max(now)
@@ -134,5 +106,72 @@ impl Frontier {
     pub(crate) fn push_ready(&mut self, id: HostId, at: Instant) {
         self.tallies.entry(id).or_default().scheduled = true;
         self.ready.push(id, at);
+    }
+
+    /// Marks a host scheduled without a heap entry: it is parked and comes back when woken.
+    fn park_host(&mut self, id: HostId) {
+        self.tallies.entry(id).or_default().scheduled = true;
+    }
+
+    /// Admits one request of resident host `id` at `now` if every budget it belongs to allows
+    /// it, and charges it to all of them (the host's and the frontier's in-flight counts
+    /// included). Returns the budgets to release when the request is over.
+    pub(crate) fn admit(&mut self, id: HostId, now: Instant) -> Result<BudgetKeys, NotAdmitted> {
+        let address = match self.address_budget(id, now) {
+            Ok(address) => address,
+            Err(()) => {
+                self.park_host(id);
+                return Err(NotAdmitted::Parked);
+            }
+        };
+        let Some(host) = self.resident.hosts.get_mut(&id) else {
+            return Err(NotAdmitted::Until(now));
+        };
+        if let Some(Err(at)) = host.crawl_delay.as_ref().map(|g| g.allows(now)) {
+            return Err(NotAdmitted::Until(at));
+        }
+        let keys = BudgetKeys::new(host.name, address);
+        match self.budgets.check(keys.as_slice(), now) {
+            Ok(()) => {}
+            Err(Refusal::RateUntil(at)) => return Err(NotAdmitted::Until(at)),
+            Err(Refusal::Full(key)) => {
+                self.budgets.park(key, id);
+                self.park_host(id);
+                return Err(NotAdmitted::Parked);
+            }
+        }
+        if let Some(gcra) = host.crawl_delay.as_mut() {
+            gcra.charge(now);
+        }
+        host.in_flight += 1;
+        self.in_flight += 1;
+        self.budgets.charge(keys.as_slice(), now);
+        Ok(keys)
+    }
+
+    /// A request admitted under `keys` is over: its slots are free, and the hosts parked
+    /// on them are woken, one per slot.
+    pub(crate) fn release(&mut self, keys: BudgetKeys, now: Instant) {
+        let mut woken = std::mem::take(&mut self.woken);
+        self.budgets.release(keys.as_slice(), &mut woken);
+        for id in woken.drain(..) {
+            self.push_ready(id, now);
+        }
+        self.woken = woken;
+    }
+
+    /// Host `id` was taken from the heap and sent nothing: if it had been woken for a free
+    /// slot, the next waiter of that budget gets its chance.
+    pub(crate) fn pass_on(&mut self, id: HostId, now: Instant) {
+        let Some(host) = self.resident.hosts.get(&id) else {
+            return;
+        };
+        let keys = BudgetKeys::new(host.name, host.address.budget());
+        let mut woken = std::mem::take(&mut self.woken);
+        self.budgets.pass_on(keys.as_slice(), &mut woken);
+        for id in woken.drain(..) {
+            self.push_ready(id, now);
+        }
+        self.woken = woken;
     }
 }
