@@ -268,11 +268,28 @@ impl Default for OutputSection {
     }
 }
 
-/// `[network]`: name resolution overrides, like curl's `--resolve`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+/// `[network]`: name resolution: overrides like curl's `--resolve`, and the DNS client
+/// (see `crate::dns`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetworkSection {
     pub resolve: BTreeMap<String, String>,
+    /// DNS servers to ask ("IP" or "IP:port"); empty: the system's.
+    pub dns_servers: Vec<String>,
+    /// Bounds on how long a DNS answer is kept, whatever its TTL says.
+    pub dns_min_ttl_secs: f64,
+    pub dns_max_ttl_secs: f64,
+}
+
+impl Default for NetworkSection {
+    fn default() -> Self {
+        NetworkSection {
+            resolve: BTreeMap::new(),
+            dns_servers: Vec::new(),
+            dns_min_ttl_secs: 5.0,
+            dns_max_ttl_secs: 3600.0,
+        }
+    }
 }
 
 /// `[distributed]`: one crawl shared by several processes through Redis (see
@@ -374,7 +391,15 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "warc_gzip_level",
         ],
     ),
-    ("network", &["resolve"]),
+    (
+        "network",
+        &[
+            "resolve",
+            "dns_servers",
+            "dns_min_ttl_secs",
+            "dns_max_ttl_secs",
+        ],
+    ),
     (
         "distributed",
         &[
@@ -625,6 +650,46 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        if !(p.per_ip_rps.is_finite() && p.per_ip_rps >= 0.0) {
+            return Err(invalid(
+                "politeness.per_ip_rps",
+                format!(
+                    "{} must be a number of requests per second, or 0 for no limit",
+                    p.per_ip_rps
+                ),
+            ));
+        }
+        let n = &self.network;
+        if let Some(bad) = n
+            .dns_servers
+            .iter()
+            .find(|s| crate::dns::parse_server(s).is_none())
+        {
+            return Err(invalid(
+                "network.dns_servers",
+                format!("{bad:?} is not an address (\"9.9.9.9\" or \"127.0.0.1:5353\")"),
+            ));
+        }
+        for (key, secs) in [
+            ("network.dns_min_ttl_secs", n.dns_min_ttl_secs),
+            ("network.dns_max_ttl_secs", n.dns_max_ttl_secs),
+        ] {
+            if !(secs.is_finite() && secs >= 0.0) {
+                return Err(invalid(
+                    key,
+                    "must be a number of seconds, 0 or more".into(),
+                ));
+            }
+        }
+        if n.dns_min_ttl_secs > n.dns_max_ttl_secs {
+            return Err(invalid(
+                "network.dns_min_ttl_secs",
+                format!(
+                    "{} is over network.dns_max_ttl_secs = {}",
+                    n.dns_min_ttl_secs, n.dns_max_ttl_secs
+                ),
+            ));
+        }
         match (self.seen.fpp, self.seen.memory) {
             (Some(_), Some(_)) => {
                 return Err(invalid("seen", "set either fpp or memory, not both".into()))
@@ -683,6 +748,23 @@ impl Config {
                     return Err(invalid(
                         key,
                         "is not supported with distributed.redis yet; turn one of them off".into(),
+                    ));
+                }
+            }
+        }
+        if d.redis.is_some() {
+            // Per-address limits need one budget per address shared by every process; each
+            // process would keep its own, so N processes would allow N times the limit.
+            for (on, key) in [
+                (p.per_ip_rps > 0.0, "politeness.per_ip_rps"),
+                (p.per_ip_concurrency > 0, "politeness.per_ip_concurrency"),
+            ] {
+                if on {
+                    return Err(invalid(
+                        key,
+                        "is not supported with distributed.redis yet (each process would keep \
+                         its own per-address budget); set it to 0"
+                            .into(),
                     ));
                 }
             }

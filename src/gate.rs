@@ -13,7 +13,10 @@
 //!    applied where an address becomes known: to an IP-literal URL here, before anything is
 //!    sent (literals never reach a resolver); to a host name in `GateResolver`, the DNS
 //!    resolver the HTTP client uses, which drops private answers (so a public name pointing
-//!    at 10.0.0.1 is refused); and once more to the peer address of the response
+//!    at 10.0.0.1 is refused), and which also answers the frontier's look-ahead lookups for
+//!    the per-address budget ([`GateResolver::budget_address`]: the address budgeted is the
+//!    first the rule permits, the one the client tries first, from the same cache, see
+//!    [`crate::dns`]); and once more to the peer address of the response
 //!    ([`RequestGate::check_connected`]), which catches any path that bypassed both.
 //! 3. **Politeness.** A request is only sent when the frontier hands it out: pages,
 //!    sitemaps and robots.txt are scheduled by the frontier under their host's rate limit and
@@ -34,7 +37,12 @@ use std::sync::Arc;
 use url::{Host, Url};
 
 use crate::config::{Config, ResolveRule};
+use crate::dns::Dns;
+use crate::frontier::AddressAnswer;
 use crate::scope::{is_private_ip, OutOfScope, Scope};
+
+/// How long an address from a resolver that gives no TTL (the system's) is budgeted.
+const UNTIMED_ANSWER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What a request is for: decides which scope rules apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +113,7 @@ fn host_name(host: &str) -> String {
 pub(crate) struct RequestGate {
     scope: Arc<Scope>,
     addresses: Arc<AddressRule>,
+    dns: Arc<Dns>,
 }
 
 impl RequestGate {
@@ -113,9 +122,15 @@ impl RequestGate {
         seeds: &[Url],
         scope: Arc<Scope>,
     ) -> Result<RequestGate, crate::config::ConfigError> {
+        let dns = Dns::from_config(config).map_err(|e| crate::config::ConfigError::Invalid {
+            origin: "config".into(),
+            key: "network.dns_servers".into(),
+            message: e.to_string(),
+        })?;
         Ok(RequestGate {
             scope,
             addresses: Arc::new(AddressRule::new(config, seeds)?),
+            dns: Arc::new(dns),
         })
     }
 
@@ -166,37 +181,78 @@ impl RequestGate {
 
     /// The DNS resolver that applies this gate's address rule to names.
     pub(crate) fn resolver(&self) -> GateResolver {
-        GateResolver(self.addresses.clone())
+        GateResolver {
+            rule: self.addresses.clone(),
+            dns: self.dns.clone(),
+        }
     }
 }
 
 /// Resolves hosts that match a `[network] resolve` rule to its address, and every other
-/// host through the system resolver, dropping the private addresses the rule refuses (a
-/// name with only such addresses fails to resolve, with the reason).
+/// host through the crawl's resolver ([`Dns`]), dropping the private addresses the rule
+/// refuses (a name with only such addresses fails to resolve, with the reason).
 #[derive(Clone)]
-pub(crate) struct GateResolver(Arc<AddressRule>);
+pub(crate) struct GateResolver {
+    rule: Arc<AddressRule>,
+    dns: Arc<Dns>,
+}
 
 impl GateResolver {
-    async fn lookup(
+    /// The permitted addresses of `host`, in the resolver's order, and until when they hold
+    /// (`None`: forever for a `[network] resolve` rule, unknown for the system resolver).
+    async fn resolve_permitted(
         &self,
-        host: String,
-    ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
-        if let Some(rule) = self.0.override_for(&host) {
-            return Ok(vec![rule.addr]);
+        host: &str,
+    ) -> Result<
+        (Vec<SocketAddr>, Option<std::time::Instant>),
+        Box<dyn std::error::Error + Send + Sync>,
+    > {
+        if let Some(rule) = self.rule.override_for(host) {
+            return Ok((vec![rule.addr], None));
         }
-        let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-        let permitted: Vec<SocketAddr> = all
+        let answer = self.dns.lookup(host).await?;
+        let permitted: Vec<SocketAddr> = answer
+            .addrs
             .iter()
             .copied()
-            .filter(|a| self.0.permits(&host, a.ip()))
+            .filter(|a| self.rule.permits(host, a.ip()))
             .collect();
-        match (permitted.is_empty(), all.first()) {
+        match (permitted.is_empty(), answer.addrs.first()) {
             (true, Some(first)) => Err(format!(
                 "{host} resolves to the private address {}; not fetched (scope.allow_private)",
                 first.ip()
             )
             .into()),
-            _ => Ok(permitted),
+            (true, None) => Err(format!("{host}: no address").into()),
+            _ => Ok((permitted, answer.valid_until)),
+        }
+    }
+
+    async fn lookup(
+        &self,
+        host: String,
+    ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.resolve_permitted(&host).await?.0)
+    }
+
+    /// The address a request to `host` is charged to (the frontier's per-address budget):
+    /// the first permitted one, which the HTTP client tries first, and until when it holds.
+    pub(crate) async fn budget_address(&self, host: &str) -> AddressAnswer {
+        let now = tokio::time::Instant::now();
+        let host = host.to_ascii_lowercase();
+        match self.resolve_permitted(&host).await {
+            Ok((addrs, valid_until)) => {
+                let Some(first) = addrs.first() else {
+                    return Err(format!("{host}: no address"));
+                };
+                let expires = match (valid_until, self.rule.override_for(&host)) {
+                    (_, Some(_)) => now + std::time::Duration::from_secs(100 * 365 * 86_400),
+                    (Some(at), None) => tokio::time::Instant::from_std(at),
+                    (None, None) => now + UNTIMED_ANSWER,
+                };
+                Ok((first.ip(), expires))
+            }
+            Err(e) => Err(format!("{host}: {e}")),
         }
     }
 }
@@ -231,6 +287,7 @@ mod tests {
         let scope = Arc::new(Scope::new(&config.scope, &seeds).unwrap());
         RequestGate {
             scope,
+            dns: Arc::new(Dns::System),
             addresses: Arc::new(AddressRule {
                 allow_private,
                 private_ok_hosts: seeds

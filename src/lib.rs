@@ -15,6 +15,7 @@ pub mod cpu_time;
 pub mod crawl;
 pub(crate) mod descriptors;
 pub mod distributed;
+pub(crate) mod dns;
 pub mod durable;
 pub mod extract;
 pub(crate) mod fetch;

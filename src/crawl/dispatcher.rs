@@ -113,6 +113,9 @@ impl Dispatcher {
         let mut tasks = tokio::task::JoinSet::new();
         let mut tick = tokio::time::interval(display.interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Address lookups for the per-address budget, answered by tasks of their own: the
+        // frontier's task never waits on DNS (see `frontier/address.rs`).
+        let (answers_tx, mut answers) = mpsc::unbounded_channel();
         loop {
             let pauses = self.descriptors.pauses;
             if !stopping {
@@ -147,6 +150,15 @@ impl Dispatcher {
                             self.record_unfetched(item, &reason, output).await?;
                         }
                     }
+                }
+                for lookup in frontier.take_lookups() {
+                    let resolver = fetch.resolver.clone();
+                    let answers = answers_tx.clone();
+                    tokio::spawn(async move {
+                        let answer = resolver.budget_address(&lookup.name).await;
+                        // The dispatcher is gone only when the crawl is over.
+                        let _ = answers.send((lookup, answer));
+                    });
                 }
             }
             if frontier.is_finished() {
@@ -183,6 +195,9 @@ impl Dispatcher {
                     while let Ok(completion) = completions.try_recv() {
                         self.handle(frontier, completion, output).await?;
                     }
+                }
+                Some((lookup, answer)) = answers.recv() => {
+                    frontier.address_resolved(lookup, answer);
                 }
                 _ = sleep_until_opt(wake) => {}
                 _ = sleep_until_opt(grace_deadline) => {

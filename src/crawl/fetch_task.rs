@@ -35,6 +35,8 @@ pub(crate) struct FetchShared {
     pub(crate) config: Config,
     pub(crate) admission: Arc<Admission>,
     pub(crate) fetcher: Fetcher,
+    /// The gate's resolver, for the frontier's address lookups (per-address politeness).
+    pub(crate) resolver: crate::gate::GateResolver,
     pub(crate) counters: Arc<CrawlCounters>,
     pub(crate) completions: mpsc::UnboundedSender<Completion>,
     pub(crate) parse_jobs: crossbeam_channel::Sender<ParseJob>,

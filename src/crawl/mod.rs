@@ -276,6 +276,7 @@ fn start_workers(
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
     let scope = Arc::new(Scope::new(&config.scope, seeds)?);
     let gate = Arc::new(RequestGate::new(config, seeds, scope.clone())?);
+    let resolver = gate.resolver();
     let fetcher = Fetcher::new(config, gate)?;
     let admission = Arc::new(Admission::new(
         config,
@@ -305,6 +306,7 @@ fn start_workers(
         config: config.clone(),
         admission,
         fetcher,
+        resolver,
         counters: counters.clone(),
         completions,
         parse_jobs: parse_tx,

@@ -47,10 +47,9 @@ impl AddressState {
     /// The address budget requests are charged to now, if any.
     pub(crate) fn budget(&self) -> Option<BudgetKey> {
         match self {
-            AddressState::Known { ip, .. }
-            | AddressState::Resolving {
-                previous: Some(ip),
-            } => Some(BudgetKey::Address(*ip)),
+            AddressState::Known { ip, .. } | AddressState::Resolving { previous: Some(ip) } => {
+                Some(BudgetKey::Address(*ip))
+            }
             _ => None,
         }
     }
@@ -162,11 +161,12 @@ impl Frontier {
         }
     }
 
-    /// Puts a parked host back into the heap.
+    /// Puts a host parked on its lookup back into the heap (see [`Frontier::wake`]).
     fn unpark(&mut self, id: HostId, now: Instant) {
-        if let Some(tally) = self.tallies.get_mut(&id) {
+        if self.store.len(id) > 0 || self.has_robots_hops(id) {
+            self.wake(id, now);
+        } else if let Some(tally) = self.tallies.get_mut(&id) {
             tally.scheduled = false;
         }
-        self.schedule(id, now);
     }
 }

@@ -24,8 +24,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Dispatch, Frontier, FrontierError, FrontierSnapshot, FrontierStats, HostId, QueuedUrl,
-    RobotsFetch, SavedFrontier, Work,
+    AddressAnswer, AddressLookup, Dispatch, Frontier, FrontierError, FrontierSnapshot,
+    FrontierStats, HostId, QueuedUrl, RobotsFetch, SavedFrontier, Work,
 };
 use crate::robots::RobotsOutcome;
 
@@ -108,6 +108,12 @@ pub trait FrontierBackend {
     fn busiest_host(&mut self) -> Option<(String, usize, u64)>;
     /// Figures for progress lines and the summary.
     fn stats(&self) -> FrontierStats;
+    /// Host names whose address the per-address budget needs (their hosts are parked until
+    /// the answer): the caller resolves each off its own task and gives the answer back with
+    /// [`address_resolved`](Self::address_resolved). Always empty with per-address limits off.
+    fn take_lookups(&mut self) -> Vec<AddressLookup>;
+    /// The answer to a lookup from [`take_lookups`](Self::take_lookups).
+    fn address_resolved(&mut self, lookup: AddressLookup, answer: AddressAnswer);
 }
 
 impl FrontierBackend for Frontier {
@@ -116,6 +122,12 @@ impl FrontierBackend for Frontier {
 
     fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         Frontier::push(self, host_key, item)
+    }
+    fn take_lookups(&mut self) -> Vec<AddressLookup> {
+        Frontier::take_lookups(self)
+    }
+    fn address_resolved(&mut self, lookup: AddressLookup, answer: AddressAnswer) {
+        Frontier::address_resolved(self, lookup, answer)
     }
     fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError> {
         Frontier::pop_ready(self, now)

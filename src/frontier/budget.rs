@@ -362,10 +362,7 @@ mod tests {
         assert_eq!(next, t0 + Duration::from_millis(100));
         assert_eq!(g.allows(next), Ok(()));
         g.charge(next);
-        assert_eq!(
-            g.allows(next).unwrap_err(),
-            t0 + Duration::from_millis(200)
-        );
+        assert_eq!(g.allows(next).unwrap_err(), t0 + Duration::from_millis(200));
         assert!(!g.is_full(next));
         assert!(g.is_full(t0 + Duration::from_millis(400)));
         // Idle long enough, the whole burst is back.
@@ -380,7 +377,10 @@ mod tests {
     #[test]
     fn names_share_one_budget_across_schemes_and_ports() {
         assert_eq!(name_key("http://a.example"), name_key("https://a.example"));
-        assert_eq!(name_key("http://a.example"), name_key("http://a.example:8080"));
+        assert_eq!(
+            name_key("http://a.example"),
+            name_key("http://a.example:8080")
+        );
         assert_ne!(name_key("http://a.example"), name_key("http://b.example"));
         assert_eq!(name_key("http://[::1]:80"), name_key("https://[::1]"));
         assert_ne!(name_key("http://[::1]"), name_key("http://[::2]"));
@@ -408,10 +408,7 @@ mod tests {
         b.charge(&[other, addr], t0);
         // The address refuses: the name's token is not spent.
         let refusal = b.check(&[name, addr], t0).unwrap_err();
-        assert_eq!(
-            refusal,
-            Refusal::RateUntil(t0 + Duration::from_millis(100))
-        );
+        assert_eq!(refusal, Refusal::RateUntil(t0 + Duration::from_millis(100)));
         let t1 = t0 + Duration::from_millis(100);
         assert_eq!(b.check(&[name, addr], t1), Ok(()));
         b.charge(&[name, addr], t1);

@@ -122,10 +122,10 @@ pub use address::{AddressAnswer, AddressLookup};
 pub use backend::FrontierBackend;
 pub use snapshot::{FrontierSnapshot, SavedFrontier, SavedHosts};
 
+use budget::{BudgetKeys, Budgets, Limits, Rate};
 use residency::Residency;
 use robots_cache::{RobotsCache, RobotsCacheError, RobotsCacheOptions};
 use robots_gate::{RobotsGate, RobotsState};
-use budget::{BudgetKeys, Budgets, Limits, Rate};
 use schedule::{NotAdmitted, ReadyHeap};
 use snapshot::TallyBuffers;
 use store::{QueueStore, StoreError, StoreOptions};
@@ -464,10 +464,7 @@ impl Frontier {
             None
         };
         Ok(Frontier {
-            budgets: Budgets::new(
-                policy.names,
-                policy.addresses.unwrap_or(Limits::UNLIMITED),
-            ),
+            budgets: Budgets::new(policy.names, policy.addresses.unwrap_or(Limits::UNLIMITED)),
             lookups: Vec::new(),
             woken: Vec::new(),
             policy,

@@ -64,7 +64,11 @@ impl ReadyHeap {
 
 /// Installs a host's crawl-delay as its origin's own rate, when it is slower than the
 /// configured per-name rate (which the name's budget keeps anyway).
-pub(crate) fn apply_crawl_delay(host: &mut HostState, rules: &RobotsRules, policy_period: Duration) {
+pub(crate) fn apply_crawl_delay(
+    host: &mut HostState,
+    rules: &RobotsRules,
+    policy_period: Duration,
+) {
     if let Some(delay) = rules.crawl_delay.filter(|d| *d > policy_period) {
         host.crawl_delay = Some(Gcra::new(Rate {
             period: delay,
@@ -155,9 +159,16 @@ impl Frontier {
         let mut woken = std::mem::take(&mut self.woken);
         self.budgets.release(keys.as_slice(), &mut woken);
         for id in woken.drain(..) {
-            self.push_ready(id, now);
+            self.wake(id, now);
         }
         self.woken = woken;
+    }
+
+    /// Puts a parked host back into the heap, due from its own `not_before`: it has waited
+    /// for a slot or an answer, not for time.
+    pub(crate) fn wake(&mut self, id: HostId, now: Instant) {
+        let due = self.resident.hosts.get(&id).map_or(now, |h| h.not_before);
+        self.push_ready(id, due.min(now));
     }
 
     /// Host `id` was taken from the heap and sent nothing: if it had been woken for a free
@@ -170,7 +181,7 @@ impl Frontier {
         let mut woken = std::mem::take(&mut self.woken);
         self.budgets.pass_on(keys.as_slice(), &mut woken);
         for id in woken.drain(..) {
-            self.push_ready(id, now);
+            self.wake(id, now);
         }
         self.woken = woken;
     }

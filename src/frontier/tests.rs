@@ -716,3 +716,215 @@ fn a_crawl_delay_over_the_limit_defers_the_host_without_requests() {
     // A delay at the limit is honoured, not deferred.
     assert_eq!(fetched, ["http://ok/1"]);
 }
+
+fn per_ip_policy(host_rps: f64, host_conc: u32, ip_rps: f64, ip_conc: u32) -> FrontierPolicy {
+    FrontierPolicy::from_config(&PolitenessSection {
+        per_host_rps: host_rps,
+        per_host_burst: 1,
+        per_host_concurrency: host_conc,
+        per_ip_rps: ip_rps,
+        per_ip_concurrency: ip_conc,
+        respect_robots: false,
+        ..PolitenessSection::default()
+    })
+}
+
+/// Answers every pending lookup with `ip`, valid for `ttl` from `now`.
+fn answer_lookups(f: &mut Frontier, ip: &str, now: Instant, ttl: Duration) -> usize {
+    let lookups = f.take_lookups();
+    let count = lookups.len();
+    for lookup in lookups {
+        f.address_resolved(lookup, Ok((ip.parse().unwrap(), now + ttl)));
+    }
+    count
+}
+
+fn drain_at(f: &mut Frontier, now: Instant) -> Vec<Dispatch> {
+    let mut out = Vec::new();
+    while let Some(work) = f.pop_ready(now).unwrap() {
+        match work {
+            Work::Fetch(d) => out.push(d),
+            other => panic!("{other:?}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn schemes_and_ports_of_one_name_share_its_budget() {
+    let mut f = frontier(policy(1.0, 1, 1));
+    for key in ["http://a", "https://a", "http://a:8080"] {
+        f.push(key, item(&format!("{key}/1"))).unwrap();
+    }
+    f.push("http://b", item("http://b/1")).unwrap();
+    let now = Instant::now();
+    // One request of name `a` (its cap is 1, its rate 1/s) and one of `b`.
+    let first = drain_at(&mut f, now);
+    let names: Vec<&str> = first.iter().map(|d| d.item.url.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names.iter().filter(|u| u.contains("//a")).count(), 1);
+    // Completed, the name's rate still holds the other two for one period each.
+    for d in first {
+        f.complete(d);
+    }
+    assert!(drain_at(&mut f, now + Duration::from_millis(500)).is_empty());
+    let second = drain_at(&mut f, now + Duration::from_secs(1));
+    assert_eq!(second.len(), 1, "{second:?}");
+    f.complete(second.into_iter().next().unwrap());
+    assert_eq!(drain_at(&mut f, now + Duration::from_secs(2)).len(), 1);
+}
+
+#[test]
+fn an_address_rate_holds_across_its_names() {
+    // 20 names on one address at 10 requests/s, each name allowed 1000/s.
+    let mut f = frontier(per_ip_policy(1000.0, 4, 10.0, 100));
+    for h in 0..20 {
+        for p in 0..3 {
+            f.push(&format!("http://h{h}"), item(&format!("http://h{h}/{p}")))
+                .unwrap();
+        }
+    }
+    let t0 = Instant::now();
+    // Nothing before the addresses are known: every host is parked on its lookup.
+    nothing(f.pop_ready(t0));
+    assert_eq!(
+        answer_lookups(&mut f, "10.0.0.1", t0, Duration::from_secs(3600)),
+        20
+    );
+    let mut sent = Vec::new();
+    for step in 0..60u32 {
+        let now = t0 + Duration::from_millis(100) * step;
+        let got = drain_at(&mut f, now);
+        assert!(got.len() <= 1, "{} requests at step {step}", got.len());
+        sent.extend(got.into_iter().map(|d| (step, d)));
+        // Half-way, in flight or not makes no difference to a rate.
+        if step % 2 == 1 {
+            for (_, d) in sent.drain(..) {
+                f.complete(d);
+            }
+        }
+    }
+    assert_eq!(f.queued(), 0, "all 60 sent at 10/s in 6 s");
+}
+
+#[test]
+fn an_address_cap_parks_hosts_and_each_completion_wakes_one() {
+    let mut f = frontier(per_ip_policy(1000.0, 4, 0.0, 2));
+    for h in 0..5 {
+        f.push(&format!("http://h{h}"), item(&format!("http://h{h}/0")))
+            .unwrap();
+    }
+    let now = Instant::now();
+    nothing(f.pop_ready(now));
+    answer_lookups(&mut f, "10.0.0.1", now, Duration::from_secs(3600));
+    let first = drain_at(&mut f, now);
+    assert_eq!(first.len(), 2);
+    // Parked, not polled: nothing is scheduled while the cap holds.
+    assert_eq!(f.next_ready_at(), None);
+    assert!(drain_at(&mut f, now + Duration::from_secs(10)).is_empty());
+    let mut in_flight = first;
+    let mut done = 0;
+    while let Some(d) = in_flight.pop() {
+        f.complete(d);
+        done += 1;
+        let got = drain_at(&mut f, now);
+        assert!(
+            got.len() <= 1,
+            "{} handed out for one completion",
+            got.len()
+        );
+        in_flight.extend(got);
+        assert!(f.in_flight() <= 2);
+    }
+    assert_eq!(done, 5);
+    assert!(f.is_finished());
+}
+
+#[test]
+fn names_on_other_addresses_are_not_held_by_a_busy_one() {
+    let mut f = frontier(per_ip_policy(1000.0, 4, 1.0, 1));
+    f.push("http://a", item("http://a/0")).unwrap();
+    f.push("http://a", item("http://a/1")).unwrap();
+    f.push("http://b", item("http://b/0")).unwrap();
+    let now = Instant::now();
+    nothing(f.pop_ready(now));
+    for lookup in f.take_lookups() {
+        let ip = if lookup.name == "a" {
+            "10.0.0.1"
+        } else {
+            "10.0.0.2"
+        };
+        f.address_resolved(
+            lookup,
+            Ok((ip.parse().unwrap(), now + Duration::from_secs(60))),
+        );
+    }
+    let got = drain_at(&mut f, now);
+    let mut urls: Vec<&str> = got.iter().map(|d| d.item.url.as_str()).collect();
+    urls.sort();
+    assert_eq!(urls, ["http://a/0", "http://b/0"]);
+}
+
+#[test]
+fn an_expired_address_is_looked_up_again_and_a_failed_one_is_not_budgeted() {
+    let mut f = frontier(per_ip_policy(1000.0, 4, 1000.0, 1));
+    for p in 0..3 {
+        f.push("http://a", item(&format!("http://a/{p}"))).unwrap();
+    }
+    let t0 = Instant::now();
+    nothing(f.pop_ready(t0));
+    answer_lookups(&mut f, "10.0.0.1", t0, Duration::from_millis(100));
+    let d = fetch(f.pop_ready(t0));
+    f.complete(d);
+    // Within the TTL: no lookup.
+    let d = fetch(f.pop_ready(t0 + Duration::from_millis(50)));
+    assert!(f.take_lookups().is_empty());
+    f.complete(d);
+    // After it: parked on a new lookup, which fails; the host is then served without an
+    // address budget (its fetch fails on the same answer and is recorded).
+    nothing(f.pop_ready(t0 + Duration::from_millis(150)));
+    let lookups = f.take_lookups();
+    assert_eq!(lookups.len(), 1);
+    assert_eq!(lookups[0].name, "a");
+    f.address_resolved(lookups[0].clone(), Err("a: no such name".into()));
+    let d = fetch(f.pop_ready(t0 + Duration::from_millis(150)));
+    assert_eq!(d.item.url, "http://a/2");
+}
+
+#[test]
+fn an_ip_literal_needs_no_lookup() {
+    let mut f = frontier(per_ip_policy(1000.0, 4, 1000.0, 1));
+    f.push("http://10.0.0.9", item("http://10.0.0.9/")).unwrap();
+    f.push("http://[fd00::1]:8080", item("http://[fd00::1]:8080/"))
+        .unwrap();
+    let got = drain_at(&mut f, Instant::now());
+    assert_eq!(got.len(), 2);
+    assert!(f.take_lookups().is_empty());
+}
+
+#[test]
+fn an_evicted_host_comes_back_under_its_names_rate() {
+    // Room for no idle host: each is evicted as soon as it is idle.
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = Frontier::create(policy(1.0, 1, 4), options(dir.path(), 1)).unwrap();
+    f.push("http://a", item("http://a/0")).unwrap();
+    let t0 = Instant::now();
+    let d = fetch(f.pop_ready(t0));
+    f.complete(d);
+    // Another host's restore evicts `a` (idle: nothing in flight, no crawl-delay).
+    f.push("http://b", item("http://b/0")).unwrap();
+    let d = fetch(f.pop_ready(Instant::now()));
+    f.complete(d);
+    f.push("http://a", item("http://a/1")).unwrap();
+    let evictions = f.stats().evictions;
+    assert!(evictions >= 1, "{:?}", f.stats());
+    // `a` is restored, but its name's budget outlived it: due one period from its request.
+    nothing(f.pop_ready(Instant::now()));
+    assert_eq!(f.next_ready_at(), Some(t0 + Duration::from_secs(1)));
+    let d = fetch(f.pop_ready(t0 + Duration::from_secs(1)));
+    assert_eq!(d.item.url, "http://a/1");
+    // Once idle, the lingering budgets go.
+    f.complete(d);
+    f.evict_if_over_budget(t0 + Duration::from_secs(10));
+    assert!(f.budgets.len() <= f.resident.hosts.len());
+}
