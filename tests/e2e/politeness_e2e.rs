@@ -1,7 +1,7 @@
 //! Politeness end to end on the synthetic web: robots.txt obeyed exactly (from the
 //! server's log), an unreachable robots.txt blocking its host until it recovers,
-//! Crawl-delay honoured (from the server's timestamps), and URL variants of one page
-//! fetched once.
+//! Crawl-delay honoured (from the server's timestamps), URL variants of one page
+//! fetched once, and one server's rate and concurrency held across its 50 names.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use crawler::config::Config;
 
 use crate::support::{arrival_slack, config_for, crawl, records, rules_for};
 use crawler::ShutdownHandle;
-use testweb::{Features, TestWebServer, Web, WebSpec};
+use testweb::{Features, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
 
 #[test]
 fn robots_rules_nofollow_and_url_variants_are_obeyed_exactly() {
@@ -326,5 +326,105 @@ fn private_addresses_are_refused_unless_allowed() {
             );
         }
         assert!(requested.iter().any(|r| r.starts_with("site.test")));
+    }
+}
+
+/// Most requests the server was answering at once. A request arrived at least `latency`
+/// before its stamp (the server sleeps that long before it logs the arrival), so each
+/// interval counted lies inside the server's, itself inside the client's: this never
+/// exceeds what the crawler had in flight.
+fn max_overlap(log: &[RequestRecord], latency: Duration) -> usize {
+    let mut events: Vec<(Duration, i32)> = log
+        .iter()
+        .flat_map(|r| [(r.started.saturating_sub(latency), 1), (r.finished, -1)])
+        .collect();
+    // An answer that ends when another arrives is over first.
+    events.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, change) in events {
+        now += change;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+#[test]
+fn fifty_names_on_one_address_share_its_rate_and_concurrency() {
+    let _load = crate::support::timing_sensitive();
+    let spec = WebSpec {
+        hosts: 50,
+        pages: 250,
+        features: Features {
+            robots: true,
+            ..Features::none()
+        },
+        ..WebSpec::small(24)
+    };
+    let web = Arc::new(Web::new(spec));
+    // Twice: on a fast server the address's rate binds; on one answering in 40 ms, its
+    // concurrency does (100 requests/s would need 4 in flight).
+    for (rps, concurrency, latency_ms) in [(100.0, 3, 0), (1000.0, 3, 40)] {
+        let server = TestWebServer::start_with(
+            web.clone(),
+            ServerOptions {
+                latency: Duration::from_millis(latency_ms),
+                ..ServerOptions::default()
+            },
+        )
+        .unwrap();
+        server.track_stalls();
+        let out = tempfile::tempdir().unwrap();
+        // Every name resolves to the server's one address (`[network] resolve`); each name
+        // alone may have 1000 requests/s and 4 in flight.
+        let mut config = config_for(&server, out.path(), true);
+        config.politeness.per_ip_rps = rps;
+        config.politeness.per_ip_concurrency = concurrency;
+        config.crawl.concurrency = 64;
+        crawl(&config, &web.seeds(), ShutdownHandle::new());
+        let log = server.log();
+        // The crawl is complete: every page a correct crawler fetches, each once.
+        let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
+        let diff = truth.diff_log(&log);
+        assert!(diff.is_empty(), "server log vs ground truth: {diff}");
+        let names: BTreeSet<&str> = log.iter().map(|r| r.host.as_str()).collect();
+        assert_eq!(names.len(), 50);
+
+        let most = max_overlap(&log, Duration::from_millis(latency_ms));
+        assert!(
+            most <= concurrency as usize,
+            "{most} requests at once on one address, per_ip_concurrency = {concurrency}"
+        );
+        if latency_ms > 0 {
+            assert_eq!(
+                most, concurrency as usize,
+                "the address's cap was the limit"
+            );
+        }
+
+        // Request k is dispatched at least k periods after request 0; the server's stamps
+        // add up to `slack` to any one of them (see the Crawl-delay test). Checked over every
+        // pair, a rate wrong by more than the slack's worth of requests shows.
+        let slack = arrival_slack(&server);
+        let period = Duration::from_secs_f64(1.0 / rps);
+        let mut starts: Vec<Duration> = log.iter().map(|r| r.started).collect();
+        starts.sort();
+        for i in 0..starts.len() {
+            for j in i + 1..starts.len() {
+                let due = period * (j - i) as u32;
+                assert!(
+                    starts[j] - starts[i] + slack >= due,
+                    "requests {i} and {j} {:?} apart on one address at per_ip_rps = {rps} \
+                     (due {due:?}, less {slack:?} of arrival slack)",
+                    starts[j] - starts[i]
+                );
+            }
+        }
+        let span = *starts.last().unwrap() - starts[0];
+        eprintln!(
+            "per_ip_rps {rps}, per_ip_concurrency {concurrency}, latency {latency_ms} ms: \
+             {} requests to 50 names in {span:?} ({:.0}/s), at most {most} at once",
+            starts.len(),
+            starts.len() as f64 / span.as_secs_f64()
+        );
     }
 }
