@@ -1152,4 +1152,35 @@ mod tests {
             .to_string();
         assert!(e.contains("per_host_rps"), "{e}");
     }
+
+    #[test]
+    fn per_ip_and_dns_keys_are_checked() {
+        for (toml, key, says) in [
+            ("[politeness]\nper_ip_rps = -1\n", "politeness.per_ip_rps", "or 0"),
+            (
+                "[network]\ndns_servers = [\"dns.example\"]\n",
+                "network.dns_servers",
+                "dns.example",
+            ),
+            (
+                "[network]\ndns_min_ttl_secs = 60\ndns_max_ttl_secs = 10\n",
+                "network.dns_min_ttl_secs",
+                "over",
+            ),
+            (
+                "[politeness]\nper_ip_concurrency = 4\n[distributed]\nredis = \"redis://127.0.0.1/\"\ncrawl_id = \"a\"\n",
+                "politeness.per_ip_concurrency",
+                "not supported with distributed.redis",
+            ),
+        ] {
+            let e = Config::from_toml_str(toml, "c.toml").unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(says), "{toml}: {e}");
+        }
+        let c = Config::from_toml_str(
+            "[politeness]\nper_ip_rps = 5\nper_ip_concurrency = 4\n[network]\ndns_servers = [\"127.0.0.1:5353\"]\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.politeness.per_ip_concurrency, 4);
+    }
 }
