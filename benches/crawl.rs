@@ -20,7 +20,10 @@
 //! `-- --encodings` to have the server send gzip/br-coded and chunked answers,
 //! `-- --long-tail` for pages of long-tailed sizes, median ~12 KB, 1% over 500 KB, a few over
 //! 5 MB, crawled without the archive so that the peak RSS is the crawl's alone; `-- --no-warc`
-//! for the plain crawl alone).
+//! for the plain crawl alone; `-- --polite` for politeness on with limits that do not bind
+//! (10^6 requests/s and 64 in flight per host name), and `-- --per-ip` for that plus the same
+//! per server address, so each figure is the cost of the budgets and address lookups, not a
+//! slower crawl).
 
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
@@ -56,6 +59,7 @@ fn crawl_once(spec: &WebSpec, port: u16, warc: bool) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = testweb_process::bench_config(port, out.path());
     config.output.warc = warc;
+    generous_politeness(&mut config);
     let seeds = testweb_process::seeds(spec);
     let worker_cpu = Arc::new(AtomicU64::new(0));
     let on_stop = worker_cpu.clone();
@@ -98,6 +102,24 @@ fn crawl_once(spec: &WebSpec, port: u16, warc: bool) -> Run {
     }
 }
 
+/// `--polite` / `--per-ip`: the politeness machinery on, its limits far above what the crawl
+/// reaches (see the module doc).
+fn generous_politeness(config: &mut crawler::config::Config) {
+    let per_ip = std::env::args().any(|a| a == "--per-ip");
+    if !per_ip && !std::env::args().any(|a| a == "--polite") {
+        return;
+    }
+    let p = &mut config.politeness;
+    p.enabled = true;
+    p.per_host_rps = 1e6;
+    p.per_host_burst = 1000;
+    p.per_host_concurrency = 64;
+    if per_ip {
+        p.per_ip_rps = 1e6;
+        p.per_ip_concurrency = 64;
+    }
+}
+
 fn main() {
     testweb_process::serve_if_asked();
     let args: Vec<String> = std::env::args().collect();
@@ -117,6 +139,11 @@ fn main() {
         spec.links_per_page,
         runs
     );
+    for flag in ["--polite", "--per-ip"] {
+        if args.iter().any(|a| a == flag) {
+            println!("politeness on, limits that do not bind ({flag})");
+        }
+    }
     let encodings = args.iter().any(|a| a == "--encodings");
     if encodings {
         println!("the server sends gzip/br-coded and chunked answers (--encodings)");

@@ -24,14 +24,16 @@
 //!   segment files of per-host blocks, with only `[frontier] memory` of URLs in memory (each
 //!   busy host's newest URLs before they fill a block, and the block being served). The store's
 //!   module doc says why this layout and not an embedded B-tree or a file per host, with figures.
-//! - Per-host *state* (the rate limiter, the politeness schedule, the parsed robots.txt rules)
-//!   is kept only for hosts being served, within `[frontier] host_memory`. A host that is idle
-//!   (nothing in flight, its rate limiter full again, no robots.txt fetch or backoff pending) is
-//!   evicted, least recently served first, when the budget is exceeded; its robots.txt body is
-//!   already in a disk cache ([`robots_cache::RobotsCache`], `OUT/frontier/robots/`), written
-//!   when it was fetched, so restoring the host when its turn comes costs one read and one
-//!   parse, not a request. A fresh limiter is exactly an idle one (GCRA state is "full" after
-//!   `burst × period` without requests), so nothing of politeness is lost by the eviction.
+//! - Per-host *state* (the crawl-delay rate, the politeness schedule, the address, the parsed
+//!   robots.txt rules) is kept only for hosts being served, within `[frontier] host_memory`. A
+//!   host that is idle (nothing in flight, its crawl-delay rate full again, no address lookup,
+//!   robots.txt fetch or backoff pending) is evicted, least recently served first, when the
+//!   budget is exceeded; its robots.txt body is already in a disk cache
+//!   ([`robots_cache::RobotsCache`], `OUT/frontier/robots/`), written when it was fetched, so
+//!   restoring the host when its turn comes costs one read and one parse, not a request. A
+//!   fresh rate is exactly an idle one (GCRA state is "full" after `burst × period` without
+//!   requests), and the budgets shared with other hosts (its name's, its address's) outlive
+//!   the host until they are idle too, so nothing of politeness is lost by the eviction.
 //! - What stays in memory for every host ever seen is 8 bytes of tally (URLs ever queued, for
 //!   `max_pages_per_host` and the trap report, and whether the host is in the heap) plus a heap
 //!   entry while it has work: ~20–40 bytes per host with the hash map's slack, and the store's

@@ -1,7 +1,8 @@
 //! Politeness end to end on the synthetic web: robots.txt obeyed exactly (from the
 //! server's log), an unreachable robots.txt blocking its host until it recovers,
 //! Crawl-delay honoured (from the server's timestamps), URL variants of one page
-//! fetched once, and one server's rate and concurrency held across its 50 names.
+//! fetched once, one server's rate and concurrency held across its 50 names, and a name's
+//! address looked up again after its DNS TTL and not before.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use crawler::config::Config;
 
 use crate::support::{arrival_slack, config_for, crawl, records, rules_for};
 use crawler::ShutdownHandle;
-use testweb::{Features, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
+use testweb::{DnsResponder, Features, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
 
 #[test]
 fn robots_rules_nofollow_and_url_variants_are_obeyed_exactly() {
@@ -425,6 +426,75 @@ fn fifty_names_on_one_address_share_its_rate_and_concurrency() {
              {} requests to 50 names in {span:?} ({:.0}/s), at most {most} at once",
             starts.len(),
             starts.len() as f64 / span.as_secs_f64()
+        );
+    }
+}
+
+#[test]
+fn a_name_is_resolved_again_after_its_ttl_and_not_before() {
+    let _load = crate::support::timing_sensitive();
+    let spec = WebSpec {
+        hosts: 1,
+        pages: 60,
+        features: Features::none(),
+        ..WebSpec::small(25)
+    };
+    let web = Arc::new(Web::new(spec));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    const TTL_SECS: u32 = 1;
+    let dns = DnsResponder::start(std::net::Ipv4Addr::LOCALHOST, TTL_SECS).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path(), false);
+    // Names go to the DNS server, not to `[network] resolve`; the answer's TTL is kept as is.
+    config.network.resolve.clear();
+    config.network.dns_servers = vec![dns.addr().to_string()];
+    config.network.dns_min_ttl_secs = 0.0;
+    config.politeness.per_ip_concurrency = 4;
+    // One connection, reused: the client itself resolves only once, and 15 requests/s
+    // make the crawl last about 4 TTLs.
+    config.politeness.per_host_rps = 15.0;
+    config.politeness.per_host_burst = 1;
+    config.politeness.per_host_concurrency = 1;
+    // DNS gives the address, not the port: every page is a seed on the server's port (the
+    // pages' own links name port 80), and no link is followed.
+    let truth = web.ground_truth(&web.seeds(), &rules_for(&config));
+    let port = server.port();
+    let seeds: Vec<String> = truth
+        .urls()
+        .iter()
+        .map(|u| u.replacen("h0.test/", &format!("h0.test:{port}/"), 1))
+        .collect();
+    assert!(seeds.len() >= 50, "{} pages", seeds.len());
+    config.crawl.max_depth = 0;
+    crawl(&config, &seeds, ShutdownHandle::new());
+    let log = server.log();
+    assert_eq!(log.len(), seeds.len(), "every seed fetched once");
+
+    let lookups: Vec<Duration> = dns
+        .queries()
+        .into_iter()
+        .filter(|q| q.name == "h0.test" && q.kind == "A")
+        .map(|q| q.at)
+        .collect();
+    let span = log.iter().map(|r| r.started).max().unwrap() - log[0].started;
+    eprintln!(
+        "{} lookups of h0.test over a {span:?} crawl: {lookups:?}",
+        lookups.len()
+    );
+    // Looked up again after each TTL while the crawl went on ...
+    assert!(
+        lookups.len() as f64 >= span.as_secs_f64() / TTL_SECS as f64 - 1.0,
+        "{} lookups in {span:?} with a TTL of {TTL_SECS} s",
+        lookups.len()
+    );
+    assert!(lookups.len() >= 2);
+    // ... and never before the previous answer expired (less the answer's own trip).
+    let ttl = Duration::from_secs(TTL_SECS as u64);
+    for pair in lookups.windows(2) {
+        assert!(
+            pair[1] - pair[0] + Duration::from_millis(20) >= ttl,
+            "looked up again {:?} after the previous answer, TTL {ttl:?}",
+            pair[1] - pair[0]
         );
     }
 }

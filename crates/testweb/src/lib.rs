@@ -163,6 +163,7 @@
 
 mod canonical;
 mod charsets;
+mod dns;
 mod docsite;
 mod encoding;
 mod graph;
@@ -178,6 +179,7 @@ use std::collections::BTreeSet;
 
 pub use canonical::{CANONICAL_EXPECTED, CANONICAL_HOST, CANONICAL_ONLY};
 pub use charsets::{CHARSETS_HOST, CHARSET_PAGES, CHARSET_TARGETS};
+pub use dns::{DnsQuery, DnsResponder};
 pub use docsite::{doc_expected, doc_long_paths, DOCS_HOST, DOC_CHAIN};
 pub use encoding::fnv1a;
 pub use graph::PageKind;
