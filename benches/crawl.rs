@@ -132,17 +132,20 @@ fn main() {
         .unwrap_or(5usize);
     let spec = WebSpec::bench(7);
     println!(
-        "crawl benchmark: {} hosts, {} pages of ~{} KiB with {} links, politeness off, concurrency 64, {} runs",
+        "crawl benchmark: {} hosts, {} pages of ~{} KiB with {} links, politeness {}, concurrency 64, {} runs",
         spec.hosts,
         spec.pages,
         spec.page_bytes / 1024,
         spec.links_per_page,
+        if args.iter().any(|a| a == "--polite" || a == "--per-ip") {
+            "on (limits that do not bind)"
+        } else {
+            "off"
+        },
         runs
     );
-    for flag in ["--polite", "--per-ip"] {
-        if args.iter().any(|a| a == flag) {
-            println!("politeness on, limits that do not bind ({flag})");
-        }
+    if args.iter().any(|a| a == "--per-ip") {
+        println!("per-IP limits on too (--per-ip): one address lookup per host, address budgets");
     }
     let encodings = args.iter().any(|a| a == "--encodings");
     if encodings {
