@@ -99,6 +99,7 @@ fn serve(args: &[String]) -> ! {
         log_requests: false,
         encodings: number(6) == 1,
         latency: Duration::from_millis(number(7)),
+        ..ServerOptions::default()
     };
     let _server = TestWebServer::start_with(Arc::new(Web::new(spec)), options).expect("listen");
     loop {
