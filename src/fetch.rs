@@ -506,16 +506,18 @@ fn classify(error: reqwest::Error) -> FetchError {
 }
 
 /// The TLS certificate error under a failed request, if that is why it failed. rustls's
-/// error travels inside an `io::Error` (hyper-rustls's), whose `source()` skips it, so each
-/// `io::Error` of the chain is opened.
+/// error travels inside `io::Error`s (tokio-rustls's, wrapped again by the connector), whose
+/// `source()` skips what they wrap, so each `io::Error` of the chain is opened.
 fn certificate_error(error: &reqwest::Error) -> Option<&rustls::Error> {
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        let inner = cause
+        let mut inner = cause;
+        while let Some(wrapped) = inner
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
-            .map(|inner| inner as &(dyn std::error::Error + 'static))
-            .unwrap_or(cause);
+        {
+            inner = wrapped;
+        }
         if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
             if matches!(
                 tls,
