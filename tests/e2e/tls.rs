@@ -14,7 +14,9 @@ use crate::warc::{warc_files, warcio};
 use crawler::config::Config;
 use crawler::output::RecordKind;
 use crawler::ShutdownHandle;
-use testweb::{max_concurrency, HttpVersion, ServerOptions, TestWebServer, TlsMode, Web, WebSpec};
+use testweb::{
+    max_concurrency, Hostile, HttpVersion, ServerOptions, TestWebServer, TlsMode, Web, WebSpec,
+};
 
 fn tls_server(web: &Arc<Web>, tls: TlsMode) -> TestWebServer {
     TestWebServer::start_with(
@@ -228,7 +230,7 @@ fn an_archive_made_over_h2_passes_warcio_and_says_h2() {
         for line in warcio(&[
             "index",
             "-f",
-            "warc-type,warc-target-uri,warc-protocol",
+            "warc-type,warc-target-uri,warc-protocol,warc-ip-address",
             path,
         ])
         .lines()
@@ -245,7 +247,71 @@ fn an_archive_made_over_h2_passes_warcio_and_says_h2() {
                 "{v}"
             );
             assert_eq!(v["warc-protocol"].as_str(), Some("h2"), "{v}");
+            // The peer's address is known over TLS and h2: what the request gate's
+            // `check_connected` checks.
+            assert_eq!(v["warc-ip-address"].as_str(), Some("127.0.0.1"), "{v}");
         }
     }
     assert!(responses > 0);
+}
+
+#[test]
+fn private_addresses_are_refused_over_https_too() {
+    let _load = crate::support::ordinary();
+    // A one-host synthetic web: only the hostile corner's private redirects are crawled,
+    // served over TLS; their `Location`s and literal links become `https://127.0.0.1:…`.
+    let web = Arc::new(Web::new(WebSpec {
+        hosts: 1,
+        pages: 1,
+        ..WebSpec::small(90)
+    }));
+    let server = TestWebServer::start_hostile(
+        web,
+        ServerOptions {
+            tls: TlsMode::H2,
+            ..ServerOptions::default()
+        },
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut config = tls_config(&server, dir.path(), &out);
+    // `any` scope: the private-address rule, not the site rule, is what must stop them.
+    config.scope.mode = crawler::scope::ScopeMode::Any;
+    let seeds: Vec<String> = [Hostile::PrivateRedirect, Hostile::PrivateRobots]
+        .iter()
+        .map(|h| server.url_for(&h.seed()))
+        .collect();
+    crawl(&config, &seeds, ShutdownHandle::new());
+    assert_eq!(server.canary_connections(), 0, "the canary was reached");
+    let records = records(&out);
+    let host = Hostile::PrivateRedirect.host();
+    // Each redirect was fetched over TLS and points at a private https URL...
+    for (path, target) in [
+        ("/to-canary", "https://127.0.0.1:"),
+        ("/to-metadata", "https://169.254.169.254/"),
+        ("/to-localhost", "https://localhost:"),
+    ] {
+        let url = format!("https://{host}{path}");
+        let r = records
+            .iter()
+            .find(|r| r.url == url)
+            .unwrap_or_else(|| panic!("{url} not recorded"));
+        assert_eq!(r.status, Some(302), "{r:?}");
+        assert!(
+            r.final_url
+                .as_deref()
+                .is_some_and(|f| f.starts_with(target)),
+            "{r:?}"
+        );
+    }
+    // ...and nothing private was fetched (a refused URL may be recorded, never with a
+    // response).
+    for r in &records {
+        let url = url::Url::parse(&r.url).unwrap();
+        let host = url.host_str().unwrap_or_default();
+        if host == "127.0.0.1" || host == "169.254.169.254" || host == "localhost" {
+            assert_eq!(r.status, None, "{r:?}");
+        }
+    }
 }
