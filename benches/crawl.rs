@@ -19,8 +19,9 @@
 //! With `-- --tls` the runs compare transports instead: the same crawl over plain http,
 //! https with HTTP/2 (ALPN `h2`) and https with HTTP/1.1 only, each against a server process
 //! of its own (testweb with a CA made up at start, trusted through `network.ca_file`),
-//! interleaved within each run; printed per transport are pages/s and crawler CPU per
-//! 1,000 pages, and against plain http the ratios and the CPU TLS adds per page.
+//! interleaved within each run; printed per transport are pages/s, crawler CPU per 1,000
+//! pages and the server process's, and against plain http the ratios and the CPU TLS adds
+//! per page.
 //!
 //! Run: `cargo bench --bench crawl` (`-- --runs N` to change the number of runs,
 //! `-- --encodings` to have the server send gzip/br-coded and chunked answers,
@@ -283,11 +284,16 @@ fn transports(spec: &WebSpec, runs: usize) {
         let _ = crawl_once(spec, server, false);
     }
     let mut tables: Vec<Vec<Run>> = MODES.iter().map(|_| Vec::new()).collect();
+    // The server process's CPU per 1,000 pages, per run (what TLS costs the other end).
+    let mut server_tables: Vec<Vec<f64>> = MODES.iter().map(|_| Vec::new()).collect();
     for i in 0..runs {
-        for ((name, _), (server, table)) in MODES.iter().zip(servers.iter().zip(&mut tables)) {
+        for (m, (name, _)) in MODES.iter().enumerate() {
+            let server = &servers[m];
+            let server_before = server.cpu_secs();
             let run = crawl_once(spec, server, false);
+            let server_cpu = (server.cpu_secs() - server_before) / run.pages as f64 * 1000.0;
             println!(
-                "run {i} {name}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3})",
+                "run {i} {name}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3}); server {:.3} CPU s/1000 pages",
                 run.pages,
                 run.secs,
                 run.pages as f64 / run.secs,
@@ -295,8 +301,10 @@ fn transports(spec: &WebSpec, runs: usize) {
                 run.fetch_cpu / run.pages as f64 * 1000.0,
                 run.parse_cpu / run.pages as f64 * 1000.0,
                 run.dispatch_cpu / run.pages as f64 * 1000.0,
+                server_cpu,
             );
-            table.push(run);
+            tables[m].push(run);
+            server_tables[m].push(server_cpu);
         }
     }
     for server in servers {
@@ -314,16 +322,20 @@ fn transports(spec: &WebSpec, runs: usize) {
     println!("--- medians over {runs} runs ---");
     let plain_rate = rate(&tables[0]);
     let plain_cpu = per_k(&tables[0], &|r| r.cpu);
-    for ((name, _), table) in MODES.iter().zip(&tables) {
+    let plain_server = median(server_tables[0].clone());
+    for ((name, _), (table, server)) in MODES.iter().zip(tables.iter().zip(&server_tables)) {
         let cpu = per_k(table, &|r| r.cpu);
+        let server = median(server.clone());
         println!(
-            "{name}: {:.0} pages/s ({:.2} of http), crawler CPU {:.3} s/1000 pages ({:.2} of http; fetch {:.3}), TLS adds {:+.3} CPU ms per page",
+            "{name}: {:.0} pages/s ({:.2} of http), crawler CPU {:.3} s/1000 pages ({:.2} of http; fetch {:.3}), TLS adds {:+.3} CPU ms per page; server CPU {:.3} s/1000 pages ({:+.3} ms per page)",
             rate(table),
             rate(table) / plain_rate,
             cpu,
             cpu / plain_cpu,
             per_k(table, &|r| r.fetch_cpu),
             cpu - plain_cpu,
+            server,
+            server - plain_server,
         );
     }
     // Per-run ratios (each run's transports ran back to back), medians of those.

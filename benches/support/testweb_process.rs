@@ -106,6 +106,30 @@ impl ServerProcess {
         seeds
     }
 
+    /// CPU time (user + system) the server process has used so far, from
+    /// `/proc/PID/stat`: a benchmark with several server processes reads each one's share
+    /// (getrusage's `RUSAGE_CHILDREN` only sums the children already waited for). 0 when
+    /// unreadable.
+    pub fn cpu_secs(&self) -> f64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())) else {
+            return 0.0;
+        };
+        // Fields after the command name (which may hold spaces, so split after its ')'):
+        // state is field 3, utime 14 and stime 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
+        // SAFETY: sysconf reads a constant of the system.
+        let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        match (ticks(14), ticks(15)) {
+            (Some(user), Some(system)) if per_sec > 0.0 => (user + system) / per_sec,
+            _ => 0.0,
+        }
+    }
+
     pub fn stop(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
