@@ -315,3 +315,12 @@ fn private_addresses_are_refused_over_https_too() {
         }
     }
 }
+
+#[test]
+fn with_few_descriptors_the_rebuilt_client_still_trusts_the_ca() {
+    let _load = crate::support::ordinary();
+    // Idle connections are closed by building a new client (`shed_idle_connections`): were
+    // it built without `network.ca_file`, the fetches after the first pause would fail
+    // with certificate errors, and the crawl would count network errors.
+    crate::descriptors::many_hosts_with_few_descriptors(TlsMode::H2);
+}
