@@ -19,6 +19,12 @@
 //! resolver: a matching host name resolves to the configured address, and hyper keeps that
 //! address's port when the URL has none, which is how many `http://*.test/` hosts reach one
 //! loopback listener.
+//!
+//! Over https the client offers HTTP/2 by ALPN (reqwest's `http2` feature) and uses it where
+//! the server picks it, one connection per origin carrying its requests as streams; it
+//! trusts the system's roots plus `network.ca_file`. A certificate it does not accept fails
+//! that URL at once with "certificate rejected: …" (not retried: the same certificate
+//! would come back), never the crawl.
 
 use std::net::IpAddr;
 use std::sync::Arc;
