@@ -16,6 +16,13 @@
 //! every fetch as WARC (`[output] warc = true`), so the archive's cost is a ratio within one
 //! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written, compression ratio.
 //!
+//! With `-- --tls` the runs compare transports instead: the same crawl over plain http,
+//! https with HTTP/2 (ALPN `h2`) and https with HTTP/1.1 only, each against a server process
+//! of its own (testweb with a CA made up at start, trusted through `network.ca_file`),
+//! interleaved within each run; printed per transport are pages/s, crawler CPU per 1,000
+//! pages and the server process's, and against plain http the ratios and the CPU TLS adds
+//! per page.
+//!
 //! Run: `cargo bench --bench crawl` (`-- --runs N` to change the number of runs,
 //! `-- --encodings` to have the server send gzip/br-coded and chunked answers,
 //! `-- --long-tail` for pages of long-tailed sizes, median ~12 KB, 1% over 500 KB, a few over
@@ -35,7 +42,7 @@ use std::time::Instant;
 use crawler::cpu_time::thread_cpu_ns;
 use crawler::crawl::ProgressMode;
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
-use testweb::WebSpec;
+use testweb::{TlsMode, WebSpec};
 use testweb_process::{cpu_secs, median, rusage, ServerProcess, Serving};
 
 /// The features the benchmark crawls: URL variants and nofollow, no errors, traps or slow
@@ -55,12 +62,12 @@ struct Run {
     revisits: u64,
 }
 
-fn crawl_once(spec: &WebSpec, port: u16, warc: bool) -> Run {
+fn crawl_once(spec: &WebSpec, server: &ServerProcess, warc: bool) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
-    let mut config = testweb_process::bench_config(port, out.path());
+    let mut config = server.config(out.path());
     config.output.warc = warc;
     generous_politeness(&mut config);
-    let seeds = testweb_process::seeds(spec);
+    let seeds = server.seeds(spec);
     let worker_cpu = Arc::new(AtomicU64::new(0));
     let on_stop = worker_cpu.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -131,6 +138,10 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5usize);
     let spec = WebSpec::bench(7);
+    if args.iter().any(|a| a == "--tls") {
+        transports(&spec, runs);
+        return;
+    }
     println!(
         "crawl benchmark: {} hosts, {} pages of ~{} KiB with {} links, politeness {}, concurrency 64, {} runs",
         spec.hosts,
@@ -165,17 +176,18 @@ fn main() {
         Serving {
             encodings,
             latency_ms: 0,
+            tls: TlsMode::Off,
         },
     );
     // Warm-up: connection set-up paths, page cache, allocator.
-    let _ = crawl_once(&spec, server.port, false);
+    let _ = crawl_once(&spec, &server, false);
     let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
     for i in 0..runs {
         for (warc, table) in tables.iter_mut().enumerate() {
             if (long_tail || no_warc) && warc == 1 {
                 continue;
             }
-            let run = crawl_once(&spec, server.port, warc == 1);
+            let run = crawl_once(&spec, &server, warc == 1);
             println!(
                 "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s{}",
                 if warc == 1 { "jsonl+warc" } else { "jsonl     " },
@@ -267,4 +279,110 @@ fn main() {
         "server (separate process) CPU s per 1000 pages: {:.3}",
         server_cpu / total_pages as f64 * 1000.0
     );
+}
+
+/// `--tls`: the crawl over plain http, https+h2 and https+http/1.1, interleaved per run.
+fn transports(spec: &WebSpec, runs: usize) {
+    const MODES: [(&str, TlsMode); 3] = [
+        ("http      ", TlsMode::Off),
+        ("https h2  ", TlsMode::H2),
+        ("https h1.1", TlsMode::Http1Only),
+    ];
+    println!(
+        "crawl benchmark over TLS: {} hosts, {} pages of ~{} KiB with {} links, politeness off, concurrency 64, {} runs; http vs https+h2 vs https+http/1.1",
+        spec.hosts,
+        spec.pages,
+        spec.page_bytes / 1024,
+        spec.links_per_page,
+        runs
+    );
+    let servers: Vec<ServerProcess> = MODES
+        .iter()
+        .map(|(_, tls)| {
+            ServerProcess::start(
+                spec,
+                FEATURES,
+                Serving {
+                    tls: *tls,
+                    ..Serving::default()
+                },
+            )
+        })
+        .collect();
+    // Warm-up of each: connection set-up paths, page cache, allocator.
+    for server in &servers {
+        let _ = crawl_once(spec, server, false);
+    }
+    let mut tables: Vec<Vec<Run>> = MODES.iter().map(|_| Vec::new()).collect();
+    // The server process's CPU per 1,000 pages, per run (what TLS costs the other end).
+    let mut server_tables: Vec<Vec<f64>> = MODES.iter().map(|_| Vec::new()).collect();
+    for i in 0..runs {
+        for (m, (name, _)) in MODES.iter().enumerate() {
+            let server = &servers[m];
+            let server_before = server.cpu_secs();
+            let run = crawl_once(spec, server, false);
+            let server_cpu = (server.cpu_secs() - server_before) / run.pages as f64 * 1000.0;
+            println!(
+                "run {i} {name}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3}); server {:.3} CPU s/1000 pages",
+                run.pages,
+                run.secs,
+                run.pages as f64 / run.secs,
+                run.cpu / run.pages as f64 * 1000.0,
+                run.fetch_cpu / run.pages as f64 * 1000.0,
+                run.parse_cpu / run.pages as f64 * 1000.0,
+                run.dispatch_cpu / run.pages as f64 * 1000.0,
+                server_cpu,
+            );
+            tables[m].push(run);
+            server_tables[m].push(server_cpu);
+        }
+    }
+    for server in servers {
+        server.stop();
+    }
+    let per_k = |table: &[Run], f: &dyn Fn(&Run) -> f64| {
+        median(
+            table
+                .iter()
+                .map(|r| f(r) / r.pages as f64 * 1000.0)
+                .collect(),
+        )
+    };
+    let rate = |table: &[Run]| median(table.iter().map(|r| r.pages as f64 / r.secs).collect());
+    println!("--- medians over {runs} runs ---");
+    let plain_rate = rate(&tables[0]);
+    let plain_cpu = per_k(&tables[0], &|r| r.cpu);
+    let plain_server = median(server_tables[0].clone());
+    for ((name, _), (table, server)) in MODES.iter().zip(tables.iter().zip(&server_tables)) {
+        let cpu = per_k(table, &|r| r.cpu);
+        let server = median(server.clone());
+        println!(
+            "{name}: {:.0} pages/s ({:.2} of http), crawler CPU {:.3} s/1000 pages ({:.2} of http; fetch {:.3}), TLS adds {:+.3} CPU ms per page; server CPU {:.3} s/1000 pages ({:+.3} ms per page)",
+            rate(table),
+            rate(table) / plain_rate,
+            cpu,
+            cpu / plain_cpu,
+            per_k(table, &|r| r.fetch_cpu),
+            cpu - plain_cpu,
+            server,
+            server - plain_server,
+        );
+    }
+    // Per-run ratios (each run's transports ran back to back), medians of those.
+    for (m, (name, _)) in MODES.iter().enumerate().skip(1) {
+        let ratio = |f: &dyn Fn(&Run) -> f64| {
+            median(
+                tables[m]
+                    .iter()
+                    .zip(&tables[0])
+                    .map(|(t, p)| f(t) / f(p))
+                    .collect(),
+            )
+        };
+        println!(
+            "{name} / http within a run, medians: pages/s {:.2}, CPU per page {:.2}",
+            ratio(&|r| r.pages as f64 / r.secs),
+            ratio(&|r| r.cpu / r.pages as f64),
+        );
+    }
 }

@@ -142,6 +142,7 @@ fn main() {
             Serving {
                 encodings: false,
                 latency_ms: LATENCY_MS,
+                ..Serving::default()
             },
         );
         let mut table = Vec::new();

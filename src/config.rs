@@ -268,11 +268,14 @@ impl Default for OutputSection {
     }
 }
 
-/// `[network]`: name resolution: overrides like curl's `--resolve`, and the DNS client
-/// (see `crate::dns`).
+/// `[network]`: name resolution (overrides like curl's `--resolve`, the DNS client, see
+/// `crate::dns`) and extra trusted certificate authorities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetworkSection {
+    /// A PEM file of root certificates trusted besides the system's (a private CA, the
+    /// synthetic web's made-up one).
+    pub ca_file: Option<PathBuf>,
     pub resolve: BTreeMap<String, String>,
     /// DNS servers to ask ("IP" or "IP:port"); empty: the system's.
     pub dns_servers: Vec<String>,
@@ -284,6 +287,7 @@ pub struct NetworkSection {
 impl Default for NetworkSection {
     fn default() -> Self {
         NetworkSection {
+            ca_file: None,
             resolve: BTreeMap::new(),
             dns_servers: Vec::new(),
             dns_min_ttl_secs: 5.0,
@@ -394,6 +398,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
     (
         "network",
         &[
+            "ca_file",
             "resolve",
             "dns_servers",
             "dns_min_ttl_secs",
@@ -844,6 +849,7 @@ impl Config {
             ));
         }
         self.resolve_rules_with_origin(origin)?;
+        self.extra_root_certificates_with_origin(origin)?;
         Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {
             origin: origin.to_string(),
             key: "normalize.strip_params".into(),
@@ -864,6 +870,35 @@ impl Config {
             key: "normalize.strip_params".into(),
             message: e.to_string(),
         })
+    }
+
+    /// The certificates of `network.ca_file` (none without it), read and parsed.
+    pub(crate) fn extra_root_certificates(&self) -> Result<Vec<reqwest::Certificate>, ConfigError> {
+        self.extra_root_certificates_with_origin("config")
+    }
+
+    fn extra_root_certificates_with_origin(
+        &self,
+        origin: &str,
+    ) -> Result<Vec<reqwest::Certificate>, ConfigError> {
+        let Some(path) = &self.network.ca_file else {
+            return Ok(Vec::new());
+        };
+        let invalid = |message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: "network.ca_file".into(),
+            message: format!("{}: {message}", path.display()),
+        };
+        let pem = std::fs::read(path).map_err(|e| invalid(format!("cannot read: {e}")))?;
+        // reqwest skips what is not a certificate block; a file with none is a mistake.
+        let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| invalid(format!("not a PEM certificate file: {e}")))?;
+        if certificates.is_empty() {
+            return Err(invalid(
+                "contains no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+            ));
+        }
+        Ok(certificates)
     }
 
     /// The `[network] resolve` map as checked rules.
@@ -1041,6 +1076,10 @@ mod tests {
                 crawl_id: Some("c".into()),
                 ..DistributedSection::default()
             },
+            network: NetworkSection {
+                ca_file: Some(PathBuf::from("ca.pem")),
+                ..NetworkSection::default()
+            },
             ..Config::default()
         })
         .unwrap();
@@ -1182,5 +1221,44 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.politeness.per_ip_concurrency, 4);
+    }
+
+    #[test]
+    fn ca_file_errors_name_the_key_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |path: &std::path::Path| {
+            Config::from_toml_str(
+                &format!("[network]\nca_file = {:?}\n", path.display().to_string()),
+                "c.toml",
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let missing = dir.path().join("missing.pem");
+        let e = load(&missing);
+        assert!(
+            e.contains("network.ca_file") && e.contains("missing.pem") && e.contains("cannot read"),
+            "{e}"
+        );
+        let text = dir.path().join("notes.txt");
+        std::fs::write(&text, "not a certificate\n").unwrap();
+        let e = load(&text);
+        assert!(
+            e.contains("network.ca_file")
+                && e.contains("notes.txt")
+                && e.contains("no PEM certificate"),
+            "{e}"
+        );
+        let broken = dir.path().join("broken.pem");
+        std::fs::write(
+            &broken,
+            "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let e = load(&broken);
+        assert!(
+            e.contains("network.ca_file") && e.contains("broken.pem"),
+            "{e}"
+        );
     }
 }

@@ -19,6 +19,12 @@
 //! resolver: a matching host name resolves to the configured address, and hyper keeps that
 //! address's port when the URL has none, which is how many `http://*.test/` hosts reach one
 //! loopback listener.
+//!
+//! Over https the client offers HTTP/2 by ALPN (reqwest's `http2` feature) and uses it where
+//! the server picks it, one connection per origin carrying its requests as streams; it
+//! trusts the system's roots plus `network.ca_file`. A certificate it does not accept fails
+//! that URL at once with "certificate rejected: …" (not retried: the same certificate
+//! would come back), never the crawl.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -67,6 +73,9 @@ pub enum FetchSetupError {
 pub(crate) enum FetchErrorKind {
     Timeout,
     Connect,
+    /// The server's TLS certificate was not accepted (unknown issuer, wrong name,
+    /// expired): trying again would meet the same certificate.
+    Certificate,
     Body,
     /// The request gate refused it: nothing was sent (or the answer came from an address
     /// the gate refuses, and was dropped).
@@ -186,8 +195,8 @@ impl Fetcher {
     }
 
     /// Closes every idle keep-alive connection, to give their descriptors back when the
-    /// process runs short (see [`crate::descriptors`]): new requests get a new client with
-    /// an empty pool; the old pool closes its idle connections as soon as the requests in
+    /// process runs short (see [`crate::descriptors`]): new requests get a new client (the
+    /// same configuration, `network.ca_file` included) with an empty pool; the old pool closes its idle connections as soon as the requests in
     /// flight on it are done. Connection reuse starts over, which is the price.
     pub(crate) fn shed_idle_connections(&self) {
         match build_client(&self.config, &self.gate) {
@@ -401,8 +410,12 @@ fn response_head(response: &reqwest::Response) -> Vec<u8> {
 
 /// The HTTP client as the crawl configures it: no redirects followed (the crawl admits
 /// targets like links), timeouts, a small keep-alive pool, the codings we decode offered
-/// (and not decoded by reqwest), names resolved through the gate.
-fn build_client(config: &Config, gate: &RequestGate) -> Result<reqwest::Client, reqwest::Error> {
+/// (and not decoded by reqwest), names resolved through the gate, the roots of
+/// `network.ca_file` trusted besides the system's. HTTP/2 is offered by ALPN on TLS and
+/// used where the server picks it: one connection per origin then carries all of its
+/// requests as streams (the pool shares it), so a host costs one handshake, not one per
+/// concurrent request; plain `http` stays HTTP/1.1 (no prior-knowledge h2c).
+fn build_client(config: &Config, gate: &RequestGate) -> Result<reqwest::Client, FetchSetupError> {
     let c = &config.crawl;
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static(ACCEPT_VALUE));
@@ -421,7 +434,9 @@ fn build_client(config: &Config, gate: &RequestGate) -> Result<reqwest::Client, 
         .tcp_nodelay(true)
         .no_proxy()
         .dns_resolver(gate.resolver())
+        .tls_certs_merge(config.extra_root_certificates()?)
         .build()
+        .map_err(FetchSetupError::Client)
 }
 
 fn header_str(headers: &HeaderMap, name: reqwest::header::HeaderName) -> Option<&str> {
@@ -468,6 +483,14 @@ pub(crate) fn robots_directives_nofollow(value: &str) -> bool {
 }
 
 fn classify(error: reqwest::Error) -> FetchError {
+    if let Some(rejected) = certificate_error(&error) {
+        return FetchError {
+            kind: FetchErrorKind::Certificate,
+            message: format!(
+                "certificate rejected: {rejected} (a private CA is trusted with network.ca_file)"
+            ),
+        };
+    }
     let kind = if error.is_timeout() {
         FetchErrorKind::Timeout
     } else if error.is_connect() {
@@ -486,6 +509,32 @@ fn classify(error: reqwest::Error) -> FetchError {
         source = cause.source();
     }
     FetchError { kind, message }
+}
+
+/// The TLS certificate error under a failed request, if that is why it failed. rustls's
+/// error travels inside `io::Error`s (tokio-rustls's, wrapped again by the connector), whose
+/// `source()` skips what they wrap, so each `io::Error` of the chain is opened.
+fn certificate_error(error: &reqwest::Error) -> Option<&rustls::Error> {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let mut inner = cause;
+        while let Some(wrapped) = inner
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            inner = wrapped;
+        }
+        if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+            if matches!(
+                tls,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+            ) {
+                return Some(tls);
+            }
+        }
+        source = cause.source();
+    }
+    None
 }
 
 #[cfg(test)]

@@ -7,15 +7,17 @@
 #![allow(dead_code)]
 
 use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use testweb::{Features, ServerOptions, TestWebServer, Web, WebSpec};
+use testweb::{Features, ServerOptions, TestWebServer, TlsMode, Web, WebSpec};
 
 /// The first argument that makes a benchmark's executable the server process:
 /// `--serve-testweb PORT HOSTS PAGES SEED LINKS_PER_PAGE PAGE_BYTES ENCODINGS LATENCY_MS
-/// FEATURES`.
+/// FEATURES [TLS CA_FILE]` (TLS `off`, `h2` or `http1`; the CA certificate is written to
+/// CA_FILE).
 pub const SERVE: &str = "--serve-testweb";
 
 /// How the server process answers, besides the web itself.
@@ -23,11 +25,16 @@ pub const SERVE: &str = "--serve-testweb";
 pub struct Serving {
     pub encodings: bool,
     pub latency_ms: u64,
+    /// https (h2 and http/1.1 by ALPN, or http/1.1 only) under a CA made up at start.
+    pub tls: TlsMode,
 }
 
 pub struct ServerProcess {
     child: Child,
     pub port: u16,
+    /// The CA certificate to trust (`network.ca_file`) when serving TLS; the file lives in
+    /// the temporary directory and is removed by [`ServerProcess::stop`].
+    pub ca_file: Option<PathBuf>,
 }
 
 impl ServerProcess {
@@ -37,6 +44,13 @@ impl ServerProcess {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("a free port");
+        let tls = match serving.tls {
+            TlsMode::Off => "off",
+            TlsMode::H2 => "h2",
+            TlsMode::Http1Only => "http1",
+        };
+        let ca_file = (serving.tls != TlsMode::Off)
+            .then(|| std::env::temp_dir().join(format!("bench-testweb-ca-{port}.pem")));
         let child = Command::new(std::env::current_exe().expect("this benchmark's path"))
             .arg(SERVE)
             .args(
@@ -53,21 +67,75 @@ impl ServerProcess {
                 .map(|n| n.to_string()),
             )
             .arg(features)
+            .arg(tls)
+            .arg(ca_file.clone().unwrap_or_default())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start testweb");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while TcpStream::connect(("127.0.0.1", port)).is_err()
+            || ca_file.as_ref().is_some_and(|f| !f.exists())
+        {
             assert!(Instant::now() < deadline, "testweb did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        ServerProcess { child, port }
+        ServerProcess {
+            child,
+            port,
+            ca_file,
+        }
+    }
+
+    /// [`bench_config`] for this server: its port, and its CA trusted when it serves TLS.
+    pub fn config(&self, out: &std::path::Path) -> crawler::config::Config {
+        let mut config = bench_config(self.port, out);
+        config.network.ca_file = self.ca_file.clone();
+        config
+    }
+
+    /// The seeds of `spec` in this server's scheme.
+    pub fn seeds(&self, spec: &WebSpec) -> Vec<url::Url> {
+        let mut seeds = seeds(spec);
+        if self.ca_file.is_some() {
+            for seed in &mut seeds {
+                // http -> https is a valid scheme change for the url crate (both special).
+                let _ = seed.set_scheme("https");
+            }
+        }
+        seeds
+    }
+
+    /// CPU time (user + system) the server process has used so far, from
+    /// `/proc/PID/stat`: a benchmark with several server processes reads each one's share
+    /// (getrusage's `RUSAGE_CHILDREN` only sums the children already waited for). 0 when
+    /// unreadable.
+    pub fn cpu_secs(&self) -> f64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())) else {
+            return 0.0;
+        };
+        // Fields after the command name (which may hold spaces, so split after its ')'):
+        // state is field 3, utime 14 and stime 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
+        // SAFETY: sysconf reads a constant of the system.
+        let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        match (ticks(14), ticks(15)) {
+            (Some(user), Some(system)) if per_sec > 0.0 => (user + system) / per_sec,
+            _ => 0.0,
+        }
     }
 
     pub fn stop(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(ca) = &self.ca_file {
+            let _ = std::fs::remove_file(ca);
+        }
     }
 }
 
@@ -94,13 +162,24 @@ fn serve(args: &[String]) -> ! {
         page_bytes: number(5) as usize,
         features: Features::parse(features).expect("features"),
     };
+    let tls = args
+        .get(9)
+        .map(|t| TlsMode::parse(t).unwrap_or_else(|| panic!("{SERVE}: TLS mode {t:?}")))
+        .unwrap_or_default();
     let options = ServerOptions {
         port: number(0) as u16,
         log_requests: false,
         encodings: number(6) == 1,
         latency: Duration::from_millis(number(7)),
+        tls,
     };
-    let _server = TestWebServer::start_with(Arc::new(Web::new(spec)), options).expect("listen");
+    let server = TestWebServer::start_with(Arc::new(Web::new(spec)), options).expect("listen");
+    if let (Some(pem), Some(path)) = (server.ca_pem(), args.get(10)) {
+        // Written whole, then renamed: the parent waits for the file to exist.
+        let partial = format!("{path}.partial");
+        std::fs::write(&partial, pem).expect("write the CA certificate");
+        std::fs::rename(&partial, path).expect("write the CA certificate");
+    }
     loop {
         std::thread::park();
     }

@@ -1,17 +1,24 @@
 //! A crawl of many hosts in a process with few file descriptors: it waits for descriptors
 //! (closing idle keep-alive connections) instead of failing fetches or dying. The crawler
 //! runs with its open-files limit lowered to 256, soft and hard, so it cannot raise it.
+//! The same crawl over https (`tls.rs` runs it) shows that the client rebuilt to close
+//! idle connections still trusts the configured CA.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use testweb::{Features, TestWebServer, Web, WebSpec};
+use testweb::{Features, ServerOptions, TestWebServer, TlsMode, Web, WebSpec};
 
 #[test]
 fn many_hosts_with_few_descriptors_finish_without_failures() {
     let _load = crate::support::ordinary();
+    many_hosts_with_few_descriptors(TlsMode::Off);
+}
+
+/// The crawl of 1,500 hosts with 256 descriptors, over plain http or https (`tls`).
+pub(crate) fn many_hosts_with_few_descriptors(tls: TlsMode) {
     let hosts = 1500;
     let web = Arc::new(Web::new(WebSpec {
         hosts,
@@ -21,11 +28,24 @@ fn many_hosts_with_few_descriptors_finish_without_failures() {
         page_bytes: 512,
         features: Features::none(),
     }));
-    let server = TestWebServer::start(web.clone()).unwrap();
+    let server = TestWebServer::start_with(
+        web.clone(),
+        ServerOptions {
+            tls,
+            ..ServerOptions::default()
+        },
+    )
+    .unwrap();
     let (pattern, addr) = server.resolve_entry();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("seeds.txt"), web.seeds().join("\n")).unwrap();
+    let seeds: Vec<String> = web.seeds().iter().map(|s| server.url_for(s)).collect();
+    std::fs::write(dir.path().join("seeds.txt"), seeds.join("\n")).unwrap();
     let resolve = format!("network.resolve.\"{pattern}\"={addr}");
+    let mut trust = Vec::new();
+    if let Some(pem) = server.ca_pem() {
+        std::fs::write(dir.path().join("ca.pem"), pem).unwrap();
+        trust.extend(["--set".to_string(), "network.ca_file=ca.pem".to_string()]);
+    }
     let mut command = Command::new(env!("CARGO_BIN_EXE_crawler"));
     command
         .args(["--seeds", "seeds.txt", "--max-urls", "1e5", "--out", "out"])
@@ -39,6 +59,7 @@ fn many_hosts_with_few_descriptors_finish_without_failures() {
         ])
         .args(["--set", "politeness.respect_robots=false"])
         .args(["--set", "crawl.retries=0"])
+        .args(&trust)
         .current_dir(dir.path())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -73,8 +94,9 @@ fn many_hosts_with_few_descriptors_finish_without_failures() {
     )
     .unwrap();
     eprintln!(
-        "{} hosts, 256 descriptors: {} pages in {:.1} s, {} pauses, {} network errors",
+        "{} hosts over {}, 256 descriptors: {} pages in {:.1} s, {} pauses, {} network errors",
         hosts,
+        server.scheme(),
         summary["finished"],
         started.elapsed().as_secs_f64(),
         summary["descriptor_pauses"],

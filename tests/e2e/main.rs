@@ -13,4 +13,5 @@ mod kill_resume;
 mod politeness_e2e;
 mod resume_e2e;
 mod support;
+mod tls;
 mod warc;

@@ -173,6 +173,7 @@ mod render;
 mod robots;
 mod server;
 mod sitemaps;
+mod tls;
 mod truth;
 
 use std::collections::BTreeSet;
@@ -188,10 +189,11 @@ pub use hostile::{
     Hostile, BOMB_MIB, HOSTILE_DOMAIN, HUGE_BASE_BYTES, HUGE_BASE_LINKS, HUGE_DELAY_SECS,
     MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN,
 };
-pub use server::{RequestRecord, ServerOptions, TestWebServer};
+pub use server::{HttpVersion, RequestRecord, ServerOptions, TestWebServer};
 pub use sitemaps::{
     sitemap_lastmod, BIG_SITEMAP_ENTRIES, SITEMAPS_HOST, SITEMAP_FILES, SITEMAP_ONLY,
 };
+pub use tls::{TlsMode, TlsSetupError};
 pub use truth::{
     max_concurrency, requests_per_url, CrawlRules, ExpectedPage, GroundTruth, LogDiff,
 };

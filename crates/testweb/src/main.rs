@@ -4,6 +4,8 @@
 //! config and the seeds; serves until Ctrl-C; optionally writes the request log as JSON lines.
 //! With `--hostile` it also serves the hostile corner (misbehaving hosts, the raw-socket
 //! responder and the canary; see the crate doc) and lists those hosts with what each does.
+//! With `--tls` it serves https (ALPN `h2` and `http/1.1`; `--tls-http1-only` for
+//! `http/1.1` alone) and writes the CA certificate to trust to a file it names (`--ca-out`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -11,7 +13,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use testweb::{Features, Hostile, RequestRecord, ServerOptions, TestWebServer, Web, WebSpec};
+use testweb::{
+    Features, Hostile, RequestRecord, ServerOptions, TestWebServer, TlsMode, Web, WebSpec,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Serve the synthetic web used by the crawler's tests and benchmarks")]
@@ -54,6 +58,17 @@ struct Args {
     /// Milliseconds added before every answer (a distant server's round trip).
     #[arg(long, default_value_t = 0)]
     latency_ms: u64,
+    /// Serve https: a CA made up at start, a certificate per host name, ALPN h2 and
+    /// http/1.1 (the client's choice decides); pages link with https.
+    #[arg(long)]
+    tls: bool,
+    /// Like --tls, offering http/1.1 only (a server without HTTP/2).
+    #[arg(long)]
+    tls_http1_only: bool,
+    /// Where to write the CA certificate (PEM) a crawler must trust, with --tls
+    /// (default: testweb-ca-PORT.pem in the temporary directory).
+    #[arg(long)]
+    ca_out: Option<PathBuf>,
 }
 
 fn record_json(r: &RequestRecord) -> serde_json::Value {
@@ -65,6 +80,7 @@ fn record_json(r: &RequestRecord) -> serde_json::Value {
         "finished_us": r.finished.as_micros() as u64,
         "user_agent": r.user_agent,
         "connection": r.connection,
+        "version": r.version.as_str(),
     })
 }
 
@@ -93,7 +109,19 @@ fn main() -> ExitCode {
         page_bytes: args.page_bytes,
         features,
     }));
-    let seeds = web.seeds();
+    let scheme = if args.tls || args.tls_http1_only {
+        "https"
+    } else {
+        "http"
+    };
+    let seeds: Vec<String> = web
+        .seeds()
+        .into_iter()
+        .map(|s| match s.strip_prefix("http://") {
+            Some(rest) if scheme == "https" => format!("https://{rest}"),
+            _ => s,
+        })
+        .collect();
     if let Some(path) = &args.seeds_out {
         if let Err(e) = std::fs::write(path, seeds.join("\n") + "\n") {
             eprintln!("{}: cannot write seeds: {e}", path.display());
@@ -106,6 +134,13 @@ fn main() -> ExitCode {
         log_requests: args.log.is_some(),
         encodings: args.encodings,
         latency: std::time::Duration::from_millis(args.latency_ms),
+        tls: if args.tls_http1_only {
+            TlsMode::Http1Only
+        } else if args.tls {
+            TlsMode::H2
+        } else {
+            TlsMode::Off
+        },
     };
     let started = if args.hostile {
         TestWebServer::start_hostile(Arc::clone(&web), options)
@@ -123,12 +158,27 @@ fn main() -> ExitCode {
         }
     };
     println!(
-        "testweb: serving {} hosts, {} pages (seed {}) on http://{}",
+        "testweb: serving {} hosts, {} pages (seed {}) on {}://{}",
         web.host_count(),
         args.pages,
         args.seed,
+        server.scheme(),
         server.addr()
     );
+    if let Some(pem) = server.ca_pem() {
+        let path = args.ca_out.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("testweb-ca-{}.pem", server.port()))
+        });
+        if let Err(e) = std::fs::write(&path, pem) {
+            eprintln!("{}: cannot write the CA certificate: {e}", path.display());
+            return ExitCode::from(2);
+        }
+        println!("CA certificate to trust: {}", path.display());
+        println!(
+            "paste into the crawler's config.toml, [network]: ca_file = {:?}",
+            path.display().to_string()
+        );
+    }
     println!("paste into the crawler's config.toml:");
     let entries: Vec<String> = server
         .resolve_entries()

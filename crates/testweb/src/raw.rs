@@ -133,7 +133,13 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>, connection: u64) {
         return;
     };
     let which = Hostile::from_raw_host(&host);
-    let mut completion = shared.log_start(host, path.clone(), user_agent, connection);
+    let mut completion = shared.log_start(
+        host,
+        path.clone(),
+        user_agent,
+        connection,
+        super::server::HttpVersion::Http11,
+    );
     let (status, bytes) = match (which, path.as_str()) {
         (Some(Hostile::Slowloris), "/") => {
             completion.status = 200;

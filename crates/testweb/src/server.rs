@@ -8,6 +8,12 @@
 //! the request log is a `Vec` behind a mutex, appended at arrival and completed when the
 //! response is handed to hyper, so it stays in arrival order.
 //!
+//! With [`ServerOptions::tls`] the listener speaks TLS (`tls.rs`): a made-up CA whose PEM
+//! is [`TestWebServer::ca_pem`], ALPN `h2` and `http/1.1` (or `http/1.1` alone), and
+//! hyper-util's auto connection builder, which serves whichever protocol the client chose;
+//! pages then link with `https`. Each log record says which HTTP version carried it and on
+//! which connection, so a test can see HTTP/2 and count connections.
+//!
 //! Started with [`TestWebServer::start_hostile`] it also serves the hostile corner
 //! (`hostile.rs`): the `*.hostile.test` hosts on this listener, and two more listeners on
 //! the same runtime, the raw-socket responder (`*.raw.test`) and the canary (`raw.rs`).
@@ -28,12 +34,14 @@ use hyper::header::{HeaderValue, CONTENT_TYPE, HOST, LOCATION, USER_AGENT};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::oneshot;
+use tokio_rustls::TlsAcceptor;
 
 use super::graph::{BodyKind, Graph, Node, Page, Special};
 use super::raw::HostileAddrs;
 use super::render;
+use super::tls::{TlsIdentity, TlsMode};
 use super::Web;
 
 /// One request the server received.
@@ -51,16 +59,48 @@ pub struct RequestRecord {
     /// body is written), since the server started. The interval lies inside the client's.
     pub finished: Duration,
     pub user_agent: Option<String>,
-    /// Which TCP connection carried it (numbered from 0 in accept order): keep-alive shows
-    /// as many records sharing one connection.
+    /// Which TCP connection carried it (numbered from 0 in accept order): keep-alive and
+    /// HTTP/2's streams show as many records sharing one connection.
     pub connection: u64,
+    /// The HTTP version of the request.
+    pub version: HttpVersion,
     /// FNV-1a of the body bytes sent (content-coded, as on the wire), for whole-buffer
     /// answers; `None` for streamed ones (the big page, the hostile corner).
     pub body_hash: Option<u64>,
 }
 
+/// The HTTP version a request came in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpVersion {
+    Http10,
+    Http11,
+    Http2,
+    Other,
+}
+
+impl HttpVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpVersion::Http10 => "HTTP/1.0",
+            HttpVersion::Http11 => "HTTP/1.1",
+            HttpVersion::Http2 => "HTTP/2",
+            HttpVersion::Other => "other",
+        }
+    }
+
+    fn of(version: hyper::Version) -> HttpVersion {
+        match version {
+            hyper::Version::HTTP_10 => HttpVersion::Http10,
+            hyper::Version::HTTP_11 => HttpVersion::Http11,
+            hyper::Version::HTTP_2 => HttpVersion::Http2,
+            _ => HttpVersion::Other,
+        }
+    }
+}
+
 impl RequestRecord {
-    /// `http://{host}{path}`: the canonical URL when the crawler requested a canonical URL.
+    /// `http://{host}{path}`: the canonical URL when the crawler requested a canonical URL
+    /// (the ground truth's spelling; over TLS the crawler asked for the `https` one).
     pub fn url(&self) -> String {
         format!("http://{}{}", self.host, self.path)
     }
@@ -80,6 +120,8 @@ pub struct ServerOptions {
     /// Added before every answer, as a distant server's round trip would: a crawl then waits
     /// on the network as on the real web rather than on loopback's microseconds.
     pub latency: Duration,
+    /// Serve TLS (see the module doc): off by default.
+    pub tls: TlsMode,
 }
 
 impl Default for ServerOptions {
@@ -89,6 +131,7 @@ impl Default for ServerOptions {
             log_requests: true,
             encodings: false,
             latency: Duration::ZERO,
+            tls: TlsMode::Off,
         }
     }
 }
@@ -99,6 +142,10 @@ pub(crate) struct Shared {
     log_requests: bool,
     encodings: bool,
     latency: Duration,
+    /// Served over TLS: links and `Location`s are turned to `https`.
+    tls: bool,
+    /// TLS handshakes that failed (a client that does not trust the CA, say).
+    tls_failures: AtomicU64,
     requests: AtomicU64,
     log: Mutex<Vec<RequestRecord>>,
     /// Requests seen so far per stateful page (flaky pages, robots.txt).
@@ -125,6 +172,7 @@ impl Shared {
         path: String,
         user_agent: Option<String>,
         connection: u64,
+        version: HttpVersion,
     ) -> Completion<'_> {
         let started = self.started.elapsed();
         self.requests.fetch_add(1, Ordering::Relaxed);
@@ -138,6 +186,7 @@ impl Shared {
                 finished: started,
                 user_agent,
                 connection,
+                version,
                 body_hash: None,
             });
             log.len() - 1
@@ -169,6 +218,8 @@ pub struct TestWebServer {
     cpu_clock: Option<libc::clockid_t>,
     /// Spawns tasks on the server's runtime from outside it (the stall probe).
     runtime: tokio::runtime::Handle,
+    /// The CA certificate a client must trust, when serving TLS.
+    ca_pem: Option<String>,
 }
 
 impl TestWebServer {
@@ -225,6 +276,15 @@ impl TestWebServer {
             }),
             None => None,
         };
+        let tls = match options.tls {
+            TlsMode::Off => None,
+            mode => Some(TlsIdentity::new(mode).map_err(std::io::Error::other)?),
+        };
+        let ca_pem = tls.as_ref().map(|t| t.ca_pem.clone());
+        let acceptor = tls.map(|t| Listening {
+            acceptor: TlsAcceptor::from(t.config),
+            http1_only: options.tls == TlsMode::Http1Only,
+        });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -234,6 +294,8 @@ impl TestWebServer {
             log_requests: options.log_requests,
             encodings: options.encodings,
             latency: options.latency,
+            tls: acceptor.is_some(),
+            tls_failures: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             log: Mutex::new(Vec::with_capacity(if options.log_requests {
                 4096
@@ -271,7 +333,7 @@ impl TestWebServer {
                             _ => tracing::error!("testweb: cannot register the hostile listeners"),
                         }
                     }
-                    serve(listener, serving, stop_rx).await
+                    serve(listener, serving, acceptor, stop_rx).await
                 })
             })?;
         let cpu_clock = thread_cpu_clock(&thread);
@@ -283,7 +345,36 @@ impl TestWebServer {
             thread: Some(thread),
             cpu_clock,
             runtime: handle,
+            ca_pem,
         })
+    }
+
+    /// The PEM of the CA certificate the server's TLS certificates chain to (`None` without
+    /// TLS): what a client trusts to crawl this server over `https`.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// `url` (a URL of this web, such as a seed) with this server's scheme.
+    pub fn url_for(&self, url: &str) -> String {
+        match (self.scheme(), url.strip_prefix("http://")) {
+            ("https", Some(rest)) => format!("https://{rest}"),
+            _ => url.to_string(),
+        }
+    }
+
+    /// TLS handshakes that failed so far (a client that does not trust [`Self::ca_pem`]).
+    pub fn tls_handshake_failures(&self) -> u64 {
+        self.shared.tls_failures.load(Ordering::Relaxed)
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -428,7 +519,18 @@ fn thread_cpu_clock(thread: &JoinHandle<()>) -> Option<libc::clockid_t> {
     (rc == 0).then_some(clock)
 }
 
-async fn serve(listener: StdListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+/// The TLS side of the listener: the handshake, and whether HTTP/2 may follow it.
+struct Listening {
+    acceptor: TlsAcceptor,
+    http1_only: bool,
+}
+
+async fn serve(
+    listener: StdListener,
+    shared: Arc<Shared>,
+    tls: Option<Listening>,
+    mut stop: oneshot::Receiver<()>,
+) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -436,6 +538,7 @@ async fn serve(listener: StdListener, shared: Arc<Shared>, mut stop: oneshot::Re
             return;
         }
     };
+    let tls = tls.map(Arc::new);
     loop {
         tokio::select! {
             _ = &mut stop => break,
@@ -445,12 +548,34 @@ async fn serve(listener: StdListener, shared: Arc<Shared>, mut stop: oneshot::Re
                     let _ = stream.set_nodelay(true);
                     let connection = shared.next_connection.fetch_add(1, Ordering::Relaxed);
                     let shared = Arc::clone(&shared);
+                    let tls = tls.clone();
                     tokio::spawn(async move {
-                        let service = service_fn(move |req| handle(Arc::clone(&shared), connection, req));
-                        // Connection errors (client resets, half-sent requests) end only
-                        // that connection.
-                        let _ = http1::Builder::new()
-                            .keep_alive(true)
+                        let serving = Arc::clone(&shared);
+                        let service = service_fn(move |req| handle(Arc::clone(&serving), connection, req));
+                        // Connection errors (client resets, half-sent requests, failed
+                        // handshakes) end only that connection.
+                        let Some(tls) = tls else {
+                            let _ = http1::Builder::new()
+                                .keep_alive(true)
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await;
+                            return;
+                        };
+                        let stream = match tls.acceptor.accept(stream).await {
+                            Ok(stream) => stream,
+                            Err(e) => {
+                                shared.tls_failures.fetch_add(1, Ordering::Relaxed);
+                                tracing::debug!("testweb: TLS handshake failed: {e}");
+                                return;
+                            }
+                        };
+                        // The auto builder reads the connection's preface: HTTP/2 when the
+                        // client chose `h2` by ALPN, else HTTP/1.1.
+                        let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                        if tls.http1_only {
+                            builder = builder.http1_only();
+                        }
+                        let _ = builder
                             .serve_connection(TokioIo::new(stream), service)
                             .await;
                     });
@@ -496,7 +621,7 @@ async fn handle(
     }
     if !shared.log_requests {
         shared.requests.fetch_add(1, Ordering::Relaxed);
-        let response = answer(&shared, &req).await;
+        let response = over_tls(&shared, answer(&shared, &req).await);
         return Ok(shape(&shared, &req, response).0);
     }
     let host = strip_port(host_header(&req)).to_ascii_lowercase();
@@ -510,13 +635,55 @@ async fn handle(
         .headers()
         .get(USER_AGENT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let mut completion = shared.log_start(host, path, user_agent, connection);
-    let response = answer(&shared, &req).await;
+    let version = HttpVersion::of(req.version());
+    let mut completion = shared.log_start(host, path, user_agent, connection, version);
+    let response = over_tls(&shared, answer(&shared, &req).await);
     let (response, body_hash) = shape(&shared, &req, response);
     completion.status = response.status().as_u16();
     completion.body_hash = body_hash;
     drop(completion);
     Ok(response)
+}
+
+/// Served over TLS, the answer's `http` links and `Location` turned to `https`
+/// ([`super::tls::https_links`]): in HTML and XML bodies whole or streamed (the big page's
+/// ends); other bodies are left as they are (their link-like text is not links).
+fn over_tls(shared: &Shared, response: Response<WebBody>) -> Response<WebBody> {
+    if !shared.tls {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    if let Some(rewritten) = parts
+        .headers
+        .get(LOCATION)
+        .and_then(|l| super::tls::https_links(l.as_bytes()))
+        .and_then(|l| HeaderValue::from_bytes(&l).ok())
+    {
+        parts.headers.insert(LOCATION, rewritten);
+    }
+    let markup = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|t| t.to_str().ok())
+        .is_some_and(|t| t.contains("html") || t.contains("xml"));
+    let https = |bytes: Bytes| match super::tls::https_links(&bytes) {
+        Some(rewritten) => Bytes::from(rewritten),
+        None => bytes,
+    };
+    let body = match body {
+        WebBody::Full(Some(bytes)) if markup => WebBody::full(https(bytes)),
+        WebBody::Big {
+            prefix,
+            filler_left,
+            tail,
+        } => WebBody::Big {
+            prefix: prefix.map(https),
+            filler_left,
+            tail: tail.map(https),
+        },
+        other => other,
+    };
+    Response::from_parts(parts, body)
 }
 
 /// Gives a whole-buffer answer the transfer shape `encoding.rs` picks (when the server was
