@@ -111,6 +111,8 @@ pub enum OutputError {
 enum Message {
     Record(Box<PageRecord>, Option<Box<ArchivedFetch>>),
     Flush(oneshot::Sender<Result<OutputPosition, String>>),
+    /// Hand everything before to the OS, without waiting for the disk.
+    Handed(oneshot::Sender<Result<(), String>>),
 }
 
 /// How far `pages.jsonl` has been written: the file's length and its number of records.
@@ -144,6 +146,21 @@ impl OutputSender {
             .map_err(|_| OutputError::Stopped)
     }
 
+    /// Waits until everything sent so far is handed to the OS (archive first), without
+    /// waiting for the disk: what a distributed process needs before it acknowledges URLs.
+    pub(crate) async fn handed(&self) -> Result<(), OutputError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Message::Handed(tx))
+            .await
+            .map_err(|_| OutputError::Stopped)?;
+        rx.await
+            .map_err(|_| OutputError::Stopped)?
+            .map_err(std::io::Error::other)
+            .at("write", Path::new("pages.jsonl"))
+            .map_err(OutputError::from)
+    }
+
     /// Flushes everything sent so far to the OS and returns the file's length and record
     /// count (those before the writer started included).
     pub(crate) async fn flush(&self) -> Result<OutputPosition, OutputError> {
@@ -175,7 +192,16 @@ impl OutputWriter {
         start: OutputPosition,
         archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
     ) -> Result<(OutputWriter, OutputSender), OutputError> {
-        let path = dir.join("pages.jsonl");
+        Self::start_at(dir.join("pages.jsonl"), capacity, start, archive)
+    }
+
+    /// The same with the pages file at `path` (a distributed process's `pages-<id>.jsonl`).
+    pub(crate) fn start_at(
+        path: PathBuf,
+        capacity: usize,
+        start: OutputPosition,
+        archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
+    ) -> Result<(OutputWriter, OutputSender), OutputError> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -184,8 +210,11 @@ impl OutputWriter {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let handle = std::thread::Builder::new()
             .name("output".into())
-            .spawn(move || write_loop(file, path, rx, start, archive))
-            .at("start the writer of", dir)?;
+            .spawn({
+                let path = path.clone();
+                move || write_loop(file, path, rx, start, archive)
+            })
+            .at("start the writer of", &path)?;
         Ok((OutputWriter { handle }, OutputSender { tx }))
     }
 
@@ -247,6 +276,14 @@ fn write_loop(
                             .map(|()| position)
                             .map_err(|e| e.to_string())
                     });
+                    let _ = reply.send(result);
+                }
+                Message::Handed(reply) => {
+                    let archived = match archive.as_mut() {
+                        Some((writer, _)) => writer.flush().map_err(|e| e.to_string()),
+                        None => Ok(()),
+                    };
+                    let result = archived.and_then(|()| out.flush().map_err(|e| e.to_string()));
                     let _ = reply.send(result);
                 }
             }

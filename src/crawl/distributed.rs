@@ -25,9 +25,7 @@
 //! their unacknowledged URLs over).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -41,13 +39,18 @@ use super::messages::{Candidates, Completion, Outcome};
 use super::summary::Ending;
 use super::{seen_plan, CrawlError, CrawlRequest, CrawlSummary};
 use crate::config::Config;
+use crate::distributed::seal::{seal_dead, OutputLock, SealScope};
 use crate::distributed::{
-    self, bloom_bits, parse_claim, prefix, DistributedError, Redis, Settings,
+    self, bloom_bits, parse_claim, prefix, status, DistributedError, Redis, Settings,
 };
 use crate::frontier::{key_of, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl, Work};
 use crate::normalize::host_key;
-use crate::output::{rfc3339, PageRecord};
+use crate::output::{
+    rfc3339, BackgroundSync, OutputError, OutputPosition, OutputSender, OutputWriter, PageRecord,
+};
 use crate::seen::{Plan, SeenBackend, SeenSet};
+use crate::warc::record::ArchivedFetch;
+use crate::warc::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
 
 /// How often an idle process asks Redis for work (and whether the crawl is over).
 const IDLE_POLL: Duration = Duration::from_millis(50);
@@ -111,6 +114,43 @@ impl Shared {
                 theirs,
                 ours,
             });
+        }
+        // Registered (a first heartbeat) before any file of this process exists: see
+        // `crate::distributed::seal`. The crawl's start is stamped by the first process.
+        let mut pipe = redis::pipe();
+        self.renew_call(&mut pipe, std::iter::empty());
+        status::stamp(&mut pipe, &self.meta, "started_ms", true);
+        self.redis.run(&pipe).await?;
+        Ok(())
+    }
+
+    /// Adds a heartbeat renewing the leases of `tokens` to `pipe`.
+    fn renew_call<'a>(&self, pipe: &mut redis::Pipeline, tokens: impl Iterator<Item = &'a str>) {
+        let mut args = vec![
+            self.prefix.clone().into_bytes(),
+            self.process.clone().into_bytes(),
+            (self.settings.lease.as_millis() as u64)
+                .to_string()
+                .into_bytes(),
+        ];
+        args.extend(tokens.map(|t| t.as_bytes().to_vec()));
+        self.redis.scripts.renew.call(pipe, &self.meta, &args);
+    }
+
+    /// Seals the output of the crawl's dead processes found in `out` (see
+    /// [`crate::distributed::seal`]).
+    async fn seal_dead(&self, config: &Config) -> Result<(), CrawlError> {
+        let sealed = seal_dead(&SealScope {
+            redis: &self.redis,
+            prefix: &self.prefix,
+            process: &self.process,
+            out: &config.output.dir,
+            warc_prefix: &config.output.warc_prefix,
+            silence: self.settings.lease,
+        })
+        .await?;
+        if !sealed.is_empty() {
+            tracing::info!("sealed the output of {} dead processes", sealed.len());
         }
         Ok(())
     }
@@ -186,6 +226,12 @@ pub(crate) async fn run(
         settings.url
     );
 
+    // The pages file, locked for this process's lifetime (how others tell it is alive),
+    // before any other file of it exists; then the output of dead processes is sealed.
+    let pages_path = out_dir.join(format!("pages-{process}.jsonl"));
+    let output_lock = OutputLock::acquire(&pages_path).map_err(OutputError::from)?;
+    shared.seal_dead(&config).await?;
+
     // The local frontier: a cache of the leased hosts' URLs, in a directory of its own.
     let work_dir = out_dir.join(format!("work-{process}"));
     let _ = std::fs::remove_dir_all(&work_dir);
@@ -193,30 +239,38 @@ pub(crate) async fn run(
         FrontierPolicy::from_config(&config.politeness),
         FrontierOptions::from_config(&config.frontier, &work_dir, &config.crawl.user_agent),
     )?;
-    let pages_path = out_dir.join(format!("pages-{process}.jsonl"));
-    let pages = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&pages_path)
-        .map_err(|source| CrawlError::Pages {
-            path: pages_path.clone(),
-            source,
-        })?;
 
     // The local cache in front of the shared seen-set: the same filter, for this
     // process's links only.
     let cache = Arc::new(SeenSet::new(plan.clone())?);
     let cache_backend: Arc<dyn SeenBackend> = cache.clone();
     let counters = Arc::new(CrawlCounters::default());
+    // The same output thread as a local crawl's, on this process's pages file and archive.
+    let archive = start_archive(&config, &process, &pages_path)?;
+    let archive_file = archive.as_ref().map(ArchiveWriter::current);
+    let archiver = archive_file.as_ref().map(|current| Archiver {
+        current: current.clone(),
+        gzip_level: config.output.warc_gzip_level,
+    });
+    let (output_writer, output) = OutputWriter::start_at(
+        pages_path.clone(),
+        4096,
+        OutputPosition::default(),
+        archive.map(|writer| (writer, counters.clone())),
+    )?;
+    let background_sync = BackgroundSync::start(
+        Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
+        pages_path.clone(),
+        archive_file,
+    )?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
-    // The archive is refused with [distributed] (see the config's validation).
     let (parse_pool, fetch) = super::start_workers(
         &config,
         &seeds,
         cache_backend,
         &counters,
         completions_tx,
-        None,
+        archiver,
     )?;
 
     let mut process_loop = Process {
@@ -224,14 +278,12 @@ pub(crate) async fn run(
         config: config.clone(),
         counters: counters.clone(),
         cache: cache.clone(),
-        pages: BufWriter::with_capacity(1 << 16, pages),
-        pages_path,
+        output: Some(output),
         held: HashMap::new(),
         done: Vec::new(),
         pending_acks: 0,
         acks_since: None,
         sent: BTreeMap::new(),
-        unflushed: false,
         stale: 0,
         waiting: Vec::new(),
         admitting: None,
@@ -249,6 +301,20 @@ pub(crate) async fn run(
         .await;
     parse_pool.join().await;
     let stopped = result?;
+    // Every record written and the files closed (fsynced) before the process says it ended.
+    drop(process_loop.output.take());
+    tokio::task::spawn_blocking(move || output_writer.finish())
+        .await
+        .map_err(|_| OutputError::Stopped)??;
+    drop(background_sync);
+    process_loop.end(stopped).await?;
+    if !stopped {
+        // The crawl is over: the dead processes' output is sealed now (their leases have
+        // all expired by now), and the crawl-wide summary written from Redis's figures.
+        process_loop.shared.seal_dead(&config).await?;
+        write_crawl_summary(&process_loop.shared, &out_dir).await?;
+    }
+    drop(output_lock);
     let round_trips = process_loop.shared.redis.round_trips();
     let finished = CrawlCounters::get(&counters.finished);
     tracing::info!(
@@ -266,7 +332,7 @@ pub(crate) async fn run(
         stopped,
     });
     // The process's own summary, with what it cost in Redis beside it (the whole crawl's
-    // figures are in Redis: `crawler status`).
+    // figures are in Redis: `crawler status`, and `summary.json` once the crawl is over).
     let mut json = serde_json::to_value(&summary).unwrap_or_default();
     if let Some(object) = json.as_object_mut() {
         object.insert(
@@ -285,14 +351,63 @@ pub(crate) async fn run(
     Ok(summary)
 }
 
+/// This process's archive writer when `[output] warc` is on: its files are
+/// `OUT/warc/PREFIX-<process id>-TIMESTAMP-SERIAL.warc.gz`, beside the other processes'. A
+/// process never resumes (its id is new), so its archive starts empty, and its dedup index
+/// knows only its own payloads: a payload fetched by two processes is archived in full by
+/// each (a revisit refers to a record of the same process's files).
+fn start_archive(
+    config: &Config,
+    process: &str,
+    pages: &Path,
+) -> Result<Option<ArchiveWriter>, CrawlError> {
+    let o = &config.output;
+    if !o.warc {
+        return Ok(None);
+    }
+    let writer = ArchiveWriter::start(
+        ArchiveOptions {
+            dir: o.dir.join("warc"),
+            prefix: format!("{}-{process}", o.warc_prefix),
+            max_bytes: o.warc_max_bytes.0,
+            gzip_level: o.warc_gzip_level,
+            info: crate::warc::info_fields(config),
+        },
+        0,
+        crate::warc::digest_index::PayloadIndex::with_memory(o.warc_dedup_memory.0),
+        pages.to_path_buf(),
+        Arc::new(CurrentFile::default()),
+    )
+    .map_err(OutputError::from)?;
+    Ok(Some(writer))
+}
+
+/// Writes `OUT/summary.json`: the whole crawl as Redis counts it (see
+/// [`crate::distributed::status`]), through a temporary file of this process's own, since
+/// processes sharing the directory may end at once.
+async fn write_crawl_summary(shared: &Shared, out: &Path) -> Result<(), CrawlError> {
+    let Some(summary) = status::read(&shared.redis, &shared.settings.crawl_id).await? else {
+        return Ok(());
+    };
+    let json = serde_json::to_vec_pretty(&summary).unwrap_or_default();
+    let path = out.join("summary.json");
+    crate::durable::replace(
+        &path,
+        out.join(format!("summary.json.{}.tmp", shared.process)),
+        &json,
+    )
+    .map_err(OutputError::from)?;
+    Ok(())
+}
+
 /// The run loop's state.
 struct Process {
     shared: Shared,
     config: Config,
     counters: Arc<CrawlCounters>,
     cache: Arc<SeenSet>,
-    pages: BufWriter<File>,
-    pages_path: PathBuf,
+    /// The output thread's sender (taken at the end, to close the files).
+    output: Option<OutputSender>,
     /// Leases held, by host key.
     held: HashMap<String, Held>,
     /// Leases whose URLs are all recorded: (token, host, unacknowledged), to end after a
@@ -303,11 +418,11 @@ struct Process {
     acks_since: Option<Instant>,
     /// Counter values already added to Redis's sums.
     sent: BTreeMap<String, u64>,
-    unflushed: bool,
     /// Leases found taken over by another process (expired under us).
     stale: u64,
-    /// Finished pages (URL, record, links) whose links wait for the admission in flight.
-    waiting: Vec<(String, Box<PageRecord>, Candidates)>,
+    /// Finished pages (URL, record, links, archive records) whose links wait for the
+    /// admission in flight.
+    waiting: Vec<(String, Box<PageRecord>, Candidates, Archived)>,
     /// The admission in flight (at most one): its round trip and its pages.
     admitting: Option<(Call, Admitting)>,
     /// The sync in flight (at most one).
@@ -316,12 +431,15 @@ struct Process {
     progress_lines: bool,
 }
 
-/// A round trip running beside the loop.
-type Call = tokio::task::JoinHandle<Result<Vec<redis::Value>, DistributedError>>;
+/// A round trip running beside the loop (a sync first waits for the output thread).
+type Call = tokio::task::JoinHandle<Result<Vec<redis::Value>, CrawlError>>;
+
+/// A fetch's archive records, with the archive on.
+type Archived = Option<Box<ArchivedFetch>>;
 
 /// The pages of an admission in flight and the URLs sent for each.
 struct Admitting {
-    pages: Vec<(String, Box<PageRecord>)>,
+    pages: Vec<(String, Box<PageRecord>, Archived)>,
     sent: Vec<Vec<(String, QueuedUrl)>>,
 }
 
@@ -386,7 +504,8 @@ impl Process {
                         }
                         Some(Work::Disallowed(item)) => {
                             CrawlCounters::add(&self.counters.disallowed, 1);
-                            self.record_unfetched(&item, "disallowed by robots.txt")?;
+                            self.record_unfetched(&item, "disallowed by robots.txt")
+                                .await?;
                         }
                         Some(Work::Deferred { item, crawl_delay }) => {
                             CrawlCounters::add(&self.counters.deferred, 1);
@@ -395,7 +514,7 @@ impl Process {
                                 crawl_delay.as_secs_f64(),
                                 self.config.politeness.max_crawl_delay_secs
                             );
-                            self.record_unfetched(&item, &reason)?;
+                            self.record_unfetched(&item, &reason).await?;
                         }
                     }
                 }
@@ -472,17 +591,17 @@ impl Process {
                 .min();
             tokio::select! {
                 Some(completion) = completions.recv() => {
-                    self.take(frontier, completion)?;
+                    self.take(frontier, completion).await?;
                     while let Ok(completion) = completions.try_recv() {
-                        self.take(frontier, completion)?;
+                        self.take(frontier, completion).await?;
                     }
                     if self.admitting.is_none() {
-                        self.start_admit()?;
+                        self.start_admit().await?;
                     }
                 }
                 reply = join_call(&mut self.admitting) => {
-                    self.finish_admit(reply)?;
-                    self.start_admit()?;
+                    self.finish_admit(reply).await?;
+                    self.start_admit().await?;
                 }
                 reply = join_call(&mut self.syncing) => {
                     if let Some((got, over, due_in)) = self.finish_sync(frontier, reply)? {
@@ -525,9 +644,22 @@ impl Process {
 
     /// Takes one completion: a finished page waits for its links' admission; the rest is
     /// the local frontier's.
-    fn take(&mut self, frontier: &mut Frontier, completion: Completion) -> Result<(), CrawlError> {
+    async fn take(
+        &mut self,
+        frontier: &mut Frontier,
+        completion: Completion,
+    ) -> Result<(), CrawlError> {
         match completion {
-            Completion::Robots { fetch, outcome, .. } => {
+            Completion::Robots {
+                fetch,
+                outcome,
+                archived,
+            } => {
+                // With the archive on, the robots.txt fetch has its line and records (no
+                // lease to acknowledge: it is not a queued URL).
+                if let Some((record, archive)) = archived {
+                    self.sender()?.send_archived(record, Some(archive)).await?;
+                }
                 let reason = match &outcome {
                     crate::robots::RobotsOutcome::Unavailable { reason } => {
                         format!("{reason}; gave up after repeated attempts")
@@ -536,7 +668,7 @@ impl Process {
                 };
                 for item in frontier.robots_done(fetch, outcome)? {
                     CrawlCounters::add(&self.counters.robots_unavailable, 1);
-                    self.record_unfetched(&item, &reason)?;
+                    self.record_unfetched(&item, &reason).await?;
                 }
             }
             Completion::Discovered { candidates, .. } => {
@@ -558,14 +690,16 @@ impl Process {
                 dispatch,
                 outcome:
                     Outcome::Done {
-                        record, candidates, ..
+                        record,
+                        candidates,
+                        archive,
                     },
             } => {
                 // The dispatch goes back to the frontier now (its slot is free); the record
                 // is written, and the URL closed in its lease, once its links are admitted.
                 let url = dispatch.item.url.clone();
                 frontier.complete(dispatch);
-                self.waiting.push((url, record, candidates));
+                self.waiting.push((url, record, candidates, archive));
             }
         }
         Ok(())
@@ -576,9 +710,9 @@ impl Process {
         loop {
             if self.admitting.is_some() {
                 let reply = join_call(&mut self.admitting).await;
-                self.finish_admit(reply)?;
+                self.finish_admit(reply).await?;
             } else if !self.waiting.is_empty() {
-                self.start_admit()?;
+                self.start_admit().await?;
             } else if self.syncing.is_some() {
                 let reply = join_call(&mut self.syncing).await;
                 self.finish_sync(frontier, reply)?;
@@ -590,27 +724,27 @@ impl Process {
 
     /// Sends the waiting pages' links to Redis (one pipeline, one script per page with links
     /// the local cache does not know); pages with none are recorded at once.
-    fn start_admit(&mut self) -> Result<(), CrawlError> {
+    async fn start_admit(&mut self) -> Result<(), CrawlError> {
         if self.waiting.is_empty() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
         let mut pages = Vec::new();
         let mut sent: Vec<Vec<(String, QueuedUrl)>> = Vec::new();
-        for (url, record, candidates) in std::mem::take(&mut self.waiting) {
+        for (url, record, candidates, archive) in std::mem::take(&mut self.waiting) {
             let items = self.unknown(candidates, Some(url.clone()));
             if !items.is_empty() {
                 self.shared.admit_call(&mut pipe, &items);
             }
-            pages.push((url, record));
+            pages.push((url, record, archive));
             sent.push(items);
         }
         let admitting = Admitting { pages, sent };
         if admitting.sent.iter().all(Vec::is_empty) {
-            return self.apply_admit(admitting, Vec::new());
+            return self.apply_admit(admitting, Vec::new()).await;
         }
         let redis = self.shared.redis.clone();
-        let call = tokio::spawn(async move { redis.run(&pipe).await });
+        let call = tokio::spawn(async move { Ok(redis.run(&pipe).await?) });
         self.admitting = Some((call, admitting));
         Ok(())
     }
@@ -639,22 +773,25 @@ impl Process {
         items
     }
 
-    fn finish_admit(&mut self, reply: Option<CallResult<Admitting>>) -> Result<(), CrawlError> {
+    async fn finish_admit(
+        &mut self,
+        reply: Option<CallResult<Admitting>>,
+    ) -> Result<(), CrawlError> {
         let Some((replies, admitting)) = reply else {
             return Ok(());
         };
-        self.apply_admit(admitting, replies?)
+        self.apply_admit(admitting, replies?).await
     }
 
     /// The admission's answers: counts, the cache, then the pages' records.
-    fn apply_admit(
+    async fn apply_admit(
         &mut self,
         admitting: Admitting,
         replies: Vec<redis::Value>,
     ) -> Result<(), CrawlError> {
         let mut replies = replies.into_iter();
         let Admitting { pages, sent } = admitting;
-        for ((url, mut record), items) in pages.into_iter().zip(sent) {
+        for ((url, mut record, archive), items) in pages.into_iter().zip(sent) {
             let mut queued = 0;
             if !items.is_empty() {
                 let reply = replies
@@ -682,7 +819,7 @@ impl Process {
                 CrawlCounters::add(&self.counters.accepted, queued);
             }
             record.new_links = queued;
-            self.record(&record, &url)?;
+            self.record(record, archive, &url).await?;
         }
         Ok(())
     }
@@ -712,25 +849,27 @@ impl Process {
         Ok(())
     }
 
-    fn record_unfetched(&mut self, item: &QueuedUrl, reason: &str) -> Result<(), CrawlError> {
+    async fn record_unfetched(&mut self, item: &QueuedUrl, reason: &str) -> Result<(), CrawlError> {
         let mut record = base_record(item);
         record.attempts = 0;
         record.error = Some(reason.to_string());
         record.fetched_at = rfc3339(SystemTime::now());
-        self.record(&record, &item.url)
+        self.record(record, None, &item.url).await
     }
 
-    /// Writes a URL's record and closes it in its lease.
-    fn record(&mut self, record: &PageRecord, url: &str) -> Result<(), CrawlError> {
-        let mut line = serde_json::to_vec(record).unwrap_or_default();
-        line.push(b'\n');
-        self.pages
-            .write_all(&line)
-            .map_err(|source| CrawlError::Pages {
-                path: self.pages_path.clone(),
-                source,
-            })?;
-        self.unflushed = true;
+    fn sender(&self) -> Result<&OutputSender, OutputError> {
+        self.output.as_ref().ok_or(OutputError::Stopped)
+    }
+
+    /// Sends a URL's record (and its fetch's archive records) to the output thread and
+    /// closes it in its lease; it is acknowledged by a later sync, once handed to the OS.
+    async fn record(
+        &mut self,
+        record: Box<PageRecord>,
+        archive: Archived,
+        url: &str,
+    ) -> Result<(), CrawlError> {
+        self.sender()?.send_archived(record, archive).await?;
         CrawlCounters::add(&self.counters.finished, 1);
         let host = key_of(url);
         if let Some(held) = self.held.get_mut(&host) {
@@ -748,20 +887,10 @@ impl Process {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), CrawlError> {
-        if self.unflushed {
-            self.pages.flush().map_err(|source| CrawlError::Pages {
-                path: self.pages_path.clone(),
-                source,
-            })?;
-            self.unflushed = false;
-        }
-        Ok(())
-    }
-
-    /// Starts one round trip beside the loop: acknowledgements and finished leases (records
-    /// flushed first), the counters' increments, renewal of held leases (`beat`), and, when
-    /// `claim`, a claim of up to `want` hosts with top-ups of held leases running low.
+    /// Starts one round trip beside the loop: acknowledgements and finished leases (sent once
+    /// the output thread has handed their records to the OS), the counters' increments,
+    /// renewal of held leases (`beat`), and, when `claim`, a claim of up to `want` hosts with
+    /// top-ups of held leases running low.
     fn start_sync(
         &mut self,
         frontier: &Frontier,
@@ -769,7 +898,6 @@ impl Process {
         want: u64,
         claim: bool,
     ) -> Result<(), CrawlError> {
-        self.flush()?;
         let now = Instant::now();
         let mut pipe = redis::pipe();
         let releasing = !self.done.is_empty() || self.pending_acks > 0;
@@ -801,17 +929,7 @@ impl Process {
         }
         let s = &self.shared;
         if beat {
-            let mut args = vec![
-                s.prefix.clone().into_bytes(),
-                s.process.clone().into_bytes(),
-                (s.settings.lease.as_millis() as u64)
-                    .to_string()
-                    .into_bytes(),
-            ];
-            for held in self.held.values() {
-                args.push(held.token.clone().into_bytes());
-            }
-            s.redis.scripts.renew.call(&mut pipe, &s.meta, &args);
+            s.renew_call(&mut pipe, self.held.values().map(|h| h.token.as_str()));
         }
         let lease_urls = s.settings.lease_urls as usize;
         let mut topped = Vec::new();
@@ -847,7 +965,18 @@ impl Process {
             sent_at: now,
         };
         let redis = s.redis.clone();
-        let call = tokio::spawn(async move { redis.run(&pipe).await });
+        // The acknowledged URLs' records were sent before this: handed to the OS after this.
+        let output = if releasing {
+            Some(self.sender()?.clone())
+        } else {
+            None
+        };
+        let call = tokio::spawn(async move {
+            if let Some(output) = output {
+                output.handed().await?;
+            }
+            Ok(redis.run(&pipe).await?)
+        });
         self.syncing = Some((call, syncing));
         Ok(())
     }
@@ -975,7 +1104,7 @@ impl Process {
     /// At a stop: records flushed, finished leases released, the unfinished URLs of the
     /// others given back to the head of their hosts' queues.
     async fn give_back(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
-        self.flush()?;
+        self.sender()?.handed().await?;
         let now = Instant::now();
         let s = &self.shared;
         let mut args = vec![
@@ -1014,6 +1143,25 @@ impl Process {
         self.held.clear();
         Ok(())
     }
+
+    /// After the output is closed: the last counters' increments (the archive's included),
+    /// and this process marked ended, `finished` (the crawl is over: its end is stamped) or
+    /// `stopped`, so that nobody takes it for dead and seals its files.
+    async fn end(&mut self, stopped: bool) -> Result<(), CrawlError> {
+        let mut pipe = redis::pipe();
+        self.counter_increments(&mut pipe);
+        let s = &self.shared;
+        pipe.cmd("HSET")
+            .arg(format!("{}ended", s.prefix))
+            .arg(&s.process)
+            .arg(if stopped { "stopped" } else { "finished" })
+            .ignore();
+        if !stopped {
+            status::stamp(&mut pipe, &s.meta, "finished_ms", false);
+        }
+        s.redis.run(&pipe).await?;
+        Ok(())
+    }
 }
 
 /// One lease's part of a `release.lua` call.
@@ -1028,7 +1176,7 @@ fn push_release(args: &mut Vec<Vec<u8>>, token: &str, wait: Duration, end: bool,
 }
 
 /// A finished call's replies and what it carried.
-type CallResult<T> = (Result<Vec<redis::Value>, DistributedError>, T);
+type CallResult<T> = (Result<Vec<redis::Value>, CrawlError>, T);
 
 /// Waits for the call in `slot`, if any (forever otherwise), and empties the slot.
 async fn join_call<T>(slot: &mut Option<(Call, T)>) -> Option<CallResult<T>> {
@@ -1041,7 +1189,8 @@ async fn join_call<T>(slot: &mut Option<(Call, T)>) -> Option<CallResult<T>> {
         Err(DistributedError::Reply {
             what: "a Redis call",
             detail: format!("its task ended: {e}"),
-        })
+        }
+        .into())
     });
     Some((replies, carried))
 }

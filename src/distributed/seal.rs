@@ -1,0 +1,246 @@
+//! Sealing the output of dead processes. A process's id is never reused, so nobody resumes
+//! the files of a process killed with `kill -9`: its `pages-<id>.jsonl` may end with a torn
+//! line, and its last WARC file with records whose line was lost (or a torn one). A process
+//! seals them when it starts and when it sees the crawl finished: the pages file is cut after
+//! its last complete line and the archive cut back to what the kept lines point to
+//! ([`crate::warc::recovery::seal`], the resume's recovery applied to one process's files).
+//! Their URLs are not lost: a line that was lost was never acknowledged, so its URL went back
+//! to its host's queue when the lease expired and another process recorded it.
+//!
+//! # Who is dead (never a live process)
+//!
+//! Only processes of this crawl whose files are in this output directory, and all three of:
+//! - **Silent in Redis**: its last heartbeat (`procs`, written every `lease_secs / 3`) is
+//!   older than `lease_secs` by Redis's clock: the same rule by which its leases are already
+//!   taken over, and it has not ended itself (`ended`: a process that finishes or stops
+//!   writes `finished` or `stopped` there after its files are closed).
+//! - **Not holding its files**: every process holds an exclusive `flock` on its pages file
+//!   from before its first byte of output until it exits; the kernel releases it when the
+//!   process dies however it dies. A process that is only paused (SIGSTOP, a frozen VM) is
+//!   silent in Redis but still holds the lock, and is left alone. (On a shared filesystem
+//!   without working `flock`, the heartbeat rule alone decides.)
+//! - **Not being sealed by another**: a lock in Redis (`seal:<id>`, `SET NX` with an expiry)
+//!   lets one process seal a dead one's files at a time; the others skip it. Once sealed, the
+//!   process is marked `sealed by <id>` in `ended` and never looked at again.
+//!
+//! Why a process registers before it creates any file: files whose id Redis does not know
+//! belong to no process of this crawl (another crawl, or one that is just starting), and
+//! are left alone.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{DistributedError, Redis};
+use crate::durable::{At, IoAt};
+
+/// How long the sealing lock lasts if its holder dies while sealing.
+const SEAL_LOCK: Duration = Duration::from_secs(120);
+
+/// The exclusive `flock` a live process holds on its pages file (created if missing);
+/// released when dropped, or by the kernel when the process dies.
+pub(crate) struct OutputLock {
+    _file: File,
+}
+
+impl OutputLock {
+    pub(crate) fn acquire(path: &Path) -> Result<OutputLock, IoAt> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .at("open", path)?;
+        if !try_lock(&file).at("lock", path)? {
+            return Err(std::io::Error::other(
+                "another process holds it (two processes with one id?)",
+            ))
+            .at("lock", path);
+        }
+        Ok(OutputLock { _file: file })
+    }
+}
+
+/// An exclusive `flock` without waiting: false if another open file description holds one.
+/// (`File::try_lock` is the same in Rust 1.89; the crate's minimum is 1.85.)
+fn try_lock(file: &File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this `File` owns; no memory is passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Where a crawl's processes write, and how this one is named.
+pub(crate) struct SealScope<'a> {
+    pub(crate) redis: &'a Redis,
+    /// The crawl's key prefix.
+    pub(crate) prefix: &'a str,
+    /// This process's id: never sealed by itself.
+    pub(crate) process: &'a str,
+    pub(crate) out: &'a Path,
+    /// `output.warc_prefix`: a process's WARC files start with `PREFIX-<its id>`.
+    pub(crate) warc_prefix: &'a str,
+    /// Silence after which a process is taken for dead: `lease_secs`.
+    pub(crate) silence: Duration,
+}
+
+/// The ids of the processes whose pages files are in `out` (`pages-<id>.jsonl`).
+fn processes_in(out: &Path) -> Result<Vec<(String, PathBuf)>, IoAt> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(out).at("list", out)? {
+        let entry = entry.at("list", out)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(id) = name
+            .strip_prefix("pages-")
+            .and_then(|n| n.strip_suffix(".jsonl"))
+        {
+            found.push((id.to_string(), entry.path()));
+        }
+    }
+    Ok(found)
+}
+
+/// Seals the output of every dead process of the crawl found in `scope.out` (see the module
+/// doc); returns their ids.
+pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Vec<String>, DistributedError> {
+    let out = scope.out.to_path_buf();
+    let candidates = tokio::task::spawn_blocking(move || processes_in(&out))
+        .await
+        .map_err(|e| joined("list the output", e))?
+        .map_err(|source| DistributedError::Seal {
+            process: "(listing)".into(),
+            source,
+        })?;
+    let candidates: Vec<_> = candidates
+        .into_iter()
+        .filter(|(id, _)| id != scope.process)
+        .collect();
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let p = scope.prefix;
+    let mut pipe = redis::pipe();
+    pipe.cmd("HGETALL").arg(format!("{p}procs"));
+    pipe.cmd("HGETALL").arg(format!("{p}ended"));
+    pipe.cmd("TIME");
+    let replies = scope.redis.run(&pipe).await?;
+    let [procs, ended, time] = replies.as_slice() else {
+        return Err(super::bad("seal", &redis::Value::Nil));
+    };
+    let procs = super::status::pairs(procs)?;
+    let ended = super::status::pairs(ended)?;
+    let now_ms = super::status::time_ms(time)?;
+    let silence_ms = scope.silence.as_millis() as i64;
+    let mut sealed = Vec::new();
+    for (id, pages) in candidates {
+        if ended.contains_key(&id) {
+            continue;
+        }
+        let Some(beat) = procs.get(&id).and_then(|b| b.parse::<i64>().ok()) else {
+            continue;
+        };
+        if now_ms - beat < silence_ms {
+            continue;
+        }
+        let lock = format!("{p}seal:{id}");
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(&lock)
+            .arg(scope.process)
+            .arg("NX")
+            .arg("PX")
+            .arg(SEAL_LOCK.as_millis() as u64);
+        let got = scope.redis.run(&pipe).await?;
+        if !matches!(got.first(), Some(redis::Value::Okay))
+            && !matches!(got.first(), Some(redis::Value::SimpleString(s)) if s == "OK")
+        {
+            continue;
+        }
+        let warc_dir = scope.out.join("warc");
+        let owner = format!("{}-{id}", scope.warc_prefix);
+        let result = tokio::task::spawn_blocking(move || seal_files(&pages, &warc_dir, &owner))
+            .await
+            .map_err(|e| joined("seal", e))?;
+        let mut pipe = redis::pipe();
+        match result {
+            Ok(Some(notes)) => {
+                for note in &notes {
+                    tracing::warn!("sealing dead process {id}: {note}");
+                }
+                tracing::info!("sealed the output of dead process {id}");
+                pipe.cmd("HSETNX")
+                    .arg(format!("{p}ended"))
+                    .arg(&id)
+                    .arg(format!("sealed by {}", scope.process))
+                    .ignore();
+                sealed.push(id.clone());
+            }
+            Ok(None) => tracing::info!(
+                "process {id} is silent in Redis but still holds its pages file: left alone"
+            ),
+            Err(source) => {
+                return Err(DistributedError::Seal {
+                    process: id,
+                    source,
+                })
+            }
+        }
+        // The lock is dropped only if it is still ours.
+        pipe.cmd("EVAL")
+            .arg("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0")
+            .arg(1)
+            .arg(&lock)
+            .arg(scope.process)
+            .ignore();
+        scope.redis.run(&pipe).await?;
+    }
+    Ok(sealed)
+}
+
+/// Seals one process's files unless it still holds its pages file (`None` then).
+fn seal_files(pages: &Path, warc_dir: &Path, owner: &str) -> Result<Option<Vec<String>>, IoAt> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .open(pages)
+        .at("open", pages)?;
+    // Held while sealing: the lock is free only if the process is gone, and holding it keeps
+    // a sealer on this machine that ignored Redis's lock out.
+    if !try_lock(&file).at("lock", pages)? {
+        return Ok(None);
+    }
+    let owned = |name: &str| crate::warc::writer::written_with_prefix(name, owner);
+    let notes = crate::warc::recovery::seal(pages, warc_dir, &owned)?;
+    drop(file);
+    Ok(Some(notes))
+}
+
+fn joined(what: &str, e: tokio::task::JoinError) -> DistributedError {
+    DistributedError::Reply {
+        what: "seal",
+        detail: format!("{what}: its task ended: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_pages_file_cannot_be_locked_again_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pages-a.jsonl");
+        let held = OutputLock::acquire(&path).unwrap();
+        assert!(OutputLock::acquire(&path).is_err());
+        let other = File::open(&path).unwrap();
+        assert!(!try_lock(&other).unwrap());
+        drop(held);
+        assert!(try_lock(&other).unwrap());
+    }
+}
