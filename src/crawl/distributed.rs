@@ -138,19 +138,33 @@ impl Shared {
     }
 
     /// Seals the output of the crawl's dead processes found in `out` (see
-    /// [`crate::distributed::seal`]).
-    async fn seal_dead(&self, config: &Config) -> Result<(), CrawlError> {
-        let sealed = seal_dead(&SealScope {
+    /// [`crate::distributed::seal`]). With `wait` (at the crawl's end), processes that died
+    /// too recently to be taken for dead yet are waited for (at most `lease_secs`): a process
+    /// that dies holding no lease does not hold the crawl up, so the crawl can end before it
+    /// is silent for that long.
+    async fn seal_dead(&self, config: &Config, wait: bool) -> Result<(), CrawlError> {
+        let scope = SealScope {
             redis: &self.redis,
             prefix: &self.prefix,
             process: &self.process,
             out: &config.output.dir,
             warc_prefix: &config.output.warc_prefix,
             silence: self.settings.lease,
-        })
-        .await?;
-        if !sealed.is_empty() {
-            tracing::info!("sealed the output of {} dead processes", sealed.len());
+        };
+        let mut sealing = seal_dead(&scope).await?;
+        if let (true, Some(soon)) = (wait, sealing.silent_soon) {
+            tracing::info!(
+                "waiting {:.1} s to seal the output of a process that stopped its heartbeats",
+                soon.as_secs_f64()
+            );
+            tokio::time::sleep(soon + Duration::from_millis(50)).await;
+            sealing.sealed.extend(seal_dead(&scope).await?.sealed);
+        }
+        if !sealing.sealed.is_empty() {
+            tracing::info!(
+                "sealed the output of {} dead processes",
+                sealing.sealed.len()
+            );
         }
         Ok(())
     }
@@ -230,7 +244,7 @@ pub(crate) async fn run(
     // before any other file of it exists; then the output of dead processes is sealed.
     let pages_path = out_dir.join(format!("pages-{process}.jsonl"));
     let output_lock = OutputLock::acquire(&pages_path).map_err(OutputError::from)?;
-    shared.seal_dead(&config).await?;
+    shared.seal_dead(&config, false).await?;
 
     // The local frontier: a cache of the leased hosts' URLs, in a directory of its own.
     let work_dir = out_dir.join(format!("work-{process}"));
@@ -311,7 +325,7 @@ pub(crate) async fn run(
     if !stopped {
         // The crawl is over: the dead processes' output is sealed now (their leases have
         // all expired by now), and the crawl-wide summary written from Redis's figures.
-        process_loop.shared.seal_dead(&config).await?;
+        process_loop.shared.seal_dead(&config, true).await?;
         write_crawl_summary(&process_loop.shared, &out_dir).await?;
     }
     drop(output_lock);

@@ -107,9 +107,20 @@ fn processes_in(out: &Path) -> Result<Vec<(String, PathBuf)>, IoAt> {
     Ok(found)
 }
 
+/// What [`seal_dead`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Sealing {
+    /// The processes whose output it sealed.
+    pub(crate) sealed: Vec<String>,
+    /// Processes that do not hold their pages file and have not ended, but whose last
+    /// heartbeat is recent: dead (or not started yet) and not yet silent for `lease_secs`.
+    /// How long until the last of them is.
+    pub(crate) silent_soon: Option<Duration>,
+}
+
 /// Seals the output of every dead process of the crawl found in `scope.out` (see the module
-/// doc); returns their ids.
-pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Vec<String>, DistributedError> {
+/// doc).
+pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Sealing, DistributedError> {
     let out = scope.out.to_path_buf();
     let candidates = tokio::task::spawn_blocking(move || processes_in(&out))
         .await
@@ -123,7 +134,7 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Vec<String>, Dist
         .filter(|(id, _)| id != scope.process)
         .collect();
     if candidates.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Sealing::default());
     }
     let p = scope.prefix;
     let mut pipe = redis::pipe();
@@ -138,7 +149,7 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Vec<String>, Dist
     let ended = super::status::pairs(ended)?;
     let now_ms = super::status::time_ms(time)?;
     let silence_ms = scope.silence.as_millis() as i64;
-    let mut sealed = Vec::new();
+    let mut sealing = Sealing::default();
     for (id, pages) in candidates {
         if ended.contains_key(&id) {
             continue;
@@ -147,6 +158,18 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Vec<String>, Dist
             continue;
         };
         if now_ms - beat < silence_ms {
+            let path = pages.clone();
+            let held = tokio::task::spawn_blocking(move || is_held(&path))
+                .await
+                .map_err(|e| joined("lock", e))?
+                .map_err(|source| DistributedError::Seal {
+                    process: id.clone(),
+                    source,
+                })?;
+            if !held {
+                let left = Duration::from_millis((silence_ms - (now_ms - beat)) as u64);
+                sealing.silent_soon = sealing.silent_soon.max(Some(left));
+            }
             continue;
         }
         let lock = format!("{p}seal:{id}");
@@ -180,7 +203,7 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Vec<String>, Dist
                     .arg(&id)
                     .arg(format!("sealed by {}", scope.process))
                     .ignore();
-                sealed.push(id.clone());
+                sealing.sealed.push(id.clone());
             }
             Ok(None) => tracing::info!(
                 "process {id} is silent in Redis but still holds its pages file: left alone"
@@ -201,7 +224,13 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Vec<String>, Dist
             .ignore();
         scope.redis.run(&pipe).await?;
     }
-    Ok(sealed)
+    Ok(sealing)
+}
+
+/// Whether a live process holds the lock of the pages file `path`.
+fn is_held(path: &Path) -> Result<bool, IoAt> {
+    let file = File::open(path).at("open", path)?;
+    Ok(!try_lock(&file).at("lock", path)?)
 }
 
 /// Seals one process's files unless it still holds its pages file (`None` then).
@@ -231,6 +260,13 @@ fn joined(what: &str, e: tokio::task::JoinError) -> DistributedError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::PageRecord;
+    use crate::warc::digest_index::PayloadIndex;
+    use crate::warc::record::{encode_fetch, FetchParts};
+    use crate::warc::{ArchiveOptions, ArchiveWriter, CurrentFile};
+    use std::collections::BTreeMap;
+    use std::io::Write as _;
+    use std::sync::Arc;
 
     #[test]
     fn a_held_pages_file_cannot_be_locked_again_until_released() {
@@ -242,5 +278,195 @@ mod tests {
         assert!(!try_lock(&other).unwrap());
         drop(held);
         assert!(try_lock(&other).unwrap());
+    }
+
+    /// What a process `id` killed mid-write leaves in `out`: 4 fetches with their lines, a
+    /// fifth whose records reached the archive and whose line is torn. Returns the pages
+    /// file, its WARC file, and the lengths sealing must cut them back to.
+    fn killed_process(out: &Path, id: &str) -> (PathBuf, PathBuf, u64, u64) {
+        let pages_path = out.join(format!("pages-{id}.jsonl"));
+        let mut pages = File::create(&pages_path).unwrap();
+        let mut writer = ArchiveWriter::start(
+            ArchiveOptions {
+                dir: out.join("warc"),
+                prefix: format!("crawler-{id}"),
+                max_bytes: 1 << 20,
+                gzip_level: 1,
+                info: vec![("software", "test".into())],
+            },
+            0,
+            PayloadIndex::with_memory(1 << 16),
+            pages_path.clone(),
+            Arc::new(CurrentFile::default()),
+        )
+        .unwrap();
+        let (mut at, mut warc_end) = (0, 0);
+        for i in 0..5 {
+            let url = format!("http://{id}.test/{i}");
+            let payload = format!("page {i} of {id}").into_bytes();
+            let fetch = encode_fetch(
+                FetchParts {
+                    target_uri: &url,
+                    date: "2026-11-23T00:00:00Z".into(),
+                    warcinfo_id: uuid::Uuid::nil(),
+                    request_head: b"GET / HTTP/1.1\r\n\r\n",
+                    response_head: b"HTTP/1.1 200 OK\r\n\r\n",
+                    payload: &payload,
+                    peer: None,
+                    http2: false,
+                    truncated: false,
+                },
+                1,
+            );
+            let mut record = PageRecord {
+                url,
+                final_url: None,
+                status: Some(200),
+                content_type: None,
+                bytes: 0,
+                depth: 0,
+                parent: None,
+                links: 0,
+                new_links: 0,
+                fetched_at: String::new(),
+                elapsed_ms: 0,
+                error: None,
+                attempts: 1,
+                truncated: false,
+                kind: Default::default(),
+                payload_digest: None,
+                warc: None,
+                canonical: None,
+                sitemap: None,
+            };
+            writer
+                .write(&fetch, &mut record, at, &mut || Ok(()))
+                .unwrap();
+            writer.flush().unwrap();
+            let mut line = serde_json::to_vec(&record).unwrap();
+            line.push(b'\n');
+            if i == 4 {
+                // Killed in the middle of the line.
+                pages.write_all(&line[..line.len() / 2]).unwrap();
+            } else {
+                pages.write_all(&line).unwrap();
+                at += line.len() as u64;
+                let w = record.warc.unwrap();
+                warc_end = w.offset + w.length;
+            }
+        }
+        let warc = writer.current().path().0.unwrap();
+        writer.finish().unwrap();
+        (pages_path, warc, at, warc_end)
+    }
+
+    fn lengths(files: &[&Path]) -> Vec<u64> {
+        files
+            .iter()
+            .map(|f| std::fs::metadata(f).unwrap().len())
+            .collect()
+    }
+
+    /// Against a real `redis-server`: of five processes' files, only those of the one that
+    /// is silent in Redis, not holding its pages file, not ended and not being sealed by
+    /// another are sealed (torn line and excess records cut), once.
+    #[test]
+    fn only_dead_processes_are_sealed_and_only_once() {
+        let server = super::super::script_tests::Server::start();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let mut files = BTreeMap::new();
+        for id in ["dead", "live", "paused", "locked", "stranger"] {
+            files.insert(id, killed_process(out, id));
+        }
+        // "paused" still holds its pages file (a process stopped, not dead).
+        let _paused = OutputLock::acquire(&files["paused"].0).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+                .await
+                .unwrap();
+            let p = super::super::prefix("seal-test");
+            let mut pipe = redis::pipe();
+            pipe.cmd("TIME");
+            let now = super::super::status::time_ms(&redis.run(&pipe).await.unwrap()[0]).unwrap();
+            let mut pipe = redis::pipe();
+            // Heartbeats: 10 s old, except "live"'s; "stranger" is not of this crawl.
+            for (id, age) in [
+                ("dead", 10_000),
+                ("live", 0),
+                ("paused", 10_000),
+                ("locked", 10_000),
+            ] {
+                pipe.cmd("HSET")
+                    .arg(format!("{p}procs"))
+                    .arg(id)
+                    .arg(now - age)
+                    .ignore();
+            }
+            // Another process is sealing "locked".
+            pipe.cmd("SET")
+                .arg(format!("{p}seal:locked"))
+                .arg("other")
+                .ignore();
+            redis.run(&pipe).await.unwrap();
+            let scope = SealScope {
+                redis: &redis,
+                prefix: &p,
+                process: "me",
+                out,
+                warc_prefix: "crawler",
+                silence: Duration::from_secs(5),
+            };
+            let before: BTreeMap<_, _> = files
+                .iter()
+                .map(|(id, f)| (*id, lengths(&[&f.0, &f.1])))
+                .collect();
+            let sealing = seal_dead(&scope).await.unwrap();
+            assert_eq!(sealing.sealed, vec!["dead".to_string()]);
+            // "live" has a fresh heartbeat but holds no lock (it died a moment ago): silent
+            // for the whole 5 s soon.
+            let soon = sealing.silent_soon.unwrap();
+            assert!(
+                soon > Duration::from_secs(3) && soon <= Duration::from_secs(5),
+                "{soon:?}"
+            );
+            for (id, (pages, warc, pages_end, warc_end)) in &files {
+                let now = lengths(&[pages, warc]);
+                if *id == "dead" {
+                    assert_eq!(now, vec![*pages_end, *warc_end], "dead: cut back");
+                    assert!(now[0] < before[id][0] && now[1] < before[id][1]);
+                } else {
+                    assert_eq!(now, before[id], "{id}: untouched");
+                }
+            }
+            // Every member of the sealed file reads back whole.
+            let members: Vec<_> = crate::warc::reader::Members::open(&files["dead"].1)
+                .unwrap()
+                .collect();
+            assert!(members.iter().all(Result::is_ok));
+            assert_eq!(members.len(), 1 + 4 * 2);
+            let mut pipe = redis::pipe();
+            pipe.cmd("HGET").arg(format!("{p}ended")).arg("dead");
+            pipe.cmd("EXISTS").arg(format!("{p}seal:dead"));
+            let replies = redis.run(&pipe).await.unwrap();
+            assert_eq!(
+                super::super::text(&replies[0], "ended").unwrap(),
+                "sealed by me"
+            );
+            assert_eq!(
+                super::super::int(&replies[1], "lock").unwrap(),
+                0,
+                "lock released"
+            );
+            // Sealed once: nothing more to do.
+            assert!(seal_dead(&scope).await.unwrap().sealed.is_empty());
+            // A live process holding its lock is not waited for.
+            let _live = OutputLock::acquire(&files["live"].0).unwrap();
+            assert_eq!(seal_dead(&scope).await.unwrap().silent_soon, None);
+        });
     }
 }

@@ -24,8 +24,9 @@ const LIVE_WITHIN_MS: i64 = 30_000;
 #[derive(Debug, Clone, Serialize)]
 pub struct CrawlWideSummary {
     pub crawl_id: String,
-    /// Nothing queued and no lease outstanding: the crawl is over.
-    pub finished: bool,
+    /// Nothing queued and no lease outstanding: the crawl is over. (`finished` is the
+    /// counter of pages done, as in a single process's `summary.json`.)
+    pub crawl_finished: bool,
     /// From the first process's start to the last one's end (or to now, while it runs),
     /// by Redis's clock.
     pub elapsed_secs: f64,
@@ -66,7 +67,11 @@ pub async fn status(url: &str, crawl_id: &str) -> Result<String, DistributedErro
     };
     let mut out = format!(
         "crawl {crawl_id:?} on {url}: {}\n",
-        if s.finished { "finished" } else { "running" }
+        if s.crawl_finished {
+            "finished"
+        } else {
+            "running"
+        }
     );
     out.push_str(&format!(
         "accepted {} of max_urls {}, queued {}, hosts scheduled {}, leases outstanding {}\n",
@@ -146,10 +151,10 @@ pub(crate) async fn read(
     let now_ms = time_ms(time)?;
     let hosts_scheduled = int(sched, "ZCARD")?.max(0) as u64;
     let leases_outstanding = int(leases, "ZCARD")?.max(0) as u64;
-    let finished = hosts_scheduled == 0 && leases_outstanding == 0;
+    let crawl_finished = hosts_scheduled == 0 && leases_outstanding == 0;
     let started = meta.get("started_ms").and_then(|v| v.parse::<i64>().ok());
     let ended_at = match meta.get("finished_ms").and_then(|v| v.parse::<i64>().ok()) {
-        Some(at) if finished => at,
+        Some(at) if crawl_finished => at,
         _ => now_ms,
     };
     let elapsed_secs = started.map_or(0.0, |s| (ended_at - s).max(0) as f64 / 1000.0);
@@ -171,7 +176,7 @@ pub(crate) async fn read(
     let round_trips = counters.get("redis_round_trips").copied().unwrap_or(0);
     Ok(Some(CrawlWideSummary {
         crawl_id: crawl_id.to_string(),
-        finished,
+        crawl_finished,
         elapsed_secs,
         max_urls: number(&meta, "max_urls"),
         failures: counts.failures(),

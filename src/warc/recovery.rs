@@ -366,6 +366,26 @@ mod tests {
     }
 
     #[test]
+    fn a_torn_last_line_is_cut_at_the_last_newline_however_far_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pages-x.jsonl");
+        // A last line longer than the block read back from the end.
+        let mut text = b"{\"a\":1}\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', 200 << 10));
+        std::fs::write(&path, &text).unwrap();
+        let mut notes = Vec::new();
+        assert_eq!(cut_torn_line(&path, &mut notes).unwrap(), 8);
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"a\":1}\n");
+        assert_eq!(notes.len(), 1);
+        // Whole lines: nothing cut; no newline at all: all cut.
+        assert_eq!(cut_torn_line(&path, &mut notes).unwrap(), 8);
+        assert_eq!(notes.len(), 1);
+        std::fs::write(&path, b"torn").unwrap();
+        assert_eq!(cut_torn_line(&path, &mut notes).unwrap(), 0);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    }
+
+    #[test]
     fn lines_pointing_past_a_file_are_damage_named_with_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let ends = crawl(dir.path(), 3);

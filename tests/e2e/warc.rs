@@ -23,7 +23,7 @@ use crate::support::{config_for, crawl, records};
 
 /// Runs warcio's command line on `args`; fails the test, saying how to install it, when
 /// warcio is missing (it is a test dependency: `.ci/run` installs it).
-fn warcio(args: &[&str]) -> String {
+pub(crate) fn warcio(args: &[&str]) -> String {
     let output = Command::new("python3")
         .arg("-c")
         .arg("import sys; from warcio.cli import main; sys.exit(main(sys.argv[1:]))")
@@ -44,7 +44,7 @@ fn warcio(args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn warc_files(out: &Path) -> Vec<PathBuf> {
+pub(crate) fn warc_files(out: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(out.join("warc"))
         .unwrap()
         .map(|e| e.unwrap().path())
