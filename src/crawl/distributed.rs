@@ -1,8 +1,12 @@
 //! One process of a distributed crawl (`[distributed] redis`, see [`crate::distributed`]):
 //! the run loop that takes leases of hosts' URLs from Redis, crawls them with the same fetch
 //! tasks, parse pool and local [`Frontier`] as a single-process crawl, admits new links
-//! through Redis, writes `pages-<process id>.jsonl` and acknowledges each URL once its
-//! record is handed to the OS.
+//! through Redis, writes `pages-<process id>.jsonl` (and, with `output.warc`, its own WARC
+//! files) through the same output thread as a single-process crawl ([`OutputWriter`]: a
+//! fetch's records reach the OS before its line), and acknowledges each URL once its record
+//! is handed to the OS. At its start and at the crawl's end it seals the output of dead
+//! processes ([`crate::distributed::seal`]); at the end it writes the crawl-wide
+//! `summary.json` from Redis's figures ([`crate::distributed::status`]).
 //!
 //! Why a loop of its own beside [`super::dispatcher`]: the single-process dispatcher's job
 //! is mostly checkpoints and its queue log, which Redis replaces here, and its acceptance
@@ -18,8 +22,8 @@
 //! Acknowledgements wait up to [`ACK_DELAY`] or [`ACK_BATCH`] of them to share a round trip.
 //!
 //! Guarantees (with those of [`crate::distributed`]): a URL is acknowledged only after its
-//! page's links were admitted and its record written to the pages file and flushed to the
-//! OS; a lease ends when all its URLs are acknowledged (or at a stop, giving the others back
+//! page's links were admitted and its record (and archive records) written and handed to
+//! the OS (a sync's round trip first waits for the output thread to say so); a lease ends when all its URLs are acknowledged (or at a stop, giving the others back
 //! to the head of their queues); an error of Redis stops the process without ending
 //! anything unfinished (the leases expire and other processes, or this one restarted, take
 //! their unacknowledged URLs over).

@@ -10,6 +10,11 @@
 //!
 //! The same pass over `pages.jsonl` rebuilds the digest index, so content-level dedup goes
 //! on across the resume. Its cost is one read of `pages.jsonl`.
+//!
+//! In distributed mode each process has its own pages file and archive beside the others'
+//! ([`recover_files`] takes the pages file and which archive files are its), and nobody
+//! resumes a dead process: its files are *sealed* instead ([`seal`]: the torn last line cut,
+//! then the same cut of the archive), by another process (`crate::distributed::seal`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
