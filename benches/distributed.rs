@@ -34,8 +34,9 @@
 //! already fills the cores). Model: one Redis core serves about 46,000 pages/s, some 7–9
 //! processes at the measured one-process rate.
 //!
-//! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3). Needs `redis-server`
-//! and `redis-cli` on the PATH.
+//! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3; `-- --only local`,
+//! `--only redis1` or `--only redis2` runs one mode, e.g. under `perf record`). Needs
+//! `redis-server` and `redis-cli` on the PATH.
 
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
@@ -214,6 +215,11 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(3usize);
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let web = ServerProcess::start(&spec(), FEATURES, Serving::default());
     let web_port = web.port;
     let redis_dir = tempfile::tempdir().expect("tempdir");
@@ -248,11 +254,14 @@ fn main() {
     );
     let mut local_rate = 0.0;
     let mut per_process = (0.0, 0.0);
-    for (name, mode) in [
-        ("1 process, local", Mode::Local),
-        ("1 process on Redis", Mode::Redis(1)),
-        ("2 processes on Redis", Mode::Redis(2)),
+    for (key, name, mode) in [
+        ("local", "1 process, local", Mode::Local),
+        ("redis1", "1 process on Redis", Mode::Redis(1)),
+        ("redis2", "2 processes on Redis", Mode::Redis(2)),
     ] {
+        if only.as_deref().is_some_and(|o| o != key) {
+            continue;
+        }
         let results: Vec<Run> = (0..runs)
             .map(|run| crawl_once(mode, web_port, redis_port, run))
             .collect();

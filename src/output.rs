@@ -126,6 +126,23 @@ pub struct OutputPosition {
 #[derive(Clone)]
 pub(crate) struct OutputSender {
     tx: mpsc::Sender<Message>,
+    handed: std::sync::Arc<Handed>,
+}
+
+/// How many records this writer has handed to the OS (archive records first), and a wake-up
+/// each time that grows: a distributed process acknowledges a URL once its record is
+/// counted here, without a round trip to the writer.
+#[derive(Default)]
+pub(crate) struct Handed {
+    records: std::sync::atomic::AtomicU64,
+    pub(crate) grew: tokio::sync::Notify,
+}
+
+impl Handed {
+    /// Records sent through this writer (in this run) and handed to the OS so far.
+    pub(crate) fn records(&self) -> u64 {
+        self.records.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 impl OutputSender {
@@ -144,6 +161,11 @@ impl OutputSender {
             .send(Message::Record(record, archive))
             .await
             .map_err(|_| OutputError::Stopped)
+    }
+
+    /// How many records the writer has handed to the OS, and a wake-up when that grows.
+    pub(crate) fn progress(&self) -> std::sync::Arc<Handed> {
+        self.handed.clone()
     }
 
     /// Waits until everything sent so far is handed to the OS (archive first), without
@@ -208,14 +230,16 @@ impl OutputWriter {
             .open(&path)
             .at("open", &path)?;
         let (tx, rx) = mpsc::channel(capacity.max(1));
+        let handed = std::sync::Arc::new(Handed::default());
         let handle = std::thread::Builder::new()
             .name("output".into())
             .spawn({
                 let path = path.clone();
-                move || write_loop(file, path, rx, start, archive)
+                let handed = handed.clone();
+                move || write_loop(file, path, rx, start, archive, &handed)
             })
             .at("start the writer of", &path)?;
-        Ok((OutputWriter { handle }, OutputSender { tx }))
+        Ok((OutputWriter { handle }, OutputSender { tx, handed }))
     }
 
     /// Waits for the writer to drain and close (all senders must be dropped first).
@@ -230,7 +254,14 @@ fn write_loop(
     mut rx: mpsc::Receiver<Message>,
     start: OutputPosition,
     mut archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
+    handed: &Handed,
 ) -> Result<u64, OutputError> {
+    let hand = |written: u64| {
+        handed
+            .records
+            .store(written, std::sync::atomic::Ordering::Release);
+        handed.grew.notify_one();
+    };
     let mut out = BufWriter::with_capacity(1 << 16, file);
     let mut written: u64 = 0;
     let mut position = start;
@@ -284,6 +315,9 @@ fn write_loop(
                         None => Ok(()),
                     };
                     let result = archived.and_then(|()| out.flush().map_err(|e| e.to_string()));
+                    if result.is_ok() {
+                        hand(written);
+                    }
                     let _ = reply.send(result);
                 }
             }
@@ -293,6 +327,7 @@ fn write_loop(
             writer.flush()?;
         }
         out.flush().at("write", &path)?;
+        hand(written);
     }
     if let Some((writer, _)) = archive {
         writer.finish()?;

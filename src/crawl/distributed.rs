@@ -70,8 +70,8 @@ struct Held {
     token: String,
     /// URLs not yet recorded, with the JSON they are stored as in the lease.
     open: HashMap<String, String>,
-    /// Recorded URLs (their JSON) not yet acknowledged.
-    acks: Vec<String>,
+    /// Recorded URLs not yet acknowledged, in the order recorded.
+    acks: Vec<Ack>,
     /// No top-up before this instant (the host's queue was empty).
     dry_until: Instant,
     /// No top-up after this instant (half a lease period after the claim): then the lease
@@ -301,6 +301,8 @@ pub(crate) async fn run(
         done: Vec::new(),
         pending_acks: 0,
         acks_since: None,
+        records_sent: 0,
+        oldest_unacked: None,
         sent: BTreeMap::new(),
         stale: 0,
         waiting: Vec::new(),
@@ -428,12 +430,17 @@ struct Process {
     output: Option<OutputSender>,
     /// Leases held, by host key.
     held: HashMap<String, Held>,
-    /// Leases whose URLs are all recorded: (token, host, unacknowledged), to end after a
-    /// flush.
-    done: Vec<(String, String, Vec<String>)>,
+    /// Leases whose URLs are all recorded: (token, host, unacknowledged), to end once their
+    /// records are handed to the OS.
+    done: Vec<(String, String, Vec<Ack>)>,
     /// Acknowledgements waiting, and since when the oldest waits.
     pending_acks: usize,
     acks_since: Option<Instant>,
+    /// Records sent to the output thread, and the number of the oldest whose URL waits for
+    /// its acknowledgement: a URL is acknowledged once the writer's count of records handed
+    /// to the OS reaches its record's number.
+    records_sent: u64,
+    oldest_unacked: Option<u64>,
     /// Counter values already added to Redis's sums.
     sent: BTreeMap<String, u64>,
     /// Leases found taken over by another process (expired under us).
@@ -454,6 +461,10 @@ type Call = tokio::task::JoinHandle<Result<Vec<redis::Value>, CrawlError>>;
 
 /// A fetch's archive records, with the archive on.
 type Archived = Option<Box<ArchivedFetch>>;
+
+/// A recorded URL to acknowledge: its record's number in the output (see
+/// [`Process::records_sent`]) and its JSON in the lease.
+type Ack = (u64, String);
 
 /// The pages of an admission in flight and the URLs sent for each.
 struct Admitting {
@@ -503,6 +514,7 @@ impl Process {
         let mut next_claim = Instant::now();
         let mut next_beat = Instant::now();
         let mut crawl_over = false;
+        let progress = self.sender()?.progress();
         let mut log_tick = tokio::time::interval(Duration::from_secs_f64(
             self.config.output.progress_interval_secs,
         ));
@@ -569,10 +581,18 @@ impl Process {
             } else {
                 let half = (lease_urls as usize).div_ceil(2);
                 let mut at = next_beat;
-                if !self.done.is_empty() || self.pending_acks >= ACK_BATCH {
+                // Acknowledgements go once their records are handed to the OS (see
+                // `start_sync`); until then the loop waits for the writer's wake-up.
+                let handed = progress.records();
+                let can_ack = self.oldest_unacked.is_some_and(|n| n <= handed);
+                let done_ready = self
+                    .done
+                    .iter()
+                    .any(|(_, _, acks)| acks.last().is_none_or(|(n, _)| *n <= handed));
+                if done_ready || (can_ack && self.pending_acks >= ACK_BATCH) {
                     at = now;
                 }
-                if let Some(since) = self.acks_since {
+                if let (true, Some(since)) = (can_ack, self.acks_since) {
                     at = at.min(since + ACK_DELAY);
                 }
                 if wants_work {
@@ -633,6 +653,7 @@ impl Process {
                     }
                 }
                 _ = sleep_until_opt(if stopping { None } else { wake }) => {}
+                _ = progress.grew.notified(), if self.oldest_unacked.is_some_and(|n| n > progress.records()) => {}
                 _ = sleep_until_opt(grace_deadline) => {
                     tasks.abort_all();
                     self.finish_calls(frontier).await?;
@@ -677,6 +698,7 @@ impl Process {
                 // lease to acknowledge: it is not a queued URL).
                 if let Some((record, archive)) = archived {
                     self.sender()?.send_archived(record, Some(archive)).await?;
+                    self.records_sent += 1;
                 }
                 let reason = match &outcome {
                     crate::robots::RobotsOutcome::Unavailable { reason } => {
@@ -888,13 +910,16 @@ impl Process {
         url: &str,
     ) -> Result<(), CrawlError> {
         self.sender()?.send_archived(record, archive).await?;
+        self.records_sent += 1;
+        let number = self.records_sent;
         CrawlCounters::add(&self.counters.finished, 1);
         let host = key_of(url);
         if let Some(held) = self.held.get_mut(&host) {
             if let Some(json) = held.open.remove(url) {
-                held.acks.push(json);
+                held.acks.push((number, json));
                 self.pending_acks += 1;
                 self.acks_since.get_or_insert_with(Instant::now);
+                self.oldest_unacked.get_or_insert(number);
             }
             if held.open.is_empty() {
                 if let Some(held) = self.held.remove(&host) {
@@ -905,10 +930,12 @@ impl Process {
         Ok(())
     }
 
-    /// Starts one round trip beside the loop: acknowledgements and finished leases (sent once
-    /// the output thread has handed their records to the OS), the counters' increments,
-    /// renewal of held leases (`beat`), and, when `claim`, a claim of up to `want` hosts with
-    /// top-ups of held leases running low.
+    /// Starts one round trip beside the loop: acknowledgements of the URLs whose records the
+    /// output thread has handed to the OS, and the finished leases all of whose records it
+    /// has (the others wait for a later sync), the counters' increments, renewal of held
+    /// leases (`beat`), and, when `claim`, a claim of up to `want` hosts with top-ups of held
+    /// leases running low. It never waits for the output thread: a round trip to that thread
+    /// in every sync (a wake-up of another thread on loaded cores) delays every claim.
     fn start_sync(
         &mut self,
         frontier: &Frontier,
@@ -918,28 +945,53 @@ impl Process {
     ) -> Result<(), CrawlError> {
         let now = Instant::now();
         let mut pipe = redis::pipe();
-        let releasing = !self.done.is_empty() || self.pending_acks > 0;
-        if releasing {
-            let s = &self.shared;
-            let mut args = vec![
-                s.prefix.clone().into_bytes(),
-                s.process.clone().into_bytes(),
-            ];
-            for (token, host, acks) in std::mem::take(&mut self.done) {
-                push_release(
-                    &mut args,
-                    &token,
-                    frontier.handoff_wait(&host, now),
-                    true,
-                    &acks,
-                );
+        let handed = self.sender()?.progress().records();
+        let s = &self.shared;
+        let mut args = vec![
+            s.prefix.clone().into_bytes(),
+            s.process.clone().into_bytes(),
+        ];
+        let mut releases = 0;
+        // What stays unacknowledged: how many, and the oldest's record number.
+        let mut remaining = 0;
+        let mut oldest: Option<u64> = None;
+        let mut keep = |later: &[Ack]| {
+            if let Some((first, _)) = later.first() {
+                remaining += later.len();
+                oldest = Some(oldest.map_or(*first, |o| o.min(*first)));
             }
-            for held in self.held.values_mut().filter(|h| !h.acks.is_empty()) {
-                let acks = std::mem::take(&mut held.acks);
+        };
+        for (token, host, mut acks) in std::mem::take(&mut self.done) {
+            let later = not_handed(&mut acks, handed);
+            if later.is_empty() {
+                let wait = frontier.handoff_wait(&host, now);
+                push_release(&mut args, &token, wait, true, &acks);
+                releases += 1;
+            } else {
+                if !acks.is_empty() {
+                    push_release(&mut args, &token, Duration::ZERO, false, &acks);
+                    releases += 1;
+                }
+                keep(&later);
+                self.done.push((token, host, later));
+            }
+        }
+        for held in self.held.values_mut().filter(|h| !h.acks.is_empty()) {
+            let later = not_handed(&mut held.acks, handed);
+            let acks = std::mem::replace(&mut held.acks, later);
+            if !acks.is_empty() {
                 push_release(&mut args, &held.token, Duration::ZERO, false, &acks);
+                releases += 1;
             }
+            keep(&held.acks);
+        }
+        let releasing = releases > 0;
+        if releasing {
             s.redis.scripts.release.call(&mut pipe, &s.meta, &args);
-            self.pending_acks = 0;
+        }
+        self.pending_acks = remaining;
+        self.oldest_unacked = oldest;
+        if remaining == 0 {
             self.acks_since = None;
         }
         if releasing || beat {
@@ -983,18 +1035,7 @@ impl Process {
             sent_at: now,
         };
         let redis = s.redis.clone();
-        // The acknowledged URLs' records were sent before this: handed to the OS after this.
-        let output = if releasing {
-            Some(self.sender()?.clone())
-        } else {
-            None
-        };
-        let call = tokio::spawn(async move {
-            if let Some(output) = output {
-                output.handed().await?;
-            }
-            Ok(redis.run(&pipe).await?)
-        });
+        let call = tokio::spawn(async move { Ok(redis.run(&pipe).await?) });
         self.syncing = Some((call, syncing));
         Ok(())
     }
@@ -1183,14 +1224,21 @@ impl Process {
 }
 
 /// One lease's part of a `release.lua` call.
-fn push_release(args: &mut Vec<Vec<u8>>, token: &str, wait: Duration, end: bool, acks: &[String]) {
+fn push_release(args: &mut Vec<Vec<u8>>, token: &str, wait: Duration, end: bool, acks: &[Ack]) {
     args.push(token.as_bytes().to_vec());
     args.push((wait.as_millis() as u64 + 1).to_string().into_bytes());
     args.push(if end { b"1".to_vec() } else { b"0".to_vec() });
     args.push(acks.len().to_string().into_bytes());
-    for json in acks {
+    for (_, json) in acks {
         args.push(json.as_bytes().to_vec());
     }
+}
+
+/// Leaves in `acks` those whose records are among the first `handed` handed to the OS, and
+/// returns the others (`acks` is in record order).
+fn not_handed(acks: &mut Vec<Ack>, handed: u64) -> Vec<Ack> {
+    let at = acks.partition_point(|(number, _)| *number <= handed);
+    acks.split_off(at)
 }
 
 /// A finished call's replies and what it carried.
