@@ -623,10 +623,15 @@ impl Process {
                 self.start_sync(frontier, beat, want, !stopping)?;
                 continue;
             }
-            let wake = [sync_at, frontier.next_ready_at()]
-                .into_iter()
-                .flatten()
-                .min();
+            // With every slot taken a ready URL waits for a completion, which wakes the loop
+            // anyway: waking for it then would spin (perf showed the loop's thread spending
+            // more CPU re-arming timers than the whole local dispatcher).
+            let ready_at = if frontier.in_flight() >= concurrency {
+                None
+            } else {
+                frontier.next_ready_at()
+            };
+            let wake = [sync_at, ready_at].into_iter().flatten().min();
             tokio::select! {
                 Some(completion) = completions.recv() => {
                     self.take(frontier, completion).await?;
