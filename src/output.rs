@@ -5,7 +5,9 @@
 //! back-pressure instead of dropping: a slow disk slows the crawl, it never loses a
 //! record. The writer owns the file and buffers it, hands each burst to the OS as soon as
 //! the channel runs dry (so `kill -9` loses nothing written), and on request flushes and
-//! fsyncs, which is what a checkpoint needs to know how much of the file is durable.
+//! fsyncs, which is what a checkpoint needs to know how much of the file is durable. It
+//! also counts the records it has handed to the OS ([`Handed`]), which a distributed
+//! process reads to acknowledge URLs without a round trip to this thread.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -545,6 +547,8 @@ mod tests {
         for i in 0..1000 {
             tx.send(record(i)).await.unwrap();
         }
+        tx.handed().await.unwrap();
+        assert_eq!(tx.progress().records(), 1000, "all handed to the OS");
         let position = tx.flush().await.unwrap();
         assert_eq!(position.records, 1000);
         let length = std::fs::metadata(dir.path().join("pages.jsonl"))

@@ -1272,3 +1272,22 @@ async fn sleep_until_opt(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_acknowledgements_of_handed_records_go() {
+        let mut acks: Vec<Ack> = (1..=5).map(|n| (n * 10, format!("u{n}"))).collect();
+        let later = not_handed(&mut acks, 30);
+        assert_eq!(
+            acks.iter().map(|a| a.0).collect::<Vec<_>>(),
+            vec![10, 20, 30]
+        );
+        assert_eq!(later.iter().map(|a| a.0).collect::<Vec<_>>(), vec![40, 50]);
+        let mut none: Vec<Ack> = vec![(7, "x".into())];
+        assert_eq!(not_handed(&mut none, 6).len(), 1);
+        assert!(none.is_empty());
+    }
+}
