@@ -246,6 +246,23 @@ fn seal_files(pages: &Path, warc_dir: &Path, owner: &str) -> Result<Option<Vec<S
     }
     let owned = |name: &str| crate::warc::writer::written_with_prefix(name, owner);
     let notes = crate::warc::recovery::seal(pages, warc_dir, &owned)?;
+    // Its local frontier (`work-<id>/`, a cache of its leased URLs, which Redis gave back to
+    // the queues when the leases expired) is of no use to anyone.
+    if let (Some(out), Some(id)) = (
+        pages.parent(),
+        pages
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("pages-"))
+            .and_then(|n| n.strip_suffix(".jsonl")),
+    ) {
+        let work = out.join(format!("work-{id}"));
+        if let Err(e) = std::fs::remove_dir_all(&work) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!("cannot remove {}: {e}", work.display());
+            }
+        }
+    }
     drop(file);
     Ok(Some(notes))
 }
@@ -378,6 +395,7 @@ mod tests {
         let mut files = BTreeMap::new();
         for id in ["dead", "live", "paused", "locked", "stranger"] {
             files.insert(id, killed_process(out, id));
+            std::fs::create_dir_all(out.join(format!("work-{id}/queues"))).unwrap();
         }
         // "paused" still holds its pages file (a process stopped, not dead).
         let _paused = OutputLock::acquire(&files["paused"].0).unwrap();
@@ -443,6 +461,9 @@ mod tests {
                     assert_eq!(now, before[id], "{id}: untouched");
                 }
             }
+            // Its local frontier is gone; the others' are not.
+            assert!(!out.join("work-dead").exists());
+            assert!(out.join("work-live").exists() && out.join("work-paused").exists());
             // Every member of the sealed file reads back whole.
             let members: Vec<_> = crate::warc::reader::Members::open(&files["dead"].1)
                 .unwrap()

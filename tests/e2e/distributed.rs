@@ -866,6 +866,10 @@ fn kill_9_with_the_archive_on_leaves_every_warc_file_valid_and_sealed() {
         &victim_id,
     ]);
     assert!(ended.starts_with("sealed by "), "{victim_id}: {ended:?}");
+    assert!(
+        !crawl.out().join(format!("work-{victim_id}")).exists(),
+        "the dead process's local frontier is removed"
+    );
     let summary = crawl.crawl_summary();
     let states: BTreeMap<String, String> = summary["processes"]
         .as_array()
