@@ -3,7 +3,8 @@
 //! line, and its last WARC file with records whose line was lost (or a torn one). A process
 //! seals them when it starts and when it sees the crawl finished: the pages file is cut after
 //! its last complete line and the archive cut back to what the kept lines point to
-//! ([`crate::warc::recovery::seal`], the resume's recovery applied to one process's files).
+//! ([`crate::warc::recovery::seal`], the resume's recovery applied to one process's files),
+//! and its local frontier (`work-<id>/`) removed.
 //! Their URLs are not lost: a line that was lost was never acknowledged, so its URL went back
 //! to its host's queue when the lease expired and another process recorded it.
 //!
