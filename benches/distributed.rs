@@ -17,25 +17,35 @@
 //! From Redis's CPU per page the last line models how many crawler processes one Redis
 //! core serves at the measured per-process rate.
 //!
-//! Measured on this 2-core machine while two other engineers' builds and benchmarks ran
-//! (load average 1 to 8 during the runs, so the figures swing by ±30 %): three invocations of
-//! `--runs 3`, each line the medians of one invocation:
+//! Measured on this 2-core machine while three other engineers' builds and benchmarks ran
+//! (load average 7 to 10 during the runs, so the figures swing by ±30 %), each line the
+//! medians of one invocation of `--runs 3`:
 //!
-//! | invocation | local pages/s | 1 on Redis pages/s | ratio | 2 on Redis pages/s | crawler CPU s/1000 p (local / Redis) | Redis CPU s/1000 p | round trips/page |
+//! | invocation | local pages/s | 1 on Redis pages/s | ratio | 2 on Redis pages/s | crawler CPU s/1000 p (local / Redis / 2 on Redis) | Redis CPU s/1000 p | round trips/page |
 //! |---|---:|---:|---:|---:|---:|---:|---:|
-//! | 1 | 7,823 | 5,354 | 0.68 | 5,101 | 0.122 / 0.201 | 0.022 | 0.034 |
-//! | 2 | 9,619 | 4,961 | 0.52 | 5,640 | 0.149 / 0.189 | 0.022 | 0.034 |
-//! | 3 | 8,667 | 6,544 | 0.75 | 5,873 | 0.169 / 0.183 | 0.021 | 0.036 |
+//! | 1 | 11,628 | 8,548 | 0.74 | 7,702 | 0.126 / 0.150 / 0.158 | 0.022 | 0.054 |
+//! | 2 | 7,929 | 4,942 | 0.62 | 4,412 | 0.140 / 0.166 / 0.174 | 0.020 | 0.057 |
 //!
-//! Round trips stay far under the goal of 2 per page; the rate is at the goal of 0.7× only
-//! in some invocations: on two saturated cores it follows CPU per page, and a process on
-//! Redis spends 10–60 % more (JSON of queued URLs, the client's encoding, acknowledgements)
-//! besides Redis's own 0.02 s per 1,000 pages. Two processes cannot beat one here (one
-//! already fills the cores). Model: one Redis core serves about 46,000 pages/s, some 7–9
-//! processes at the measured one-process rate.
+//! Round trips stay far under the goal of 2 per page; on two saturated cores the rate
+//! follows CPU per page, and a process on Redis spends 19 % more (JSON of queued URLs, the
+//! client's encoding, acknowledgements) besides Redis's own 0.02 s per 1,000 pages. Two
+//! processes cannot beat one here (one already fills the cores). Model: one Redis core
+//! serves about 46,000–50,000 pages/s, some 5–10 processes at the measured one-process
+//! rate.
 //!
-//! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3). Needs `redis-server`
-//! and `redis-cli` on the PATH.
+//! Profiled with `perf record -F 499 -e cpu-clock -- <bench binary> --only redis1 --runs 1`
+//! (and `--only local`), samples per thread: the crawl's own loop thread took 967 samples on
+//! Redis against 138 for the local dispatcher, nearly all of it tokio timer re-arming and
+//! task switches: it woke for a ready URL while every slot was taken, and so spun until a
+//! completion came. Without that (the local dispatcher's rule), the crawler CPU per page on
+//! Redis went from 1.33x to 1.19x the local one within one invocation (0.230 / 0.173 before,
+//! the table's after), and two processes from 0.265 to 0.158–0.174 s per 1,000 pages. What
+//! remains is the parse threads' and fetch tasks' share, as in the local run, plus the
+//! round trips' encoding.
+//!
+//! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3; `-- --only local`,
+//! `--only redis1` or `--only redis2` runs one mode, e.g. under `perf record`). Needs
+//! `redis-server` and `redis-cli` on the PATH.
 
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
@@ -214,6 +224,11 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(3usize);
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let web = ServerProcess::start(&spec(), FEATURES, Serving::default());
     let web_port = web.port;
     let redis_dir = tempfile::tempdir().expect("tempdir");
@@ -248,11 +263,14 @@ fn main() {
     );
     let mut local_rate = 0.0;
     let mut per_process = (0.0, 0.0);
-    for (name, mode) in [
-        ("1 process, local", Mode::Local),
-        ("1 process on Redis", Mode::Redis(1)),
-        ("2 processes on Redis", Mode::Redis(2)),
+    for (key, name, mode) in [
+        ("local", "1 process, local", Mode::Local),
+        ("redis1", "1 process on Redis", Mode::Redis(1)),
+        ("redis2", "2 processes on Redis", Mode::Redis(2)),
     ] {
+        if only.as_deref().is_some_and(|o| o != key) {
+            continue;
+        }
         let results: Vec<Run> = (0..runs)
             .map(|run| crawl_once(mode, web_port, redis_port, run))
             .collect();

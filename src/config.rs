@@ -741,21 +741,13 @@ impl Config {
                     .into(),
             ));
         }
-        if d.redis.is_some() {
-            // Not yet built for a crawl shared through Redis: each process writes its own
-            // pages file without the archive's writer, and sitemap discoveries have no
+        if d.redis.is_some() && self.crawl.sitemaps {
+            // Not yet built for a crawl shared through Redis: sitemap discoveries have no
             // shared admission yet.
-            for (on, key) in [
-                (self.output.warc, "output.warc"),
-                (self.crawl.sitemaps, "crawl.sitemaps"),
-            ] {
-                if on {
-                    return Err(invalid(
-                        key,
-                        "is not supported with distributed.redis yet; turn one of them off".into(),
-                    ));
-                }
-            }
+            return Err(invalid(
+                "crawl.sitemaps",
+                "is not supported with distributed.redis yet; turn one of them off".into(),
+            ));
         }
         if d.redis.is_some() {
             // Per-address limits need one budget per address shared by every process; each

@@ -63,6 +63,10 @@ enum Command {
         /// The crawl's id.
         #[arg(long, value_name = "ID")]
         crawl_id: String,
+        /// Print the crawl-wide summary as JSON (what `OUT/summary.json` holds once the
+        /// crawl is over).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the effective configuration (defaults, --config file, --set overrides).
     Config {
@@ -207,12 +211,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let config = Config::load(config.as_deref(), &set)?;
             normalize(urls, &config.normalizer()?)
         }
-        Some(Command::Status { redis, crawl_id }) => {
+        Some(Command::Status {
+            redis,
+            crawl_id,
+            json,
+        }) => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            let text = runtime.block_on(crawler::distributed::status::status(&redis, &crawl_id))?;
+            let text = if json {
+                runtime.block_on(crawler::distributed::status::summary_json(
+                    &redis, &crawl_id,
+                ))?
+            } else {
+                runtime.block_on(crawler::distributed::status::status(&redis, &crawl_id))?
+            };
             write_stdout(&text)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -5,7 +5,9 @@
 //! back-pressure instead of dropping: a slow disk slows the crawl, it never loses a
 //! record. The writer owns the file and buffers it, hands each burst to the OS as soon as
 //! the channel runs dry (so `kill -9` loses nothing written), and on request flushes and
-//! fsyncs, which is what a checkpoint needs to know how much of the file is durable.
+//! fsyncs, which is what a checkpoint needs to know how much of the file is durable. It
+//! also counts the records it has handed to the OS ([`Handed`]), which a distributed
+//! process reads to acknowledge URLs without a round trip to this thread.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -111,6 +113,8 @@ pub enum OutputError {
 enum Message {
     Record(Box<PageRecord>, Option<Box<ArchivedFetch>>),
     Flush(oneshot::Sender<Result<OutputPosition, String>>),
+    /// Hand everything before to the OS, without waiting for the disk.
+    Handed(oneshot::Sender<Result<(), String>>),
 }
 
 /// How far `pages.jsonl` has been written: the file's length and its number of records.
@@ -124,6 +128,23 @@ pub struct OutputPosition {
 #[derive(Clone)]
 pub(crate) struct OutputSender {
     tx: mpsc::Sender<Message>,
+    handed: std::sync::Arc<Handed>,
+}
+
+/// How many records this writer has handed to the OS (archive records first), and a wake-up
+/// each time that grows: a distributed process acknowledges a URL once its record is
+/// counted here, without a round trip to the writer.
+#[derive(Default)]
+pub(crate) struct Handed {
+    records: std::sync::atomic::AtomicU64,
+    pub(crate) grew: tokio::sync::Notify,
+}
+
+impl Handed {
+    /// Records sent through this writer (in this run) and handed to the OS so far.
+    pub(crate) fn records(&self) -> u64 {
+        self.records.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 impl OutputSender {
@@ -142,6 +163,26 @@ impl OutputSender {
             .send(Message::Record(record, archive))
             .await
             .map_err(|_| OutputError::Stopped)
+    }
+
+    /// How many records the writer has handed to the OS, and a wake-up when that grows.
+    pub(crate) fn progress(&self) -> std::sync::Arc<Handed> {
+        self.handed.clone()
+    }
+
+    /// Waits until everything sent so far is handed to the OS (archive first), without
+    /// waiting for the disk: what a distributed process needs before it acknowledges URLs.
+    pub(crate) async fn handed(&self) -> Result<(), OutputError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Message::Handed(tx))
+            .await
+            .map_err(|_| OutputError::Stopped)?;
+        rx.await
+            .map_err(|_| OutputError::Stopped)?
+            .map_err(std::io::Error::other)
+            .at("write", Path::new("pages.jsonl"))
+            .map_err(OutputError::from)
     }
 
     /// Flushes everything sent so far to the OS and returns the file's length and record
@@ -175,18 +216,32 @@ impl OutputWriter {
         start: OutputPosition,
         archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
     ) -> Result<(OutputWriter, OutputSender), OutputError> {
-        let path = dir.join("pages.jsonl");
+        Self::start_at(dir.join("pages.jsonl"), capacity, start, archive)
+    }
+
+    /// The same with the pages file at `path` (a distributed process's `pages-<id>.jsonl`).
+    pub(crate) fn start_at(
+        path: PathBuf,
+        capacity: usize,
+        start: OutputPosition,
+        archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
+    ) -> Result<(OutputWriter, OutputSender), OutputError> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
             .at("open", &path)?;
         let (tx, rx) = mpsc::channel(capacity.max(1));
+        let handed = std::sync::Arc::new(Handed::default());
         let handle = std::thread::Builder::new()
             .name("output".into())
-            .spawn(move || write_loop(file, path, rx, start, archive))
-            .at("start the writer of", dir)?;
-        Ok((OutputWriter { handle }, OutputSender { tx }))
+            .spawn({
+                let path = path.clone();
+                let handed = handed.clone();
+                move || write_loop(file, path, rx, start, archive, &handed)
+            })
+            .at("start the writer of", &path)?;
+        Ok((OutputWriter { handle }, OutputSender { tx, handed }))
     }
 
     /// Waits for the writer to drain and close (all senders must be dropped first).
@@ -201,7 +256,14 @@ fn write_loop(
     mut rx: mpsc::Receiver<Message>,
     start: OutputPosition,
     mut archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
+    handed: &Handed,
 ) -> Result<u64, OutputError> {
+    let hand = |written: u64| {
+        handed
+            .records
+            .store(written, std::sync::atomic::Ordering::Release);
+        handed.grew.notify_one();
+    };
     let mut out = BufWriter::with_capacity(1 << 16, file);
     let mut written: u64 = 0;
     let mut position = start;
@@ -249,6 +311,17 @@ fn write_loop(
                     });
                     let _ = reply.send(result);
                 }
+                Message::Handed(reply) => {
+                    let archived = match archive.as_mut() {
+                        Some((writer, _)) => writer.flush().map_err(|e| e.to_string()),
+                        None => Ok(()),
+                    };
+                    let result = archived.and_then(|()| out.flush().map_err(|e| e.to_string()));
+                    if result.is_ok() {
+                        hand(written);
+                    }
+                    let _ = reply.send(result);
+                }
             }
             next = rx.try_recv().ok();
         }
@@ -256,6 +329,7 @@ fn write_loop(
             writer.flush()?;
         }
         out.flush().at("write", &path)?;
+        hand(written);
     }
     if let Some((writer, _)) = archive {
         writer.finish()?;
@@ -473,6 +547,8 @@ mod tests {
         for i in 0..1000 {
             tx.send(record(i)).await.unwrap();
         }
+        tx.handed().await.unwrap();
+        assert_eq!(tx.progress().records(), 1000, "all handed to the OS");
         let position = tx.flush().await.unwrap();
         assert_eq!(position.records, 1000);
         let length = std::fs::metadata(dir.path().join("pages.jsonl"))

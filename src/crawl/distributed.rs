@@ -1,8 +1,12 @@
 //! One process of a distributed crawl (`[distributed] redis`, see [`crate::distributed`]):
 //! the run loop that takes leases of hosts' URLs from Redis, crawls them with the same fetch
 //! tasks, parse pool and local [`Frontier`] as a single-process crawl, admits new links
-//! through Redis, writes `pages-<process id>.jsonl` and acknowledges each URL once its
-//! record is handed to the OS.
+//! through Redis, writes `pages-<process id>.jsonl` (and, with `output.warc`, its own WARC
+//! files) through the same output thread as a single-process crawl ([`OutputWriter`]: a
+//! fetch's records reach the OS before its line), and acknowledges each URL once its record
+//! is handed to the OS. At its start and at the crawl's end it seals the output of dead
+//! processes ([`crate::distributed::seal`]); at the end it writes the crawl-wide
+//! `summary.json` from Redis's figures ([`crate::distributed::status`]).
 //!
 //! Why a loop of its own beside [`super::dispatcher`]: the single-process dispatcher's job
 //! is mostly checkpoints and its queue log, which Redis replaces here, and its acceptance
@@ -18,16 +22,14 @@
 //! Acknowledgements wait up to [`ACK_DELAY`] or [`ACK_BATCH`] of them to share a round trip.
 //!
 //! Guarantees (with those of [`crate::distributed`]): a URL is acknowledged only after its
-//! page's links were admitted and its record written to the pages file and flushed to the
-//! OS; a lease ends when all its URLs are acknowledged (or at a stop, giving the others back
+//! page's links were admitted and its record (and archive records) written and handed to
+//! the OS (a sync's round trip first waits for the output thread to say so); a lease ends when all its URLs are acknowledged (or at a stop, giving the others back
 //! to the head of their queues); an error of Redis stops the process without ending
 //! anything unfinished (the leases expire and other processes, or this one restarted, take
 //! their unacknowledged URLs over).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -41,13 +43,18 @@ use super::messages::{Candidates, Completion, Outcome};
 use super::summary::Ending;
 use super::{seen_plan, CrawlError, CrawlRequest, CrawlSummary};
 use crate::config::Config;
+use crate::distributed::seal::{seal_dead, OutputLock, SealScope};
 use crate::distributed::{
-    self, bloom_bits, parse_claim, prefix, DistributedError, Redis, Settings,
+    self, bloom_bits, parse_claim, prefix, status, DistributedError, Redis, Settings,
 };
 use crate::frontier::{key_of, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl, Work};
 use crate::normalize::host_key;
-use crate::output::{rfc3339, PageRecord};
+use crate::output::{
+    rfc3339, BackgroundSync, OutputError, OutputPosition, OutputSender, OutputWriter, PageRecord,
+};
 use crate::seen::{Plan, SeenBackend, SeenSet};
+use crate::warc::record::ArchivedFetch;
+use crate::warc::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
 
 /// How often an idle process asks Redis for work (and whether the crawl is over).
 const IDLE_POLL: Duration = Duration::from_millis(50);
@@ -63,8 +70,8 @@ struct Held {
     token: String,
     /// URLs not yet recorded, with the JSON they are stored as in the lease.
     open: HashMap<String, String>,
-    /// Recorded URLs (their JSON) not yet acknowledged.
-    acks: Vec<String>,
+    /// Recorded URLs not yet acknowledged, in the order recorded.
+    acks: Vec<Ack>,
     /// No top-up before this instant (the host's queue was empty).
     dry_until: Instant,
     /// No top-up after this instant (half a lease period after the claim): then the lease
@@ -111,6 +118,57 @@ impl Shared {
                 theirs,
                 ours,
             });
+        }
+        // Registered (a first heartbeat) before any file of this process exists: see
+        // `crate::distributed::seal`. The crawl's start is stamped by the first process.
+        let mut pipe = redis::pipe();
+        self.renew_call(&mut pipe, std::iter::empty());
+        status::stamp(&mut pipe, &self.meta, "started_ms", true);
+        self.redis.run(&pipe).await?;
+        Ok(())
+    }
+
+    /// Adds a heartbeat renewing the leases of `tokens` to `pipe`.
+    fn renew_call<'a>(&self, pipe: &mut redis::Pipeline, tokens: impl Iterator<Item = &'a str>) {
+        let mut args = vec![
+            self.prefix.clone().into_bytes(),
+            self.process.clone().into_bytes(),
+            (self.settings.lease.as_millis() as u64)
+                .to_string()
+                .into_bytes(),
+        ];
+        args.extend(tokens.map(|t| t.as_bytes().to_vec()));
+        self.redis.scripts.renew.call(pipe, &self.meta, &args);
+    }
+
+    /// Seals the output of the crawl's dead processes found in `out` (see
+    /// [`crate::distributed::seal`]). With `wait` (at the crawl's end), processes that died
+    /// too recently to be taken for dead yet are waited for (at most `lease_secs`): a process
+    /// that dies holding no lease does not hold the crawl up, so the crawl can end before it
+    /// is silent for that long.
+    async fn seal_dead(&self, config: &Config, wait: bool) -> Result<(), CrawlError> {
+        let scope = SealScope {
+            redis: &self.redis,
+            prefix: &self.prefix,
+            process: &self.process,
+            out: &config.output.dir,
+            warc_prefix: &config.output.warc_prefix,
+            silence: self.settings.lease,
+        };
+        let mut sealing = seal_dead(&scope).await?;
+        if let (true, Some(soon)) = (wait, sealing.silent_soon) {
+            tracing::info!(
+                "waiting {:.1} s to seal the output of a process that stopped its heartbeats",
+                soon.as_secs_f64()
+            );
+            tokio::time::sleep(soon + Duration::from_millis(50)).await;
+            sealing.sealed.extend(seal_dead(&scope).await?.sealed);
+        }
+        if !sealing.sealed.is_empty() {
+            tracing::info!(
+                "sealed the output of {} dead processes",
+                sealing.sealed.len()
+            );
         }
         Ok(())
     }
@@ -186,6 +244,12 @@ pub(crate) async fn run(
         settings.url
     );
 
+    // The pages file, locked for this process's lifetime (how others tell it is alive),
+    // before any other file of it exists; then the output of dead processes is sealed.
+    let pages_path = out_dir.join(format!("pages-{process}.jsonl"));
+    let output_lock = OutputLock::acquire(&pages_path).map_err(OutputError::from)?;
+    shared.seal_dead(&config, false).await?;
+
     // The local frontier: a cache of the leased hosts' URLs, in a directory of its own.
     let work_dir = out_dir.join(format!("work-{process}"));
     let _ = std::fs::remove_dir_all(&work_dir);
@@ -193,30 +257,38 @@ pub(crate) async fn run(
         FrontierPolicy::from_config(&config.politeness),
         FrontierOptions::from_config(&config.frontier, &work_dir, &config.crawl.user_agent),
     )?;
-    let pages_path = out_dir.join(format!("pages-{process}.jsonl"));
-    let pages = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&pages_path)
-        .map_err(|source| CrawlError::Pages {
-            path: pages_path.clone(),
-            source,
-        })?;
 
     // The local cache in front of the shared seen-set: the same filter, for this
     // process's links only.
     let cache = Arc::new(SeenSet::new(plan.clone())?);
     let cache_backend: Arc<dyn SeenBackend> = cache.clone();
     let counters = Arc::new(CrawlCounters::default());
+    // The same output thread as a local crawl's, on this process's pages file and archive.
+    let archive = start_archive(&config, &process, &pages_path)?;
+    let archive_file = archive.as_ref().map(ArchiveWriter::current);
+    let archiver = archive_file.as_ref().map(|current| Archiver {
+        current: current.clone(),
+        gzip_level: config.output.warc_gzip_level,
+    });
+    let (output_writer, output) = OutputWriter::start_at(
+        pages_path.clone(),
+        4096,
+        OutputPosition::default(),
+        archive.map(|writer| (writer, counters.clone())),
+    )?;
+    let background_sync = BackgroundSync::start(
+        Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
+        pages_path.clone(),
+        archive_file,
+    )?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
-    // The archive is refused with [distributed] (see the config's validation).
     let (parse_pool, fetch) = super::start_workers(
         &config,
         &seeds,
         cache_backend,
         &counters,
         completions_tx,
-        None,
+        archiver,
     )?;
 
     let mut process_loop = Process {
@@ -224,14 +296,14 @@ pub(crate) async fn run(
         config: config.clone(),
         counters: counters.clone(),
         cache: cache.clone(),
-        pages: BufWriter::with_capacity(1 << 16, pages),
-        pages_path,
+        output: Some(output),
         held: HashMap::new(),
         done: Vec::new(),
         pending_acks: 0,
         acks_since: None,
+        records_sent: 0,
+        oldest_unacked: None,
         sent: BTreeMap::new(),
-        unflushed: false,
         stale: 0,
         waiting: Vec::new(),
         admitting: None,
@@ -249,6 +321,20 @@ pub(crate) async fn run(
         .await;
     parse_pool.join().await;
     let stopped = result?;
+    // Every record written and the files closed (fsynced) before the process says it ended.
+    drop(process_loop.output.take());
+    tokio::task::spawn_blocking(move || output_writer.finish())
+        .await
+        .map_err(|_| OutputError::Stopped)??;
+    drop(background_sync);
+    process_loop.end(stopped).await?;
+    if !stopped {
+        // The crawl is over: the dead processes' output is sealed now (their leases have
+        // all expired by now), and the crawl-wide summary written from Redis's figures.
+        process_loop.shared.seal_dead(&config, true).await?;
+        write_crawl_summary(&process_loop.shared, &out_dir).await?;
+    }
+    drop(output_lock);
     let round_trips = process_loop.shared.redis.round_trips();
     let finished = CrawlCounters::get(&counters.finished);
     tracing::info!(
@@ -266,7 +352,7 @@ pub(crate) async fn run(
         stopped,
     });
     // The process's own summary, with what it cost in Redis beside it (the whole crawl's
-    // figures are in Redis: `crawler status`).
+    // figures are in Redis: `crawler status`, and `summary.json` once the crawl is over).
     let mut json = serde_json::to_value(&summary).unwrap_or_default();
     if let Some(object) = json.as_object_mut() {
         object.insert(
@@ -285,29 +371,83 @@ pub(crate) async fn run(
     Ok(summary)
 }
 
+/// This process's archive writer when `[output] warc` is on: its files are
+/// `OUT/warc/PREFIX-<process id>-TIMESTAMP-SERIAL.warc.gz`, beside the other processes'. A
+/// process never resumes (its id is new), so its archive starts empty, and its dedup index
+/// knows only its own payloads: a payload fetched by two processes is archived in full by
+/// each (a revisit refers to a record of the same process's files).
+fn start_archive(
+    config: &Config,
+    process: &str,
+    pages: &Path,
+) -> Result<Option<ArchiveWriter>, CrawlError> {
+    let o = &config.output;
+    if !o.warc {
+        return Ok(None);
+    }
+    let writer = ArchiveWriter::start(
+        ArchiveOptions {
+            dir: o.dir.join("warc"),
+            prefix: format!("{}-{process}", o.warc_prefix),
+            max_bytes: o.warc_max_bytes.0,
+            gzip_level: o.warc_gzip_level,
+            info: crate::warc::info_fields(config),
+        },
+        0,
+        crate::warc::digest_index::PayloadIndex::with_memory(o.warc_dedup_memory.0),
+        pages.to_path_buf(),
+        Arc::new(CurrentFile::default()),
+    )
+    .map_err(OutputError::from)?;
+    Ok(Some(writer))
+}
+
+/// Writes `OUT/summary.json`: the whole crawl as Redis counts it (see
+/// [`crate::distributed::status`]), through a temporary file of this process's own, since
+/// processes sharing the directory may end at once.
+async fn write_crawl_summary(shared: &Shared, out: &Path) -> Result<(), CrawlError> {
+    let Some(summary) = status::read(&shared.redis, &shared.settings.crawl_id).await? else {
+        return Ok(());
+    };
+    let json = serde_json::to_vec_pretty(&summary).unwrap_or_default();
+    let path = out.join("summary.json");
+    crate::durable::replace(
+        &path,
+        out.join(format!("summary.json.{}.tmp", shared.process)),
+        &json,
+    )
+    .map_err(OutputError::from)?;
+    Ok(())
+}
+
 /// The run loop's state.
 struct Process {
     shared: Shared,
     config: Config,
     counters: Arc<CrawlCounters>,
     cache: Arc<SeenSet>,
-    pages: BufWriter<File>,
-    pages_path: PathBuf,
+    /// The output thread's sender (taken at the end, to close the files).
+    output: Option<OutputSender>,
     /// Leases held, by host key.
     held: HashMap<String, Held>,
-    /// Leases whose URLs are all recorded: (token, host, unacknowledged), to end after a
-    /// flush.
-    done: Vec<(String, String, Vec<String>)>,
+    /// Leases whose URLs are all recorded: (token, host, unacknowledged), to end once their
+    /// records are handed to the OS.
+    done: Vec<(String, String, Vec<Ack>)>,
     /// Acknowledgements waiting, and since when the oldest waits.
     pending_acks: usize,
     acks_since: Option<Instant>,
+    /// Records sent to the output thread, and the number of the oldest whose URL waits for
+    /// its acknowledgement: a URL is acknowledged once the writer's count of records handed
+    /// to the OS reaches its record's number.
+    records_sent: u64,
+    oldest_unacked: Option<u64>,
     /// Counter values already added to Redis's sums.
     sent: BTreeMap<String, u64>,
-    unflushed: bool,
     /// Leases found taken over by another process (expired under us).
     stale: u64,
-    /// Finished pages (URL, record, links) whose links wait for the admission in flight.
-    waiting: Vec<(String, Box<PageRecord>, Candidates)>,
+    /// Finished pages (URL, record, links, archive records) whose links wait for the
+    /// admission in flight.
+    waiting: Vec<(String, Box<PageRecord>, Candidates, Archived)>,
     /// The admission in flight (at most one): its round trip and its pages.
     admitting: Option<(Call, Admitting)>,
     /// The sync in flight (at most one).
@@ -316,12 +456,19 @@ struct Process {
     progress_lines: bool,
 }
 
-/// A round trip running beside the loop.
-type Call = tokio::task::JoinHandle<Result<Vec<redis::Value>, DistributedError>>;
+/// A round trip running beside the loop (a sync first waits for the output thread).
+type Call = tokio::task::JoinHandle<Result<Vec<redis::Value>, CrawlError>>;
+
+/// A fetch's archive records, with the archive on.
+type Archived = Option<Box<ArchivedFetch>>;
+
+/// A recorded URL to acknowledge: its record's number in the output (see
+/// [`Process::records_sent`]) and its JSON in the lease.
+type Ack = (u64, String);
 
 /// The pages of an admission in flight and the URLs sent for each.
 struct Admitting {
-    pages: Vec<(String, Box<PageRecord>)>,
+    pages: Vec<(String, Box<PageRecord>, Archived)>,
     sent: Vec<Vec<(String, QueuedUrl)>>,
 }
 
@@ -367,6 +514,7 @@ impl Process {
         let mut next_claim = Instant::now();
         let mut next_beat = Instant::now();
         let mut crawl_over = false;
+        let progress = self.sender()?.progress();
         let mut log_tick = tokio::time::interval(Duration::from_secs_f64(
             self.config.output.progress_interval_secs,
         ));
@@ -386,7 +534,8 @@ impl Process {
                         }
                         Some(Work::Disallowed(item)) => {
                             CrawlCounters::add(&self.counters.disallowed, 1);
-                            self.record_unfetched(&item, "disallowed by robots.txt")?;
+                            self.record_unfetched(&item, "disallowed by robots.txt")
+                                .await?;
                         }
                         Some(Work::Deferred { item, crawl_delay }) => {
                             CrawlCounters::add(&self.counters.deferred, 1);
@@ -395,7 +544,7 @@ impl Process {
                                 crawl_delay.as_secs_f64(),
                                 self.config.politeness.max_crawl_delay_secs
                             );
-                            self.record_unfetched(&item, &reason)?;
+                            self.record_unfetched(&item, &reason).await?;
                         }
                     }
                 }
@@ -432,10 +581,18 @@ impl Process {
             } else {
                 let half = (lease_urls as usize).div_ceil(2);
                 let mut at = next_beat;
-                if !self.done.is_empty() || self.pending_acks >= ACK_BATCH {
+                // Acknowledgements go once their records are handed to the OS (see
+                // `start_sync`); until then the loop waits for the writer's wake-up.
+                let handed = progress.records();
+                let can_ack = self.oldest_unacked.is_some_and(|n| n <= handed);
+                let done_ready = self
+                    .done
+                    .iter()
+                    .any(|(_, _, acks)| acks.last().is_none_or(|(n, _)| *n <= handed));
+                if done_ready || (can_ack && self.pending_acks >= ACK_BATCH) {
                     at = now;
                 }
-                if let Some(since) = self.acks_since {
+                if let (true, Some(since)) = (can_ack, self.acks_since) {
                     at = at.min(since + ACK_DELAY);
                 }
                 if wants_work {
@@ -466,23 +623,28 @@ impl Process {
                 self.start_sync(frontier, beat, want, !stopping)?;
                 continue;
             }
-            let wake = [sync_at, frontier.next_ready_at()]
-                .into_iter()
-                .flatten()
-                .min();
+            // With every slot taken a ready URL waits for a completion, which wakes the loop
+            // anyway: waking for it then would spin (perf showed the loop's thread spending
+            // more CPU re-arming timers than the whole local dispatcher).
+            let ready_at = if frontier.in_flight() >= concurrency {
+                None
+            } else {
+                frontier.next_ready_at()
+            };
+            let wake = [sync_at, ready_at].into_iter().flatten().min();
             tokio::select! {
                 Some(completion) = completions.recv() => {
-                    self.take(frontier, completion)?;
+                    self.take(frontier, completion).await?;
                     while let Ok(completion) = completions.try_recv() {
-                        self.take(frontier, completion)?;
+                        self.take(frontier, completion).await?;
                     }
                     if self.admitting.is_none() {
-                        self.start_admit()?;
+                        self.start_admit().await?;
                     }
                 }
                 reply = join_call(&mut self.admitting) => {
-                    self.finish_admit(reply)?;
-                    self.start_admit()?;
+                    self.finish_admit(reply).await?;
+                    self.start_admit().await?;
                 }
                 reply = join_call(&mut self.syncing) => {
                     if let Some((got, over, due_in)) = self.finish_sync(frontier, reply)? {
@@ -496,6 +658,7 @@ impl Process {
                     }
                 }
                 _ = sleep_until_opt(if stopping { None } else { wake }) => {}
+                _ = progress.grew.notified(), if self.oldest_unacked.is_some_and(|n| n > progress.records()) => {}
                 _ = sleep_until_opt(grace_deadline) => {
                     tasks.abort_all();
                     self.finish_calls(frontier).await?;
@@ -525,9 +688,23 @@ impl Process {
 
     /// Takes one completion: a finished page waits for its links' admission; the rest is
     /// the local frontier's.
-    fn take(&mut self, frontier: &mut Frontier, completion: Completion) -> Result<(), CrawlError> {
+    async fn take(
+        &mut self,
+        frontier: &mut Frontier,
+        completion: Completion,
+    ) -> Result<(), CrawlError> {
         match completion {
-            Completion::Robots { fetch, outcome, .. } => {
+            Completion::Robots {
+                fetch,
+                outcome,
+                archived,
+            } => {
+                // With the archive on, the robots.txt fetch has its line and records (no
+                // lease to acknowledge: it is not a queued URL).
+                if let Some((record, archive)) = archived {
+                    self.sender()?.send_archived(record, Some(archive)).await?;
+                    self.records_sent += 1;
+                }
                 let reason = match &outcome {
                     crate::robots::RobotsOutcome::Unavailable { reason } => {
                         format!("{reason}; gave up after repeated attempts")
@@ -536,7 +713,7 @@ impl Process {
                 };
                 for item in frontier.robots_done(fetch, outcome)? {
                     CrawlCounters::add(&self.counters.robots_unavailable, 1);
-                    self.record_unfetched(&item, &reason)?;
+                    self.record_unfetched(&item, &reason).await?;
                 }
             }
             Completion::Discovered { candidates, .. } => {
@@ -558,14 +735,16 @@ impl Process {
                 dispatch,
                 outcome:
                     Outcome::Done {
-                        record, candidates, ..
+                        record,
+                        candidates,
+                        archive,
                     },
             } => {
                 // The dispatch goes back to the frontier now (its slot is free); the record
                 // is written, and the URL closed in its lease, once its links are admitted.
                 let url = dispatch.item.url.clone();
                 frontier.complete(dispatch);
-                self.waiting.push((url, record, candidates));
+                self.waiting.push((url, record, candidates, archive));
             }
         }
         Ok(())
@@ -576,9 +755,9 @@ impl Process {
         loop {
             if self.admitting.is_some() {
                 let reply = join_call(&mut self.admitting).await;
-                self.finish_admit(reply)?;
+                self.finish_admit(reply).await?;
             } else if !self.waiting.is_empty() {
-                self.start_admit()?;
+                self.start_admit().await?;
             } else if self.syncing.is_some() {
                 let reply = join_call(&mut self.syncing).await;
                 self.finish_sync(frontier, reply)?;
@@ -590,27 +769,27 @@ impl Process {
 
     /// Sends the waiting pages' links to Redis (one pipeline, one script per page with links
     /// the local cache does not know); pages with none are recorded at once.
-    fn start_admit(&mut self) -> Result<(), CrawlError> {
+    async fn start_admit(&mut self) -> Result<(), CrawlError> {
         if self.waiting.is_empty() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
         let mut pages = Vec::new();
         let mut sent: Vec<Vec<(String, QueuedUrl)>> = Vec::new();
-        for (url, record, candidates) in std::mem::take(&mut self.waiting) {
+        for (url, record, candidates, archive) in std::mem::take(&mut self.waiting) {
             let items = self.unknown(candidates, Some(url.clone()));
             if !items.is_empty() {
                 self.shared.admit_call(&mut pipe, &items);
             }
-            pages.push((url, record));
+            pages.push((url, record, archive));
             sent.push(items);
         }
         let admitting = Admitting { pages, sent };
         if admitting.sent.iter().all(Vec::is_empty) {
-            return self.apply_admit(admitting, Vec::new());
+            return self.apply_admit(admitting, Vec::new()).await;
         }
         let redis = self.shared.redis.clone();
-        let call = tokio::spawn(async move { redis.run(&pipe).await });
+        let call = tokio::spawn(async move { Ok(redis.run(&pipe).await?) });
         self.admitting = Some((call, admitting));
         Ok(())
     }
@@ -639,22 +818,25 @@ impl Process {
         items
     }
 
-    fn finish_admit(&mut self, reply: Option<CallResult<Admitting>>) -> Result<(), CrawlError> {
+    async fn finish_admit(
+        &mut self,
+        reply: Option<CallResult<Admitting>>,
+    ) -> Result<(), CrawlError> {
         let Some((replies, admitting)) = reply else {
             return Ok(());
         };
-        self.apply_admit(admitting, replies?)
+        self.apply_admit(admitting, replies?).await
     }
 
     /// The admission's answers: counts, the cache, then the pages' records.
-    fn apply_admit(
+    async fn apply_admit(
         &mut self,
         admitting: Admitting,
         replies: Vec<redis::Value>,
     ) -> Result<(), CrawlError> {
         let mut replies = replies.into_iter();
         let Admitting { pages, sent } = admitting;
-        for ((url, mut record), items) in pages.into_iter().zip(sent) {
+        for ((url, mut record, archive), items) in pages.into_iter().zip(sent) {
             let mut queued = 0;
             if !items.is_empty() {
                 let reply = replies
@@ -682,7 +864,7 @@ impl Process {
                 CrawlCounters::add(&self.counters.accepted, queued);
             }
             record.new_links = queued;
-            self.record(&record, &url)?;
+            self.record(record, archive, &url).await?;
         }
         Ok(())
     }
@@ -712,32 +894,37 @@ impl Process {
         Ok(())
     }
 
-    fn record_unfetched(&mut self, item: &QueuedUrl, reason: &str) -> Result<(), CrawlError> {
+    async fn record_unfetched(&mut self, item: &QueuedUrl, reason: &str) -> Result<(), CrawlError> {
         let mut record = base_record(item);
         record.attempts = 0;
         record.error = Some(reason.to_string());
         record.fetched_at = rfc3339(SystemTime::now());
-        self.record(&record, &item.url)
+        self.record(record, None, &item.url).await
     }
 
-    /// Writes a URL's record and closes it in its lease.
-    fn record(&mut self, record: &PageRecord, url: &str) -> Result<(), CrawlError> {
-        let mut line = serde_json::to_vec(record).unwrap_or_default();
-        line.push(b'\n');
-        self.pages
-            .write_all(&line)
-            .map_err(|source| CrawlError::Pages {
-                path: self.pages_path.clone(),
-                source,
-            })?;
-        self.unflushed = true;
+    fn sender(&self) -> Result<&OutputSender, OutputError> {
+        self.output.as_ref().ok_or(OutputError::Stopped)
+    }
+
+    /// Sends a URL's record (and its fetch's archive records) to the output thread and
+    /// closes it in its lease; it is acknowledged by a later sync, once handed to the OS.
+    async fn record(
+        &mut self,
+        record: Box<PageRecord>,
+        archive: Archived,
+        url: &str,
+    ) -> Result<(), CrawlError> {
+        self.sender()?.send_archived(record, archive).await?;
+        self.records_sent += 1;
+        let number = self.records_sent;
         CrawlCounters::add(&self.counters.finished, 1);
         let host = key_of(url);
         if let Some(held) = self.held.get_mut(&host) {
             if let Some(json) = held.open.remove(url) {
-                held.acks.push(json);
+                held.acks.push((number, json));
                 self.pending_acks += 1;
                 self.acks_since.get_or_insert_with(Instant::now);
+                self.oldest_unacked.get_or_insert(number);
             }
             if held.open.is_empty() {
                 if let Some(held) = self.held.remove(&host) {
@@ -748,20 +935,12 @@ impl Process {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), CrawlError> {
-        if self.unflushed {
-            self.pages.flush().map_err(|source| CrawlError::Pages {
-                path: self.pages_path.clone(),
-                source,
-            })?;
-            self.unflushed = false;
-        }
-        Ok(())
-    }
-
-    /// Starts one round trip beside the loop: acknowledgements and finished leases (records
-    /// flushed first), the counters' increments, renewal of held leases (`beat`), and, when
-    /// `claim`, a claim of up to `want` hosts with top-ups of held leases running low.
+    /// Starts one round trip beside the loop: acknowledgements of the URLs whose records the
+    /// output thread has handed to the OS, and the finished leases all of whose records it
+    /// has (the others wait for a later sync), the counters' increments, renewal of held
+    /// leases (`beat`), and, when `claim`, a claim of up to `want` hosts with top-ups of held
+    /// leases running low. It never waits for the output thread: a round trip to that thread
+    /// in every sync (a wake-up of another thread on loaded cores) delays every claim.
     fn start_sync(
         &mut self,
         frontier: &Frontier,
@@ -769,31 +948,55 @@ impl Process {
         want: u64,
         claim: bool,
     ) -> Result<(), CrawlError> {
-        self.flush()?;
         let now = Instant::now();
         let mut pipe = redis::pipe();
-        let releasing = !self.done.is_empty() || self.pending_acks > 0;
-        if releasing {
-            let s = &self.shared;
-            let mut args = vec![
-                s.prefix.clone().into_bytes(),
-                s.process.clone().into_bytes(),
-            ];
-            for (token, host, acks) in std::mem::take(&mut self.done) {
-                push_release(
-                    &mut args,
-                    &token,
-                    frontier.handoff_wait(&host, now),
-                    true,
-                    &acks,
-                );
+        let handed = self.sender()?.progress().records();
+        let s = &self.shared;
+        let mut args = vec![
+            s.prefix.clone().into_bytes(),
+            s.process.clone().into_bytes(),
+        ];
+        let mut releases = 0;
+        // What stays unacknowledged: how many, and the oldest's record number.
+        let mut remaining = 0;
+        let mut oldest: Option<u64> = None;
+        let mut keep = |later: &[Ack]| {
+            if let Some((first, _)) = later.first() {
+                remaining += later.len();
+                oldest = Some(oldest.map_or(*first, |o| o.min(*first)));
             }
-            for held in self.held.values_mut().filter(|h| !h.acks.is_empty()) {
-                let acks = std::mem::take(&mut held.acks);
+        };
+        for (token, host, mut acks) in std::mem::take(&mut self.done) {
+            let later = not_handed(&mut acks, handed);
+            if later.is_empty() {
+                let wait = frontier.handoff_wait(&host, now);
+                push_release(&mut args, &token, wait, true, &acks);
+                releases += 1;
+            } else {
+                if !acks.is_empty() {
+                    push_release(&mut args, &token, Duration::ZERO, false, &acks);
+                    releases += 1;
+                }
+                keep(&later);
+                self.done.push((token, host, later));
+            }
+        }
+        for held in self.held.values_mut().filter(|h| !h.acks.is_empty()) {
+            let later = not_handed(&mut held.acks, handed);
+            let acks = std::mem::replace(&mut held.acks, later);
+            if !acks.is_empty() {
                 push_release(&mut args, &held.token, Duration::ZERO, false, &acks);
+                releases += 1;
             }
+            keep(&held.acks);
+        }
+        let releasing = releases > 0;
+        if releasing {
             s.redis.scripts.release.call(&mut pipe, &s.meta, &args);
-            self.pending_acks = 0;
+        }
+        self.pending_acks = remaining;
+        self.oldest_unacked = oldest;
+        if remaining == 0 {
             self.acks_since = None;
         }
         if releasing || beat {
@@ -801,17 +1004,7 @@ impl Process {
         }
         let s = &self.shared;
         if beat {
-            let mut args = vec![
-                s.prefix.clone().into_bytes(),
-                s.process.clone().into_bytes(),
-                (s.settings.lease.as_millis() as u64)
-                    .to_string()
-                    .into_bytes(),
-            ];
-            for held in self.held.values() {
-                args.push(held.token.clone().into_bytes());
-            }
-            s.redis.scripts.renew.call(&mut pipe, &s.meta, &args);
+            s.renew_call(&mut pipe, self.held.values().map(|h| h.token.as_str()));
         }
         let lease_urls = s.settings.lease_urls as usize;
         let mut topped = Vec::new();
@@ -847,7 +1040,7 @@ impl Process {
             sent_at: now,
         };
         let redis = s.redis.clone();
-        let call = tokio::spawn(async move { redis.run(&pipe).await });
+        let call = tokio::spawn(async move { Ok(redis.run(&pipe).await?) });
         self.syncing = Some((call, syncing));
         Ok(())
     }
@@ -975,7 +1168,7 @@ impl Process {
     /// At a stop: records flushed, finished leases released, the unfinished URLs of the
     /// others given back to the head of their hosts' queues.
     async fn give_back(&mut self, frontier: &mut Frontier) -> Result<(), CrawlError> {
-        self.flush()?;
+        self.sender()?.handed().await?;
         let now = Instant::now();
         let s = &self.shared;
         let mut args = vec![
@@ -1014,21 +1207,47 @@ impl Process {
         self.held.clear();
         Ok(())
     }
+
+    /// After the output is closed: the last counters' increments (the archive's included),
+    /// and this process marked ended, `finished` (the crawl is over: its end is stamped) or
+    /// `stopped`, so that nobody takes it for dead and seals its files.
+    async fn end(&mut self, stopped: bool) -> Result<(), CrawlError> {
+        let mut pipe = redis::pipe();
+        self.counter_increments(&mut pipe);
+        let s = &self.shared;
+        pipe.cmd("HSET")
+            .arg(format!("{}ended", s.prefix))
+            .arg(&s.process)
+            .arg(if stopped { "stopped" } else { "finished" })
+            .ignore();
+        if !stopped {
+            status::stamp(&mut pipe, &s.meta, "finished_ms", false);
+        }
+        s.redis.run(&pipe).await?;
+        Ok(())
+    }
 }
 
 /// One lease's part of a `release.lua` call.
-fn push_release(args: &mut Vec<Vec<u8>>, token: &str, wait: Duration, end: bool, acks: &[String]) {
+fn push_release(args: &mut Vec<Vec<u8>>, token: &str, wait: Duration, end: bool, acks: &[Ack]) {
     args.push(token.as_bytes().to_vec());
     args.push((wait.as_millis() as u64 + 1).to_string().into_bytes());
     args.push(if end { b"1".to_vec() } else { b"0".to_vec() });
     args.push(acks.len().to_string().into_bytes());
-    for json in acks {
+    for (_, json) in acks {
         args.push(json.as_bytes().to_vec());
     }
 }
 
+/// Leaves in `acks` those whose records are among the first `handed` handed to the OS, and
+/// returns the others (`acks` is in record order).
+fn not_handed(acks: &mut Vec<Ack>, handed: u64) -> Vec<Ack> {
+    let at = acks.partition_point(|(number, _)| *number <= handed);
+    acks.split_off(at)
+}
+
 /// A finished call's replies and what it carried.
-type CallResult<T> = (Result<Vec<redis::Value>, DistributedError>, T);
+type CallResult<T> = (Result<Vec<redis::Value>, CrawlError>, T);
 
 /// Waits for the call in `slot`, if any (forever otherwise), and empties the slot.
 async fn join_call<T>(slot: &mut Option<(Call, T)>) -> Option<CallResult<T>> {
@@ -1041,7 +1260,8 @@ async fn join_call<T>(slot: &mut Option<(Call, T)>) -> Option<CallResult<T>> {
         Err(DistributedError::Reply {
             what: "a Redis call",
             detail: format!("its task ended: {e}"),
-        })
+        }
+        .into())
     });
     Some((replies, carried))
 }
@@ -1050,5 +1270,24 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_acknowledgements_of_handed_records_go() {
+        let mut acks: Vec<Ack> = (1..=5).map(|n| (n * 10, format!("u{n}"))).collect();
+        let later = not_handed(&mut acks, 30);
+        assert_eq!(
+            acks.iter().map(|a| a.0).collect::<Vec<_>>(),
+            vec![10, 20, 30]
+        );
+        assert_eq!(later.iter().map(|a| a.0).collect::<Vec<_>>(), vec![40, 50]);
+        let mut none: Vec<Ack> = vec![(7, "x".into())];
+        assert_eq!(not_handed(&mut none, 6).len(), 1);
+        assert!(none.is_empty());
     }
 }

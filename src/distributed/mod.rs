@@ -9,7 +9,8 @@
 //! | `claim.lua` | reclaim expired leases, lease ready hosts' URLs, report what is left |
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
 //! | `renew.lua` | heartbeat: the process registry and the expiry of held leases |
-//! | `status.rs` | `crawler status`: the whole crawl's figures |
+//! | `seal.rs` | dead processes' output sealed: torn pages line and excess WARC records cut |
+//! | `status.rs` | `crawler status` and the crawl-wide `summary.json`: the whole crawl's figures |
 //! | `script_tests.rs` | the scripts' promises, one by one, on a real `redis-server` |
 //!
 //! The process's run loop is `crate::crawl::distributed`: it drives the same fetch tasks,
@@ -29,7 +30,9 @@
 //!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
 //!   at a time, which tops its lease up while the host has URLs queued.
 //! - `meta`: accepted (the `max_urls` budget), queued, bits set, the plan, lease numbers;
-//!   `counters`: the crawl's counters summed over processes; `procs`: heartbeats.
+//!   `counters`: the crawl's counters summed over processes; `procs`: heartbeats (a process
+//!   registers before it writes any file); `ended`: processes that finished, stopped or
+//!   were sealed after their death; `seal:<id>`: the lock of whoever seals a dead one.
 //!
 //! # Guarantees
 //!
@@ -82,6 +85,7 @@
 mod client;
 #[cfg(test)]
 mod script_tests;
+pub(crate) mod seal;
 pub mod status;
 
 use std::time::Duration;
@@ -128,6 +132,12 @@ pub enum DistributedError {
     },
     #[error("[distributed] redis is set but crawl_id is not")]
     NoCrawlId,
+    #[error("sealing the output of dead process {process}")]
+    Seal {
+        process: String,
+        #[source]
+        source: crate::durable::IoAt,
+    },
     #[error("redis {url}: the crawl is no longer there (Redis restarted without persistence, or its keys were deleted); its records so far are in the pages files, and starting it again would fetch them again")]
     Gone { url: String },
 }

@@ -13,10 +13,14 @@ use super::{parse_claim, prefix, Redis};
 use crate::frontier::QueuedUrl;
 
 /// The server, its port, and its directory (removed when dropped).
-struct Server(Child, u16, #[allow(dead_code)] tempfile::TempDir);
+pub(super) struct Server(Child, u16, #[allow(dead_code)] tempfile::TempDir);
 
 impl Server {
-    fn start() -> Server {
+    pub(super) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.1)
+    }
+
+    pub(super) fn start() -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

@@ -1,18 +1,124 @@
 //! `crawler status --redis URL --crawl-id ID`: the whole crawl's figures as Redis holds them
-//! (counters summed over processes, queue and lease sizes, live processes), read in one
-//! round trip without changing anything.
+//! (counters summed over processes, queue and lease sizes, processes), read in one round
+//! trip without changing anything; and the crawl-wide summary built from them.
+//!
+//! The crawl-wide summary ([`CrawlWideSummary`]) is what an operator of a single-process
+//! crawl finds in `OUT/summary.json`, for the crawl as a whole: each process that sees the
+//! crawl finished writes it to its `OUT/summary.json` once its own last figures are in Redis
+//! (so the last process to end writes the complete one), and `crawler status --json` prints
+//! it at any time, finished or not. Each process's own figures stay in its
+//! `summary-<id>.json`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde::Serialize;
+
 use super::{array, int, prefix, text, DistributedError, Redis};
+use crate::crawl::{CounterValues, CrawlCounters};
 
 /// A process is shown as live when its last heartbeat is younger than this.
 const LIVE_WITHIN_MS: i64 = 30_000;
 
+/// The whole crawl's summary: `OUT/summary.json` in distributed mode, `crawler status --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrawlWideSummary {
+    pub crawl_id: String,
+    /// Nothing queued and no lease outstanding: the crawl is over. (`finished` is the
+    /// counter of pages done, as in a single process's `summary.json`.)
+    pub crawl_finished: bool,
+    /// From the first process's start to the last one's end (or to now, while it runs),
+    /// by Redis's clock.
+    pub elapsed_secs: f64,
+    pub max_urls: u64,
+    /// Every counter summed over the processes, under the names of a single process's
+    /// `summary.json`; `accepted` is Redis's own (exact) count.
+    #[serde(flatten)]
+    pub counts: CounterValues,
+    pub failures: u64,
+    pub pages_per_sec: f64,
+    pub queued_left: u64,
+    pub hosts_scheduled: u64,
+    pub leases_outstanding: u64,
+    pub leases_taken: u64,
+    /// Leases that expired (their holder died or stalled) and were taken over.
+    pub reclaimed_leases: u64,
+    pub reclaimed_urls: u64,
+    pub redis_round_trips: u64,
+    pub round_trips_per_page: f64,
+    pub processes: Vec<ProcessState>,
+}
+
+/// One process of the crawl as Redis knows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessState {
+    pub id: String,
+    /// `live`, `gone` (silent), `finished`, `stopped`, or `sealed by <id>` (died; its output
+    /// sealed by that process).
+    pub state: String,
+    pub last_heartbeat_secs_ago: f64,
+}
+
 /// The crawl's state, as a few lines of text.
 pub async fn status(url: &str, crawl_id: &str) -> Result<String, DistributedError> {
     let redis = Redis::connect(url, Duration::from_secs(10)).await?;
+    let Some(s) = read(&redis, crawl_id).await? else {
+        return Ok(format!("crawl {crawl_id:?}: nothing in Redis at {url}\n"));
+    };
+    let mut out = format!(
+        "crawl {crawl_id:?} on {url}: {}\n",
+        if s.crawl_finished {
+            "finished"
+        } else {
+            "running"
+        }
+    );
+    out.push_str(&format!(
+        "accepted {} of max_urls {}, queued {}, hosts scheduled {}, leases outstanding {}\n",
+        s.counts.accepted, s.max_urls, s.queued_left, s.hosts_scheduled, s.leases_outstanding,
+    ));
+    out.push_str(&format!(
+        "leases taken {}, expired and reclaimed {} ({} URLs)\n",
+        s.leases_taken, s.reclaimed_leases, s.reclaimed_urls,
+    ));
+    out.push_str(&format!(
+        "{} pages in {:.1} s ({:.0} pages/s), {} failures, {:.3} Redis round trips per page\n",
+        s.counts.finished, s.elapsed_secs, s.pages_per_sec, s.failures, s.round_trips_per_page
+    ));
+    out.push_str("counters (all processes):\n");
+    let counters = serde_json::to_value(&s.counts).unwrap_or_default();
+    if let Some(counters) = counters.as_object() {
+        for (name, value) in counters {
+            if value.as_u64().is_some_and(|v| v > 0) {
+                out.push_str(&format!("  {name} {value}\n"));
+            }
+        }
+    }
+    out.push_str("processes:\n");
+    for p in &s.processes {
+        out.push_str(&format!(
+            "  {} {} (last heartbeat {:.1} s ago)\n",
+            p.id, p.state, p.last_heartbeat_secs_ago
+        ));
+    }
+    Ok(out)
+}
+
+/// The crawl-wide summary as JSON (`crawler status --json`); `null` for a crawl Redis does
+/// not hold.
+pub async fn summary_json(url: &str, crawl_id: &str) -> Result<String, DistributedError> {
+    let redis = Redis::connect(url, Duration::from_secs(10)).await?;
+    let summary = read(&redis, crawl_id).await?;
+    let mut json = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    json.push('\n');
+    Ok(json)
+}
+
+/// Reads the crawl-wide summary in one round trip; `None` if Redis holds no such crawl.
+pub(crate) async fn read(
+    redis: &Redis,
+    crawl_id: &str,
+) -> Result<Option<CrawlWideSummary>, DistributedError> {
     let p = prefix(crawl_id);
     let mut pipe = redis::pipe();
     pipe.cmd("HGETALL").arg(format!("{p}meta"));
@@ -20,56 +126,97 @@ pub async fn status(url: &str, crawl_id: &str) -> Result<String, DistributedErro
     pipe.cmd("ZCARD").arg(format!("{p}sched"));
     pipe.cmd("ZCARD").arg(format!("{p}leases"));
     pipe.cmd("HGETALL").arg(format!("{p}procs"));
+    pipe.cmd("HGETALL").arg(format!("{p}ended"));
     pipe.cmd("TIME");
     let replies = redis.run(&pipe).await?;
-    let [meta, counters, sched, leases, procs, time] = replies.as_slice() else {
+    let [meta, counters, sched, leases, procs, ended, time] = replies.as_slice() else {
         return Err(DistributedError::Reply {
             what: "status",
-            detail: format!("{} replies to 6 commands", replies.len()),
+            detail: format!("{} replies to 7 commands", replies.len()),
         });
     };
     let meta = pairs(meta)?;
-    let counters = pairs(counters)?;
     if meta.is_empty() {
-        return Ok(format!("crawl {crawl_id:?}: nothing in Redis at {url}\n"));
+        return Ok(None);
     }
-    let time = array(time, "TIME")?;
-    let now_ms = match time {
-        [secs, micros] => int(secs, "TIME")? * 1000 + int(micros, "TIME")? / 1000,
-        _ => 0,
+    let number = |m: &BTreeMap<String, String>, k: &str| -> u64 {
+        m.get(k).and_then(|v| v.parse().ok()).unwrap_or(0)
     };
-    let get = |m: &BTreeMap<String, String>, k: &str| m.get(k).cloned().unwrap_or("0".into());
-    let mut out = format!("crawl {crawl_id:?} on {url}\n");
-    out.push_str(&format!(
-        "accepted {} of max_urls {}, queued {}, hosts scheduled {}, leases outstanding {}\n",
-        get(&meta, "accepted"),
-        get(&meta, "max_urls"),
-        get(&meta, "queued"),
-        int(sched, "ZCARD")?,
-        int(leases, "ZCARD")?,
-    ));
-    out.push_str(&format!(
-        "leases taken {}, expired and reclaimed {} ({} URLs)\n",
-        get(&meta, "lease_seq"),
-        get(&meta, "reclaimed_leases"),
-        get(&meta, "reclaimed_urls"),
-    ));
-    out.push_str("counters (all processes):\n");
-    for (name, value) in &counters {
-        if value != "0" {
-            out.push_str(&format!("  {name} {value}\n"));
-        }
-    }
-    out.push_str("processes:\n");
+    let counters: BTreeMap<String, u64> = pairs(counters)?
+        .into_iter()
+        .map(|(k, v)| (k, v.parse().unwrap_or(0)))
+        .collect();
+    let mut counts = CrawlCounters::from_map(&counters).values();
+    counts.accepted = number(&meta, "accepted");
+    let now_ms = time_ms(time)?;
+    let hosts_scheduled = int(sched, "ZCARD")?.max(0) as u64;
+    let leases_outstanding = int(leases, "ZCARD")?.max(0) as u64;
+    let crawl_finished = hosts_scheduled == 0 && leases_outstanding == 0;
+    let started = meta.get("started_ms").and_then(|v| v.parse::<i64>().ok());
+    let ended_at = match meta.get("finished_ms").and_then(|v| v.parse::<i64>().ok()) {
+        Some(at) if crawl_finished => at,
+        _ => now_ms,
+    };
+    let elapsed_secs = started.map_or(0.0, |s| (ended_at - s).max(0) as f64 / 1000.0);
+    let ended = pairs(ended)?;
+    let mut processes = Vec::new();
     for (id, beat) in pairs(procs)? {
         let age = now_ms - beat.parse::<i64>().unwrap_or(0);
-        let state = if age < LIVE_WITHIN_MS { "live" } else { "gone" };
-        out.push_str(&format!(
-            "  {id} {state} (last heartbeat {:.1} s ago)\n",
-            age as f64 / 1000.0
-        ));
+        let state = match ended.get(&id) {
+            Some(how) => how.clone(),
+            None if age < LIVE_WITHIN_MS => "live".into(),
+            None => "gone".into(),
+        };
+        processes.push(ProcessState {
+            id,
+            state,
+            last_heartbeat_secs_ago: age as f64 / 1000.0,
+        });
     }
-    Ok(out)
+    let round_trips = counters.get("redis_round_trips").copied().unwrap_or(0);
+    Ok(Some(CrawlWideSummary {
+        crawl_id: crawl_id.to_string(),
+        crawl_finished,
+        elapsed_secs,
+        max_urls: number(&meta, "max_urls"),
+        failures: counts.failures(),
+        pages_per_sec: counts.finished as f64 / elapsed_secs.max(1e-9),
+        queued_left: number(&meta, "queued"),
+        hosts_scheduled,
+        leases_outstanding,
+        leases_taken: number(&meta, "lease_seq"),
+        reclaimed_leases: number(&meta, "reclaimed_leases"),
+        reclaimed_urls: number(&meta, "reclaimed_urls"),
+        redis_round_trips: round_trips,
+        round_trips_per_page: round_trips as f64 / counts.finished.max(1) as f64,
+        processes,
+        counts,
+    }))
+}
+
+/// Redis's `TIME` in milliseconds.
+pub(crate) fn time_ms(time: &redis::Value) -> Result<i64, DistributedError> {
+    match array(time, "TIME")? {
+        [secs, micros] => Ok(int(secs, "TIME")? * 1000 + int(micros, "TIME")? / 1000),
+        _ => Err(super::bad("TIME", time)),
+    }
+}
+
+/// Adds to `pipe` a script that stamps `field` of the meta hash `meta` with Redis's clock
+/// (ms): only if unset when `first`, otherwise always.
+pub(crate) fn stamp(pipe: &mut redis::Pipeline, meta: &str, field: &str, first: bool) {
+    pipe.cmd("EVAL")
+        .arg(
+            "local t = redis.call('TIME') \
+             local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+             if ARGV[2] == '1' then return redis.call('HSETNX', KEYS[1], ARGV[1], ms) end \
+             return redis.call('HSET', KEYS[1], ARGV[1], ms)",
+        )
+        .arg(1)
+        .arg(meta)
+        .arg(field)
+        .arg(if first { "1" } else { "0" })
+        .ignore();
 }
 
 /// A hash's fields and values (a flat array in RESP2, a map in RESP3).

@@ -14,7 +14,7 @@
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
 //! | `digest_index.rs` | the payload digests archived, in fixed memory |
-//! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index |
+//! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index; the same for a dead distributed process's files (sealing) |
 //! | `reader.rs` | members and records read back (index, recovery) |
 //! | `cdxj.rs` | `crawler index FILE…`: CDXJ for pywb |
 //!

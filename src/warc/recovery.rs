@@ -10,6 +10,11 @@
 //!
 //! The same pass over `pages.jsonl` rebuilds the digest index, so content-level dedup goes
 //! on across the resume. Its cost is one read of `pages.jsonl`.
+//!
+//! In distributed mode each process has its own pages file and archive beside the others'
+//! ([`recover_files`] takes the pages file and which archive files are its), and nobody
+//! resumes a dead process: its files are *sealed* instead ([`seal`]: the torn last line cut,
+//! then the same cut of the archive), by another process (`crate::distributed::seal`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
@@ -35,17 +40,35 @@ pub(crate) struct Recovered {
 /// Cuts the archive under `out/warc` back to what the first `pages_end` bytes of
 /// `out/pages.jsonl` point to, and rebuilds the digest index from those lines.
 pub(crate) fn recover(out: &Path, pages_end: u64, dedup_memory: u64) -> Result<Recovered, IoAt> {
+    recover_files(
+        &out.join("pages.jsonl"),
+        pages_end,
+        &out.join("warc"),
+        &|name| serial_of(name).is_some(),
+        dedup_memory,
+    )
+}
+
+/// The same for one writer's files: the first `pages_end` bytes of the pages file `pages`
+/// and the files of `warc_dir` whose names `owned` accepts (in distributed mode, one
+/// process's pages file and archive, beside the other processes' in the same directories).
+pub(crate) fn recover_files(
+    pages: &Path,
+    pages_end: u64,
+    warc_dir: &Path,
+    owned: &dyn Fn(&str) -> bool,
+    dedup_memory: u64,
+) -> Result<Recovered, IoAt> {
     let mut index = PayloadIndex::with_memory(dedup_memory);
     let mut ends: BTreeMap<String, u64> = BTreeMap::new();
-    let pages = out.join("pages.jsonl");
     if pages.exists() {
-        let file = std::fs::File::open(&pages).at("open", &pages)?;
+        let file = std::fs::File::open(pages).at("open", pages)?;
         let mut reader = BufReader::with_capacity(1 << 16, file.take(pages_end));
         let mut line = Vec::new();
         let mut at: u64 = 0;
         loop {
             line.clear();
-            let n = reader.read_until(b'\n', &mut line).at("read", &pages)?;
+            let n = reader.read_until(b'\n', &mut line).at("read", pages)?;
             if n == 0 {
                 break;
             }
@@ -74,16 +97,19 @@ pub(crate) fn recover(out: &Path, pages_end: u64, dedup_memory: u64) -> Result<R
             }
         }
     }
-    let dir = out.join("warc");
+    let dir = warc_dir;
     let mut notes = Vec::new();
     let mut highest: Option<u32> = None;
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries.collect::<Result<Vec<_>, _>>().at("list", &dir)?,
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries.collect::<Result<Vec<_>, _>>().at("list", dir)?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e).at("list", &dir),
+        Err(e) => return Err(e).at("list", dir),
     };
     for entry in entries {
         let name = entry.file_name().to_string_lossy().into_owned();
+        if !owned(&name) {
+            continue;
+        }
         let Some(serial) = serial_of(&name) else {
             continue;
         };
@@ -128,6 +154,64 @@ pub(crate) fn recover(out: &Path, pages_end: u64, dedup_memory: u64) -> Result<R
         next_serial: highest.map_or(0, |h| h + 1),
         notes,
     })
+}
+
+/// Seals the output of a writer that will never write again (in distributed mode, a
+/// process killed with `kill -9`: its id is never reused, so nobody resumes its files): the
+/// pages file is cut after its last complete line (a torn last line is one the writer did not
+/// finish), then its archive is cut back to what the kept lines point to ([`recover_files`]).
+/// Returns what was cut, for the log. Idempotent: sealing sealed files changes nothing.
+pub(crate) fn seal(
+    pages: &Path,
+    warc_dir: &Path,
+    owned: &dyn Fn(&str) -> bool,
+) -> Result<Vec<String>, IoAt> {
+    let mut notes = Vec::new();
+    let pages_end = match std::fs::metadata(pages) {
+        Ok(_) => cut_torn_line(pages, &mut notes)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(e).at("read metadata of", pages),
+    };
+    // The index is not kept: nobody archives into these files again.
+    let recovered = recover_files(pages, pages_end, warc_dir, owned, 1 << 16)?;
+    notes.extend(recovered.notes);
+    Ok(notes)
+}
+
+/// Cuts `path` after its last newline; returns the length kept.
+fn cut_torn_line(path: &Path, notes: &mut Vec<String>) -> Result<u64, IoAt> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .at("open", path)?;
+    let length = file.metadata().at("read metadata of", path)?.len();
+    // Back from the end, a block at a time, to the last newline.
+    let mut end = length;
+    let mut block = vec![0u8; 64 << 10];
+    let keep = loop {
+        if end == 0 {
+            break 0;
+        }
+        let start = end.saturating_sub(block.len() as u64);
+        let chunk = &mut block[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start)).at("seek in", path)?;
+        file.read_exact(chunk).at("read", path)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            break start + i as u64 + 1;
+        }
+        end = start;
+    };
+    if keep < length {
+        file.set_len(keep).at("truncate", path)?;
+        file.sync_all().at("fsync", path)?;
+        notes.push(format!(
+            "{}: cut from {length} to {keep} bytes (a torn last line)",
+            path.display()
+        ));
+    }
+    Ok(keep)
 }
 
 #[cfg(test)]
@@ -284,6 +368,26 @@ mod tests {
         let recovered = recover(dir.path(), *ends.last().unwrap(), 1 << 16).unwrap();
         assert!(!torn.exists());
         assert_eq!(recovered.next_serial, 8);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_at_the_last_newline_however_far_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pages-x.jsonl");
+        // A last line longer than the block read back from the end.
+        let mut text = b"{\"a\":1}\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', 200 << 10));
+        std::fs::write(&path, &text).unwrap();
+        let mut notes = Vec::new();
+        assert_eq!(cut_torn_line(&path, &mut notes).unwrap(), 8);
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"a\":1}\n");
+        assert_eq!(notes.len(), 1);
+        // Whole lines: nothing cut; no newline at all: all cut.
+        assert_eq!(cut_torn_line(&path, &mut notes).unwrap(), 8);
+        assert_eq!(notes.len(), 1);
+        std::fs::write(&path, b"torn").unwrap();
+        assert_eq!(cut_torn_line(&path, &mut notes).unwrap(), 0);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
     }
 
     #[test]

@@ -355,6 +355,26 @@ pub(crate) fn serial_of(name: &str) -> Option<u32> {
     serial.parse().ok()
 }
 
+/// Whether `name` is a file this crawler writes with `prefix` (`PREFIX-TIMESTAMP-SERIAL.warc.gz`
+/// exactly): in distributed mode each process's prefix ends with its id, and this tells its
+/// files from those of a process whose id merely starts the same.
+pub(crate) fn written_with_prefix(name: &str, prefix: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix('-'))
+        .and_then(|r| r.strip_suffix(".warc.gz"))
+    else {
+        return false;
+    };
+    let Some((stamp, serial)) = rest.split_once('-') else {
+        return false;
+    };
+    stamp.len() == 14
+        && stamp.bytes().all(|b| b.is_ascii_digit())
+        && !serial.is_empty()
+        && serial.bytes().all(|b| b.is_ascii_digit())
+}
+
 fn open_file(
     options: &ArchiveOptions,
     stamp: &str,
@@ -401,5 +421,23 @@ mod tests {
         assert_eq!(serial_of(&name), Some(7));
         assert_eq!(serial_of("notes.txt"), None);
         assert_eq!(serial_of("x-y.warc.gz"), None);
+    }
+
+    #[test]
+    fn a_prefix_owns_its_files_and_not_those_of_a_longer_one() {
+        let mine = file_name("crawler-h-12-345", "20261123160000", 3);
+        assert!(written_with_prefix(&mine, "crawler-h-12-345"));
+        // A process whose id extends this one's (`-1`: a second crawl in one process).
+        let theirs = file_name("crawler-h-12-345-1", "20261123160000", 3);
+        assert!(!written_with_prefix(&theirs, "crawler-h-12-345"));
+        assert!(written_with_prefix(&theirs, "crawler-h-12-345-1"));
+        assert!(!written_with_prefix(
+            "crawler-h-12-345-2026-1.warc.gz",
+            "crawler-h-12-345"
+        ));
+        assert!(!written_with_prefix(
+            &format!("{mine}.cdxj"),
+            "crawler-h-12-345"
+        ));
     }
 }

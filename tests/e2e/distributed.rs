@@ -14,7 +14,11 @@
 //!   started later finishes the crawl; Redis restarted without persistence: the processes
 //!   stop with an error instead of starting the crawl again;
 //! - a process stopped with SIGTERM gives its leases back: nothing expires, nothing is
-//!   fetched twice.
+//!   fetched twice;
+//! - the archive on (`output.warc`), one of three processes killed with `kill -9`: the others
+//!   seal its files, every WARC file passes `warcio check`, every response or revisit record
+//!   has exactly one pages line over all processes and every archived line its record;
+//! - the crawl-wide `summary.json` (and `crawler status --json`) from Redis's figures.
 //!
 //! `redis-server` must be installed (`.ci/run` installs it when missing).
 
@@ -25,7 +29,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crawler::output::{PageRecord, RecordKind};
 use testweb::{requests_per_url, CrawlRules, TestWebServer, Web, WebSpec};
+
+use crate::warc::{warc_files, warcio};
 
 /// A `redis-server` of the test's own, on a free loopback port, in a temporary directory;
 /// killed when dropped.
@@ -196,15 +203,17 @@ impl Shared {
         );
     }
 
-    /// Waits for a process, which must end normally (0, or 1 for the web's failing pages).
-    fn finish(&self, child: Child) {
+    /// Waits for a process, which must end normally (0, or 1 for the web's failing pages);
+    /// returns its log.
+    fn finish(&self, child: Child) -> String {
         let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(
             matches!(o.status.code(), Some(0) | Some(1)),
-            "a crawler process: {:?} {}",
+            "a crawler process: {:?} {stderr}",
             o.status,
-            String::from_utf8_lossy(&o.stderr)
         );
+        stderr
     }
 
     fn truth(&self) -> testweb::GroundTruth {
@@ -218,7 +227,7 @@ impl Shared {
         )
     }
 
-    /// Every record of every process's pages file: URL → times recorded; and how many
+    /// Every page record of every process's pages file: URL → times recorded; and how many
     /// files there were.
     fn records(&self) -> (BTreeMap<String, u32>, usize) {
         let mut urls = BTreeMap::new();
@@ -233,12 +242,81 @@ impl Shared {
             for line in std::fs::read_to_string(&path).unwrap().lines() {
                 let v: serde_json::Value = serde_json::from_str(line)
                     .unwrap_or_else(|e| panic!("{}: bad record {line:?}: {e}", path.display()));
+                // With the archive on, robots.txt fetches have lines too (each process reads
+                // a host's robots.txt itself): not URLs of the crawl.
+                if v["kind"] == "robots" {
+                    continue;
+                }
                 *urls
                     .entry(v["url"].as_str().unwrap().to_string())
                     .or_insert(0) += 1;
             }
         }
         (urls, files)
+    }
+
+    /// Every line of every process's pages file, parsed.
+    fn lines(&self) -> Vec<PageRecord> {
+        let mut lines = Vec::new();
+        for entry in std::fs::read_dir(self.out()).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with("pages-") && name.ends_with(".jsonl") {
+                for line in std::fs::read_to_string(&path).unwrap().lines() {
+                    lines.push(
+                        serde_json::from_str(line).unwrap_or_else(|e| {
+                            panic!("{}: bad line {line:?}: {e}", path.display())
+                        }),
+                    );
+                }
+            }
+        }
+        lines
+    }
+
+    /// The id of the process whose pid is `pid`, from its pages file's name.
+    fn process_id(&self, pid: u32) -> String {
+        std::fs::read_dir(self.out())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter_map(|n| {
+                n.strip_prefix("pages-")
+                    .and_then(|n| n.strip_suffix(".jsonl"))
+                    .map(String::from)
+            })
+            .find(|id| id.contains(&format!("-{pid}-")))
+            .expect("the process's pages file")
+    }
+
+    /// Waits until some pages are recorded and a lease is held, and returns the index of a
+    /// process holding one.
+    fn lease_holder(&self, children: &[Child]) -> usize {
+        let started = Instant::now();
+        loop {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no process ever held a lease"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+            if self.recorded_so_far() < 30 {
+                continue;
+            }
+            let holders = self.lease_holders();
+            if let Some(i) = children
+                .iter()
+                .position(|c| holders.iter().any(|h| h.contains(&format!("-{}-", c.id()))))
+            {
+                return i;
+            }
+        }
+    }
+
+    /// `OUT/summary.json`, the crawl-wide summary.
+    fn crawl_summary(&self) -> serde_json::Value {
+        let path = self.out().join("summary.json");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        serde_json::from_str(&text).unwrap()
     }
 
     /// The hosts each process recorded pages of, one set per pages file.
@@ -418,8 +496,55 @@ fn three_processes_fetch_every_page_exactly_once() {
     let diff = crawl.truth().diff_log(&crawl.server.log());
     assert!(diff.is_empty(), "{diff}");
     crawl.assert_drained();
-    let (_, files) = crawl.records();
+    let (records, files) = crawl.records();
     assert_eq!(files, 3, "one pages file per process");
+    // The crawl-wide summary: the whole crawl's counts, every process finished; `crawler
+    // status --json` prints the same figures.
+    let summary = crawl.crawl_summary();
+    assert_eq!(summary["crawl_finished"], true, "{summary}");
+    assert_eq!(summary["accepted"], crawl.truth().len() as u64, "{summary}");
+    let pages: u64 = records.values().map(|&n| u64::from(n)).sum();
+    assert_eq!(summary["finished"], pages, "{summary}");
+    assert_eq!(summary["queued_left"], 0, "{summary}");
+    assert_eq!(summary["leases_outstanding"], 0, "{summary}");
+    let processes = summary["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 3, "{summary}");
+    assert!(
+        processes.iter().all(|p| p["state"] == "finished"),
+        "{summary}"
+    );
+    assert!(
+        summary["redis_round_trips"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    let status = Command::new(env!("CARGO_BIN_EXE_crawler"))
+        .args(["status", "--json", "--redis", &crawl.redis.url()])
+        .args(["--crawl-id", crawl.crawl_id])
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    let printed: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    for field in [
+        "accepted",
+        "finished",
+        "ok",
+        "redis_round_trips",
+        "elapsed_secs",
+    ] {
+        assert_eq!(printed[field], summary[field], "{field}");
+    }
+    // Per process `finished` counts records; the summary sums them.
+    let mut summed = 0;
+    for entry in std::fs::read_dir(crawl.out()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with("summary-") {
+            let own: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(crawl.out().join(&name)).unwrap())
+                    .unwrap();
+            summed += own["finished"].as_u64().unwrap();
+        }
+    }
+    assert_eq!(summed, pages);
 }
 
 #[test]
@@ -701,4 +826,120 @@ fn a_stopped_process_gives_its_leases_back() {
     );
     assert_eq!((extra, twice), (0, 0), "a page fetched or recorded twice");
     crawl.assert_drained();
+}
+
+#[test]
+fn kill_9_with_the_archive_on_leaves_every_warc_file_valid_and_sealed() {
+    let _load = crate::support::ordinary();
+    let mut settings = slow_settings(40);
+    settings.push("distributed.lease_secs=1".into());
+    settings.push("output.warc=true".into());
+    // Small files: the processes rotate theirs.
+    settings.push("output.warc_max_bytes=128KiB".into());
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let crawl = Shared::new(WebSpec::small(80), false, &settings);
+    let mut children: Vec<Child> = (0..3).map(|_| crawl.spawn("1e6")).collect();
+    let victim = crawl.lease_holder(&children);
+    let mut victim = children.remove(victim);
+    let victim_id = crawl.process_id(victim.id());
+    victim.kill().unwrap(); // SIGKILL
+    victim.wait().unwrap();
+    for child in children {
+        // What sealing cut, if anything (a kill between a record and its line is rare).
+        for line in crawl.finish(child).lines() {
+            if line.contains("sealing") {
+                eprintln!("{line}");
+            }
+        }
+    }
+    // The pages files first: nothing lost, fetched again only what the dead one leased.
+    let (extra, twice) = crawl.check("archive, after kill -9");
+    let reclaimed = crawl.meta("reclaimed_urls");
+    eprintln!("archive, kill -9: {extra} pages fetched again, {twice} recorded twice, {reclaimed} URLs reclaimed");
+    assert!(reclaimed > 0, "the killed process held no lease");
+    assert!(i64::from(extra) <= reclaimed);
+    crawl.assert_drained();
+    // The dead process's files were sealed by one of the others, once.
+    let ended = crawl.redis.cli(&[
+        "HGET",
+        &format!("crawl:{{{}}}:ended", crawl.crawl_id),
+        &victim_id,
+    ]);
+    assert!(ended.starts_with("sealed by "), "{victim_id}: {ended:?}");
+    assert!(
+        !crawl.out().join(format!("work-{victim_id}")).exists(),
+        "the dead process's local frontier is removed"
+    );
+    let summary = crawl.crawl_summary();
+    let states: BTreeMap<String, String> = summary["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap().to_string(),
+                p["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(states.len(), 3, "{summary}");
+    assert!(states[&victim_id].starts_with("sealed by"), "{states:?}");
+    assert_eq!(
+        states.values().filter(|s| *s == "finished").count(),
+        2,
+        "{states:?}"
+    );
+
+    // The archive: each process writes its own files; warcio reads every record of every
+    // file, and its responses and revisits are exactly the lines' records, one line each.
+    let lines = crawl.lines();
+    let archived: Vec<&PageRecord> = lines.iter().filter(|r| r.warc.is_some()).collect();
+    let listed: BTreeSet<(String, u64)> = archived
+        .iter()
+        .map(|r| {
+            let w = r.warc.as_ref().unwrap();
+            (w.file.clone(), w.offset)
+        })
+        .collect();
+    assert_eq!(listed.len(), archived.len(), "a record listed by two lines");
+    for r in &lines {
+        assert_eq!(r.warc.is_some(), r.status.is_some(), "{}", r.url);
+    }
+    assert!(
+        lines.iter().any(|r| r.kind == RecordKind::Robots),
+        "robots.txt fetches have lines"
+    );
+    let files = warc_files(&crawl.out());
+    let mut indexed = BTreeSet::new();
+    let mut writers = BTreeSet::new();
+    for file in &files {
+        let path = file.to_str().unwrap();
+        let checked = warcio(&["check", "-v", path]);
+        assert!(!checked.contains("fail"), "{checked}");
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let writer = name
+            .strip_prefix("crawler-")
+            .and_then(|n| n.rsplitn(3, '-').nth(2))
+            .unwrap_or_else(|| panic!("{name}: not PREFIX-<process id>-TIMESTAMP-SERIAL"))
+            .to_string();
+        writers.insert(writer);
+        for line in warcio(&["index", "-f", "warc-type,offset", path]).lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let kind = v["warc-type"].as_str().unwrap();
+            if kind == "response" || kind == "revisit" {
+                let offset: u64 = v["offset"].as_str().unwrap().parse().unwrap();
+                assert!(indexed.insert((name.clone(), offset)));
+            }
+        }
+    }
+    assert_eq!(
+        indexed, listed,
+        "warcio's responses and revisits = the pages lines'"
+    );
+    assert_eq!(
+        writers.len(),
+        3,
+        "one set of files per process: {writers:?}"
+    );
+    assert!(writers.contains(&victim_id), "{writers:?}");
 }
