@@ -702,7 +702,13 @@ fn raw_attr<'i>(el: &El<'_, '_>, input: &'i [u8], name: &[u8]) -> Option<&'i [u8
 /// Raw attribute bytes as text, in the encoding lol_html was given.
 fn text<'a>(raw: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
     if encoding == UTF_8 {
-        String::from_utf8_lossy(raw)
+        // `from_utf8` first: its validation is several times faster than the chunk by chunk
+        // walk of `from_utf8_lossy` (1% of the crawl's instructions), and gives the same
+        // text for the valid UTF-8 that nearly every attribute is.
+        match std::str::from_utf8(raw) {
+            Ok(valid) => Cow::Borrowed(valid),
+            Err(_) => String::from_utf8_lossy(raw),
+        }
     } else {
         encoding.decode_without_bom_handling(raw).0
     }

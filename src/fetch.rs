@@ -288,6 +288,9 @@ impl Fetcher {
             }
             (_, false) => None,
         };
+        if let (Some(decoder), Some(length)) = (decoder.as_mut(), response.content_length()) {
+            decoder.expect(length);
+        }
         // An identity-coded body that is parsed is its own raw form: not held twice.
         let same_as_parsed = decoder.is_some() && coding == Ok(Coding::Identity);
         // Each request and response is kept as sent when the crawl archives.
