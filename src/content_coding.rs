@@ -116,6 +116,9 @@ enum Stage {
     Brotli(Box<brotli_decompressor::DecompressorWriter<CappedSink>>),
 }
 
+/// The most [`BodyDecoder::expect`] reserves ahead of the body's bytes.
+const RESERVE_MAX: u64 = 1 << 20;
+
 /// A body being decoded as it arrives.
 pub(crate) struct BodyDecoder {
     coding: Coding,
@@ -153,6 +156,18 @@ impl BodyDecoder {
             coding,
             stage,
             error: None,
+        }
+    }
+
+    /// Room for a body announced as `length` bytes (its `Content-Length`), so that an
+    /// identity-coded body is received into one allocation instead of a growing one (a
+    /// reallocation and copy per doubling: 3% of the crawl bench's CPU in the profile).
+    /// Reserves at most [`RESERVE_MAX`]: the header is the server's word, and a body that
+    /// is longer grows as before. Coded bodies decode to an unknown length: nothing reserved.
+    pub(crate) fn expect(&mut self, length: u64) {
+        if let Stage::Identity(sink) = &mut self.stage {
+            let room = length.min(RESERVE_MAX).min(sink.cap as u64) as usize;
+            sink.bytes.reserve(room.saturating_sub(sink.bytes.len()));
         }
     }
 
@@ -333,6 +348,36 @@ mod tests {
                     self.n = 0;
                 }
             }
+        }
+    }
+
+    #[test]
+    fn an_announced_length_is_reserved_within_bounds_and_changes_nothing() {
+        let body = b"<html>announced</html>".repeat(100);
+        let capacity = |length: u64, cap: u64| {
+            let mut d = BodyDecoder::new(Coding::Identity, cap);
+            d.expect(length);
+            d.sink().bytes.capacity()
+        };
+        assert!(capacity(body.len() as u64, 1 << 30) >= body.len());
+        assert!(capacity(u64::MAX, 1 << 30) as u64 <= 2 * RESERVE_MAX);
+        assert!(capacity(u64::MAX, 100) < 200);
+        let mut gzip_decoder = BodyDecoder::new(Coding::Gzip, 1 << 30);
+        gzip_decoder.expect(1 << 20);
+        assert_eq!(gzip_decoder.sink().bytes.capacity(), 0);
+        // The body decoded is the same with or without the announcement, and a body longer
+        // than announced grows past it.
+        for announced in [None, Some(body.len() as u64), Some(10)] {
+            let mut d = BodyDecoder::new(Coding::Identity, 1 << 30);
+            if let Some(length) = announced {
+                d.expect(length);
+            }
+            for chunk in body.chunks(333) {
+                d.write(chunk);
+            }
+            let decoded = d.finish(true);
+            assert_eq!(decoded.bytes, body, "{announced:?}");
+            assert!(decoded.error.is_none() && !decoded.capped);
         }
     }
 

@@ -14,7 +14,9 @@
 //! - `check` never panics and does not allocate (except for a path of more than 64
 //!   segments, possible only when `max_path_segments` allows it); it is a few hash
 //!   lookups, one public-suffix lookup (`seed-domains`), at most two [`regex::RegexSet`]
-//!   scans and one pass over the path. `Scope` is `Send + Sync`, so every parse thread can
+//!   scans and one pass over the path. The crawl's screening calls `check_with`, which
+//!   gives the same answers and skips the host lookups for a host it checked recently (a
+//!   [`SiteMemo`] per screening thread). `Scope` is `Send + Sync`, so every parse thread can
 //!   share one.
 //! - The rules are checked in a fixed order and the first that fails is reported:
 //!   [`TooLong`](OutOfScope::TooLong), [`PrivateAddress`](OutOfScope::PrivateAddress),
@@ -325,12 +327,41 @@ impl Scope {
     /// Whether the crawl may take `url` on; if not, the first rule it breaks (see the
     /// module documentation for the order).
     pub fn check(&self, url: &Url) -> Result<(), OutOfScope> {
+        self.check_with(url, &mut SiteMemo::default())
+    }
+
+    /// [`Self::check`], remembering in `memo` the verdict of rules 2 and 3 for the hosts
+    /// recently asked about: those rules (a public-suffix lookup and a hash lookup, about
+    /// half the cost of `check`) depend on the host alone, and a crawl's links keep naming
+    /// the same few hosts. Same answer as `check`.
+    pub(crate) fn check_with(&self, url: &Url, memo: &mut SiteMemo) -> Result<(), OutOfScope> {
         let o = &self.options;
         let text = url.as_str();
         if o.max_url_length > 0 && text.len() > o.max_url_length {
             return Err(OutOfScope::TooLong);
         }
-        self.check_site(url)?;
+        match url.host_str() {
+            // A URL without a host is off-site; nothing to remember.
+            None => self.check_site(url)?,
+            Some(host) => {
+                let slot = &mut memo.slots[SiteMemo::slot_of(host)];
+                match slot {
+                    Some((known, verdict)) if known == host => (*verdict)?,
+                    _ => {
+                        let verdict = self.check_site(url);
+                        match slot {
+                            Some((known, remembered)) => {
+                                known.clear();
+                                known.push_str(host);
+                                *remembered = verdict;
+                            }
+                            None => *slot = Some((host.to_string(), verdict)),
+                        }
+                        verdict?
+                    }
+                }
+            }
+        }
         if self.deny.as_ref().is_some_and(|set| set.is_match(text)) {
             return Err(OutOfScope::Denied);
         }
@@ -379,6 +410,38 @@ impl Scope {
             Host::Ipv6(ip) => !self.permits_ip(IpAddr::V6(ip)),
             Host::Domain(_) => is_localhost_name(name) && !self.seed_hosts.contains(name),
         }
+    }
+}
+
+/// The verdicts of the site rules (2 and 3) for recently checked hosts, kept by
+/// [`Scope::check_with`]: one per thread of screening, reused across URLs. A small
+/// direct-mapped table (a slot per hash of the host, the newest host wins its slot), so it
+/// stays small and costs one hash and one comparison per URL whatever the crawl; a host's
+/// buffer is reused when its slot changes hands, so nothing is allocated once the slots are
+/// filled. The verdict depends on the host alone: for http(s) URLs the host's text says
+/// whether it is a name or an IP literal.
+#[derive(Debug)]
+pub(crate) struct SiteMemo {
+    slots: Box<[Option<SiteVerdict>; SiteMemo::SLOTS]>,
+}
+
+/// A host, and the site rules' verdict on it.
+type SiteVerdict = (String, Result<(), OutOfScope>);
+
+impl Default for SiteMemo {
+    fn default() -> Self {
+        SiteMemo {
+            slots: Box::new(std::array::from_fn(|_| None)),
+        }
+    }
+}
+
+impl SiteMemo {
+    const SLOTS: usize = 64;
+
+    fn slot_of(host: &str) -> usize {
+        // A hostile page can make its hosts share a slot; that only makes them miss.
+        (xxhash_rust::xxh3::xxh3_64(host.as_bytes()) % Self::SLOTS as u64) as usize
     }
 }
 
@@ -601,6 +664,60 @@ impl fmt::Display for ScopeMode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_with_a_memo_answers_as_check() {
+        let seeds: Vec<Url> = ["http://a.example.org/", "http://10.0.0.1/", "http://[::1]/"]
+            .iter()
+            .map(|s| Url::parse(s).unwrap())
+            .collect();
+        let options = ScopeOptions {
+            max_url_length: 40,
+            deny: vec!["/denied".into()],
+            ..ScopeOptions::default()
+        };
+        let scope = Scope::new(&options, &seeds).unwrap();
+        // Hosts repeat and alternate, so the memo is hit, missed and replaced; each rule
+        // (length before site, site, deny, path) comes up right after a memo hit too.
+        let urls = [
+            "http://b.example.org/x",
+            "http://b.example.org/y",
+            "http://b.example.org/denied",
+            "http://b.example.org/a/a/a/a/a/a",
+            "http://b.example.org/a-path-long-enough-to-be-refused",
+            "http://other.test/x",
+            "http://other.test/y",
+            "http://b.example.org/z",
+            "http://localhost/x",
+            "http://localhost/y",
+            "http://10.0.0.1/x",
+            "http://10.0.0.2/x",
+            "http://10.0.0.2/y",
+            "http://[::1]/x",
+            "http://[::2]/x",
+            "http://a.example.org./x",
+            "http://a.example.org/x",
+        ];
+        // More hosts than the memo has slots: slots change hands.
+        let many: Vec<String> = (0..3 * SiteMemo::SLOTS)
+            .map(|i| match i % 3 {
+                0 => format!("http://h{i}.example.org/p"),
+                1 => format!("http://h{i}.other.test/p"),
+                _ => format!("http://10.1.0.{}/p", i % 250),
+            })
+            .collect();
+        let mut memo = SiteMemo::default();
+        for round in 0..2 {
+            for text in urls.iter().copied().chain(many.iter().map(String::as_str)) {
+                let url = Url::parse(text).unwrap();
+                assert_eq!(
+                    scope.check_with(&url, &mut memo),
+                    scope.check(&url),
+                    "{text} (round {round})"
+                );
+            }
+        }
+    }
 
     #[test]
     fn segment_count_matches_segments() {

@@ -19,7 +19,9 @@
 //! Every refusal, whichever half decides it, is a [`Refusal`] counted by
 //! [`Refusal::count`]; no other code increments a link counter.
 
-use std::collections::HashSet;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use url::Url;
@@ -33,7 +35,7 @@ use crate::config::Config;
 use crate::extract::Extracted;
 use crate::frontier::QueuedUrl;
 use crate::normalize::{host_key, Normalizer};
-use crate::scope::{OutOfScope, Scope};
+use crate::scope::{OutOfScope, Scope, SiteMemo};
 use crate::seen::SeenBackend;
 
 /// Why a discovered URL was not queued.
@@ -139,14 +141,14 @@ impl Admission {
     }
 
     /// The links of a page at `depth` (its own depth + 1), as extracted; `header_nofollow`
-    /// is the response's `X-Robots-Tag`. `on_page` is the caller's reusable set for the
-    /// per-page duplicate check. Returns the candidates in page order.
+    /// is the response's `X-Robots-Tag`. `scratch` is the caller's, reused from page to
+    /// page. Returns the candidates in page order.
     pub(crate) fn screen_links(
         &self,
         extracted: Extracted,
         depth: u32,
         header_nofollow: bool,
-        on_page: &mut HashSet<String>,
+        scratch: &mut ScreenScratch,
     ) -> Candidates {
         let c = &self.counters;
         let found = extracted.links.len() as u64;
@@ -170,11 +172,11 @@ impl Admission {
             Refusal::TooDeep.count(c, found);
             return candidates;
         }
-        on_page.clear();
+        scratch.on_page.clear();
         let (mut not_http, mut seen) = (0u64, 0u64);
         for link in extracted.links {
-            match self.screen_one(link, on_page) {
-                Ok(url) => candidates.urls.push(url),
+            match self.screen_marked(link, false, scratch, &candidates.urls) {
+                Ok(url) => scratch.take(url, &mut candidates.urls),
                 Err(Refusal::NotHttp) => not_http += 1,
                 Err(Refusal::Seen) => seen += 1,
                 Err(other) => other.count(c, 1),
@@ -248,7 +250,7 @@ impl Admission {
             depth,
             redirect_hops: 0,
         };
-        let mut on_page = HashSet::new();
+        let mut scratch = ScreenScratch::default();
         let mut found = 0u64;
         for loc in locs {
             found += 1;
@@ -260,8 +262,8 @@ impl Admission {
                 Refusal::Invalid.count(c, 1);
                 continue;
             };
-            match self.screen_marked(url, as_sitemaps, &mut on_page) {
-                Ok(url) => candidates.urls.push(url),
+            match self.screen_marked(url, as_sitemaps, &mut scratch, &candidates.urls) {
+                Ok(url) => scratch.take(url, &mut candidates.urls),
                 Err(refusal) => refusal.count(c, 1),
             }
         }
@@ -269,31 +271,103 @@ impl Admission {
         candidates
     }
 
-    /// Normalization, scope, per-page duplicate, certainly-seen: the per-URL rules that
-    /// need no single writer.
-    fn screen_one(&self, url: Url, on_page: &mut HashSet<String>) -> Result<Url, Refusal> {
-        self.screen_marked(url, false, on_page)
-    }
-
-    /// [`Self::screen_one`], the URL marked as a sitemap after normalization if `sitemap`.
+    /// Normalization, scope, per-page duplicate (against `taken`, the page's candidates so
+    /// far), certainly-seen: the per-URL rules that need no single writer. The URL is marked
+    /// as a sitemap after normalization if `sitemap`. The caller passes an accepted URL to
+    /// [`ScreenScratch::take`].
     fn screen_marked(
         &self,
         mut url: Url,
         sitemap: bool,
-        on_page: &mut HashSet<String>,
+        scratch: &mut ScreenScratch,
+        taken: &[Url],
     ) -> Result<Url, Refusal> {
         self.normalizer
             .canonicalize(&mut url)
             .map_err(|_| Refusal::NotHttp)?;
-        self.scope.check(&url).map_err(Refusal::OutOfScope)?;
+        self.scope
+            .check_with(&url, &mut scratch.site)
+            .map_err(Refusal::OutOfScope)?;
         if sitemap {
             super::sitemaps::mark(&mut url);
         }
-        if on_page.contains(url.as_str()) || self.seen.contains(url.as_str().as_bytes()) {
+        if scratch.on_page.contains(url.as_str(), taken)
+            || self.seen.contains(url.as_str().as_bytes())
+        {
             return Err(Refusal::Seen);
         }
-        on_page.insert(url.as_str().to_string());
         Ok(url)
+    }
+}
+
+/// What screening keeps from URL to URL, reused from page to page by each thread that
+/// screens: the page's URLs taken so far, and the scope's memo of the last host's site
+/// rules.
+#[derive(Debug, Default)]
+pub(crate) struct ScreenScratch {
+    on_page: OnPage,
+    site: SiteMemo,
+}
+
+impl ScreenScratch {
+    /// Appends `url` to the page's candidates `taken`, and remembers it.
+    fn take(&mut self, url: Url, taken: &mut Vec<Url>) {
+        self.on_page.insert(url.as_str(), taken.len());
+        taken.push(url);
+    }
+}
+
+/// The per-page duplicate check: which URLs a page already offered, as indexes into its
+/// candidates keyed by a hash of the URL, so that no URL is copied (a `HashSet<String>`
+/// cost an allocation per candidate, and hashed each URL twice). Exact: a hash hit is
+/// confirmed against the URL itself, and a mismatch (two URLs with one 64-bit hash) falls
+/// back to comparing with every candidate. The hash is SipHash with this process's random
+/// key (std's `RandomState`), so a hostile page cannot choose URLs that collide.
+#[derive(Debug, Default)]
+struct OnPage {
+    keys: RandomState,
+    /// URL hash → index of the first candidate with that hash.
+    first: HashMap<u64, usize, BuildHasherDefault<KeyedHash>>,
+}
+
+impl OnPage {
+    fn clear(&mut self) {
+        self.first.clear();
+    }
+
+    fn contains(&self, url: &str, taken: &[Url]) -> bool {
+        match self.first.get(&self.keys.hash_one(url)) {
+            None => false,
+            Some(&i) => {
+                taken.get(i).is_some_and(|t| t.as_str() == url)
+                    || taken.iter().any(|t| t.as_str() == url)
+            }
+        }
+    }
+
+    fn insert(&mut self, url: &str, index: usize) {
+        self.first.entry(self.keys.hash_one(url)).or_insert(index);
+    }
+}
+
+/// The map's hasher over keys that already are keyed SipHash values: passes them through.
+#[derive(Debug, Default)]
+struct KeyedHash(u64);
+
+impl Hasher for KeyedHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; fold anything else in anyway.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
@@ -410,5 +484,47 @@ impl Acceptance {
             );
         }
         Ok(queued)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn urls(texts: &[&str]) -> Vec<Url> {
+        texts.iter().map(|t| Url::parse(t).unwrap()).collect()
+    }
+
+    #[test]
+    fn on_page_finds_what_was_taken_and_nothing_else() {
+        let mut on_page = OnPage::default();
+        let taken = urls(&["http://a.test/1", "http://a.test/2"]);
+        for (i, url) in taken.iter().enumerate() {
+            on_page.insert(url.as_str(), i);
+        }
+        assert!(on_page.contains("http://a.test/1", &taken));
+        assert!(on_page.contains("http://a.test/2", &taken));
+        assert!(!on_page.contains("http://a.test/3", &taken));
+        on_page.clear();
+        assert!(!on_page.contains("http://a.test/1", &taken));
+    }
+
+    #[test]
+    fn on_page_is_exact_when_two_urls_share_a_hash() {
+        // Forge the collision a 64-bit hash makes astronomically rare: the hash of /2 names
+        // the index of /1.
+        let mut on_page = OnPage::default();
+        let taken = urls(&["http://a.test/1", "http://a.test/2"]);
+        on_page.insert(taken[0].as_str(), 0);
+        let hash_of_2 = on_page.keys.hash_one(taken[1].as_str());
+        on_page.first.insert(hash_of_2, 0);
+        // /2 is found by comparing with every candidate, not confused with /1...
+        assert!(on_page.contains(taken[1].as_str(), &taken));
+        // ...and a URL with that hash that was not taken is not found.
+        assert!(!on_page.contains(taken[1].as_str(), &taken[..1]));
+        // The colliding URL's own insert keeps the first index; lookups stay exact.
+        on_page.insert(taken[1].as_str(), 1);
+        assert!(on_page.contains(taken[0].as_str(), &taken));
+        assert!(on_page.contains(taken[1].as_str(), &taken));
     }
 }

@@ -8,13 +8,12 @@
 //! the dispatcher itself. The channel closes when the last fetch task is
 //! gone, which is how the threads know to stop.
 
-use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::admission::Admission;
+use super::admission::{Admission, ScreenScratch};
 use super::counters::CrawlCounters;
 use super::faults::{panic_message, Faults};
 use super::messages::{Candidates, Completion, Outcome, ParseJob};
@@ -83,7 +82,7 @@ impl ParsePool {
 fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShared>) {
     let started_cpu = thread_cpu_ns();
     let counters = &shared.counters;
-    let mut on_page: HashSet<String> = HashSet::new();
+    let mut scratch = ScreenScratch::default();
     while let Ok(job) = jobs.recv() {
         let ParseJob {
             dispatch,
@@ -112,7 +111,7 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                 extracted,
                 depth,
                 fetched.header_nofollow,
-                &mut on_page,
+                &mut scratch,
             );
             (links, candidates, canonical)
         }));
