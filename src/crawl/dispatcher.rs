@@ -287,13 +287,10 @@ impl Dispatcher {
                 if let Some((record, archive)) = archived {
                     output.send_archived(record, Some(archive)).await?;
                 }
-                let reason = match &outcome {
-                    RobotsOutcome::Unavailable { reason } => {
-                        tracing::debug!("{}: {reason}", fetch.url);
-                        format!("{reason}; gave up after repeated attempts")
-                    }
-                    RobotsOutcome::Rules { .. } | RobotsOutcome::Redirect { .. } => String::new(),
-                };
+                if let RobotsOutcome::Unavailable { reason, .. } = &outcome {
+                    tracing::debug!("{}: {reason}", fetch.url);
+                }
+                let reason = outcome.give_up_reason();
                 for item in frontier.robots_done(fetch, outcome)? {
                     CrawlCounters::add(&self.counters.robots_unavailable, 1);
                     self.record_unfetched(item, &reason, output).await?;

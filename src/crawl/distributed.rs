@@ -705,12 +705,7 @@ impl Process {
                     self.sender()?.send_archived(record, Some(archive)).await?;
                     self.records_sent += 1;
                 }
-                let reason = match &outcome {
-                    crate::robots::RobotsOutcome::Unavailable { reason } => {
-                        format!("{reason}; gave up after repeated attempts")
-                    }
-                    _ => String::new(),
-                };
+                let reason = outcome.give_up_reason();
                 for item in frontier.robots_done(fetch, outcome)? {
                     CrawlCounters::add(&self.counters.robots_unavailable, 1);
                     self.record_unfetched(&item, &reason).await?;

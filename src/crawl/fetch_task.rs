@@ -182,12 +182,19 @@ pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
             catching_panics(request).await.unwrap_or_else(|message| {
                 CrawlCounters::add(&shared.counters.panics, 1);
                 let reason = format!("crawler bug: the robots.txt fetch panicked: {message}");
-                (RobotsOutcome::Unavailable { reason }, None)
+                (
+                    RobotsOutcome::Unavailable {
+                        reason,
+                        permanent: false,
+                    },
+                    None,
+                )
             })
         }
         Err(e) => (
             RobotsOutcome::Unavailable {
                 reason: format!("robots.txt URL {}: {e}", fetch.url),
+                permanent: true,
             },
             None,
         ),

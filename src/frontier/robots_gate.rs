@@ -279,8 +279,12 @@ impl Frontier {
                 }
             }
             RobotsOutcome::Redirect { .. } => {}
-            RobotsOutcome::Unavailable { .. } => {
-                host.robots_failures += 1;
+            RobotsOutcome::Unavailable { permanent, .. } => {
+                host.robots_failures = if permanent {
+                    MAX_UNAVAILABLE_ATTEMPTS
+                } else {
+                    host.robots_failures + 1
+                };
                 host.robots = RobotsState::Unavailable {
                     retry_at: now + unavailable_backoff(host.robots_failures),
                 };

@@ -187,6 +187,7 @@ fn unreachable_robots_blocks_then_gives_up() {
                 host,
                 RobotsOutcome::Unavailable {
                     reason: "HTTP 503".into(),
+                    permanent: false,
                 },
             )
             .unwrap();
@@ -200,6 +201,26 @@ fn unreachable_robots_blocks_then_gives_up() {
             assert!(f.is_finished());
         }
     }
+}
+
+#[test]
+fn a_permanently_unusable_robots_txt_gives_the_host_up_at_once() {
+    let mut p = policy(1000.0, 1000, 4);
+    p.respect_robots = true;
+    let mut f = frontier(p);
+    f.push("https://a", item("https://a/1")).unwrap();
+    f.push("https://a", item("https://a/2")).unwrap();
+    let Ok(Some(Work::Robots(host))) = f.pop_ready(Instant::now()) else {
+        panic!("robots.txt first")
+    };
+    let outcome = RobotsOutcome::Unavailable {
+        reason: "robots.txt: certificate rejected".into(),
+        permanent: true,
+    };
+    assert!(outcome.give_up_reason().ends_with("not asked again"));
+    let given_up = f.robots_done(host, outcome).unwrap();
+    assert_eq!(given_up.len(), 2);
+    assert!(f.is_finished());
 }
 
 #[test]
@@ -547,6 +568,7 @@ fn robots_give_up_after_resume_skips_what_was_recorded() {
         };
         let unavailable = RobotsOutcome::Unavailable {
             reason: "HTTP 503".into(),
+            permanent: false,
         };
         given_up.extend(f.robots_done(fetch, unavailable).unwrap());
         now = Instant::now() + unavailable_backoff(attempt) + Duration::from_millis(1);

@@ -56,7 +56,9 @@
 //! - 5xx, 429 or no answer means "unreachable": nothing on the host is fetched until a
 //!   later attempt succeeds; attempts back off (1 s, 2 s, 4 s, …) and after
 //!   `MAX_UNAVAILABLE_ATTEMPTS` the host's queued URLs are given up with that reason,
-//!   so a host whose robots.txt never answers cannot hold the crawl open forever;
+//!   so a host whose robots.txt never answers cannot hold the crawl open forever; a
+//!   failure that no retry can mend (a TLS certificate the crawl does not trust) gives
+//!   the host's URLs up at the first attempt;
 //! - an entry is kept for `politeness.robots_ttl_secs` (24 h by default), then fetched
 //!   again before the host's next page.
 //!
@@ -94,14 +96,31 @@ pub enum RobotsOutcome {
         rules: Arc<RobotsRules>,
         body: Option<Vec<u8>>,
     },
-    /// Unreachable (5xx, 429, network error): allow nothing for now.
-    Unavailable { reason: String },
+    /// Unreachable (5xx, 429, network error): allow nothing for now. `permanent`: asking
+    /// again cannot help (the host's TLS certificate is not trusted), so the host's URLs are
+    /// given up at once instead of after [`MAX_UNAVAILABLE_ATTEMPTS`] backed-off attempts.
+    Unavailable { reason: String, permanent: bool },
     /// A redirect to `to`: the next hop, a request of its own (the frontier follows up to
     /// `ROBOTS_MAX_REDIRECTS` hops, then treats robots.txt as missing).
     Redirect { to: Url },
 }
 
 impl RobotsOutcome {
+    /// What the record of a URL given up because of this outcome says (empty unless the
+    /// robots.txt is unavailable).
+    pub(crate) fn give_up_reason(&self) -> String {
+        match self {
+            RobotsOutcome::Unavailable {
+                reason,
+                permanent: true,
+            } => format!("{reason}; not asked again"),
+            RobotsOutcome::Unavailable { reason, .. } => {
+                format!("{reason}; gave up after repeated attempts")
+            }
+            RobotsOutcome::Rules { .. } | RobotsOutcome::Redirect { .. } => String::new(),
+        }
+    }
+
     /// No robots.txt (or one treated as missing): everything allowed.
     pub(crate) fn allow_all() -> Self {
         RobotsOutcome::Rules {
@@ -147,9 +166,10 @@ pub(crate) fn robots_outcome(
             tracing::debug!("{url}: robots.txt {message}");
             return RobotsOutcome::allow_all();
         }
-        Err(FetchError { message, .. }) => {
+        Err(FetchError { message, kind }) => {
             return RobotsOutcome::Unavailable {
                 reason: format!("robots.txt: {message}"),
+                permanent: kind == FetchErrorKind::Certificate,
             }
         }
     };
@@ -173,10 +193,12 @@ pub(crate) fn robots_outcome(
         }
         429 => RobotsOutcome::Unavailable {
             reason: "robots.txt: HTTP 429".into(),
+            permanent: false,
         },
         400..=499 => RobotsOutcome::allow_all(),
         status => RobotsOutcome::Unavailable {
             reason: format!("robots.txt: HTTP {status}"),
+            permanent: false,
         },
     }
 }

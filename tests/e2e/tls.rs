@@ -159,54 +159,77 @@ fn an_https_crawl_of_an_http1_only_server_matches_the_ground_truth() {
 fn without_the_ca_every_url_fails_with_a_certificate_error_and_the_exit_code_says_so() {
     let _load = crate::support::ordinary();
     let web = Arc::new(Web::new(WebSpec::small(43)));
-    let server = tls_server(&web, TlsMode::H2);
-    let dir = tempfile::tempdir().unwrap();
-    let seeds = https_seeds(&server, &web);
-    std::fs::write(dir.path().join("seeds.txt"), seeds.join("\n") + "\n").unwrap();
-    let (pattern, addr) = server.resolve_entry();
-    let output = Command::new(env!("CARGO_BIN_EXE_crawler"))
-        .args([
-            "--seeds",
-            "seeds.txt",
-            "--max-urls",
-            "1000",
-            "--out",
-            "out",
-            "--progress",
-            "quiet",
-            "--set",
-            &format!("network.resolve.\"{pattern}\"={addr}"),
-            "--set",
-            "crawl.retries=1",
-            // The pages' own fetches fail (a robots.txt that cannot be fetched is retried
-            // for 15 s before the host's URLs are given up, with the same error).
-            "--set",
-            "politeness.respect_robots=false",
-        ])
-        .current_dir(dir.path())
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run crawler");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "exit code 1 = fetch failures: {stderr}"
-    );
-    let records = records(&dir.path().join("out"));
-    assert_eq!(records.len(), seeds.len(), "{records:?}");
-    for r in &records {
-        let error = r.error.as_deref().unwrap_or_default();
-        assert!(
-            error.contains("certificate rejected") && r.status.is_none(),
-            "{}: {error:?}",
-            r.url
+    // With robots.txt off the pages' own fetches fail; with it on, each host's robots.txt
+    // fails once and the host's URLs are given up at once (a certificate does not change
+    // on a second try, so the backed-off attempts at an unreachable robots.txt are skipped).
+    for respect_robots in [false, true] {
+        let server = tls_server(&web, TlsMode::H2);
+        let dir = tempfile::tempdir().unwrap();
+        let seeds = https_seeds(&server, &web);
+        std::fs::write(dir.path().join("seeds.txt"), seeds.join("\n") + "\n").unwrap();
+        let (pattern, addr) = server.resolve_entry();
+        let output = Command::new(env!("CARGO_BIN_EXE_crawler"))
+            .args([
+                "--seeds",
+                "seeds.txt",
+                "--max-urls",
+                "1000",
+                "--out",
+                "out",
+                "--progress",
+                "quiet",
+                "--set",
+                &format!("network.resolve.\"{pattern}\"={addr}"),
+                "--set",
+                "crawl.retries=1",
+                "--set",
+                &format!("politeness.respect_robots={respect_robots}"),
+            ])
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run crawler");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "exit code 1 = fetch failures: {stderr}"
         );
-        // A certificate does not change on a second try.
-        assert_eq!(r.attempts, 1, "{}", r.url);
+        let records = records(&dir.path().join("out"));
+        assert_eq!(records.len(), seeds.len(), "{records:?}");
+        let hosts: std::collections::HashSet<_> = seeds
+            .iter()
+            .filter_map(|s| url::Url::parse(s).ok()?.host_str().map(str::to_string))
+            .collect();
+        for r in &records {
+            let error = r.error.as_deref().unwrap_or_default();
+            assert!(
+                error.contains("certificate rejected") && r.status.is_none(),
+                "{}: {error:?}",
+                r.url
+            );
+            if respect_robots {
+                assert!(error.contains("not asked again"), "{}: {error:?}", r.url);
+            } else {
+                // A certificate does not change on a second try.
+                assert_eq!(r.attempts, 1, "{}", r.url);
+            }
+        }
+        assert!(server.log().is_empty(), "no request passed the handshake");
+        let failures = server.tls_handshake_failures();
+        assert!(
+            failures >= hosts.len() as u64,
+            "{failures} handshakes failed"
+        );
+        if respect_robots {
+            // One robots.txt attempt per host, not one per backed-off retry (5 each).
+            assert!(
+                failures < 2 * hosts.len() as u64,
+                "{failures} handshakes failed for {} hosts",
+                hosts.len()
+            );
+        }
     }
-    assert!(server.log().is_empty(), "no request passed the handshake");
-    assert!(server.tls_handshake_failures() >= seeds.len() as u64);
 }
 
 #[test]
