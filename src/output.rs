@@ -24,8 +24,9 @@ use crate::durable::{self, At, IoAt};
 use crate::warc::record::ArchivedFetch;
 use crate::warc::ArchiveWriter;
 
-/// One line of `pages.jsonl`: the outcome of one accepted URL.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One line of `pages.jsonl`: the outcome of one accepted URL. `Default` is a record with
+/// nothing known yet; callers fill in what they know.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PageRecord {
     /// The canonical URL that was requested.
     pub url: String,
@@ -523,7 +524,6 @@ mod tests {
     fn record(i: u64) -> PageRecord {
         PageRecord {
             url: format!("http://a.test/{i}"),
-            final_url: None,
             status: Some(200),
             content_type: Some("text/html".into()),
             bytes: i,
@@ -533,14 +533,8 @@ mod tests {
             new_links: 1,
             fetched_at: rfc3339(std::time::SystemTime::UNIX_EPOCH),
             elapsed_ms: 5,
-            error: None,
             attempts: 1,
-            truncated: false,
-            kind: Default::default(),
-            payload_digest: None,
-            warc: None,
-            canonical: None,
-            sitemap: None,
+            ..PageRecord::default()
         }
     }
 

@@ -231,24 +231,10 @@ fn robots_record(url: &Url, fetched: &Fetched, started: Instant) -> Box<PageReco
 pub(crate) fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
     Box::new(PageRecord {
         url: item.url.clone(),
-        final_url: None,
-        status: None,
-        content_type: None,
-        bytes: 0,
         depth: item.depth,
         parent: item.parent.clone(),
-        links: 0,
-        new_links: 0,
-        fetched_at: String::new(),
-        elapsed_ms: 0,
-        error: None,
         attempts: item.attempts + 1,
-        truncated: false,
-        kind: Default::default(),
-        payload_digest: None,
-        warc: None,
-        canonical: None,
-        sitemap: None,
+        ..PageRecord::default()
     })
 }
 

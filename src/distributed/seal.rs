@@ -338,24 +338,9 @@ mod tests {
             );
             let mut record = PageRecord {
                 url,
-                final_url: None,
                 status: Some(200),
-                content_type: None,
-                bytes: 0,
-                depth: 0,
-                parent: None,
-                links: 0,
-                new_links: 0,
-                fetched_at: String::new(),
-                elapsed_ms: 0,
-                error: None,
                 attempts: 1,
-                truncated: false,
-                kind: Default::default(),
-                payload_digest: None,
-                warc: None,
-                canonical: None,
-                sitemap: None,
+                ..PageRecord::default()
             };
             writer
                 .write(&fetch, &mut record, at, &mut || Ok(()))

@@ -406,24 +406,12 @@ fn queued_and_recorded_after_checkpoint(out: &Path, host: &str, n: usize) {
         writeln!(log, "{}", serde_json::to_string(&item).unwrap()).unwrap();
         let record = crawler::output::PageRecord {
             url,
-            final_url: None,
             status: Some(404),
-            content_type: None,
-            bytes: 0,
             depth: 1,
-            parent: None,
-            links: 0,
-            new_links: 0,
             fetched_at: "2026-11-23T00:00:00.000Z".into(),
             elapsed_ms: 1,
-            error: None,
             attempts: 1,
-            truncated: false,
-            kind: Default::default(),
-            payload_digest: None,
-            warc: None,
-            canonical: None,
-            sitemap: None,
+            ..Default::default()
         };
         writeln!(pages, "{}", serde_json::to_string(&record).unwrap()).unwrap();
     }
@@ -483,24 +471,16 @@ fn a_record_whose_links_were_lost_is_fetched_again() {
     assert_eq!(length, m.pages_bytes);
     let record = crawler::output::PageRecord {
         url: "http://h0.test/after-the-checkpoint".into(),
-        final_url: None,
         status: Some(200),
         content_type: Some("text/html".into()),
         bytes: 100,
         depth: 1,
-        parent: None,
         links: 3,
         new_links: 2,
         fetched_at: "2026-11-23T00:00:00.000Z".into(),
         elapsed_ms: 1,
-        error: None,
         attempts: 1,
-        truncated: false,
-        kind: Default::default(),
-        payload_digest: None,
-        warc: None,
-        canonical: None,
-        sitemap: None,
+        ..Default::default()
     };
     let mut file = std::fs::OpenOptions::new()
         .append(true)
