@@ -278,13 +278,9 @@ fn joined(what: &str, e: tokio::task::JoinError) -> DistributedError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::PageRecord;
-    use crate::warc::digest_index::PayloadIndex;
-    use crate::warc::record::{encode_fetch, FetchParts};
-    use crate::warc::{ArchiveOptions, ArchiveWriter, CurrentFile};
+    use crate::warc::fixture;
     use std::collections::BTreeMap;
     use std::io::Write as _;
-    use std::sync::Arc;
 
     #[test]
     fn a_held_pages_file_cannot_be_locked_again_until_released() {
@@ -304,50 +300,12 @@ mod tests {
     fn killed_process(out: &Path, id: &str) -> (PathBuf, PathBuf, u64, u64) {
         let pages_path = out.join(format!("pages-{id}.jsonl"));
         let mut pages = File::create(&pages_path).unwrap();
-        let mut writer = ArchiveWriter::start(
-            ArchiveOptions {
-                dir: out.join("warc"),
-                prefix: format!("crawler-{id}"),
-                max_bytes: 1 << 20,
-                gzip_level: 1,
-                info: vec![("software", "test".into())],
-            },
-            0,
-            PayloadIndex::with_memory(1 << 16),
-            pages_path.clone(),
-            Arc::new(CurrentFile::default()),
-        )
-        .unwrap();
+        let mut writer = fixture::writer(out, &format!("crawler-{id}"), pages_path.clone());
         let (mut at, mut warc_end) = (0, 0);
         for i in 0..5 {
             let url = format!("http://{id}.test/{i}");
             let payload = format!("page {i} of {id}").into_bytes();
-            let fetch = encode_fetch(
-                FetchParts {
-                    target_uri: &url,
-                    date: "2026-11-23T00:00:00Z".into(),
-                    warcinfo_id: uuid::Uuid::nil(),
-                    request_head: b"GET / HTTP/1.1\r\n\r\n",
-                    response_head: b"HTTP/1.1 200 OK\r\n\r\n",
-                    payload: &payload,
-                    peer: None,
-                    http2: false,
-                    truncated: false,
-                },
-                1,
-            );
-            let mut record = PageRecord {
-                url,
-                status: Some(200),
-                attempts: 1,
-                ..PageRecord::default()
-            };
-            writer
-                .write(&fetch, &mut record, at, &mut || Ok(()))
-                .unwrap();
-            writer.flush().unwrap();
-            let mut line = serde_json::to_vec(&record).unwrap();
-            line.push(b'\n');
+            let (record, line) = fixture::archive_fetch(&mut writer, &url, &payload, at);
             if i == 4 {
                 // Killed in the middle of the line.
                 pages.write_all(&line[..line.len() / 2]).unwrap();

@@ -38,6 +38,8 @@
 
 pub mod cdxj;
 pub(crate) mod digest_index;
+#[cfg(test)]
+pub(crate) mod fixture;
 pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod recovery;

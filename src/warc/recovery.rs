@@ -217,41 +217,15 @@ fn cut_torn_line(path: &Path, notes: &mut Vec<String>) -> Result<u64, IoAt> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::PageRecord;
-    use crate::warc::record::{encode_fetch, FetchParts};
-    use crate::warc::{ArchiveOptions, ArchiveWriter, CurrentFile};
+    use crate::warc::fixture;
     use std::io::Write as _;
-    use std::sync::Arc;
-
-    fn page(url: &str) -> PageRecord {
-        PageRecord {
-            url: url.into(),
-            status: Some(200),
-            attempts: 1,
-            ..PageRecord::default()
-        }
-    }
 
     /// Writes `n` fetches (every third repeating the first payload) through the writer, with
     /// their lines, as the output thread does; returns the lines' ends.
     fn crawl(out: &Path, n: usize) -> Vec<u64> {
-        let options = ArchiveOptions {
-            dir: out.join("warc"),
-            prefix: "t".into(),
-            max_bytes: 1 << 20,
-            gzip_level: 1,
-            info: vec![("software", "test".into())],
-        };
         let pages_path = out.join("pages.jsonl");
         let mut pages = std::fs::File::create(&pages_path).unwrap();
-        let mut writer = ArchiveWriter::start(
-            options,
-            0,
-            PayloadIndex::with_memory(1 << 16),
-            pages_path.clone(),
-            Arc::new(CurrentFile::default()),
-        )
-        .unwrap();
+        let mut writer = fixture::writer(out, "t", pages_path);
         let mut ends = Vec::new();
         let mut at = 0;
         for i in 0..n {
@@ -261,27 +235,7 @@ mod tests {
             } else {
                 format!("page {i}").into_bytes()
             };
-            let fetch = encode_fetch(
-                FetchParts {
-                    target_uri: &url,
-                    date: "2026-11-23T00:00:00Z".into(),
-                    warcinfo_id: uuid::Uuid::nil(),
-                    request_head: b"GET / HTTP/1.1\r\n\r\n",
-                    response_head: b"HTTP/1.1 200 OK\r\n\r\n",
-                    payload: &payload,
-                    peer: None,
-                    http2: false,
-                    truncated: false,
-                },
-                1,
-            );
-            let mut record = page(&url);
-            writer
-                .write(&fetch, &mut record, at, &mut || Ok(()))
-                .unwrap();
-            writer.flush().unwrap();
-            let mut line = serde_json::to_vec(&record).unwrap();
-            line.push(b'\n');
+            let (_, line) = fixture::archive_fetch(&mut writer, &url, &payload, at);
             pages.write_all(&line).unwrap();
             at += line.len() as u64;
             ends.push(at);
