@@ -578,24 +578,7 @@ fn kill_9_of_one_of_three_processes_loses_nothing() {
     let mut children: Vec<Child> = (0..3).map(|_| crawl.spawn("1e6")).collect();
     // The victim: a process holding a lease (its id, `host-pid-ms`, is in the lease), once
     // the crawl has recorded some pages.
-    let started = Instant::now();
-    let victim = loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no process ever held a lease"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-        if crawl.recorded_so_far() < 30 {
-            continue;
-        }
-        let holders = crawl.lease_holders();
-        if let Some(i) = children
-            .iter()
-            .position(|c| holders.iter().any(|h| h.contains(&format!("-{}-", c.id()))))
-        {
-            break i;
-        }
-    };
+    let victim = crawl.lease_holder(&children);
     let mut victim = children.remove(victim);
     victim.kill().unwrap(); // SIGKILL
     victim.wait().unwrap();
@@ -776,23 +759,7 @@ fn a_stopped_process_gives_its_leases_back() {
     let crawl = Shared::new(WebSpec::small(79), false, &settings);
     let mut children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
     let started = Instant::now();
-    let victim = loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no process ever held a lease"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-        if crawl.recorded_so_far() < 30 {
-            continue;
-        }
-        let holders = crawl.lease_holders();
-        if let Some(i) = children
-            .iter()
-            .position(|c| holders.iter().any(|h| h.contains(&format!("-{}-", c.id()))))
-        {
-            break i;
-        }
-    };
+    let victim = crawl.lease_holder(&children);
     let victim = children.remove(victim);
     let pid = victim.id();
     let _ = Command::new("kill")
