@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use crawler::output::{PageRecord, RecordKind};
 use testweb::{requests_per_url, CrawlRules, TestWebServer, Web, WebSpec};
 
-use crate::warc::{warc_files, warcio};
+use crate::warc::{checked_index, warc_files};
 
 /// A `redis-server` of the test's own, on a free loopback port, in a temporary directory;
 /// killed when dropped.
@@ -877,28 +877,17 @@ fn kill_9_with_the_archive_on_leaves_every_warc_file_valid_and_sealed() {
         "robots.txt fetches have lines"
     );
     let files = warc_files(&crawl.out());
-    let mut indexed = BTreeSet::new();
-    let mut writers = BTreeSet::new();
-    for file in &files {
-        let path = file.to_str().unwrap();
-        let checked = warcio(&["check", "-v", path]);
-        assert!(!checked.contains("fail"), "{checked}");
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        let writer = name
-            .strip_prefix("crawler-")
-            .and_then(|n| n.rsplitn(3, '-').nth(2))
-            .unwrap_or_else(|| panic!("{name}: not PREFIX-<process id>-TIMESTAMP-SERIAL"))
-            .to_string();
-        writers.insert(writer);
-        for line in warcio(&["index", "-f", "warc-type,offset", path]).lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let kind = v["warc-type"].as_str().unwrap();
-            if kind == "response" || kind == "revisit" {
-                let offset: u64 = v["offset"].as_str().unwrap().parse().unwrap();
-                assert!(indexed.insert((name.clone(), offset)));
-            }
-        }
-    }
+    let (indexed, _) = checked_index(&files);
+    let writers: BTreeSet<String> = files
+        .iter()
+        .map(|file| {
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            name.strip_prefix("crawler-")
+                .and_then(|n| n.rsplitn(3, '-').nth(2))
+                .unwrap_or_else(|| panic!("{name}: not PREFIX-<process id>-TIMESTAMP-SERIAL"))
+                .to_string()
+        })
+        .collect();
     assert_eq!(
         indexed, listed,
         "warcio's responses and revisits = the pages lines'"

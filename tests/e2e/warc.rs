@@ -54,6 +54,35 @@ pub(crate) fn warc_files(out: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// What warcio makes of `files`: each one checked (`warcio check -v`: every digest
+/// verified, none failing), then indexed. Returns the (file name, offset) of every response
+/// and revisit record, which `pages.jsonl` lines point to, and the count of records by type.
+pub(crate) fn checked_index(
+    files: &[PathBuf],
+) -> (BTreeSet<(String, u64)>, BTreeMap<String, usize>) {
+    let mut indexed = BTreeSet::new();
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for file in files {
+        let path = file.to_str().unwrap();
+        let checked = warcio(&["check", "-v", path]);
+        assert!(!checked.contains("fail"), "{checked}");
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        for line in warcio(&["index", "-f", "warc-type,offset", path]).lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let kind = v["warc-type"].as_str().unwrap().to_string();
+            *kinds.entry(kind.clone()).or_default() += 1;
+            if kind == "response" || kind == "revisit" {
+                let offset: u64 = v["offset"].as_str().unwrap().parse().unwrap();
+                assert!(
+                    indexed.insert((name.clone(), offset)),
+                    "{name} {offset} twice"
+                );
+            }
+        }
+    }
+    (indexed, kinds)
+}
+
 /// One record as an independent reader (the `warc` crate) sees it.
 struct ReadBack {
     kind: String,
@@ -185,23 +214,7 @@ fn the_archive_is_valid_warc_that_agrees_with_pages_jsonl_and_the_server() {
 
     // 1. warcio checks every digest of every record, and indexes exactly what
     //    pages.jsonl lists.
-    let mut indexed: BTreeSet<(String, u64)> = BTreeSet::new();
-    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
-    for file in &files {
-        let path = file.to_str().unwrap();
-        let checked = warcio(&["check", "-v", path]);
-        assert!(!checked.contains("fail"), "{checked}");
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        for line in warcio(&["index", "-f", "warc-type,offset", path]).lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let kind = v["warc-type"].as_str().unwrap().to_string();
-            *kinds.entry(kind.clone()).or_default() += 1;
-            if kind == "response" || kind == "revisit" {
-                let offset: u64 = v["offset"].as_str().unwrap().parse().unwrap();
-                indexed.insert((name.clone(), offset));
-            }
-        }
-    }
+    let (indexed, kinds) = checked_index(&files);
     assert_eq!(
         kinds["warcinfo"],
         files.len(),
@@ -461,22 +474,7 @@ fn the_archive_survives_kill_9_and_agrees_with_pages_jsonl() {
         .iter()
         .filter_map(|r| r.warc.as_ref().map(|w| (w.file.clone(), w.offset)))
         .collect();
-    let mut indexed = BTreeSet::new();
-    for file in warc_files(&out) {
-        let path = file.to_str().unwrap();
-        warcio(&["check", path]);
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        for line in warcio(&["index", "-f", "warc-type,offset", path]).lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let kind = v["warc-type"].as_str().unwrap();
-            if kind == "response" || kind == "revisit" {
-                indexed.insert((
-                    name.clone(),
-                    v["offset"].as_str().unwrap().parse::<u64>().unwrap(),
-                ));
-            }
-        }
-    }
+    let (indexed, _) = checked_index(&warc_files(&out));
     assert_eq!(
         indexed, listed,
         "seed {seed}, {kills} kills: archive and pages.jsonl differ"
