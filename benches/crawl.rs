@@ -131,10 +131,7 @@ fn main() {
     testweb_process::serve_if_asked();
     let args: Vec<String> = std::env::args().collect();
     crawler::allocator::limit_malloc_arenas();
-    let runs = args
-        .iter()
-        .position(|a| a == "--runs")
-        .and_then(|i| args.get(i + 1))
+    let runs = testweb_process::arg_value("--runs")
         .and_then(|v| v.parse().ok())
         .unwrap_or(5usize);
     let spec = WebSpec::bench(7);

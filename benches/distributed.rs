@@ -216,19 +216,11 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
 
 fn main() {
     testweb_process::serve_if_asked();
-    let args: Vec<String> = std::env::args().collect();
     crawler::allocator::limit_malloc_arenas();
-    let runs = args
-        .iter()
-        .position(|a| a == "--runs")
-        .and_then(|i| args.get(i + 1))
+    let runs = testweb_process::arg_value("--runs")
         .and_then(|v| v.parse().ok())
         .unwrap_or(3usize);
-    let only = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1))
-        .cloned();
+    let only = testweb_process::arg_value("--only");
     let web = ServerProcess::start(&spec(), FEATURES, Serving::default());
     let web_port = web.port;
     let redis_dir = tempfile::tempdir().expect("tempdir");

@@ -110,13 +110,7 @@ fn crawl_once(spec: &WebSpec, port: u16) -> Run {
 fn main() {
     testweb_process::serve_if_asked();
     crawler::allocator::limit_malloc_arenas();
-    let args: Vec<String> = std::env::args().collect();
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let value = testweb_process::arg_value;
     let runs: usize = value("--runs").and_then(|v| v.parse().ok()).unwrap_or(3);
     let only: Option<usize> = value("--only").and_then(|v| v.parse().ok());
     for (hosts, per_host) in [(2_000usize, 15usize), (20_000, 3)] {

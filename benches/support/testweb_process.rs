@@ -209,6 +209,15 @@ pub fn seeds(spec: &WebSpec) -> Vec<url::Url> {
         .collect()
 }
 
+/// The value after `name` on the bench's command line (`--runs 3`), if given.
+pub fn arg_value(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
 pub fn rusage(who: i32) -> libc::rusage {
     // SAFETY: getrusage fills the struct we own.
     unsafe {
