@@ -187,6 +187,9 @@ pub struct Fetcher {
     client: std::sync::RwLock<reqwest::Client>,
     config: Config,
     gate: Arc<RequestGate>,
+    /// `network.ca_file`'s certificates, read once: a rebuilt client trusts what the first
+    /// one did, even if the file has changed or gone since.
+    extra_roots: Vec<reqwest::Certificate>,
     max_body_bytes: u64,
     content_types: Vec<String>,
 }
@@ -195,10 +198,12 @@ impl Fetcher {
     /// Builds the client; every request it sends passes `gate`.
     pub(crate) fn new(config: &Config, gate: Arc<RequestGate>) -> Result<Fetcher, FetchSetupError> {
         let c = &config.crawl;
+        let extra_roots = config.extra_root_certificates()?;
         Ok(Fetcher {
-            client: std::sync::RwLock::new(build_client(config, &gate)?),
+            client: std::sync::RwLock::new(build_client(config, &gate, &extra_roots)?),
             config: config.clone(),
             gate,
+            extra_roots,
             max_body_bytes: c.max_body_bytes.0,
             content_types: c
                 .content_types
@@ -213,7 +218,7 @@ impl Fetcher {
     /// same configuration, `network.ca_file` included) with an empty pool; the old pool closes its idle connections as soon as the requests in
     /// flight on it are done. Connection reuse starts over, which is the price.
     pub(crate) fn shed_idle_connections(&self) {
-        match build_client(&self.config, &self.gate) {
+        match build_client(&self.config, &self.gate, &self.extra_roots) {
             Ok(client) => {
                 let mut current = self.client.write().unwrap_or_else(|e| e.into_inner());
                 *current = client;
@@ -432,7 +437,11 @@ fn response_head(response: &reqwest::Response) -> Vec<u8> {
 /// used where the server picks it: one connection per origin then carries all of its
 /// requests as streams (the pool shares it), so a host costs one handshake, not one per
 /// concurrent request; plain `http` stays HTTP/1.1 (no prior-knowledge h2c).
-fn build_client(config: &Config, gate: &RequestGate) -> Result<reqwest::Client, FetchSetupError> {
+fn build_client(
+    config: &Config,
+    gate: &RequestGate,
+    extra_roots: &[reqwest::Certificate],
+) -> Result<reqwest::Client, FetchSetupError> {
     let c = &config.crawl;
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static(ACCEPT_VALUE));
@@ -451,7 +460,7 @@ fn build_client(config: &Config, gate: &RequestGate) -> Result<reqwest::Client, 
         .tcp_nodelay(true)
         .no_proxy()
         .dns_resolver(gate.resolver())
-        .tls_certs_merge(config.extra_root_certificates()?)
+        .tls_certs_merge(extra_roots.to_vec())
         .build()
         .map_err(FetchSetupError::Client)
 }
