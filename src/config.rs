@@ -268,8 +268,8 @@ impl Default for OutputSection {
     }
 }
 
-/// `[network]`: name resolution (overrides like curl's `--resolve`, the DNS client, see
-/// `crate::dns`) and extra trusted certificate authorities.
+/// `[network]`: name resolution (overrides like curl's `--resolve`, the DNS client that
+/// the `dns` module builds from it) and extra trusted certificate authorities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetworkSection {
@@ -294,6 +294,15 @@ impl Default for NetworkSection {
             dns_max_ttl_secs: 3600.0,
         }
     }
+}
+
+/// A `network.dns_servers` entry: `"IP"` (port 53) or `"IP:port"` / `"[v6]:port"`. Parsed
+/// here, where the key is checked, so that the configuration never calls the DNS module.
+pub(crate) fn parse_dns_server(value: &str) -> Option<std::net::SocketAddr> {
+    if let Ok(ip) = value.parse::<std::net::IpAddr>() {
+        return Some(std::net::SocketAddr::new(ip, 53));
+    }
+    value.parse::<std::net::SocketAddr>().ok()
 }
 
 /// `[distributed]`: one crawl shared by several processes through Redis (see
@@ -665,11 +674,7 @@ impl Config {
             ));
         }
         let n = &self.network;
-        if let Some(bad) = n
-            .dns_servers
-            .iter()
-            .find(|s| crate::dns::parse_server(s).is_none())
-        {
+        if let Some(bad) = n.dns_servers.iter().find(|s| parse_dns_server(s).is_none()) {
             return Err(invalid(
                 "network.dns_servers",
                 format!("{bad:?} is not an address (\"9.9.9.9\" or \"127.0.0.1:5353\")"),
@@ -1039,6 +1044,19 @@ impl fmt::Display for ResolveRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_servers_are_addresses_with_an_optional_port() {
+        let parse = parse_dns_server;
+        assert_eq!(parse("9.9.9.9"), Some("9.9.9.9:53".parse().unwrap()));
+        assert_eq!(
+            parse("127.0.0.1:5353"),
+            Some("127.0.0.1:5353".parse().unwrap())
+        );
+        assert_eq!(parse("[::1]:53"), Some("[::1]:53".parse().unwrap()));
+        assert_eq!(parse("::1"), Some("[::1]:53".parse().unwrap()));
+        assert_eq!(parse("dns.example"), None);
+    }
 
     #[test]
     fn defaults_validate() {

@@ -28,6 +28,11 @@ use hickory_resolver::TokioResolver;
 
 use crate::config::Config;
 
+/// The answer to a look-up for the per-address budget: the address to budget and until when
+/// it holds, or why the name did not resolve. Defined here, below both the frontier that asks
+/// and the request gate that answers, so that neither imports the other.
+pub type AddressAnswer = Result<(IpAddr, tokio::time::Instant), String>;
+
 /// How many names the cache keeps (each a few hundred bytes).
 const CACHE_NAMES: usize = 65_536;
 
@@ -72,8 +77,10 @@ impl Dns {
         } else {
             let mut servers = Vec::new();
             for value in &n.dns_servers {
-                let addr = parse_server(value).ok_or_else(|| DnsSetupError::Server {
-                    value: value.clone(),
+                let addr = crate::config::parse_dns_server(value).ok_or_else(|| {
+                    DnsSetupError::Server {
+                        value: value.clone(),
+                    }
                 })?;
                 servers.push(NameServerConfig::new(addr, Protocol::Udp));
                 servers.push(NameServerConfig::new(addr, Protocol::Tcp));
@@ -115,29 +122,9 @@ impl Dns {
     }
 }
 
-/// `"IP"` (port 53) or `"IP:port"` / `"[v6]:port"`.
-pub(crate) fn parse_server(value: &str) -> Option<SocketAddr> {
-    if let Ok(ip) = value.parse::<IpAddr>() {
-        return Some(SocketAddr::new(ip, 53));
-    }
-    value.parse::<SocketAddr>().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn servers_are_addresses_with_an_optional_port() {
-        assert_eq!(parse_server("9.9.9.9"), Some("9.9.9.9:53".parse().unwrap()));
-        assert_eq!(
-            parse_server("127.0.0.1:5353"),
-            Some("127.0.0.1:5353".parse().unwrap())
-        );
-        assert_eq!(parse_server("[::1]:53"), Some("[::1]:53".parse().unwrap()));
-        assert_eq!(parse_server("::1"), Some("[::1]:53".parse().unwrap()));
-        assert_eq!(parse_server("dns.example"), None);
-    }
 
     #[test]
     fn the_system_resolver_unless_ttls_are_needed() {

@@ -37,8 +37,7 @@ use std::sync::Arc;
 use url::{Host, Url};
 
 use crate::config::{Config, ResolveRule};
-use crate::dns::Dns;
-use crate::frontier::AddressAnswer;
+use crate::dns::{AddressAnswer, Dns};
 use crate::scope::{is_private_ip, OutOfScope, Scope};
 
 /// How long an address from a resolver that gives no TTL (the system's) is budgeted.

@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::crawl::CrawlCounters;
+use crate::counters::CrawlCounters;
 use crate::durable::{self, At, IoAt};
 use crate::warc::record::ArchivedFetch;
 use crate::warc::ArchiveWriter;

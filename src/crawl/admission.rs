@@ -26,12 +26,12 @@ use std::sync::Arc;
 
 use url::Url;
 
-use super::counters::CrawlCounters;
 use super::messages::Candidates;
 use super::CrawlError;
 use super::CrawlFrontier;
 use crate::checkpoint::QueueLog;
 use crate::config::Config;
+use crate::counters::CrawlCounters;
 use crate::extract::Extracted;
 use crate::frontier::QueuedUrl;
 use crate::normalize::{host_key, Normalizer};

@@ -22,10 +22,10 @@ use std::time::{Duration, SystemTime};
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 
-use super::counters::CrawlCounters;
 use super::CrawlError;
 use super::CrawlFrontier;
 use crate::checkpoint::{self, CheckpointError, Expectation, Manifest, QueueLog};
+use crate::counters::CrawlCounters;
 use crate::output::{rfc3339, BackgroundSync, OutputSender};
 use crate::seen::SeenSet;
 

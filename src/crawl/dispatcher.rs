@@ -19,13 +19,13 @@ use tokio::time::Instant;
 
 use super::admission::Acceptance;
 use super::checkpoints::Checkpoints;
-use super::counters::CrawlCounters;
 use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
 use super::messages::{Completion, Outcome};
 use super::progress::{Progress, ProgressFigures};
 use super::shutdown::ShutdownHandle;
 use super::CrawlError;
 use super::CrawlFrontier;
+use crate::counters::CrawlCounters;
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::frontier::{QueuedUrl, Work};
 use crate::output::{rfc3339, OutputSender};

@@ -37,12 +37,12 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::admission::Refusal;
-use super::counters::CrawlCounters;
 use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
 use super::messages::{Candidates, Completion, Outcome};
 use super::summary::Ending;
 use super::{seen_plan, CrawlError, CrawlRequest, CrawlSummary};
 use crate::config::Config;
+use crate::counters::CrawlCounters;
 use crate::distributed::seal::{seal_dead, OutputLock, SealScope};
 use crate::distributed::{
     self, bloom_bits, parse_claim, prefix, status, DistributedError, Redis, Settings,

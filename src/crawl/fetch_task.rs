@@ -16,10 +16,10 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::admission::Admission;
-use super::counters::CrawlCounters;
 use super::faults::{panic_message, Faults};
 use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::config::Config;
+use crate::counters::CrawlCounters;
 use crate::fetch::{FetchError, Fetched, Fetcher};
 use crate::frontier::{Dispatch, QueuedUrl, RobotsFetch};
 use crate::output::{rfc3339, PageRecord, RecordKind};

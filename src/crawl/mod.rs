@@ -28,7 +28,6 @@
 
 mod admission;
 mod checkpoints;
-mod counters;
 mod dispatcher;
 mod distributed;
 mod faults;
@@ -48,7 +47,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use url::Url;
 
-pub use counters::{CounterValues, CrawlCounters};
+pub use crate::counters::{CounterValues, CrawlCounters};
 pub use parse_pool::ParseThreadError;
 pub use progress::ProgressMode;
 pub use shutdown::ShutdownHandle;

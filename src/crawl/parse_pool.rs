@@ -14,9 +14,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::admission::{Admission, ScreenScratch};
-use super::counters::CrawlCounters;
 use super::faults::{panic_message, Faults};
 use super::messages::{Candidates, Completion, Outcome, ParseJob};
+use crate::counters::CrawlCounters;
 use crate::cpu_time::thread_cpu_ns;
 use crate::extract::{extract_links, ExtractOptions};
 

@@ -48,8 +48,8 @@ use std::sync::Arc;
 use url::Url;
 
 use super::admission::Admission;
-use super::counters::CrawlCounters;
 use super::messages::{Candidates, Completion};
+use crate::counters::CrawlCounters;
 use crate::output::{PageRecord, SitemapRecord};
 use crate::robots::RobotsRules;
 use crate::sitemap;

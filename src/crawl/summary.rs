@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::counters::{CounterValues, CrawlCounters};
 use super::CrawlFrontier;
 use crate::config::Config;
+use crate::counters::{CounterValues, CrawlCounters};
 use crate::seen::{Plan, SeenStats};
 
 /// `OUT/summary.json`, and what the CLI prints at the end.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{array, int, prefix, text, DistributedError, Redis};
-use crate::crawl::{CounterValues, CrawlCounters};
+use crate::counters::{CounterValues, CrawlCounters};
 
 /// A process is shown as live when its last heartbeat is younger than this.
 const LIVE_WITHIN_MS: i64 = 30_000;

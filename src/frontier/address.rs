@@ -64,9 +64,8 @@ pub struct AddressLookup {
     pub name: String,
 }
 
-/// The answer to an [`AddressLookup`]: the address to budget and until when it holds, or why
-/// the name did not resolve.
-pub type AddressAnswer = Result<(IpAddr, Instant), String>;
+/// The answer to an [`AddressLookup`], defined with the resolver that gives it.
+pub use crate::dns::AddressAnswer;
 
 /// The host name of host key `key` (`scheme://host[:port]`), without IPv6 brackets.
 fn host_name(key: &str) -> Option<String> {
