@@ -204,7 +204,7 @@ impl Manifest {
 /// Cuts `pages.jsonl` back to what the checkpoint covers; records written after it
 /// belong to URLs the checkpoint still lists in its frontier.
 pub(crate) fn truncate_output(out: &Path, keep: u64) -> Result<(), CheckpointError> {
-    let path = out.join("pages.jsonl");
+    let path = crate::output::journal_path(out);
     let file = fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -637,7 +637,7 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         queued.extend(lines.values);
         loaded.damage.extend(lines.damage);
     }
-    let pages = out.join("pages.jsonl");
+    let pages = crate::output::journal_path(out);
     let from = loaded.manifest.pages_bytes;
     let (mut records, mut ends, mut end) = (Vec::new(), Vec::new(), from);
     if pages.exists() {

@@ -503,7 +503,45 @@ fn file_error_message(
     })
 }
 
+/// Why a distributed crawl takes neither `--resume` nor `--fresh` (see
+/// [`Config::distributed_lacks`]).
+pub const DISTRIBUTED_RESUME: &str = "--resume and --fresh are for a single-process crawl: a distributed crawl resumes when its processes start again with the same --crawl-id";
+
 impl Config {
+    /// What distributed mode (`[distributed] redis`) does not do, as (setting, reason), for
+    /// the settings of this configuration that ask for it: the one place that says so. The
+    /// rest is at parity with a local crawl (the driver is the same: descriptor budget and
+    /// raised open-file limit, seeds counted alike); `--resume` and `--fresh` are refused
+    /// by the CLI with [`DISTRIBUTED_RESUME`].
+    pub fn distributed_lacks(&self) -> Vec<(&'static str, &'static str)> {
+        let mut lacks = Vec::new();
+        if self.crawl.sitemaps {
+            lacks.push((
+                "crawl.sitemaps",
+                "a sitemap is queued as a marked URL, and Redis's queues keep no mark yet, so \
+                 the URLs it lists would have no shared admission; turn one of them off",
+            ));
+        }
+        let p = &self.politeness;
+        if p.per_ip_rps > 0.0 {
+            lacks.push((
+                "politeness.per_ip_rps",
+                "per-address budgets would need one budget per address shared by every \
+                 process in Redis; each process would keep its own, so N processes would allow \
+                 N times the limit; set it to 0",
+            ));
+        }
+        if p.per_ip_concurrency > 0 {
+            lacks.push((
+                "politeness.per_ip_concurrency",
+                "per-address budgets would need one budget per address shared by every \
+                 process in Redis; each process would keep its own, so N processes would allow \
+                 N times the limit; set it to 0",
+            ));
+        }
+        lacks
+    }
+
     /// Loads `path` (or the defaults when `None`) and applies `--set` overrides.
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
         let (origin, mut table) = match path {
@@ -746,29 +784,12 @@ impl Config {
                     .into(),
             ));
         }
-        if d.redis.is_some() && self.crawl.sitemaps {
-            // Not yet built for a crawl shared through Redis: sitemap discoveries have no
-            // shared admission yet.
-            return Err(invalid(
-                "crawl.sitemaps",
-                "is not supported with distributed.redis yet; turn one of them off".into(),
-            ));
-        }
         if d.redis.is_some() {
-            // Per-address limits need one budget per address shared by every process; each
-            // process would keep its own, so N processes would allow N times the limit.
-            for (on, key) in [
-                (p.per_ip_rps > 0.0, "politeness.per_ip_rps"),
-                (p.per_ip_concurrency > 0, "politeness.per_ip_concurrency"),
-            ] {
-                if on {
-                    return Err(invalid(
-                        key,
-                        "is not supported with distributed.redis yet (each process would keep \
-                         its own per-address budget); set it to 0"
-                            .into(),
-                    ));
-                }
+            if let Some((key, reason)) = self.distributed_lacks().first() {
+                return Err(invalid(
+                    key,
+                    format!("is not supported with distributed.redis: {reason}"),
+                ));
             }
         }
         for (key, secs) in [

@@ -120,6 +120,42 @@ enum Message {
     Handed(oneshot::Sender<Result<(), String>>),
 }
 
+/// The crawl's journal: one JSON record per URL, the one file a resume reads. Every other
+/// mention of the name goes through [`journal_path`] (or the process variant), so the
+/// directory's layout is written here once.
+const JOURNAL: &str = "pages.jsonl";
+const SUMMARY: &str = "summary.json";
+
+/// `OUT/pages.jsonl`: a single-process crawl's journal.
+pub fn journal_path(out: &Path) -> PathBuf {
+    out.join(JOURNAL)
+}
+
+/// `OUT/summary.json`: the crawl's summary (a distributed crawl's once it is over).
+pub fn summary_path(out: &Path) -> PathBuf {
+    out.join(SUMMARY)
+}
+
+/// `OUT/pages-<process>.jsonl`: a distributed process's journal.
+pub fn process_journal_path(out: &Path, process: &str) -> PathBuf {
+    out.join(format!("pages-{process}.jsonl"))
+}
+
+/// `OUT/summary-<process>.json`: a distributed process's own summary.
+pub fn process_summary_path(out: &Path, process: &str) -> PathBuf {
+    out.join(format!("summary-{process}.json"))
+}
+
+/// The temporary file a distributed process writes `summary.json` through.
+pub(crate) fn process_summary_tmp(out: &Path, process: &str) -> PathBuf {
+    out.join(format!("{SUMMARY}.{process}.tmp"))
+}
+
+/// `OUT/work-<process>/`: a distributed process's local frontier (a cache of its leases).
+pub(crate) fn process_work_dir(out: &Path, process: &str) -> PathBuf {
+    out.join(format!("work-{process}"))
+}
+
 /// How far `pages.jsonl` has been written: the file's length and its number of records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutputPosition {
@@ -151,11 +187,6 @@ impl Handed {
 }
 
 impl OutputSender {
-    /// Queues a record, waiting if the writer is behind.
-    pub(crate) async fn send(&self, record: PageRecord) -> Result<(), OutputError> {
-        self.send_archived(Box::new(record), None).await
-    }
-
     /// Queues a record and the archive's records of the same fetch, written together.
     pub(crate) async fn send_archived(
         &self,
@@ -184,7 +215,7 @@ impl OutputSender {
         rx.await
             .map_err(|_| OutputError::Stopped)?
             .map_err(std::io::Error::other)
-            .at("write", Path::new("pages.jsonl"))
+            .at("write", Path::new(JOURNAL))
             .map_err(OutputError::from)
     }
 
@@ -199,7 +230,7 @@ impl OutputSender {
         rx.await
             .map_err(|_| OutputError::Stopped)?
             .map_err(std::io::Error::other)
-            .at("flush", Path::new("pages.jsonl"))
+            .at("flush", Path::new(JOURNAL))
             .map_err(OutputError::from)
     }
 }
@@ -210,19 +241,10 @@ pub(crate) struct OutputWriter {
 }
 
 impl OutputWriter {
-    /// Opens (appending) `dir/pages.jsonl` and starts the writer; `start` is where the
-    /// file stands (records already in it, for a resumed crawl). With `archive`, the fetches'
-    /// WARC records are written by the same thread, each just before its line.
-    pub(crate) fn start(
-        dir: &Path,
-        capacity: usize,
-        start: OutputPosition,
-        archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
-    ) -> Result<(OutputWriter, OutputSender), OutputError> {
-        Self::start_at(dir.join("pages.jsonl"), capacity, start, archive)
-    }
-
-    /// The same with the pages file at `path` (a distributed process's `pages-<id>.jsonl`).
+    /// Opens (appending) the pages file at `path` (`journal_path`, or a distributed
+    /// process's `process_journal_path`) and starts the writer; `start` is where the file
+    /// stands (records already in it, for a resumed crawl). With `archive`, the fetches' WARC
+    /// records are written by the same thread, each just before its line.
     pub(crate) fn start_at(
         path: PathBuf,
         capacity: usize,
@@ -405,7 +427,7 @@ impl BackgroundSync {
         let thread = std::thread::Builder::new()
             .name("sync".into())
             .spawn(move || sync_loop(&thread_shared, interval, pages.clone(), archive))
-            .at("start the background fsync of", Path::new("pages.jsonl"))?;
+            .at("start the background fsync of", Path::new(JOURNAL))?;
         Ok(BackgroundSync {
             shared,
             thread: Some(thread),
@@ -557,9 +579,10 @@ mod tests {
     async fn every_record_is_written_even_with_a_tiny_channel() {
         let dir = tempfile::tempdir().unwrap();
         let (writer, tx) =
-            OutputWriter::start(dir.path(), 1, OutputPosition::default(), None).unwrap();
+            OutputWriter::start_at(journal_path(dir.path()), 1, OutputPosition::default(), None)
+                .unwrap();
         for i in 0..1000 {
-            tx.send(record(i)).await.unwrap();
+            tx.send_archived(Box::new(record(i)), None).await.unwrap();
         }
         tx.handed().await.unwrap();
         assert_eq!(tx.progress().records(), 1000, "all handed to the OS");

@@ -420,13 +420,12 @@ impl Acceptance {
         let room = self.max_urls.saturating_sub(accepted) as usize;
         let host_cap = self.max_pages_per_host;
         let queue = |frontier: &mut F, log: &mut Option<&mut QueueLog>, url: &Url| {
-            let item = QueuedUrl {
-                url: url.as_str().to_string(),
+            let item = QueuedUrl::new(
+                url.as_str().to_string(),
                 depth,
-                parent: parent.clone(),
+                parent.clone(),
                 redirect_hops,
-                attempts: 0,
-            };
+            );
             if let Some(log) = log.as_deref_mut() {
                 // Not logged, the URL would be in neither the checkpoint nor the log, and a
                 // crash would forget it: the crawl stops instead, its last checkpoint intact

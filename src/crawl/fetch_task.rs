@@ -209,13 +209,7 @@ pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
 /// The `pages.jsonl` line of a robots.txt fetch (written only with the archive on, so that
 /// every archived fetch has its line).
 fn robots_record(url: &Url, fetched: &Fetched, started: Instant) -> Box<PageRecord> {
-    let mut record = base_record(&QueuedUrl {
-        url: url.as_str().to_string(),
-        depth: 0,
-        parent: None,
-        attempts: 0,
-        redirect_hops: 0,
-    });
+    let mut record = base_record(&QueuedUrl::new(url.as_str().to_string(), 0, None, 0));
     record.kind = RecordKind::Robots;
     record.status = Some(fetched.status);
     record.content_type = fetched.content_type.clone();

@@ -5,45 +5,47 @@
 //!
 //! | file | job |
 //! |---|---|
-//! | `mod.rs` | [`run_crawl`]: setup (fresh or resumed), the run, the orderly end |
-//! | `dispatcher.rs` | the one task that owns the frontier: hands out work, takes completions back |
-//! | `distributed.rs` | one process of a crawl shared through Redis ([`crate::distributed`]) |
+//! | `mod.rs` | [`run_crawl`]: which source of work, then the driver |
+//! | `driver.rs` | set-up, the work pump (hand-out, records, descriptors, look-ups, stop and grace), teardown: once for every source |
+//! | `source.rs` | the interface between the driver and a source of work |
+//! | `local_source.rs` | a single-process crawl: the disk frontier with checkpoints and resume |
+//! | `lease_source.rs` | one process of a crawl shared through Redis: leases ([`crate::distributed`]) |
 //! | `admission.rs` | the one path from a discovered URL to a queued one, and its counting |
 //! | `fetch_task.rs` | one dispatched URL fetched once and turned into an outcome |
 //! | `parse_pool.rs` | OS threads that extract and screen a page's links |
 //! | `sitemaps.rs` | sitemaps in the crawl: found, queued (marked), read, admitted, recorded |
-//! | `checkpoints.rs` | when and how the dispatcher takes a checkpoint |
-//! | `counters.rs` | every counter, named once |
+//! | `checkpoints.rs` | when and how the local source takes a checkpoint |
 //! | `summary.rs` | `summary.json` and the closing lines |
 //! | [`progress`] | the live display |
 //! | `shutdown.rs` | stopping from outside |
 //! | `messages.rs` | what the tasks send each other |
 //!
-//! One dispatcher task owns the frontier and is the only writer of the seen-set and of the
-//! accepted-URL count. That makes the two promises of the crawl exact rather than
-//! probable: no URL is queued twice (insert-and-queue is one step in one task), and no more
-//! than `max_urls` URLs are ever accepted. The expensive work runs elsewhere: fetches are
-//! tokio tasks sharing one client, and HTML parsing runs on the parse pool, which also
-//! screens the links so that the dispatcher only inserts the few that are probably new.
+//! The driver's one task owns the frontier, and the local source, on that task, is the only
+//! writer of the seen-set and of the accepted-URL count. That makes the two promises of the
+//! crawl exact rather than probable: no URL is queued twice (insert-and-queue is one step in
+//! one task), and no more than `max_urls` URLs are ever accepted (in distributed mode,
+//! `admit.lua` keeps both promises across processes). The expensive work runs elsewhere:
+//! fetches are tokio tasks sharing one client, and HTML parsing runs on the parse pool,
+//! which also screens the links so that the source only inserts the few that are probably
+//! new.
 
 mod admission;
 mod checkpoints;
-mod dispatcher;
-mod distributed;
+mod driver;
 mod faults;
 mod fetch_task;
+mod lease_source;
+mod local_source;
 mod messages;
 mod parse_pool;
 pub mod progress;
 mod shutdown;
 mod sitemaps;
+mod source;
 mod summary;
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use url::Url;
 
@@ -56,24 +58,11 @@ pub use summary::{CrawlSummary, HostCount};
 use crate::checkpoint;
 use crate::config::Config;
 use crate::descriptors::Descriptors;
-use crate::extract::ExtractOptions;
-use crate::fetch::Fetcher;
-use crate::frontier::{
-    Frontier, FrontierBackend, FrontierOptions, FrontierPolicy, FrontierSnapshot, SavedFrontier,
-};
-use crate::gate::RequestGate;
-use crate::output::{BackgroundSync, OutputPosition, OutputWriter};
-use crate::scope::Scope;
-use crate::seen::{Plan, SeenBackend, SeenSet};
-use crate::warc::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
-use admission::{Acceptance, Admission};
-use checkpoints::Checkpoints;
-use dispatcher::{Dispatcher, Wiring};
-use fetch_task::FetchShared;
-use messages::{Candidates, ParseJob};
-use parse_pool::{ParsePool, ParseShared};
-use progress::Progress;
-use summary::Ending;
+use crate::frontier::{FrontierBackend, FrontierSnapshot, SavedFrontier};
+use crate::seen::Plan;
+use driver::drive;
+use lease_source::LeaseSource;
+use local_source::LocalSource;
 
 /// The frontier as the crawl drives it: any [`FrontierBackend`] whose checkpoint is the
 /// local one (the disk frontier today). The dispatcher, admission, checkpoints and summary
@@ -145,177 +134,8 @@ pub(crate) fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError>
     }
 }
 
-/// Where a crawl starts from: a fresh seen-set and frontier, or a checkpoint's.
-struct Start {
-    seen: Arc<SeenSet>,
-    counters: Arc<CrawlCounters>,
-    output: OutputPosition,
-    frontier: Frontier,
-    /// URLs queued after the checkpoint (from its queue log): to queue again, and those
-    /// recorded since, to count for their host.
-    replayed: Option<(Vec<crate::frontier::QueuedUrl>, Vec<String>)>,
-    /// The highest checkpoint number on disk.
-    seq: u64,
-    /// The checkpoint resumed from.
-    resumed_from: Option<u64>,
-}
-
-fn start_state(
-    config: &Config,
-    resume: Option<checkpoint::Loaded>,
-    plan: Plan,
-    expectation: &checkpoint::Expectation,
-) -> Result<Start, CrawlError> {
-    let out_dir = &config.output.dir;
-    let policy = FrontierPolicy::from_config(&config.politeness);
-    let frontier_options =
-        FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
-    let Some(loaded) = resume else {
-        checkpoint::remove(out_dir)?;
-        tracing::info!("seen-set: {}", plan.summary());
-        return Ok(Start {
-            seen: Arc::new(SeenSet::new(plan)?),
-            counters: Arc::new(CrawlCounters::default()),
-            output: OutputPosition::default(),
-            frontier: Frontier::create(policy, frontier_options)?,
-            replayed: None,
-            seq: 0,
-            resumed_from: None,
-        });
-    };
-    loaded.manifest.check_compatible(out_dir, expectation)?;
-    for damage in &loaded.damage {
-        tracing::warn!("resume: {damage}");
-    }
-    tracing::info!(
-        "resuming checkpoint {} of {}: {} URLs done, {} queued at the checkpoint ({} queued and {} recorded after it, replayed)",
-        loaded.manifest.seq,
-        loaded.manifest.created_at,
-        loaded.output.records,
-        loaded.frontier.queued,
-        loaded.replayed_urls,
-        loaded.replayed_records
-    );
-    let frontier = Frontier::resume(
-        policy,
-        frontier_options,
-        &loaded.frontier,
-        loaded.hosts,
-        loaded.recorded_after,
-    )?;
-    // Only now, with everything checked and reopened: records past the last complete one
-    // (a torn line) are cut.
-    checkpoint::truncate_output(out_dir, loaded.output.bytes)?;
-    Ok(Start {
-        seen: Arc::new(loaded.seen),
-        counters: Arc::new(CrawlCounters::from_map(&loaded.counters)),
-        output: loaded.output,
-        frontier,
-        replayed: Some((loaded.queued_after, loaded.recorded_from_log)),
-        seq: loaded.manifest.seq.max(checkpoint::highest_seq(out_dir)),
-        resumed_from: Some(loaded.manifest.seq),
-    })
-}
-
-/// The archive's writer when `[output] warc` is on: for a resumed crawl, the archive is first
-/// cut back to what `pages.jsonl` (already cut to `output`) points to, and the digest index
-/// rebuilt from it (see [`crate::warc::recovery`]).
-fn start_archive(
-    config: &Config,
-    resumed: bool,
-    output: OutputPosition,
-) -> Result<Option<ArchiveWriter>, CrawlError> {
-    let o = &config.output;
-    if !o.warc {
-        return Ok(None);
-    }
-    let recovered = if resumed {
-        let recovered = crate::warc::recovery::recover(&o.dir, output.bytes, o.warc_dedup_memory.0)
-            .map_err(crate::output::OutputError::from)?;
-        for note in &recovered.notes {
-            tracing::warn!("resume: {note}");
-        }
-        recovered
-    } else {
-        crate::warc::remove_archive(&o.dir).map_err(crate::output::OutputError::from)?;
-        crate::warc::recovery::Recovered {
-            index: crate::warc::digest_index::PayloadIndex::with_memory(o.warc_dedup_memory.0),
-            next_serial: 0,
-            notes: Vec::new(),
-        }
-    };
-    let writer = ArchiveWriter::start(
-        ArchiveOptions {
-            dir: o.dir.join("warc"),
-            prefix: o.warc_prefix.clone(),
-            max_bytes: o.warc_max_bytes.0,
-            gzip_level: o.warc_gzip_level,
-            info: crate::warc::info_fields(config),
-        },
-        recovered.next_serial,
-        recovered.index,
-        o.dir.join("pages.jsonl"),
-        Arc::new(CurrentFile::default()),
-    )
-    .map_err(crate::output::OutputError::from)?;
-    Ok(Some(writer))
-}
-
-/// What fetches and parses, the same for a local and a distributed crawl: scope, request
-/// gate and client, the admission's screening against `seen`, the parse threads, and what
-/// fetch tasks share. Completions go to `completions`.
-fn start_workers(
-    config: &Config,
-    seeds: &[Url],
-    seen: Arc<dyn SeenBackend>,
-    counters: &Arc<CrawlCounters>,
-    completions: mpsc::UnboundedSender<messages::Completion>,
-    archiver: Option<Archiver>,
-) -> Result<(ParsePool, Arc<FetchShared>), CrawlError> {
-    let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
-    let scope = Arc::new(Scope::new(&config.scope, seeds)?);
-    let gate = Arc::new(RequestGate::new(config, seeds, scope.clone())?);
-    let resolver = gate.resolver();
-    let fetcher = Fetcher::new(config, gate)?;
-    let admission = Arc::new(Admission::new(
-        config,
-        config.normalizer()?,
-        scope,
-        seen,
-        counters.clone(),
-    ));
-    let faults = faults::Faults::from_env();
-    let parse_pool = ParsePool::start(
-        config.crawl.parse_threads,
-        parse_rx,
-        Arc::new(ParseShared {
-            admission: admission.clone(),
-            counters: counters.clone(),
-            completions: completions.clone(),
-            faults: faults.clone(),
-            options: ExtractOptions {
-                follow_nofollow: config.crawl.follow_nofollow,
-                max_links: config.crawl.max_links_per_page,
-                max_url_length: config.scope.max_url_length,
-            },
-            archiver: archiver.clone(),
-        }),
-    )?;
-    let fetch = Arc::new(FetchShared {
-        config: config.clone(),
-        admission,
-        fetcher,
-        resolver,
-        counters: counters.clone(),
-        completions,
-        parse_jobs: parse_tx,
-        faults,
-        archiver,
-    });
-    Ok((parse_pool, fetch))
-}
-
-/// Runs a crawl to its end (or until shut down) and returns its summary.
+/// Runs a crawl to its end (or until shut down) and returns its summary: a local crawl, or
+/// this process's part of a distributed one (`[distributed] redis`).
 pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError> {
     let CrawlRequest {
         config,
@@ -324,168 +144,27 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         shutdown,
         resume,
     } = request;
-    if let Some(settings) = crate::distributed::Settings::from_config(&config.distributed)? {
-        let request = CrawlRequest {
-            config,
-            seeds,
-            progress,
-            shutdown,
-            resume,
-        };
-        return distributed::run(request, settings).await;
-    }
     if seeds.is_empty() {
         return Err(CrawlError::NoSeeds);
     }
     let started = Instant::now();
+    // Raised for either source: a distributed process opens as many sockets as a local crawl.
     let descriptor_limit = crate::descriptors::raise_limit();
     tracing::debug!("open files limit: {descriptor_limit:?}");
+    let descriptors = Descriptors::new(descriptor_limit);
     let out_dir = config.output.dir.clone();
     std::fs::create_dir_all(&out_dir).map_err(|source| CrawlError::OutputDir {
         path: out_dir.clone(),
         source,
     })?;
-    let plan = seen_plan(&config)?;
-    let expectation = checkpoint::Expectation {
-        max_urls: config.crawl.max_urls.0,
-        seen_m_bits: plan.m_bits,
-        seen_k: plan.k,
-        seen_seed: plan.seed,
-        seeds_xxh3: checkpoint::seeds_hash(&seeds),
-        seeds: seeds.len() as u64,
-    };
-    let Start {
-        seen,
-        counters,
-        output: start,
-        mut frontier,
-        replayed,
-        seq,
-        resumed_from,
-    } = start_state(&config, resume, plan.clone(), &expectation)?;
-    let archive = start_archive(&config, resumed_from.is_some(), start)?;
-    let archive_file = archive.as_ref().map(ArchiveWriter::current);
-    let archiver = archive_file.as_ref().map(|current| Archiver {
-        current: current.clone(),
-        gzip_level: config.output.warc_gzip_level,
-    });
-    let (output_writer, output) = OutputWriter::start(
-        &out_dir,
-        4096,
-        start,
-        archive.map(|writer| (writer, counters.clone())),
-    )?;
-    let (completions_tx, completions_rx) = mpsc::unbounded_channel();
-
-    // The crawl runs on the seen-set through its backend interface; the local set itself
-    // is kept for the checkpoints, which persist it.
-    let seen_backend: Arc<dyn SeenBackend> = seen.clone();
-    let (parse_pool, fetch) = start_workers(
-        &config,
-        &seeds,
-        seen_backend.clone(),
-        &counters,
-        completions_tx,
-        archiver,
-    )?;
-
-    let mut dispatcher = Dispatcher {
-        acceptance: Acceptance::new(&config, seen_backend.clone(), counters.clone()),
-        checkpoints: Checkpoints::new(
-            out_dir.clone(),
-            (
-                Duration::from_secs_f64(config.checkpoint.interval_secs),
-                BackgroundSync::start(
-                    Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
-                    out_dir.join("pages.jsonl"),
-                    archive_file,
-                )?,
-            ),
-            seq,
-            resumed_from,
-            expectation,
-            seen.clone(),
-            counters.clone(),
-        )?,
-        seen: seen_backend,
-        counters: counters.clone(),
-        descriptors: Descriptors::new(descriptor_limit),
-    };
-    let fresh = replayed.is_none();
-    match replayed {
-        Some((items, recorded)) => {
-            // Queued after the checkpoint, already accepted and in the seen-set: straight
-            // back into the queues (the checkpoint's queues came back with the frontier).
-            // Those recorded since are not queued again but were queued: they count for
-            // their host's `max_pages_per_host` like the others.
-            for item in items {
-                frontier.push(&crate::frontier::key_of(&item.url), item)?;
-            }
-            for url in recorded {
-                frontier.count_queued(&crate::frontier::key_of(&url));
-            }
-        }
+    match crate::distributed::Settings::from_config(&config.distributed)? {
         None => {
-            // Without robots.txt, the seeds' /sitemap.xml are the only sitemaps found.
-            let sitemaps = (config.crawl.sitemaps && !config.politeness.respect_robots)
-                .then(|| sitemaps::for_seeds(&fetch.admission, &seeds));
-            let seeds = Candidates {
-                urls: seeds,
-                depth: 0,
-                redirect_hops: 0,
-            };
-            dispatcher.accept(&mut frontier, seeds, None)?;
-            if let Some(sitemaps) = sitemaps {
-                dispatcher.accept(&mut frontier, sitemaps, None)?;
-            }
+            let opened = LocalSource::open(&config, &seeds, progress, resume)?;
+            drive(&config, seeds, &shutdown, descriptors, started, opened).await
+        }
+        Some(settings) => {
+            let opened = LeaseSource::open(&config, settings, progress).await?;
+            drive(&config, seeds, &shutdown, descriptors, started, opened).await
         }
     }
-
-    // A checkpoint right away: from here on, a crawl killed at any instant can resume. A
-    // fresh crawl waits for it to be published before its first request, or a kill in its
-    // first moments would leave records and no checkpoint (a directory that neither
-    // `--resume` nor a plain run accepts); a resumed one already has its checkpoint.
-    dispatcher.checkpoint(&mut frontier, &output, false).await?;
-    if fresh {
-        dispatcher.checkpoints.wait(&mut frontier).await?;
-    }
-
-    let mut display = Progress::start(
-        progress,
-        config.crawl.max_urls.0,
-        Duration::from_secs_f64(config.output.progress_interval_secs),
-    );
-    let stopped = dispatcher
-        .run(
-            &mut frontier,
-            Wiring {
-                fetch,
-                completions: completions_rx,
-                output: &output,
-                shutdown: &shutdown,
-                display: &mut display,
-            },
-        )
-        .await?;
-    // The last fetch task is gone with `Wiring::fetch`: the parse threads' channel closes.
-    parse_pool.join().await;
-    drop(output);
-    let written = tokio::task::spawn_blocking(move || output_writer.finish())
-        .await
-        .map_err(|_| crate::output::OutputError::Stopped)??;
-    tracing::debug!("{written} records written");
-
-    let summary = CrawlSummary::new(Ending {
-        config: &config,
-        frontier: &frontier,
-        counters: &counters,
-        seen: seen.stats(),
-        plan: seen.plan(),
-        elapsed: started.elapsed(),
-        stopped,
-    });
-    display.finish(&dispatcher.figures(&mut frontier, false));
-    let json = serde_json::to_vec_pretty(&summary).unwrap_or_default();
-    crate::output::write_atomically(&out_dir.join("summary.json"), &json)?;
-    Ok(summary)
 }

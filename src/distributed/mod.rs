@@ -9,13 +9,16 @@
 //! | `claim.lua` | reclaim expired leases, lease ready hosts' URLs, report what is left |
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
 //! | `renew.lua` | heartbeat: the process registry and the expiry of held leases |
+//! | `session.rs` | every call a crawling process makes: script arguments built, replies parsed |
+//! | `leases.rs` | the leases held and which URLs may be acknowledged (no Redis: unit-tested) |
 //! | `seal.rs` | dead processes' output sealed: torn pages line and excess WARC records cut |
 //! | `status.rs` | `crawler status` and the crawl-wide `summary.json`: the whole crawl's figures |
 //! | `script_tests.rs` | the scripts' promises, one by one, on a real `redis-server` |
 //!
-//! The process's run loop is `crate::crawl::distributed`: it drives the same fetch tasks,
-//! parse pool and local [`crate::frontier::Frontier`] as a single-process crawl, the local
-//! frontier holding only the URLs of the hosts this process has leased.
+//! A process is driven by the crawl's one driver with the lease source
+//! (`crate::crawl`'s `lease_source.rs`): the same fetch tasks, parse pool and local
+//! [`crate::frontier::Frontier`] as a single-process crawl, the local frontier holding only
+//! the URLs of the hosts this process has leased. This folder holds all of the Redis side.
 //!
 //! # What is in Redis (all keys of a crawl share the hash tag `{crawl_id}`)
 //!
@@ -83,9 +86,11 @@
 //! the prefix, which a cluster accepts for keys of the same slot.
 
 mod client;
+pub(crate) mod leases;
 #[cfg(test)]
 mod script_tests;
 pub(crate) mod seal;
+pub(crate) mod session;
 pub mod status;
 
 use std::time::Duration;
@@ -314,11 +319,10 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<Claimed, DistributedError>
         let mut parsed = Vec::with_capacity(items.len());
         for item in items {
             let json = text(item, "claim")?;
-            let url: QueuedUrl =
-                serde_json::from_str(&json).map_err(|e| DistributedError::Reply {
-                    what: "claim",
-                    detail: format!("a queued URL that is not one: {e}"),
-                })?;
+            let url = QueuedUrl::from_json(&json).map_err(|e| DistributedError::Reply {
+                what: "claim",
+                detail: format!("a queued URL that is not one: {e}"),
+            })?;
             parsed.push((url, json));
         }
         claimed.leases.push(Lease {

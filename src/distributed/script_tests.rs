@@ -49,13 +49,7 @@ impl Drop for Server {
 const ID: &str = "unit";
 
 fn item(url: &str) -> QueuedUrl {
-    QueuedUrl {
-        url: url.into(),
-        depth: 1,
-        parent: None,
-        redirect_hops: 0,
-        attempts: 0,
-    }
+    QueuedUrl::new(url.into(), 1, None, 0)
 }
 
 fn bytes(args: &[&str]) -> Vec<Vec<u8>> {
@@ -81,7 +75,7 @@ async fn admit(redis: &Redis, host: &str, urls: &[&str], max_urls: u64) -> Vec<i
         }
         args.push(host.as_bytes().to_vec());
         args.push(shard.to_string().into_bytes());
-        args.push(serde_json::to_vec(&item(url)).unwrap());
+        args.push(item(url).to_json().into_bytes());
         args.extend(offsets.iter().map(|o| o.to_string().into_bytes()));
     }
     let reply = call(redis, &redis.scripts.admit, args).await;

@@ -147,6 +147,32 @@ pub struct QueuedUrl {
     pub attempts: u32,
 }
 
+impl QueuedUrl {
+    /// A URL taken on at `depth`, found on `parent` (`None` for a seed) after
+    /// `redirect_hops` redirects, not yet attempted.
+    pub fn new(url: String, depth: u32, parent: Option<String>, redirect_hops: u32) -> QueuedUrl {
+        QueuedUrl {
+            url,
+            depth,
+            parent,
+            redirect_hops,
+            attempts: 0,
+        }
+    }
+
+    /// The one text form of a queued URL outside the frontier's own binary blocks: a JSON
+    /// object, as the queue log and Redis's queues and leases store it.
+    pub fn to_json(&self) -> String {
+        // A struct of strings and integers always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads [`QueuedUrl::to_json`]'s form back.
+    pub fn from_json(text: &str) -> Result<QueuedUrl, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
 /// A host as the frontier knows it: the XXH3-64 of its key (see [`host_id`]).
 pub(crate) type HostId = u64;
 

@@ -68,13 +68,7 @@ fn nothing(work: Result<Option<Work>, FrontierError>) {
 }
 
 fn item(url: &str) -> QueuedUrl {
-    QueuedUrl {
-        url: url.to_string(),
-        depth: 0,
-        parent: None,
-        redirect_hops: 0,
-        attempts: 0,
-    }
+    QueuedUrl::new(url.to_string(), 0, None, 0)
 }
 
 fn rules(text: &str) -> RobotsOutcome {

@@ -41,7 +41,7 @@ pub(crate) struct Recovered {
 /// `out/pages.jsonl` point to, and rebuilds the digest index from those lines.
 pub(crate) fn recover(out: &Path, pages_end: u64, dedup_memory: u64) -> Result<Recovered, IoAt> {
     recover_files(
-        &out.join("pages.jsonl"),
+        &crate::output::journal_path(out),
         pages_end,
         &out.join("warc"),
         &|name| serial_of(name).is_some(),

@@ -1,0 +1,540 @@
+//! The crawl driver: everything a run does whatever its source of work
+//! ([`super::source::WorkSource`]), written once.
+//!
+//! Set-up: the archive (cut back to the pages file on a resume), the output thread, the
+//! background fsync, the request gate, client and parse pool. The work pump: the frontier's
+//! ready work handed to fetch tasks under the concurrency limit and the descriptor budget,
+//! the records of URLs that end without a fetch, address look-ups for the per-address
+//! budget (answered by tasks of their own: the loop never waits on DNS, see
+//! `frontier/address.rs`), completions, the progress display, stop and grace. Teardown:
+//! the parse pool joined, the output closed, the summary.
+//!
+//! Guarantees: at most `crawl.concurrency` fetches in flight; no new work while descriptors
+//! run short (see [`crate::descriptors`]); after a stop, fetches in flight get
+//! `shutdown_grace_secs` to finish and are then abandoned unrecorded (a resumed or another
+//! process fetches them again); every record goes through one [`Recorder`], which numbers
+//! them in the order the output thread receives them.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use url::Url;
+
+use super::admission::Admission;
+use super::faults;
+use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
+use super::messages::{Completion, Outcome, ParseJob};
+use super::parse_pool::{ParsePool, ParseShared};
+use super::progress::{Progress, ProgressFigures, ProgressMode};
+use super::shutdown::ShutdownHandle;
+use super::source::{Cx, JournalPlan, WorkSource};
+use super::summary::{CrawlSummary, Ending};
+use super::CrawlError;
+use crate::config::Config;
+use crate::counters::CrawlCounters;
+use crate::descriptors::{Descriptors, RECOUNT_AFTER};
+use crate::extract::ExtractOptions;
+use crate::fetch::Fetcher;
+use crate::frontier::{Frontier, QueuedUrl, Work};
+use crate::gate::RequestGate;
+use crate::output::{rfc3339, BackgroundSync, OutputError, OutputSender, OutputWriter, PageRecord};
+use crate::robots::RobotsOutcome;
+use crate::scope::Scope;
+use crate::seen::{SeenBackend, SeenSet};
+use crate::warc::record::ArchivedFetch;
+use crate::warc::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
+
+/// A fetch's archive records, with the archive on.
+pub(crate) type Archived = Option<Box<ArchivedFetch>>;
+
+/// The one way records reach the output thread. Each record gets a number (1, 2, … in the
+/// order sent), which the output thread's count of records handed to the OS is compared
+/// with: a distributed process acknowledges a URL once its number is handed.
+pub(crate) struct Recorder {
+    sender: OutputSender,
+    counters: Arc<CrawlCounters>,
+    sent: u64,
+}
+
+impl Recorder {
+    pub(crate) fn sender(&self) -> &OutputSender {
+        &self.sender
+    }
+
+    /// A record that ends no queued URL (a robots.txt fetch's, with the archive on).
+    pub(crate) async fn other(
+        &mut self,
+        record: Box<PageRecord>,
+        archive: Archived,
+    ) -> Result<u64, CrawlError> {
+        self.sender.send_archived(record, archive).await?;
+        self.sent += 1;
+        Ok(self.sent)
+    }
+
+    /// The record of a queued URL's end: one more URL finished.
+    pub(crate) async fn finished(
+        &mut self,
+        record: Box<PageRecord>,
+        archive: Archived,
+    ) -> Result<u64, CrawlError> {
+        CrawlCounters::add(&self.counters.finished, 1);
+        self.other(record, archive).await
+    }
+
+    /// The record of an accepted URL that ends without a fetch, for `reason`.
+    pub(crate) async fn unfetched(
+        &mut self,
+        item: &QueuedUrl,
+        reason: &str,
+    ) -> Result<u64, CrawlError> {
+        let mut record = base_record(item);
+        record.attempts = 0;
+        record.error = Some(reason.to_string());
+        record.fetched_at = rfc3339(SystemTime::now());
+        self.finished(record, None).await
+    }
+}
+
+/// What a source opened: itself, the frontier it feeds, the seen-set the parse pool screens
+/// links against (the crawl's, or a distributed process's cache of the shared one), the
+/// counters, and where its records go.
+pub(crate) struct Opened<S> {
+    pub(crate) source: S,
+    pub(crate) frontier: Frontier,
+    pub(crate) seen: Arc<SeenSet>,
+    pub(crate) counters: Arc<CrawlCounters>,
+    pub(crate) journal: JournalPlan,
+    /// The progress display's mode (a distributed process logs lines of its own instead).
+    pub(crate) progress: ProgressMode,
+}
+
+/// Runs an opened source to its end (or its stop) and returns the summary.
+pub(crate) async fn drive<S: WorkSource>(
+    config: &Config,
+    seeds: Vec<Url>,
+    shutdown: &ShutdownHandle,
+    descriptors: Descriptors,
+    started: Instant,
+    opened: Opened<S>,
+) -> Result<CrawlSummary, CrawlError> {
+    let Opened {
+        mut source,
+        mut frontier,
+        seen,
+        counters,
+        journal,
+        progress,
+    } = opened;
+    let archive = start_archive(config, &journal)?;
+    let archive_file = archive.as_ref().map(ArchiveWriter::current);
+    let archiver = archive_file.as_ref().map(|current| Archiver {
+        current: current.clone(),
+        gzip_level: config.output.warc_gzip_level,
+    });
+    let (output_writer, sender) = OutputWriter::start_at(
+        journal.pages.clone(),
+        4096,
+        journal.start,
+        archive.map(|writer| (writer, counters.clone())),
+    )?;
+    let sync = BackgroundSync::start(
+        Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
+        journal.pages.clone(),
+        archive_file,
+    )?;
+    let (completions_tx, completions) = mpsc::unbounded_channel();
+    // The crawl runs on the seen-set through its backend interface; the set itself stays
+    // with the source (a checkpoint persists it).
+    let seen_backend: Arc<dyn SeenBackend> = seen.clone();
+    let (parse_pool, fetch) = start_workers(
+        config,
+        &seeds,
+        seen_backend.clone(),
+        &counters,
+        completions_tx,
+        archiver,
+    )?;
+    let mut out = Recorder {
+        sender,
+        counters: counters.clone(),
+        sent: 0,
+    };
+    let mut cx = Cx {
+        frontier: &mut frontier,
+        out: &mut out,
+    };
+    source.begin(&mut cx, &fetch, seeds, sync).await?;
+    let mut display = Progress::start(
+        progress,
+        config.crawl.max_urls.0,
+        Duration::from_secs_f64(config.output.progress_interval_secs),
+    );
+    let mut pump = Pump {
+        fetch,
+        completions,
+        shutdown,
+        display: &mut display,
+        descriptors,
+        seen: seen_backend.clone(),
+        counters: counters.clone(),
+    };
+    let result = pump.run(&mut source, &mut cx).await;
+    CrawlCounters::add(&counters.descriptor_pauses, pump.descriptors.pauses);
+    // The last fetch task is gone with the pump: the parse threads' channel closes.
+    drop(pump);
+    let result = match result {
+        Ok(stopped) => source.end(&mut cx, stopped).await.map(|()| stopped),
+        Err(e) => Err(e),
+    };
+    parse_pool.join().await;
+    let stopped = result?;
+    drop(out);
+    let written = tokio::task::spawn_blocking(move || output_writer.finish())
+        .await
+        .map_err(|_| OutputError::Stopped)??;
+    tracing::debug!("{written} records written");
+
+    let summary = CrawlSummary::new(Ending {
+        config,
+        frontier: &frontier,
+        counters: &counters,
+        seen: seen.stats(),
+        plan: seen.plan(),
+        elapsed: started.elapsed(),
+        stopped,
+    });
+    display.finish(&figures(&seen_backend, &counters, &mut frontier, false));
+    source.close(&summary).await?;
+    Ok(summary)
+}
+
+/// The archive's writer when `[output] warc` is on, on `journal`'s pages file and prefix:
+/// for a resumed crawl, the archive is first cut back to what the pages file (already cut
+/// to `journal.start`) points to, and the digest index rebuilt from it (see
+/// [`crate::warc::recovery`]); otherwise it starts empty.
+fn start_archive(
+    config: &Config,
+    journal: &JournalPlan,
+) -> Result<Option<ArchiveWriter>, CrawlError> {
+    let o = &config.output;
+    if !o.warc {
+        return Ok(None);
+    }
+    let recovered = if journal.resumed {
+        let recovered =
+            crate::warc::recovery::recover(&o.dir, journal.start.bytes, o.warc_dedup_memory.0)
+                .map_err(OutputError::from)?;
+        for note in &recovered.notes {
+            tracing::warn!("resume: {note}");
+        }
+        recovered
+    } else {
+        crate::warc::recovery::Recovered {
+            index: crate::warc::digest_index::PayloadIndex::with_memory(o.warc_dedup_memory.0),
+            next_serial: 0,
+            notes: Vec::new(),
+        }
+    };
+    let writer = ArchiveWriter::start(
+        ArchiveOptions {
+            dir: o.dir.join("warc"),
+            prefix: journal.warc_prefix.clone(),
+            max_bytes: o.warc_max_bytes.0,
+            gzip_level: o.warc_gzip_level,
+            info: crate::warc::info_fields(config),
+        },
+        recovered.next_serial,
+        recovered.index,
+        journal.pages.clone(),
+        Arc::new(CurrentFile::default()),
+    )
+    .map_err(OutputError::from)?;
+    Ok(Some(writer))
+}
+
+/// What fetches and parses: scope, request gate and client, the admission's screening
+/// against `seen`, the parse threads, and what fetch tasks share. Completions go to
+/// `completions`.
+fn start_workers(
+    config: &Config,
+    seeds: &[Url],
+    seen: Arc<dyn SeenBackend>,
+    counters: &Arc<CrawlCounters>,
+    completions: mpsc::UnboundedSender<Completion>,
+    archiver: Option<Archiver>,
+) -> Result<(ParsePool, Arc<FetchShared>), CrawlError> {
+    let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
+    let scope = Arc::new(Scope::new(&config.scope, seeds)?);
+    let gate = Arc::new(RequestGate::new(config, seeds, scope.clone())?);
+    let resolver = gate.resolver();
+    let fetcher = Fetcher::new(config, gate)?;
+    let admission = Arc::new(Admission::new(
+        config,
+        config.normalizer()?,
+        scope,
+        seen,
+        counters.clone(),
+    ));
+    let faults = faults::Faults::from_env();
+    let parse_pool = ParsePool::start(
+        config.crawl.parse_threads,
+        parse_rx,
+        Arc::new(ParseShared {
+            admission: admission.clone(),
+            counters: counters.clone(),
+            completions: completions.clone(),
+            faults: faults.clone(),
+            options: ExtractOptions {
+                follow_nofollow: config.crawl.follow_nofollow,
+                max_links: config.crawl.max_links_per_page,
+                max_url_length: config.scope.max_url_length,
+            },
+            archiver: archiver.clone(),
+        }),
+    )?;
+    let fetch = Arc::new(FetchShared {
+        config: config.clone(),
+        admission,
+        fetcher,
+        resolver,
+        counters: counters.clone(),
+        completions,
+        parse_jobs: parse_tx,
+        faults,
+        archiver,
+    });
+    Ok((parse_pool, fetch))
+}
+
+/// What the progress display shows now; `busiest` scans the hosts (costly at many hosts,
+/// so only once per progress line).
+fn figures(
+    seen: &Arc<dyn SeenBackend>,
+    counters: &CrawlCounters,
+    frontier: &mut Frontier,
+    busiest: bool,
+) -> ProgressFigures {
+    let stats = seen.stats();
+    ProgressFigures {
+        finished: CrawlCounters::get(&counters.finished),
+        accepted: CrawlCounters::get(&counters.accepted),
+        failures: counters.failures(),
+        queued: frontier.queued(),
+        in_flight: frontier.in_flight(),
+        seen_fill: stats.fill,
+        seen_fpp: stats.estimated_fpp,
+        busiest: if busiest {
+            frontier.busiest_host()
+        } else {
+            None
+        },
+    }
+}
+
+/// The work pump's wiring.
+struct Pump<'a> {
+    fetch: Arc<FetchShared>,
+    completions: mpsc::UnboundedReceiver<Completion>,
+    shutdown: &'a ShutdownHandle,
+    display: &'a mut Progress,
+    /// The descriptor budget: no new work while it is exhausted.
+    descriptors: Descriptors,
+    seen: Arc<dyn SeenBackend>,
+    counters: Arc<CrawlCounters>,
+}
+
+impl Pump<'_> {
+    /// Runs until the source says the crawl is over (`false`) or a stop has ended the
+    /// fetches in flight, or their grace ran out (`true`).
+    async fn run<S: WorkSource>(
+        &mut self,
+        source: &mut S,
+        cx: &mut Cx<'_>,
+    ) -> Result<bool, CrawlError> {
+        let fetch = self.fetch.clone();
+        let concurrency = fetch.config.crawl.concurrency as u64;
+        let grace = Duration::from_secs_f64(fetch.config.crawl.shutdown_grace_secs);
+        let mut stop_rx = self.shutdown.subscribe();
+        let mut stopping = self.shutdown.is_stopping();
+        let mut grace_deadline: Option<Instant> = None;
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut tick = tokio::time::interval(self.display.interval());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (answers_tx, mut answers) = mpsc::unbounded_channel();
+        loop {
+            let pauses = self.descriptors.pauses;
+            if !stopping {
+                let now = Instant::now();
+                while cx.frontier.in_flight() < concurrency {
+                    if self.descriptors.exhausted(now, cx.frontier.in_flight()) {
+                        break;
+                    }
+                    match cx.frontier.pop_ready(now)? {
+                        None => break,
+                        Some(Work::Fetch(dispatch)) => {
+                            self.descriptors.dispatched();
+                            tasks.spawn(fetch_task(fetch.clone(), dispatch));
+                        }
+                        Some(Work::Robots(robots)) => {
+                            CrawlCounters::add(&self.counters.robots_fetches, 1);
+                            self.descriptors.dispatched();
+                            tasks.spawn(robots_task(fetch.clone(), robots));
+                        }
+                        Some(Work::Disallowed(item)) => {
+                            CrawlCounters::add(&self.counters.disallowed, 1);
+                            let n = cx.out.unfetched(&item, "disallowed by robots.txt").await?;
+                            source.recorded(&item.url, n);
+                        }
+                        Some(Work::Deferred { item, crawl_delay }) => {
+                            CrawlCounters::add(&self.counters.deferred, 1);
+                            let reason = format!(
+                                "deferred: robots.txt asks for a Crawl-delay of {} s, over politeness.max_crawl_delay_secs = {} s",
+                                crawl_delay.as_secs_f64(),
+                                fetch.config.politeness.max_crawl_delay_secs
+                            );
+                            let n = cx.out.unfetched(&item, &reason).await?;
+                            source.recorded(&item.url, n);
+                        }
+                    }
+                }
+                for lookup in cx.frontier.take_lookups() {
+                    let resolver = fetch.resolver.clone();
+                    let answers = answers_tx.clone();
+                    tokio::spawn(async move {
+                        let answer = resolver.budget_address(&lookup.name).await;
+                        // The pump is gone only when the crawl is over.
+                        let _ = answers.send((lookup, answer));
+                    });
+                }
+            }
+            if source.is_over(cx.frontier) {
+                return Ok(false);
+            }
+            if stopping && cx.frontier.in_flight() == 0 {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if stopping && grace_deadline.is_none() {
+                grace_deadline = Some(now + grace);
+            }
+            let short_of_descriptors =
+                !stopping && self.descriptors.exhausted(now, cx.frontier.in_flight());
+            if self.descriptors.pauses > pauses {
+                // Idle keep-alive connections are most of what is open: close them now
+                // rather than wait for their idle timeout.
+                fetch.fetcher.shed_idle_connections();
+            }
+            let ready_at = if short_of_descriptors {
+                // Look again soon: idle connections close, fetches in flight end.
+                Some(now + RECOUNT_AFTER)
+            } else if stopping || cx.frontier.in_flight() >= concurrency {
+                // With every slot taken a ready URL waits for a completion, which wakes
+                // the loop anyway: waking for it then would spin.
+                None
+            } else {
+                cx.frontier.next_ready_at()
+            };
+            let source_at = source.poll(cx, now, stopping)?;
+            let wake = [ready_at, source_at].into_iter().flatten().min();
+            tokio::select! {
+                Some(completion) = self.completions.recv() => {
+                    self.take(source, cx, completion).await?;
+                    // Drain what else has arrived before dispatching again.
+                    while let Ok(completion) = self.completions.try_recv() {
+                        self.take(source, cx, completion).await?;
+                    }
+                    source.drained(cx).await?;
+                }
+                Some((lookup, answer)) = answers.recv() => {
+                    cx.frontier.address_resolved(lookup, answer);
+                }
+                _ = sleep_until_opt(wake) => {}
+                _ = sleep_until_opt(grace_deadline) => {
+                    // In-flight fetches did not finish in time: abandon them. Their URLs
+                    // are not recorded, so they are fetched again.
+                    tasks.abort_all();
+                    return Ok(true);
+                }
+                changed = stop_rx.changed(), if !stopping => {
+                    if changed.is_err() || *stop_rx.borrow() {
+                        stopping = true;
+                        tracing::info!("stopping: waiting for {} fetches in flight", cx.frontier.in_flight());
+                    }
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                event = source.next_event(stopping) => {
+                    source.on_event(cx, event).await?;
+                }
+                _ = tick.tick() => {
+                    self.display.update(&figures(&self.seen, &self.counters, cx.frontier, true));
+                }
+            }
+        }
+    }
+
+    /// One completion: a page to the source; a retry or a robots.txt answer to the
+    /// frontier, with the records of the URLs it gives up.
+    async fn take<S: WorkSource>(
+        &mut self,
+        source: &mut S,
+        cx: &mut Cx<'_>,
+        completion: Completion,
+    ) -> Result<(), CrawlError> {
+        match completion {
+            Completion::Robots {
+                fetch,
+                outcome,
+                archived,
+            } => {
+                // With the archive on, the robots.txt fetch has its line and records.
+                if let Some((record, archive)) = archived {
+                    cx.out.other(record, Some(archive)).await?;
+                }
+                if let RobotsOutcome::Unavailable { reason, .. } = &outcome {
+                    tracing::debug!("{}: {reason}", fetch.url);
+                }
+                let reason = outcome.give_up_reason();
+                for item in cx.frontier.robots_done(fetch, outcome)? {
+                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
+                    let n = cx.out.unfetched(&item, &reason).await?;
+                    source.recorded(&item.url, n);
+                }
+            }
+            Completion::Discovered { candidates, parent } => {
+                source.discovered(cx, candidates, parent)?;
+            }
+            Completion::Page {
+                dispatch,
+                outcome: Outcome::Retry { delay },
+            } => {
+                CrawlCounters::add(&self.counters.retries, 1);
+                cx.frontier.retry(dispatch, delay);
+            }
+            Completion::Page {
+                dispatch,
+                outcome:
+                    Outcome::Done {
+                        record,
+                        candidates,
+                        archive,
+                    },
+            } => {
+                source
+                    .page_done(cx, dispatch, record, candidates, archive)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sleeps until `at`, or forever.
+pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

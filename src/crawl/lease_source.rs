@@ -1,0 +1,677 @@
+//! The lease source: one process of a crawl shared through Redis (`[distributed] redis`, see
+//! [`crate::distributed`]). Work comes as leases of hosts' URLs, a page's links go to the
+//! shared seen-set and queues, and a URL is acknowledged once its record is handed to the
+//! OS. The process writes `pages-<process id>.jsonl` (and, with `output.warc`, its own WARC
+//! files); at its start and at the crawl's end it seals the output of dead processes
+//! ([`crate::distributed::seal`]); at the end it writes the crawl-wide `summary.json` from
+//! Redis's figures ([`crate::distributed::status`]).
+//!
+//! Everything Redis is behind [`Session`] (the calls) and [`Leases`] (the bookkeeping): this
+//! file only decides when. Round trips run beside the driver's loop (spawned tasks, at most
+//! one admission and one sync in flight), so dispatching never waits for Redis: a batch of
+//! finished pages costs one pipeline of admission scripts (only for pages with links the
+//! local cache does not know), and one "sync" pipeline carries the acknowledgements, the
+//! finished leases, the counters' increments, the heartbeat, top-ups of held leases running
+//! low and the next claim.
+//!
+//! Guarantees (with those of [`crate::distributed`]): a URL is acknowledged only after its
+//! page's links were admitted and its record (and archive records) handed to the OS; a
+//! lease ends when all its URLs are acknowledged (or at a stop, giving the others back to
+//! the head of their queues); an error of Redis stops the process without ending anything
+//! unfinished (the leases expire and other processes, or this one restarted, take their
+//! unacknowledged URLs over).
+//!
+//! What this mode does not do is refused at start by one function,
+//! [`crate::config::Config::distributed_lacks`], with the reason for each.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+use url::Url;
+
+use super::admission::Refusal;
+use super::driver::{Archived, Opened};
+use super::fetch_task::FetchShared;
+use super::messages::Candidates;
+use super::progress::ProgressMode;
+use super::source::{Cx, JournalPlan, WorkSource};
+use super::{seen_plan, CrawlError, CrawlSummary};
+use crate::config::Config;
+use crate::counters::CrawlCounters;
+use crate::distributed::leases::Leases;
+use crate::distributed::seal::OutputLock;
+use crate::distributed::session::{Admitted, CounterSums, Session, SyncReply, SyncRequest};
+use crate::distributed::{process_id, DistributedError, Settings};
+use crate::frontier::{key_of, Dispatch, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl};
+use crate::normalize::host_key;
+use crate::output::{BackgroundSync, Handed, OutputError, OutputPosition, PageRecord};
+use crate::seen::SeenSet;
+
+/// How often an idle process asks Redis for work (and whether the crawl is over).
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// A round trip running beside the loop.
+type Call<T> = tokio::task::JoinHandle<Result<T, DistributedError>>;
+
+/// A finished call's answer and what it carried.
+type CallResult<T, C> = (Result<T, CrawlError>, C);
+
+/// A finished page: its URL, record, links and archive records.
+type Page = (String, Box<PageRecord>, Archived);
+
+/// The pages of an admission in flight and the URLs sent for each.
+pub(crate) struct Admitting {
+    pages: Vec<Page>,
+    sent: Vec<Vec<(String, QueuedUrl)>>,
+}
+
+/// What a sync in flight carries, to read its answer.
+pub(crate) struct Syncing {
+    /// Hosts whose leases were asked to be topped up.
+    topped: Vec<String>,
+    sent_at: Instant,
+}
+
+/// What the process's round trips say to the loop.
+pub(crate) enum LeaseEvent {
+    Admitted(Option<CallResult<Vec<Vec<Admitted>>, Admitting>>),
+    Synced(Option<CallResult<SyncReply, Syncing>>),
+    /// The output thread handed more records to the OS.
+    Handed,
+    /// Time for a progress line.
+    Log,
+}
+
+/// One process's part of a distributed crawl.
+pub(crate) struct LeaseSource {
+    config: Config,
+    session: Arc<Session>,
+    leases: Leases,
+    sums: CounterSums,
+    /// The local cache in front of the shared seen-set: the same filter, for this process's
+    /// links only.
+    cache: Arc<SeenSet>,
+    counters: Arc<CrawlCounters>,
+    /// The pages file, locked for this process's lifetime (how others tell it is alive).
+    lock: Option<OutputLock>,
+    /// The local frontier's directory: a cache of the leased hosts' URLs.
+    work_dir: PathBuf,
+    /// Kept from `begin` until the output is closed.
+    sync: Option<BackgroundSync>,
+    /// The output thread's count of records handed to the OS.
+    handed: Option<Arc<Handed>>,
+    /// Finished pages whose links wait for the admission in flight.
+    waiting: Vec<(String, Box<PageRecord>, Candidates, Archived)>,
+    admitting: Option<(Call<Vec<Vec<Admitted>>>, Admitting)>,
+    syncing: Option<(Call<SyncReply>, Syncing)>,
+    next_claim: Instant,
+    next_beat: Instant,
+    crawl_over: bool,
+    /// A line per progress interval (no bar: a bar of this process alone would mislead);
+    /// `crawler status` shows the whole crawl.
+    log_tick: Option<Interval>,
+}
+
+impl LeaseSource {
+    /// Joins the crawl `settings` name: checks the plan, locks this process's pages file,
+    /// seals the output of dead processes, and opens a local frontier for leased URLs.
+    pub(crate) async fn open(
+        config: &Config,
+        settings: Settings,
+        progress: ProgressMode,
+    ) -> Result<Opened<LeaseSource>, CrawlError> {
+        let out_dir = &config.output.dir;
+        let plan = seen_plan(config)?;
+        let process = process_id();
+        let session = Session::join(
+            settings.clone(),
+            process.clone(),
+            plan.clone(),
+            config.crawl.max_urls.0,
+            config.scope.max_pages_per_host,
+        )
+        .await?;
+        tracing::info!(
+            "distributed: process {process} joins crawl {:?} on {}",
+            settings.crawl_id,
+            settings.url
+        );
+        // The pages file, locked before any other file of this process exists; then the
+        // output of dead processes is sealed.
+        let pages = crate::output::process_journal_path(out_dir, &process);
+        let lock = OutputLock::acquire(&pages).map_err(OutputError::from)?;
+        session
+            .seal_dead(out_dir, &config.output.warc_prefix, false)
+            .await?;
+        let work_dir = crate::output::process_work_dir(out_dir, &process);
+        let _ = std::fs::remove_dir_all(&work_dir);
+        let frontier = Frontier::create(
+            FrontierPolicy::from_config(&config.politeness),
+            FrontierOptions::from_config(&config.frontier, &work_dir, &config.crawl.user_agent),
+        )?;
+        let cache = Arc::new(SeenSet::new(plan)?);
+        let counters = Arc::new(CrawlCounters::default());
+        let log_tick = (progress != ProgressMode::Quiet).then(|| {
+            let mut tick = tokio::time::interval(Duration::from_secs_f64(
+                config.output.progress_interval_secs,
+            ));
+            tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            tick
+        });
+        let now = Instant::now();
+        let source = LeaseSource {
+            config: config.clone(),
+            leases: Leases::new(settings.lease, settings.lease_urls),
+            session,
+            sums: CounterSums::default(),
+            cache: cache.clone(),
+            counters: counters.clone(),
+            lock: Some(lock),
+            work_dir,
+            sync: None,
+            handed: None,
+            waiting: Vec::new(),
+            admitting: None,
+            syncing: None,
+            next_claim: now,
+            next_beat: now,
+            crawl_over: false,
+            log_tick,
+        };
+        Ok(Opened {
+            source,
+            frontier,
+            seen: cache,
+            counters,
+            journal: JournalPlan {
+                pages,
+                start: OutputPosition::default(),
+                // This process's archive files are `PREFIX-<process id>-TIMESTAMP-SERIAL`,
+                // beside the other processes'. A process never resumes (its id is new), so
+                // its archive starts empty, and its dedup index knows only its own payloads.
+                warc_prefix: format!("{}-{process}", config.output.warc_prefix),
+                resumed: false,
+            },
+            progress: ProgressMode::Quiet,
+        })
+    }
+
+    fn handed(&self) -> u64 {
+        self.handed.as_ref().map_or(0, |h| h.records())
+    }
+
+    /// The counters' increments since the last time, with what Redis cost.
+    fn increments(&mut self) -> Vec<(String, u64)> {
+        let mut map = self.counters.to_map();
+        map.insert("redis_round_trips".into(), self.session.round_trips() + 1);
+        map.insert("leases_lost".into(), self.leases.stale());
+        self.sums.increments(map)
+    }
+
+    /// The candidates the local cache does not know, as items to queue (with host keys).
+    fn unknown(&self, candidates: Candidates, parent: Option<String>) -> Vec<(String, QueuedUrl)> {
+        let mut items = Vec::new();
+        let mut known = 0;
+        for url in candidates.urls {
+            if self.cache.contains(url.as_str().as_bytes()) {
+                known += 1;
+                continue;
+            }
+            let item = QueuedUrl::new(
+                String::from(url.clone()),
+                candidates.depth,
+                parent.clone(),
+                candidates.redirect_hops,
+            );
+            items.push((host_key(&url), item));
+        }
+        Refusal::Seen.count(&self.counters, known);
+        items
+    }
+
+    /// Counts the admission's answers for `items` the way a local crawl counts its own;
+    /// returns how many were queued.
+    fn count_admitted(&self, items: &[(String, QueuedUrl)], answers: &[Admitted]) -> u64 {
+        let mut queued = 0;
+        for ((_, item), answer) in items.iter().zip(answers) {
+            match answer {
+                Admitted::Queued => {
+                    // In the shared set now: the cache may say so.
+                    self.cache.insert_new(item.url.as_bytes());
+                    queued += 1;
+                }
+                Admitted::Seen => {
+                    self.cache.insert_new(item.url.as_bytes());
+                    Refusal::Seen.count(&self.counters, 1);
+                }
+                Admitted::OverMaxUrls => Refusal::OverMaxUrls.count(&self.counters, 1),
+                Admitted::HostCap => Refusal::HostCap.count(&self.counters, 1),
+            }
+        }
+        CrawlCounters::add(&self.counters.accepted, queued);
+        queued
+    }
+
+    /// Sends the waiting pages' links to Redis (one pipeline, one script per page with
+    /// links the local cache does not know); pages with none are recorded at once.
+    async fn start_admit(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+        if self.waiting.is_empty() || self.admitting.is_some() {
+            return Ok(());
+        }
+        let mut pages = Vec::new();
+        let mut sent = Vec::new();
+        for (url, record, candidates, archive) in std::mem::take(&mut self.waiting) {
+            sent.push(self.unknown(candidates, Some(url.clone())));
+            pages.push((url, record, archive));
+        }
+        let admitting = Admitting { pages, sent };
+        if admitting.sent.iter().all(Vec::is_empty) {
+            let answers = vec![Vec::new(); admitting.sent.len()];
+            return self.apply_admit(cx, admitting, answers).await;
+        }
+        let session = self.session.clone();
+        let batches = admitting.sent.clone();
+        let call = tokio::spawn(async move { session.admit(&batches).await });
+        self.admitting = Some((call, admitting));
+        Ok(())
+    }
+
+    /// The admission's answers: counts, the cache, then the pages' records.
+    async fn apply_admit(
+        &mut self,
+        cx: &mut Cx<'_>,
+        admitting: Admitting,
+        answers: Vec<Vec<Admitted>>,
+    ) -> Result<(), CrawlError> {
+        let Admitting { pages, sent } = admitting;
+        for (((url, mut record, archive), items), answers) in
+            pages.into_iter().zip(sent).zip(answers)
+        {
+            record.new_links = self.count_admitted(&items, &answers);
+            let number = cx.out.finished(record, archive).await?;
+            self.leases.recorded(&key_of(&url), &url, number);
+        }
+        Ok(())
+    }
+
+    /// Starts one sync beside the loop: acknowledgements of the URLs whose records the
+    /// output thread has handed to the OS and the finished leases all of whose records it
+    /// has, the counters' increments, renewal of held leases (`beat`), and, when `claim`, a
+    /// claim of up to `want` hosts with top-ups of held leases running low. It never waits
+    /// for the output thread: a round trip to that thread in every sync (a wake-up of
+    /// another thread on loaded cores) delays every claim.
+    fn start_sync(&mut self, frontier: &Frontier, beat: bool, want: u64, claim: bool) {
+        let now = Instant::now();
+        let handed = self.handed();
+        let releases = self
+            .leases
+            .releases(handed, |host| frontier.handoff_wait(host, now));
+        let increments = if !releases.is_empty() || beat {
+            self.increments()
+        } else {
+            Vec::new()
+        };
+        let (claim, topped) = if claim {
+            let (request, topped) = self.leases.claim(want, now);
+            (Some(request), topped)
+        } else {
+            (None, Vec::new())
+        };
+        let request = SyncRequest {
+            releases,
+            increments,
+            renew: beat.then(|| self.leases.tokens()),
+            claim,
+        };
+        let session = self.session.clone();
+        let call = tokio::spawn(async move { session.sync(request).await });
+        self.syncing = Some((
+            call,
+            Syncing {
+                topped,
+                sent_at: now,
+            },
+        ));
+    }
+
+    /// Applies a sync's answer: leases lost, claimed URLs queued, and when to claim again.
+    fn finish_sync(
+        &mut self,
+        frontier: &mut Frontier,
+        reply: Option<CallResult<SyncReply, Syncing>>,
+    ) -> Result<(), CrawlError> {
+        let Some((reply, syncing)) = reply else {
+            return Ok(());
+        };
+        let reply = reply?;
+        self.leases.note_stale(reply.stale);
+        self.leases.lost(&reply.lost);
+        let Some(claimed) = reply.claimed else {
+            return Ok(());
+        };
+        let over = claimed.scheduled == 0 && claimed.outstanding == 0;
+        let due_in = claimed.due_in;
+        let (got, queue) = self
+            .leases
+            .claimed(claimed, syncing.sent_at, syncing.topped);
+        for (host, item) in queue {
+            // Leased URLs are in the shared set: links to them need no round trip.
+            self.cache.insert_new(item.url.as_bytes());
+            frontier.push(&host, item)?;
+        }
+        self.crawl_over = over;
+        self.next_claim = if got > 0 {
+            Instant::now()
+        } else {
+            Instant::now()
+                + due_in.map_or(IDLE_POLL, |d| d.clamp(Duration::from_millis(1), IDLE_POLL))
+        };
+        Ok(())
+    }
+
+    /// Waits for the calls in flight and applies them (before a stop or the end).
+    async fn finish_calls(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+        loop {
+            if self.admitting.is_some() {
+                let reply = join_call(&mut self.admitting).await;
+                self.finish_admit(cx, reply).await?;
+            } else if !self.waiting.is_empty() {
+                self.start_admit(cx).await?;
+            } else if self.syncing.is_some() {
+                let reply = join_call(&mut self.syncing).await;
+                self.finish_sync(cx.frontier, reply)?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn finish_admit(
+        &mut self,
+        cx: &mut Cx<'_>,
+        reply: Option<CallResult<Vec<Vec<Admitted>>, Admitting>>,
+    ) -> Result<(), CrawlError> {
+        let Some((answers, admitting)) = reply else {
+            return Ok(());
+        };
+        self.apply_admit(cx, admitting, answers?).await
+    }
+}
+
+impl WorkSource for LeaseSource {
+    type Event = LeaseEvent;
+
+    /// The seeds, admitted (and counted as a local crawl counts them) before the loop.
+    async fn begin(
+        &mut self,
+        cx: &mut Cx<'_>,
+        _fetch: &FetchShared,
+        seeds: Vec<Url>,
+        sync: BackgroundSync,
+    ) -> Result<(), CrawlError> {
+        self.sync = Some(sync);
+        self.handed = Some(cx.out.sender().progress());
+        let seeds = Candidates {
+            urls: seeds,
+            depth: 0,
+            redirect_hops: 0,
+        };
+        let items = self.unknown(seeds, None);
+        if items.is_empty() {
+            return Ok(());
+        }
+        let batches = [items];
+        let answers = self.session.admit(&batches).await?;
+        let [items] = batches;
+        if let Some(answers) = answers.first() {
+            self.count_admitted(&items, answers);
+        }
+        Ok(())
+    }
+
+    async fn page_done(
+        &mut self,
+        cx: &mut Cx<'_>,
+        dispatch: Dispatch,
+        record: Box<PageRecord>,
+        candidates: Candidates,
+        archive: Archived,
+    ) -> Result<(), CrawlError> {
+        // The dispatch goes back to the frontier now (its slot is free); the record is
+        // written, and the URL closed in its lease, once its links are admitted.
+        let url = dispatch.item.url.clone();
+        cx.frontier.complete(dispatch);
+        self.waiting.push((url, record, candidates, archive));
+        Ok(())
+    }
+
+    fn discovered(
+        &mut self,
+        _cx: &mut Cx<'_>,
+        candidates: Candidates,
+        _parent: String,
+    ) -> Result<(), CrawlError> {
+        // Only sitemaps send these, and `crawl.sitemaps` is refused with [distributed]
+        // (see `Config::distributed_lacks`): nothing to admit here.
+        tracing::debug!(
+            "{} discovered URLs dropped: sitemaps are not read in distributed mode",
+            candidates.urls.len()
+        );
+        Ok(())
+    }
+
+    fn recorded(&mut self, url: &str, number: u64) {
+        self.leases.recorded(&key_of(url), url, number);
+    }
+
+    async fn drained(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+        self.start_admit(cx).await
+    }
+
+    fn poll(
+        &mut self,
+        cx: &mut Cx<'_>,
+        now: Instant,
+        stopping: bool,
+    ) -> Result<Option<Instant>, CrawlError> {
+        if self.syncing.is_some() {
+            return Ok(None);
+        }
+        let c = &self.config;
+        let concurrency = c.crawl.concurrency as u64;
+        let lease_urls = u64::from(self.session.settings().lease_urls);
+        // What one host can keep in flight with politeness on.
+        let per_host = u64::from(c.politeness.per_host_concurrency.max(1));
+        // Hosts are claimed a few at a time, only while the process could use more (so it
+        // leaves the rest to the others), never more than one per slot. With politeness on,
+        // a queued URL may wait for its host's rate: more hosts are wanted while slots stay
+        // empty with nothing ready. With it off, every queued URL is ready: the process
+        // keeps about two rounds of its concurrency queued or in flight, so that a claim's
+        // round trip never leaves slots empty.
+        let polite = c.politeness.enabled;
+        let max_held = (concurrency as usize).clamp(4, 1024);
+        let in_flight = cx.frontier.in_flight();
+        let deficit = if polite {
+            concurrency.saturating_sub(in_flight)
+        } else {
+            (2 * concurrency).saturating_sub(in_flight + cx.frontier.queued())
+        };
+        let wants_work = !stopping && deficit > 0 && self.leases.held() < max_held;
+        let at = self.leases.sync_at(
+            now,
+            self.handed(),
+            self.next_beat,
+            wants_work.then_some(self.next_claim),
+            stopping,
+        );
+        if at > now {
+            return Ok((!stopping).then_some(at));
+        }
+        let want = if wants_work && self.next_claim <= now {
+            let hosts = deficit.div_ceil(if polite { per_host } else { lease_urls });
+            hosts.clamp(1, (max_held - self.leases.held()) as u64)
+        } else {
+            0
+        };
+        let beat = self.next_beat <= now;
+        if beat {
+            self.next_beat = now + self.session.settings().lease / 3;
+        }
+        self.start_sync(cx.frontier, beat, want, !stopping);
+        Ok(None)
+    }
+
+    async fn next_event(&mut self, _stopping: bool) -> LeaseEvent {
+        let waits = self
+            .handed
+            .as_ref()
+            .is_some_and(|h| self.leases.waits_for_output(h.records()));
+        let handed = self.handed.clone();
+        let grew = async move {
+            match handed {
+                Some(h) if waits => h.grew.notified().await,
+                _ => std::future::pending().await,
+            }
+        };
+        let log_tick = self.log_tick.as_mut();
+        let log = async move {
+            match log_tick {
+                Some(tick) => {
+                    tick.tick().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            reply = join_call(&mut self.admitting) => LeaseEvent::Admitted(reply),
+            reply = join_call(&mut self.syncing) => LeaseEvent::Synced(reply),
+            () = grew => LeaseEvent::Handed,
+            () = log => LeaseEvent::Log,
+        }
+    }
+
+    async fn on_event(&mut self, cx: &mut Cx<'_>, event: LeaseEvent) -> Result<(), CrawlError> {
+        match event {
+            LeaseEvent::Admitted(reply) => {
+                self.finish_admit(cx, reply).await?;
+                self.start_admit(cx).await?;
+            }
+            LeaseEvent::Synced(reply) => self.finish_sync(cx.frontier, reply)?,
+            LeaseEvent::Handed => {}
+            LeaseEvent::Log => tracing::info!(
+                "{} pages done here, {} queued and {} in flight here, {} leases held, {} Redis round trips",
+                CrawlCounters::get(&self.counters.finished),
+                cx.frontier.queued(),
+                cx.frontier.in_flight(),
+                self.leases.held(),
+                self.session.round_trips()
+            ),
+        }
+        Ok(())
+    }
+
+    fn is_over(&self, frontier: &Frontier) -> bool {
+        self.crawl_over
+            && self.admitting.is_none()
+            && self.syncing.is_none()
+            && self.waiting.is_empty()
+            && self.leases.is_empty()
+            && frontier.is_finished()
+    }
+
+    /// At the crawl's end, a last sync (the crawl's figures); at a stop, records handed to
+    /// the OS, then finished leases released and the unfinished URLs of the others given
+    /// back to the head of their hosts' queues.
+    async fn end(&mut self, cx: &mut Cx<'_>, stopped: bool) -> Result<(), CrawlError> {
+        if !stopped {
+            self.start_sync(cx.frontier, false, 0, true);
+            return self.finish_calls(cx).await;
+        }
+        self.finish_calls(cx).await?;
+        cx.out.sender().handed().await?;
+        let now = Instant::now();
+        let frontier = &*cx.frontier;
+        let releases = self
+            .leases
+            .give_back(|host| frontier.handoff_wait(host, now));
+        let increments = self.increments();
+        self.session.give_back(&releases, &increments).await?;
+        Ok(())
+    }
+
+    /// The output is closed (every record written and the files fsynced) before the process
+    /// says it ended; at the crawl's end the dead processes' output is sealed (their leases
+    /// have all expired by now), and the crawl-wide summary written from Redis's figures.
+    async fn close(mut self, summary: &CrawlSummary) -> Result<(), CrawlError> {
+        drop(self.sync.take());
+        let increments = self.increments();
+        self.session.end(&increments, summary.stopped).await?;
+        let out_dir = self.config.output.dir.clone();
+        let process = self.session.process().to_string();
+        if !summary.stopped {
+            self.session
+                .seal_dead(&out_dir, &self.config.output.warc_prefix, true)
+                .await?;
+            if let Some(json) = self.session.crawl_summary().await? {
+                // Through a temporary file of this process's own: processes sharing the
+                // directory may end at once.
+                crate::durable::replace(
+                    &crate::output::summary_path(&out_dir),
+                    crate::output::process_summary_tmp(&out_dir, &process),
+                    &json,
+                )
+                .map_err(OutputError::from)?;
+            }
+        }
+        drop(self.lock.take());
+        let round_trips = self.session.round_trips();
+        let finished = CrawlCounters::get(&self.counters.finished);
+        tracing::info!(
+            "distributed: {finished} pages, {round_trips} Redis round trips ({:.2} per page)",
+            round_trips as f64 / finished.max(1) as f64
+        );
+        let _ = std::fs::remove_dir_all(&self.work_dir);
+        // The process's own summary, with what it cost in Redis beside it (the whole
+        // crawl's figures are in Redis: `crawler status`, and `summary.json` once the crawl
+        // is over).
+        let mut json = serde_json::to_value(summary).unwrap_or_default();
+        if let Some(object) = json.as_object_mut() {
+            object.insert(
+                "distributed".into(),
+                serde_json::json!({
+                    "process": process,
+                    "crawl_id": self.session.settings().crawl_id,
+                    "redis_round_trips": round_trips,
+                    "round_trips_per_page": round_trips as f64 / finished.max(1) as f64,
+                    "leases_lost": self.leases.stale(),
+                }),
+            );
+        }
+        let json = serde_json::to_vec_pretty(&json).unwrap_or_default();
+        crate::output::write_atomically(
+            &crate::output::process_summary_path(&out_dir, &process),
+            &json,
+        )?;
+        Ok(())
+    }
+}
+
+/// Waits for the call in `slot`, if any (forever otherwise), and empties the slot.
+async fn join_call<T, C>(slot: &mut Option<(Call<T>, C)>) -> Option<CallResult<T, C>> {
+    let result = match slot {
+        Some((call, _)) => call.await,
+        None => std::future::pending().await,
+    };
+    let (_, carried) = slot.take()?;
+    let answer = match result {
+        Ok(answer) => answer.map_err(CrawlError::from),
+        Err(e) => Err(DistributedError::Reply {
+            what: "a Redis call",
+            detail: format!("its task ended: {e}"),
+        }
+        .into()),
+    };
+    Some((answer, carried))
+}

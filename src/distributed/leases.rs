@@ -1,0 +1,446 @@
+//! The leases a process holds, and which of their URLs may be acknowledged: the bookkeeping
+//! between a claim's answer and the `release.lua` calls that end it, with no Redis in it.
+//!
+//! Guarantees: a URL is acknowledged only once the output thread says its record (its
+//! number in the order records were sent) is handed to the OS; a lease ends only when all
+//! its URLs are recorded, and then only once their acknowledgements may go; a lease found
+//! taken over is forgotten (its URLs are not acknowledged: the new holder fetches them
+//! too); a top-up of a lease that finished while the claim was on its way holds that lease
+//! again instead of ending it.
+//!
+//! Why a type of its own: these rules are what "nothing acknowledged is lost" rests on, and
+//! here they are unit-tested without a Redis server (see the tests below); the run loop
+//! (`crate::crawl`'s lease source) only moves values between this, the frontier and
+//! [`super::session`].
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::session::{ClaimRequest, Release};
+use super::Claimed;
+use crate::frontier::QueuedUrl;
+
+/// A lease whose top-up found its host's queue empty asks again no sooner than this.
+const TOPUP_RETRY: Duration = Duration::from_millis(100);
+/// Acknowledgements wait at most this long, or until [`ACK_BATCH`] are pending, so that one
+/// round trip carries many.
+const ACK_DELAY: Duration = Duration::from_millis(50);
+const ACK_BATCH: usize = 64;
+
+/// A recorded URL to acknowledge: its record's number in the output and its JSON in the
+/// lease.
+type Ack = (u64, String);
+
+/// A lease this process holds.
+struct Held {
+    token: String,
+    /// URLs not yet recorded, with the JSON they are stored as in the lease.
+    open: HashMap<String, String>,
+    /// Recorded URLs not yet acknowledged, in the order recorded.
+    acks: Vec<Ack>,
+    /// No top-up before this instant (the host's queue was empty).
+    dry_until: Instant,
+    /// No top-up after this instant (half a lease period after the claim): then the lease
+    /// ends when its URLs are done and the host goes back to the schedule, so that hosts
+    /// move between processes (processes joining later get their share) and no process
+    /// keeps a busy host for the whole crawl.
+    topup_until: Instant,
+}
+
+/// A lease all of whose URLs are recorded, to end once their records are handed to the OS.
+struct Done {
+    token: String,
+    host: String,
+    acks: Vec<Ack>,
+}
+
+/// The leases held and done, by host key.
+pub(crate) struct Leases {
+    held: HashMap<String, Held>,
+    done: Vec<Done>,
+    lease: Duration,
+    lease_urls: usize,
+    /// Acknowledgements waiting, and since when the oldest waits.
+    pending_acks: usize,
+    acks_since: Option<Instant>,
+    /// The number of the oldest record whose URL waits for its acknowledgement.
+    oldest_unacked: Option<u64>,
+    /// Leases found taken over by another process (expired under us).
+    stale: u64,
+}
+
+impl Leases {
+    pub(crate) fn new(lease: Duration, lease_urls: u32) -> Leases {
+        Leases {
+            held: HashMap::new(),
+            done: Vec::new(),
+            lease,
+            lease_urls: lease_urls as usize,
+            pending_acks: 0,
+            acks_since: None,
+            oldest_unacked: None,
+            stale: 0,
+        }
+    }
+
+    /// Leases held (not yet done).
+    pub(crate) fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Nothing held and nothing left to end.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_empty() && self.done.is_empty()
+    }
+
+    pub(crate) fn stale(&self) -> u64 {
+        self.stale
+    }
+
+    /// Whether a record of number above `handed` holds an acknowledgement back (the loop
+    /// then waits for the output thread to hand more to the OS).
+    pub(crate) fn waits_for_output(&self, handed: u64) -> bool {
+        self.oldest_unacked.is_some_and(|n| n > handed)
+    }
+
+    /// `url` (of host `host`) was recorded as record `number`: it closes in its lease, and
+    /// a lease with nothing open is done.
+    pub(crate) fn recorded(&mut self, host: &str, url: &str, number: u64) {
+        let Some(held) = self.held.get_mut(host) else {
+            return;
+        };
+        if let Some(json) = held.open.remove(url) {
+            held.acks.push((number, json));
+            self.pending_acks += 1;
+            self.acks_since.get_or_insert_with(Instant::now);
+            self.oldest_unacked.get_or_insert(number);
+        }
+        if held.open.is_empty() {
+            if let Some(held) = self.held.remove(host) {
+                self.done.push(Done {
+                    token: held.token,
+                    host: host.to_string(),
+                    acks: held.acks,
+                });
+            }
+        }
+    }
+
+    /// When the next sync should go, given the output thread's count of records `handed` to
+    /// the OS, the next heartbeat and, when the process `wants_work`, the next claim.
+    pub(crate) fn sync_at(
+        &self,
+        now: Instant,
+        handed: u64,
+        next_beat: Instant,
+        next_claim: Option<Instant>,
+        stopping: bool,
+    ) -> Instant {
+        let half = self.lease_urls.div_ceil(2);
+        let mut at = next_beat;
+        let can_ack = self.oldest_unacked.is_some_and(|n| n <= handed);
+        let done_ready = self
+            .done
+            .iter()
+            .any(|d| d.acks.last().is_none_or(|(n, _)| *n <= handed));
+        if done_ready || (can_ack && self.pending_acks >= ACK_BATCH) {
+            at = now;
+        }
+        if let (true, Some(since)) = (can_ack, self.acks_since) {
+            at = at.min(since + ACK_DELAY);
+        }
+        if let Some(claim) = next_claim {
+            at = at.min(claim);
+        }
+        if !stopping {
+            for held in self
+                .held
+                .values()
+                .filter(|h| h.open.len() < half && now < h.topup_until)
+            {
+                at = at.min(held.dry_until);
+            }
+        }
+        at
+    }
+
+    /// The releases a sync carries: acknowledgements of the URLs whose records are among the
+    /// first `handed`, and the done leases all of whose records are (the others wait for a
+    /// later sync). `wait(host)` is how long the host must rest before another process
+    /// serves it.
+    pub(crate) fn releases(
+        &mut self,
+        handed: u64,
+        wait: impl Fn(&str) -> Duration,
+    ) -> Vec<Release> {
+        let mut releases = Vec::new();
+        // What stays unacknowledged: how many, and the oldest's record number.
+        let mut remaining = 0;
+        let mut oldest: Option<u64> = None;
+        let mut keep = |later: &[Ack]| {
+            if let Some((first, _)) = later.first() {
+                remaining += later.len();
+                oldest = Some(oldest.map_or(*first, |o| o.min(*first)));
+            }
+        };
+        for mut done in std::mem::take(&mut self.done) {
+            let later = not_handed(&mut done.acks, handed);
+            if later.is_empty() {
+                releases.push(release(&done.token, wait(&done.host), true, done.acks));
+            } else {
+                if !done.acks.is_empty() {
+                    let acks = std::mem::take(&mut done.acks);
+                    releases.push(release(&done.token, Duration::ZERO, false, acks));
+                }
+                keep(&later);
+                done.acks = later;
+                self.done.push(done);
+            }
+        }
+        for held in self.held.values_mut().filter(|h| !h.acks.is_empty()) {
+            let later = not_handed(&mut held.acks, handed);
+            let acks = std::mem::replace(&mut held.acks, later);
+            if !acks.is_empty() {
+                releases.push(release(&held.token, Duration::ZERO, false, acks));
+            }
+            keep(&held.acks);
+        }
+        self.pending_acks = remaining;
+        self.oldest_unacked = oldest;
+        if remaining == 0 {
+            self.acks_since = None;
+        }
+        releases
+    }
+
+    /// The tokens of the leases held, for a heartbeat.
+    pub(crate) fn tokens(&self) -> Vec<String> {
+        self.held.values().map(|h| h.token.clone()).collect()
+    }
+
+    /// A claim of `want` hosts with top-ups of held leases running low; also returns the
+    /// hosts topped up, to hand back to [`Leases::claimed`].
+    pub(crate) fn claim(&self, want: u64, now: Instant) -> (ClaimRequest, Vec<String>) {
+        let mut request = ClaimRequest {
+            want,
+            topups: Vec::new(),
+        };
+        let mut topped = Vec::new();
+        for (host, held) in &self.held {
+            if held.open.len() < self.lease_urls.div_ceil(2)
+                && held.dry_until <= now
+                && now < held.topup_until
+            {
+                request.topups.push((
+                    held.token.clone(),
+                    (self.lease_urls - held.open.len()) as u64,
+                ));
+                topped.push(host.clone());
+            }
+        }
+        (request, topped)
+    }
+
+    /// Leases the heartbeat found taken over: no longer this process's.
+    pub(crate) fn lost(&mut self, tokens: &[String]) {
+        self.note_stale(tokens.len() as u64);
+        self.held.retain(|_, held| !tokens.contains(&held.token));
+    }
+
+    pub(crate) fn note_stale(&mut self, n: u64) {
+        if n > 0 {
+            self.stale += n;
+            tracing::warn!(
+                "{n} leases of this process expired and were taken over by another (their URLs may be fetched twice); raise distributed.lease_secs?"
+            );
+        }
+    }
+
+    /// Takes a claim's answer (sent at `sent_at`, with top-ups of `topped`): returns how
+    /// many new leases it brought and the URLs to queue, each with its host key.
+    pub(crate) fn claimed(
+        &mut self,
+        claimed: Claimed,
+        sent_at: Instant,
+        topped: Vec<String>,
+    ) -> (usize, Vec<(String, QueuedUrl)>) {
+        // Top-ups that brought nothing wait a little before asking again.
+        for host in topped {
+            if let Some(held) = self.held.get_mut(&host) {
+                held.dry_until = sent_at + TOPUP_RETRY;
+            }
+        }
+        let mut got = 0;
+        let mut queue = Vec::new();
+        for lease in claimed.leases {
+            match self.held.get(&lease.host) {
+                Some(held) if held.token == lease.token => {}
+                Some(_) => {
+                    // Never happens (a host is leased once at a time); were it to, the URLs
+                    // stay in that lease in Redis and come back when it ends or expires.
+                    tracing::warn!("a lease of {} this process does not know", lease.host);
+                    continue;
+                }
+                None => {
+                    let acks = match self.done.iter().position(|d| d.token == lease.token) {
+                        Some(i) => self.done.swap_remove(i).acks,
+                        None => {
+                            got += 1;
+                            Vec::new()
+                        }
+                    };
+                    self.held.insert(
+                        lease.host.clone(),
+                        Held {
+                            token: lease.token.clone(),
+                            open: HashMap::new(),
+                            acks,
+                            dry_until: sent_at,
+                            topup_until: sent_at + self.lease / 2,
+                        },
+                    );
+                }
+            }
+            let Some(held) = self.held.get_mut(&lease.host) else {
+                continue;
+            };
+            held.dry_until = sent_at;
+            for (item, json) in lease.items {
+                held.open.insert(item.url.clone(), json);
+                queue.push((lease.host.clone(), item));
+            }
+        }
+        (got, queue)
+    }
+
+    /// At a stop: every lease ended, the done ones with their acknowledgements, the held
+    /// ones giving their unfinished URLs back to the head of their hosts' queues.
+    pub(crate) fn give_back(&mut self, wait: impl Fn(&str) -> Duration) -> Vec<Release> {
+        let mut releases = Vec::new();
+        for done in self.done.drain(..) {
+            releases.push(release(&done.token, wait(&done.host), true, done.acks));
+        }
+        for (host, held) in self.held.drain() {
+            releases.push(release(&held.token, wait(&host), true, held.acks));
+        }
+        releases
+    }
+}
+
+fn release(token: &str, wait: Duration, end: bool, acks: Vec<Ack>) -> Release {
+    Release {
+        token: token.to_string(),
+        wait,
+        end,
+        acks: acks.into_iter().map(|(_, json)| json).collect(),
+    }
+}
+
+/// Leaves in `acks` those whose records are among the first `handed` handed to the OS, and
+/// returns the others (`acks` is in record order).
+fn not_handed(acks: &mut Vec<Ack>, handed: u64) -> Vec<Ack> {
+    let at = acks.partition_point(|(number, _)| *number <= handed);
+    acks.split_off(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distributed::Lease;
+
+    #[test]
+    fn only_acknowledgements_of_handed_records_go() {
+        let mut acks: Vec<Ack> = (1..=5).map(|n| (n * 10, format!("u{n}"))).collect();
+        let later = not_handed(&mut acks, 30);
+        assert_eq!(
+            acks.iter().map(|a| a.0).collect::<Vec<_>>(),
+            vec![10, 20, 30]
+        );
+        assert_eq!(later.iter().map(|a| a.0).collect::<Vec<_>>(), vec![40, 50]);
+        let mut none: Vec<Ack> = vec![(7, "x".into())];
+        assert_eq!(not_handed(&mut none, 6).len(), 1);
+        assert!(none.is_empty());
+    }
+
+    fn lease(token: &str, host: &str, urls: &[&str]) -> Lease {
+        Lease {
+            token: token.into(),
+            host: host.into(),
+            items: urls
+                .iter()
+                .map(|u| {
+                    let item = QueuedUrl::new(u.to_string(), 1, None, 0);
+                    let json = item.to_json();
+                    (item, json)
+                })
+                .collect(),
+        }
+    }
+
+    fn claimed(leases: Vec<Lease>) -> Claimed {
+        Claimed {
+            leases,
+            ..Claimed::default()
+        }
+    }
+
+    const H: &str = "http://h.test";
+
+    /// A lease ends only when its URLs are all recorded and their records handed to the OS;
+    /// before that, the handed ones are acknowledged without ending it.
+    #[test]
+    fn a_lease_ends_once_all_its_records_are_handed() {
+        let mut leases = Leases::new(Duration::from_secs(10), 4);
+        let now = Instant::now();
+        let urls = ["http://h.test/a", "http://h.test/b"];
+        let (got, queue) = leases.claimed(claimed(vec![lease("t1", H, &urls)]), now, vec![]);
+        assert_eq!((got, queue.len()), (1, 2));
+        leases.recorded(H, urls[0], 1);
+        assert!(leases.waits_for_output(0));
+        // Record 1 not handed yet: nothing goes.
+        assert!(leases.releases(0, |_| Duration::ZERO).is_empty());
+        let r = leases.releases(1, |_| Duration::ZERO);
+        assert_eq!(r.len(), 1);
+        assert!(!r[0].end && r[0].acks.len() == 1 && r[0].token == "t1");
+        leases.recorded(H, urls[1], 2);
+        assert_eq!(leases.held(), 0);
+        assert!(!leases.is_empty(), "done, not yet ended");
+        assert!(leases.releases(1, |_| Duration::ZERO).is_empty());
+        let r = leases.releases(2, |_| Duration::from_millis(7));
+        assert_eq!(r.len(), 1);
+        assert!(r[0].end && r[0].acks.len() == 1);
+        assert_eq!(r[0].wait, Duration::from_millis(7));
+        assert!(leases.is_empty());
+    }
+
+    /// A top-up answered after the lease finished holds it again, with its pending
+    /// acknowledgements; a lease lost to another process is forgotten unacknowledged.
+    #[test]
+    fn a_late_top_up_holds_the_lease_again_and_a_lost_one_is_forgotten() {
+        let mut leases = Leases::new(Duration::from_secs(10), 4);
+        let now = Instant::now();
+        leases.claimed(
+            claimed(vec![lease("t1", H, &["http://h.test/a"])]),
+            now,
+            vec![],
+        );
+        leases.recorded(H, "http://h.test/a", 1);
+        assert_eq!(leases.held(), 0);
+        let (got, queue) = leases.claimed(
+            claimed(vec![lease("t1", H, &["http://h.test/c"])]),
+            now,
+            vec![H.into()],
+        );
+        assert_eq!((got, queue.len(), leases.held()), (0, 1, 1));
+        let (request, topped) = leases.claim(2, now);
+        assert_eq!(request.want, 2);
+        assert_eq!(topped, vec![H.to_string()]);
+        assert_eq!(request.topups, vec![("t1".to_string(), 3)]);
+        leases.lost(&["t1".to_string()]);
+        assert_eq!((leases.held(), leases.stale()), (0, 1));
+        // Nothing to end: the one pending acknowledgement went with the lost lease.
+        assert!(leases.give_back(|_| Duration::ZERO).is_empty());
+    }
+}
