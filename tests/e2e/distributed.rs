@@ -36,7 +36,7 @@ use crate::warc::{checked_index, warc_files};
 
 /// A `redis-server` of the test's own, on a free loopback port, in a temporary directory;
 /// killed when dropped.
-struct RedisServer {
+pub(crate) struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     aof: bool,
@@ -44,7 +44,7 @@ struct RedisServer {
 }
 
 impl RedisServer {
-    fn start(aof: bool) -> RedisServer {
+    pub(crate) fn start(aof: bool) -> RedisServer {
         // A free port: bound, then released for redis-server to take.
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -104,7 +104,7 @@ impl RedisServer {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
