@@ -334,6 +334,29 @@ impl Default for DistributedSection {
     }
 }
 
+/// `[monitor]`: the live metrics and status page (see `crate::monitor`). Off unless
+/// `listen` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorSection {
+    /// `IP:port` to serve `/metrics`, `/status.json` and `/` on (`--listen`).
+    pub listen: Option<String>,
+    /// How long the final figures stay served after the crawl ends.
+    pub linger_secs: f64,
+    /// Hosts with series of their own in `/metrics` and rows in `/status.json`.
+    pub top_hosts: usize,
+}
+
+impl Default for MonitorSection {
+    fn default() -> Self {
+        MonitorSection {
+            listen: None,
+            linger_secs: 0.0,
+            top_hosts: 10,
+        }
+    }
+}
+
 /// The whole configuration, after validation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
@@ -348,6 +371,7 @@ pub struct Config {
     pub normalize: NormalizeOptions,
     pub scope: ScopeOptions,
     pub distributed: DistributedSection,
+    pub monitor: MonitorSection,
 }
 
 /// The keys of each section, for `--set` errors. A unit test keeps this in step with
@@ -424,6 +448,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "redis_timeout_secs",
         ],
     ),
+    ("monitor", &["listen", "linger_secs", "top_hosts"]),
     ("scope", ScopeOptions::KEYS),
     (
         "normalize",
@@ -605,6 +630,31 @@ impl Config {
             key: key.to_string(),
             message,
         };
+        let m = &self.monitor;
+        if let Some(listen) = &m.listen {
+            if listen.parse::<std::net::SocketAddr>().is_err() {
+                return Err(invalid(
+                    "monitor.listen",
+                    format!("{listen:?} is not an IP:port address such as \"127.0.0.1:9187\""),
+                ));
+            }
+        }
+        if !(m.linger_secs.is_finite() && (0.0..=86_400.0).contains(&m.linger_secs)) {
+            return Err(invalid(
+                "monitor.linger_secs",
+                format!("{} is not in [0, 86400] seconds", m.linger_secs),
+            ));
+        }
+        if !(1..=crate::monitor::MAX_TOP_HOSTS).contains(&m.top_hosts) {
+            return Err(invalid(
+                "monitor.top_hosts",
+                format!(
+                    "{} is out of range 1..={}",
+                    m.top_hosts,
+                    crate::monitor::MAX_TOP_HOSTS
+                ),
+            ));
+        }
         let c = &self.crawl;
         if c.max_urls.0 == 0 {
             return Err(invalid(
@@ -1110,6 +1160,10 @@ mod tests {
             network: NetworkSection {
                 ca_file: Some(PathBuf::from("ca.pem")),
                 ..NetworkSection::default()
+            },
+            monitor: MonitorSection {
+                listen: Some("127.0.0.1:9187".into()),
+                ..MonitorSection::default()
             },
             ..Config::default()
         })

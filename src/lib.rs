@@ -22,6 +22,7 @@ pub mod extract;
 pub(crate) mod fetch;
 pub mod frontier;
 pub(crate) mod gate;
+pub mod monitor;
 pub mod normalize;
 pub mod output;
 pub mod quantity;

@@ -39,6 +39,7 @@ use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
 use crate::frontier::{Frontier, QueuedUrl, Work};
 use crate::gate::RequestGate;
+use crate::monitor::Monitor;
 use crate::output::{rfc3339, BackgroundSync, OutputError, OutputSender, OutputWriter, PageRecord};
 use crate::robots::RobotsOutcome;
 use crate::scope::Scope;
@@ -166,6 +167,13 @@ pub(crate) async fn drive<S: WorkSource>(
         frontier: &mut frontier,
         out: &mut out,
     };
+    let monitor = Monitor::start(
+        &config.monitor,
+        &config.output.dir,
+        config.crawl.max_urls.0,
+        counters.clone(),
+    )
+    .await?;
     source.begin(&mut cx, &fetch, seeds, sync).await?;
     let mut display = Progress::start(
         progress,
@@ -180,9 +188,12 @@ pub(crate) async fn drive<S: WorkSource>(
         descriptors,
         seen: seen_backend.clone(),
         counters: counters.clone(),
+        monitor,
+        seen_bytes: seen.plan().bytes,
     };
     let result = pump.run(&mut source, &mut cx).await;
     CrawlCounters::add(&counters.descriptor_pauses, pump.descriptors.pauses);
+    let monitor = pump.monitor.take();
     // The last fetch task is gone with the pump: the parse threads' channel closes.
     drop(pump);
     let result = match result {
@@ -207,7 +218,17 @@ pub(crate) async fn drive<S: WorkSource>(
         stopped,
     });
     display.finish(&figures(&seen_backend, &counters, &mut frontier, false));
+    let redis_round_trips = source.redis_round_trips();
     source.close(&summary).await?;
+    if let Some(monitor) = monitor {
+        let last = monitor.snapshot_of(
+            &frontier,
+            seen.stats(),
+            seen.plan().bytes,
+            redis_round_trips,
+        );
+        monitor.finish(last, stopped).await;
+    }
     Ok(summary)
 }
 
@@ -344,6 +365,10 @@ struct Pump<'a> {
     descriptors: Descriptors,
     seen: Arc<dyn SeenBackend>,
     counters: Arc<CrawlCounters>,
+    /// The monitor, when `[monitor] listen` is set: handed a snapshot once per
+    /// `monitor::REFRESH`, and told of failed fetches (only those).
+    monitor: Option<Monitor>,
+    seen_bytes: u64,
 }
 
 impl Pump<'_> {
@@ -363,6 +388,8 @@ impl Pump<'_> {
         let mut tasks = tokio::task::JoinSet::new();
         let mut tick = tokio::time::interval(self.display.interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut monitor_tick = tokio::time::interval(crate::monitor::REFRESH);
+        monitor_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (answers_tx, mut answers) = mpsc::unbounded_channel();
         loop {
             let pauses = self.descriptors.pauses;
@@ -471,6 +498,17 @@ impl Pump<'_> {
                 _ = tick.tick() => {
                     self.display.update(&figures(&self.seen, &self.counters, cx.frontier, true));
                 }
+                _ = monitor_tick.tick(), if self.monitor.is_some() => {
+                    if let Some(monitor) = &self.monitor {
+                        let snapshot = monitor.snapshot_of(
+                            cx.frontier,
+                            self.seen.stats(),
+                            self.seen_bytes,
+                            source.redis_round_trips(),
+                        );
+                        monitor.publish(snapshot);
+                    }
+                }
             }
         }
     }
@@ -522,6 +560,11 @@ impl Pump<'_> {
                         archive,
                     },
             } => {
+                if let Some(monitor) = &mut self.monitor {
+                    if record.status.map_or(record.error.is_some(), |s| s >= 400) {
+                        monitor.note_failure(&dispatch.item.url);
+                    }
+                }
                 source
                     .page_done(cx, dispatch, record, candidates, archive)
                     .await?;

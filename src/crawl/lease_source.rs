@@ -604,6 +604,10 @@ impl WorkSource for LeaseSource {
     /// The output is closed (every record written and the files fsynced) before the process
     /// says it ended; at the crawl's end the dead processes' output is sealed (their leases
     /// have all expired by now), and the crawl-wide summary written from Redis's figures.
+    fn redis_round_trips(&self) -> Option<u64> {
+        Some(self.session.round_trips())
+    }
+
     async fn close(mut self, summary: &CrawlSummary) -> Result<(), CrawlError> {
         drop(self.sync.take());
         let increments = self.increments();

@@ -105,6 +105,8 @@ pub enum CrawlError {
     #[error(transparent)]
     ParseThread(#[from] ParseThreadError),
     #[error(transparent)]
+    Monitor(#[from] crate::monitor::MonitorError),
+    #[error(transparent)]
     Distributed(#[from] crate::distributed::DistributedError),
     #[error("{}: cannot write", path.display())]
     Pages {

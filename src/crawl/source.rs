@@ -116,6 +116,11 @@ pub(crate) trait WorkSource {
         stopped: bool,
     ) -> impl Future<Output = Result<(), CrawlError>>;
 
+    /// Round trips to Redis so far, for the monitor (`None`: the source uses no Redis).
+    fn redis_round_trips(&self) -> Option<u64> {
+        None
+    }
+
     /// The output is closed: the summary written where the source keeps it.
     fn close(self, summary: &CrawlSummary) -> impl Future<Output = Result<(), CrawlError>>;
 }

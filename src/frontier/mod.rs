@@ -111,6 +111,7 @@ mod address;
 mod backend;
 mod budget;
 mod handoff;
+mod report;
 mod residency;
 pub mod robots_cache;
 mod robots_gate;
@@ -122,6 +123,7 @@ mod tests;
 
 pub use address::{AddressAnswer, AddressLookup};
 pub use backend::FrontierBackend;
+pub use report::HostReport;
 pub use snapshot::{FrontierSnapshot, SavedFrontier, SavedHosts};
 
 use budget::{BudgetKeys, Budgets, Limits, Rate};
