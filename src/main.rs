@@ -115,6 +115,10 @@ struct DemoArgs {
     /// Configuration file (TOML); the demo adds the resolve rule for *.test.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Serve live figures on this address: /metrics (Prometheus), /status.json and a
+    /// status page at / (overrides monitor.listen), e.g. 127.0.0.1:9187.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
     /// Override any config key (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -148,6 +152,10 @@ struct CrawlArgs {
     /// Total fetches in flight (overrides crawl.concurrency).
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
+    /// Serve live figures on this address: /metrics (Prometheus), /status.json and a
+    /// status page at / (overrides monitor.listen), e.g. 127.0.0.1:9187.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
     /// Override any config key, e.g. --set politeness.per_host_rps=2 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -280,6 +288,9 @@ fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         format!("network.resolve.\"{pattern}\"={addr}"),
     ];
     overrides.extend(args.set.iter().cloned());
+    if let Some(addr) = &args.listen {
+        overrides.push(format!("monitor.listen={}", toml_string(addr)));
+    }
     let mut config = Config::load(args.config.as_deref(), &overrides)?;
     config.output.dir = args.out.clone();
     prepare_output_dir(&config.output.dir, false, true)?;
@@ -373,6 +384,9 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(n) = args.concurrency {
         overrides.push(format!("crawl.concurrency={n}"));
+    }
+    if let Some(addr) = &args.listen {
+        overrides.push(format!("monitor.listen={}", toml_string(addr)));
     }
     // As TOML strings, so that any URL or id is taken literally.
     if let Some(url) = &args.redis {

@@ -81,9 +81,11 @@ pub struct CrawlSnapshot {
     pub seen_fill: f64,
     pub seen_estimated_fpp: f64,
     pub seen_bytes: u64,
-    /// The busiest hosts and the failing ones (see [`crate::frontier::HostReport`]), with
-    /// each one's failed fetches since the start of this process.
+    /// The busiest hosts and then the failing ones (see [`crate::frontier::HostReport`]),
+    /// with each one's failed fetches since the start of this process.
     pub hosts_report: Vec<(HostReport, u64)>,
+    /// How many of `hosts_report` are the busiest.
+    pub busiest: usize,
     /// Round trips to Redis, in distributed mode.
     pub redis_round_trips: Option<u64>,
 }
@@ -260,6 +262,7 @@ impl Monitor {
     ) -> CrawlSnapshot {
         let stats = frontier.stats();
         let failing: Vec<String> = self.failing_hosts().into_iter().map(|(k, _)| k).collect();
+        let busiest = frontier.host_count().min(self.shared.top_hosts);
         let hosts_report = frontier
             .host_reports(self.shared.top_hosts, &failing)
             .into_iter()
@@ -278,6 +281,7 @@ impl Monitor {
             seen_estimated_fpp: seen.estimated_fpp,
             seen_bytes,
             hosts_report,
+            busiest,
             redis_round_trips,
         }
     }

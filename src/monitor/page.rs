@@ -53,7 +53,8 @@ table { width:100%; border-collapse:collapse; }
 th { text-align:left; color:var(--mute); font-weight:600; font-size:12px; text-transform:uppercase; letter-spacing:.4px; padding:6px 8px; border-bottom:1px solid var(--line); }
 td { padding:6px 8px; border-bottom:1px solid var(--line); font-variant-numeric:tabular-nums; }
 tr:last-child td { border-bottom:none; }
-td.host { font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:13px; word-break:break-all; }
+td.host { font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:13px; overflow-wrap:anywhere; }
+th, td.num { white-space:nowrap; }
 th.num { text-align:right; }
 .tag { font-size:11px; padding:1px 7px; border-radius:999px; background:var(--line); color:var(--ink); }
 .tag.unavailable { background:#fee2e2; color:#991b1b; } .tag.ready { background:#dcfce7; color:#166534; }
@@ -97,7 +98,7 @@ pub(crate) fn render(status: &Status) -> String {
     );
     let done_share = if status.max_urls > 0 {
         format!(
-            "{:.1}% of max_urls {}",
+            "{:.1}% of {} max",
             100.0 * c.finished as f64 / status.max_urls as f64,
             count(status.max_urls)
         )
@@ -140,7 +141,7 @@ pub(crate) fn render(status: &Status) -> String {
         &mut html,
         "errors / s",
         &one_decimal(status.errors_per_sec),
-        &format!("{} failures in all", count(status.failures)),
+        &format!("failures so far: {}", count(status.failures)),
         "errors-per-sec",
         status.errors_per_sec > 0.0,
     );
@@ -168,7 +169,7 @@ pub(crate) fn render(status: &Status) -> String {
     html.push_str(r#"<section class="grid2">"#);
     chart_card(
         &mut html,
-        "pages per second, last 5 minutes",
+        "pages per second",
         "chart-pages",
         &pages,
         "var(--blue)",
@@ -254,7 +255,7 @@ pub(crate) fn render(status: &Status) -> String {
     }
     let _ = write!(
         html,
-        "<dt>WARC records</dt><dd>{}</dd><dt>WARC bytes</dt><dd>{}</dd><dt>revisits</dt><dd>{}</dd><dt>retries</dt><dd>{}</dd><dt>robots.txt disallowed</dt><dd>{}</dd><dt>descriptor pauses</dt><dd>{}</dd></dl></div>",
+        "<dt>WARC records</dt><dd>{}</dd><dt>WARC bytes</dt><dd>{}</dd><dt>revisits</dt><dd>{}</dd><dt>retries</dt><dd>{}</dd><dt>robots.txt refusals</dt><dd>{}</dd><dt>descriptor pauses</dt><dd>{}</dd></dl></div>",
         count(c.warc_records),
         HumanBytes(c.warc_bytes),
         count(c.warc_revisits),
@@ -265,11 +266,7 @@ pub(crate) fn render(status: &Status) -> String {
     html.push_str("</section>\n");
 
     // The hosts.
-    let busiest: Vec<&HostFigures> = status
-        .top_hosts
-        .iter()
-        .filter(|h| h.queued_ever > 0)
-        .collect();
+    let busiest: Vec<&HostFigures> = status.top_hosts.iter().filter(|h| h.busiest).collect();
     let mut failing: Vec<&HostFigures> = status.top_hosts.iter().filter(|h| h.errors > 0).collect();
     failing.sort_by(|a, b| b.errors.cmp(&a.errors).then_with(|| a.host.cmp(&b.host)));
     html.push_str(r#"<section class="grid2">"#);
@@ -306,7 +303,7 @@ fn host_table(html: &mut String, title: &str, id: &str, hosts: &[&HostFigures], 
         html.push_str(r#"<p class="empty">none</p></div>"#);
         return;
     }
-    html.push_str(r#"<table><thead><tr><th>host</th><th class="num">queued</th><th class="num">ever</th><th class="num">pages/s</th><th class="num">errors</th><th>robots.txt</th><th class="num">next in</th></tr></thead><tbody>"#);
+    html.push_str(r#"<table><thead><tr><th>host</th><th class="num">queued</th><th class="num">ever</th><th class="num">pages/s</th><th class="num">errors</th><th>robots.txt</th><th class="num">next</th></tr></thead><tbody>"#);
     for (i, h) in hosts.iter().enumerate() {
         let host = escape(&h.host);
         let host_cell = if mark_top && i == 0 {
@@ -345,8 +342,11 @@ fn chart_card(html: &mut String, title: &str, id: &str, points: &[(f64, f64)], c
     const LEFT: f64 = 44.0;
     const BOTTOM: f64 = 22.0;
     const TOP: f64 = 10.0;
-    let span = super::history::KEPT as f64;
+    // The last five minutes, or less while the crawl is younger (a minute at least), so a
+    // short crawl fills the chart instead of a sliver at its right.
     let now = points.last().map_or(0.0, |p| p.0);
+    let first = points.first().map_or(0.0, |p| p.0);
+    let span = (now - first).clamp(60.0, super::history::KEPT as f64);
     let max = nice_ceiling(points.iter().map(|p| p.1).fold(0.0, f64::max));
     let x = |t: f64| LEFT + (W - LEFT - 8.0) * (1.0 - ((now - t) / span).clamp(0.0, 1.0));
     let y = |v: f64| TOP + (H - TOP - BOTTOM) * (1.0 - (v / max).clamp(0.0, 1.0));
@@ -366,25 +366,22 @@ fn chart_card(html: &mut String, title: &str, id: &str, points: &[(f64, f64)], c
             axis_label(v)
         );
     }
-    for (minutes, label) in [
-        (5.0, "−5 min"),
-        (4.0, "−4"),
-        (3.0, "−3"),
-        (2.0, "−2"),
-        (1.0, "−1"),
-        (0.0, "now"),
-    ] {
-        let xx = x(now - minutes * 60.0);
-        let anchor = if minutes == 0.0 {
-            "end"
-        } else if minutes == 5.0 {
-            "start"
-        } else {
-            "middle"
+    for quarter in 0..=4 {
+        let ago = span * (4 - quarter) as f64 / 4.0;
+        let label = match ago {
+            a if a < 0.5 => "now".to_string(),
+            a if span > 120.0 => format!("−{:.1} min", a / 60.0).replace(".0 min", " min"),
+            a => format!("−{a:.0} s"),
+        };
+        let anchor = match quarter {
+            0 => "start",
+            4 => "end",
+            _ => "middle",
         };
         let _ = write!(
             html,
-            r#"<text x="{xx:.1}" y="{}" text-anchor="{anchor}">{label}</text>"#,
+            r#"<text x="{:.1}" y="{}" text-anchor="{anchor}">{label}</text>"#,
+            x(now - ago),
             H - 6.0
         );
     }

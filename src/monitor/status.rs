@@ -64,6 +64,8 @@ pub struct CheckpointFigures {
 #[derive(Debug, Clone, Serialize)]
 pub struct HostFigures {
     pub host: String,
+    /// Among the busiest (most URLs ever queued); otherwise listed for its failures.
+    pub busiest: bool,
     pub queued: u64,
     pub queued_ever: u64,
     pub in_flight: u64,
@@ -121,8 +123,10 @@ impl Status {
             top_hosts: snapshot
                 .hosts_report
                 .iter()
-                .map(|(r, errors)| HostFigures {
+                .enumerate()
+                .map(|(i, (r, errors))| HostFigures {
                     host: r.host.clone(),
+                    busiest: i < snapshot.busiest,
                     queued: r.queued,
                     queued_ever: r.queued_ever,
                     in_flight: r.in_flight,
