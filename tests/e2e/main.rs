@@ -10,6 +10,7 @@ mod distributed;
 mod faults;
 mod hostile;
 mod kill_resume;
+mod monitor;
 mod parity;
 mod politeness_e2e;
 mod resume_e2e;
