@@ -31,6 +31,11 @@
 //! (10^6 requests/s and 64 in flight per host name), and `-- --per-ip` for that plus the same
 //! per server address, so each figure is the cost of the budgets and address lookups, not a
 //! slower crawl).
+//!
+//! `-- --monitor` measures what the monitor (`[monitor] listen`) costs: runs interleaved with
+//! the monitor off and on, a scraper thread GETting `/metrics`, `/status.json` and `/` once
+//! a second while the crawl runs (three requests where Prometheus makes one: an upper bound);
+//! the scraper's own CPU (its thread's) is taken out of the crawler's.
 
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
@@ -63,9 +68,24 @@ struct Run {
 }
 
 fn crawl_once(spec: &WebSpec, server: &ServerProcess, warc: bool) -> Run {
+    crawl_with(spec, server, warc, false)
+}
+
+/// A crawl; with `scraped`, the monitor on and scraped every second (see the module doc).
+fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = server.config(out.path());
     config.output.warc = warc;
+    let scraper = scraped.then(|| {
+        // A free port, chosen here so the scraper knows it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        config.monitor.listen = Some(addr.clone());
+        Scraper::start(addr)
+    });
     generous_politeness(&mut config);
     let seeds = server.seeds(spec);
     let worker_cpu = Arc::new(AtomicU64::new(0));
@@ -93,7 +113,8 @@ fn crawl_once(spec: &WebSpec, server: &ServerProcess, warc: bool) -> Run {
     let secs = started.elapsed().as_secs_f64();
     let dispatch_cpu = (thread_cpu_ns() - main_before) as f64 / 1e9;
     drop(runtime);
-    let cpu = cpu_secs(&rusage(libc::RUSAGE_SELF)) - cpu_before;
+    let scraper_cpu = scraper.map_or(0.0, Scraper::stop);
+    let cpu = cpu_secs(&rusage(libc::RUSAGE_SELF)) - cpu_before - scraper_cpu;
     assert_eq!(summary.failures, 0, "{}", summary.human());
     Run {
         pages: summary.counts.finished,
@@ -107,6 +128,104 @@ fn crawl_once(spec: &WebSpec, server: &ServerProcess, warc: bool) -> Run {
         warc_payload: summary.counts.warc_payload_bytes,
         revisits: summary.counts.warc_revisits,
     }
+}
+
+/// A thread that GETs the monitor's three pages once a second until stopped.
+struct Scraper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(f64, u64)>,
+}
+
+impl Scraper {
+    fn start(addr: String) -> Scraper {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut scrapes = 0;
+            while !stopping.load(Ordering::Relaxed) {
+                for path in ["/metrics", "/status.json", "/"] {
+                    if get(&addr, path) {
+                        scrapes += 1;
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            (thread_cpu_ns() as f64 / 1e9, scrapes)
+        });
+        Scraper { stop, thread }
+    }
+
+    /// Stops it; its CPU seconds.
+    fn stop(self) -> f64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let (cpu, scrapes) = self.thread.join().expect("scraper");
+        assert!(scrapes > 0, "the monitor was never scraped");
+        cpu
+    }
+}
+
+/// One GET with the whole answer read; whether it was a 200.
+fn get(addr: &str, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut answer = Vec::new();
+    stream.write_all(request.as_bytes()).is_ok()
+        && stream.read_to_end(&mut answer).is_ok()
+        && answer.starts_with(b"HTTP/1.1 200")
+}
+
+/// `--monitor`: the crawl with the monitor off and on (scraped every second), interleaved.
+fn monitor_cost(spec: &WebSpec, runs: usize) {
+    println!(
+        "crawl benchmark, monitor off vs on and scraped every second: {} hosts, {} pages, politeness off, concurrency 64, {} runs",
+        spec.hosts, spec.pages, runs
+    );
+    let server = ServerProcess::start(spec, FEATURES, Serving::default());
+    let _ = crawl_once(spec, &server, false);
+    let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..runs {
+        for (on, table) in tables.iter_mut().enumerate() {
+            let run = crawl_with(spec, &server, false, on == 1);
+            println!(
+                "run {i} monitor {}: {} pages in {:.2} s = {:.0} pages/s, {:.4} CPU s/1000 pages",
+                if on == 1 { "on " } else { "off" },
+                run.pages,
+                run.secs,
+                run.pages as f64 / run.secs,
+                run.cpu / run.pages as f64 * 1000.0,
+            );
+            table.push(run);
+        }
+    }
+    server.stop();
+    let cpu = |t: &[Run]| median(t.iter().map(|r| r.cpu / r.pages as f64 * 1000.0).collect());
+    let rate = |t: &[Run]| median(t.iter().map(|r| r.pages as f64 / r.secs).collect());
+    println!("--- medians over {runs} runs ---");
+    println!(
+        "monitor off: {:.0} pages/s, {:.4} CPU s/1000 pages",
+        rate(&tables[0]),
+        cpu(&tables[0])
+    );
+    println!(
+        "monitor on, scraped every second: {:.0} pages/s, {:.4} CPU s/1000 pages",
+        rate(&tables[1]),
+        cpu(&tables[1])
+    );
+    let ratios = median(
+        tables[1]
+            .iter()
+            .zip(&tables[0])
+            .map(|(on, off)| (on.cpu / on.pages as f64) / (off.cpu / off.pages as f64))
+            .collect(),
+    );
+    println!(
+        "monitor on / off, CPU per page: {:.4} (median of per-run ratios; {:+.2}%)",
+        ratios,
+        (ratios - 1.0) * 100.0
+    );
 }
 
 /// `--polite` / `--per-ip`: the politeness machinery on, its limits far above what the crawl
@@ -137,6 +256,10 @@ fn main() {
     let spec = WebSpec::bench(7);
     if args.iter().any(|a| a == "--tls") {
         transports(&spec, runs);
+        return;
+    }
+    if args.iter().any(|a| a == "--monitor") {
+        monitor_cost(&spec, runs);
         return;
     }
     println!(
