@@ -1146,6 +1146,25 @@ mod tests {
     }
 
     #[test]
+    fn monitor_settings_are_checked_with_their_key_named() {
+        let error = |set: &str| {
+            Config::load(None, &[set.to_string()])
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            error("monitor.listen=localhost")
+                .contains("monitor.listen: \"localhost\" is not an IP:port"),
+            "{}",
+            error("monitor.listen=localhost")
+        );
+        assert!(error("monitor.top_hosts=0").contains("monitor.top_hosts"));
+        assert!(error("monitor.linger_secs=-1").contains("monitor.linger_secs"));
+        let c = Config::load(None, &["monitor.listen=\"[::1]:0\"".to_string()]).unwrap();
+        assert_eq!(c.monitor.listen.as_deref(), Some("[::1]:0"));
+    }
+
+    #[test]
     fn section_key_list_matches_structs() {
         let value = toml::Value::try_from(Config {
             seen: SeenSection {

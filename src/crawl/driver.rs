@@ -226,6 +226,7 @@ pub(crate) async fn drive<S: WorkSource>(
             seen.stats(),
             seen.plan().bytes,
             redis_round_trips,
+            0,
         );
         monitor.finish(last, stopped).await;
     }
@@ -505,6 +506,7 @@ impl Pump<'_> {
                             self.seen.stats(),
                             self.seen_bytes,
                             source.redis_round_trips(),
+                            self.descriptors.pauses,
                         );
                         monitor.publish(snapshot);
                     }

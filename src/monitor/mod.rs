@@ -88,6 +88,9 @@ pub struct CrawlSnapshot {
     pub busiest: usize,
     /// Round trips to Redis, in distributed mode.
     pub redis_round_trips: Option<u64>,
+    /// Descriptor pauses the driver has not yet added to the counters (it adds them at
+    /// the end): shown live on top of the counter.
+    pub descriptor_pauses_pending: u64,
 }
 
 /// How the crawl stands, as the page and `/status.json` name it.
@@ -252,13 +255,15 @@ impl Monitor {
 
     /// The crawl's figures now, from the task that owns `frontier`: the frontier's totals
     /// and its report of the busiest and the failing hosts, the seen-set's figures
-    /// (`seen_bytes` its size), and Redis's round trips in distributed mode.
+    /// (`seen_bytes` its size), Redis's round trips in distributed mode, and the descriptor
+    /// pauses not yet in the counters.
     pub fn snapshot_of(
         &self,
         frontier: &crate::frontier::Frontier,
         seen: crate::seen::SeenStats,
         seen_bytes: u64,
         redis_round_trips: Option<u64>,
+        descriptor_pauses_pending: u64,
     ) -> CrawlSnapshot {
         let stats = frontier.stats();
         let failing: Vec<String> = self.failing_hosts().into_iter().map(|(k, _)| k).collect();
@@ -283,6 +288,7 @@ impl Monitor {
             hosts_report,
             busiest,
             redis_round_trips,
+            descriptor_pauses_pending,
         }
     }
 

@@ -136,10 +136,14 @@ impl Drop for MonitoredCrawl {
 
 /// A GET over a fresh connection: (status code, body).
 fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http_request(addr, "GET", path)
+}
+
+fn http_request(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();
@@ -314,6 +318,15 @@ fn metrics_during_and_after_a_crawl_match_the_summary() {
     });
     let during = crawl.get("/metrics");
     promtool_check(&during);
+    // Read-only, and nothing but its three pages.
+    for method in ["POST", "PUT", "DELETE"] {
+        assert_eq!(
+            http_request(crawl.addr, method, "/metrics").0,
+            405,
+            "{method}"
+        );
+    }
+    assert_eq!(http_get(crawl.addr, "/checkpoint").0, 404);
     let (during, _) = samples(&during);
 
     let status = crawl.wait_for("the crawl's end", |s| s["state"] != "running");
