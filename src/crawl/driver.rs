@@ -228,7 +228,7 @@ pub(crate) async fn drive<S: WorkSource>(
             redis_round_trips,
             0,
         );
-        monitor.finish(last, stopped).await;
+        monitor.finish(last, stopped, shutdown.subscribe()).await;
     }
     Ok(summary)
 }

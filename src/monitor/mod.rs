@@ -302,8 +302,14 @@ impl Monitor {
     }
 
     /// The crawl is over (`stopped` before its end): the final figures are published and
-    /// sampled, served for `linger_secs`, then the server stops.
-    pub async fn finish(mut self, snapshot: CrawlSnapshot, stopped: bool) {
+    /// sampled, served for `linger_secs` (cut short by a stop request sent on
+    /// `stop_requests` from now on: Ctrl-C), then the server stops.
+    pub async fn finish(
+        mut self,
+        snapshot: CrawlSnapshot,
+        stopped: bool,
+        mut stop_requests: watch::Receiver<bool>,
+    ) {
         self.publish(snapshot);
         {
             let mut sampled = match self.shared.sampled.lock() {
@@ -319,11 +325,15 @@ impl Monitor {
         sample(&self.shared);
         if !self.linger.is_zero() {
             tracing::info!(
-                "monitor: final figures served at http://{} for {:.0} s",
+                "monitor: final figures served at http://{} for {:.0} s (Ctrl-C to exit now)",
                 self.addr,
                 self.linger.as_secs_f64()
             );
-            tokio::time::sleep(self.linger).await;
+            stop_requests.borrow_and_update();
+            tokio::select! {
+                _ = tokio::time::sleep(self.linger) => {}
+                _ = stop_requests.changed() => {}
+            }
         }
         let _ = self.stop.send(true);
         for task in self.tasks.drain(..) {
