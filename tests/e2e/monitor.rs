@@ -46,6 +46,16 @@ struct MonitoredCrawl {
 
 impl MonitoredCrawl {
     fn start(server: &TestWebServer, web: &Web, settings: &[&str]) -> MonitoredCrawl {
+        Self::start_with(server, web, settings, &[])
+    }
+
+    /// As [`MonitoredCrawl::start`], with `extra` arguments.
+    fn start_with(
+        server: &TestWebServer,
+        web: &Web,
+        settings: &[&str],
+        extra: &[&str],
+    ) -> MonitoredCrawl {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("seeds.txt"), web.seeds().join("\n")).unwrap();
         let (pattern, addr) = server.resolve_entry();
@@ -69,6 +79,7 @@ impl MonitoredCrawl {
         for s in settings {
             args.extend(["--set", s]);
         }
+        args.extend(extra);
         let mut child = Command::new(env!("CARGO_BIN_EXE_crawler"))
             .args(&args)
             .current_dir(dir.path())
@@ -340,13 +351,38 @@ fn metrics_during_and_after_a_crawl_match_the_summary() {
 
     assert_eq!(last["crawler_running"], 0.0);
     assert_eq!(during["crawler_running"], 1.0);
+    assert_counters_match(&last, &counter_families, &summary, &during);
+    // The crawl did something worth comparing: pages, errors and archive records.
+    for series in [
+        "crawler_pages_total{class=\"2xx\"}",
+        "crawler_pages_total{class=\"5xx\"}",
+        "crawler_archive_records_total",
+    ] {
+        assert!(last[series] > 0.0, "{series} is 0");
+    }
+    assert_eq!(last["crawler_urls_queued"], 0.0);
+    assert!(last
+        .keys()
+        .any(|k| k.starts_with("crawler_host_urls_queued{host=")));
+    assert!(last.contains_key("crawler_checkpoint_age_seconds"));
+    assert!(!last.contains_key("crawler_redis_round_trips_total"));
+}
+
+/// Every counter series of `last` equals its `summary.json` figure, and none is below its
+/// value in the earlier scrape `during`.
+fn assert_counters_match(
+    last: &BTreeMap<String, f64>,
+    counter_families: &[String],
+    summary: &serde_json::Value,
+    during: &BTreeMap<String, f64>,
+) {
     let mut compared = 0;
-    for (series, value) in &last {
+    for (series, value) in last {
         let family = series.split('{').next().unwrap();
         if !counter_families.iter().any(|f| f == family) {
             continue;
         }
-        let expected = summary_value(&summary, series);
+        let expected = summary_value(summary, series);
         assert!(
             (value - expected).abs() <= 1e-9 * expected.abs().max(1.0),
             "{series} = {value}, summary.json says {expected}"
@@ -360,18 +396,55 @@ fn metrics_during_and_after_a_crawl_match_the_summary() {
         compared >= SUMMARY_OF.len(),
         "only {compared} counters compared"
     );
-    // The crawl did something worth comparing: pages, errors and archive records.
-    for series in [
-        "crawler_pages_total{class=\"2xx\"}",
-        "crawler_pages_total{class=\"5xx\"}",
-        "crawler_archive_records_total",
-    ] {
-        assert!(last[series] > 0.0, "{series} is 0");
+}
+
+/// A process of a distributed crawl: its monitor counts Redis round trips, has no local
+/// checkpoint to show, and its final counters are its `summary-<process id>.json`.
+#[test]
+fn a_distributed_process_shows_its_redis_round_trips() {
+    let _load = crate::support::ordinary();
+    if !tool_available("promtool", "prometheus") {
+        return;
     }
-    assert_eq!(last["crawler_urls_queued"], 0.0);
-    assert!(last
-        .keys()
-        .any(|k| k.starts_with("crawler_host_urls_queued{host=")));
+    let redis = crate::distributed::RedisServer::start(false);
+    let web = Arc::new(Web::new(WebSpec::small(24)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let url = redis.url();
+    let crawl = MonitoredCrawl::start_with(
+        &server,
+        &web,
+        &["politeness.per_host_rps=40", "monitor.linger_secs=30"],
+        &["--redis", &url, "--crawl-id", "monitored"],
+    );
+    crawl.wait_for("some pages done", |s| {
+        s["counters"]["finished"].as_u64().unwrap_or(0) > 20
+    });
+    let (during, _) = samples(&crawl.get("/metrics"));
+    crawl.wait_for("the crawl's end", |s| s["state"] != "running");
+    let text = crawl.get("/metrics");
+    promtool_check(&text);
+    let (mut last, counter_families) = samples(&text);
+    let status = crawl.status();
+    assert!(status["checkpoint"].is_null(), "{status}");
+    let trips = last
+        .remove("crawler_redis_round_trips_total")
+        .expect("a Redis round-trip counter");
+    assert!(trips > 0.0 && during["crawler_redis_round_trips_total"] <= trips);
+    assert_eq!(status["redis_round_trips"].as_f64(), Some(trips));
+    let summary = std::fs::read_dir(&crawl.out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("summary-")
+        })
+        .expect("summary-<process id>.json");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    assert_counters_match(&last, &counter_families, &summary, &during);
+    assert!(last["crawler_pages_total{class=\"2xx\"}"] > 0.0);
 }
 
 /// The status page as a browser renders it, during a crawl: headless Chromium's DOM shows
