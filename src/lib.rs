@@ -4,6 +4,46 @@
 //! scope rules → seen-set → frontier. Each stage is one module with one job; [`crawl`]
 //! wires them together and owns shutdown. `main.rs` only parses the command line, loads
 //! the configuration, runs the crawl and maps errors to exit codes.
+//!
+//! # Layout
+//!
+//! ```text
+//! src/
+//!   main.rs          the CLI: arguments, configuration, exit codes
+//!   lib.rs           this map
+//!   crawl/           orchestration: run_crawl, the one driver, its two sources of work
+//!     driver.rs        set-up, the work pump, teardown (once for every source)
+//!     source.rs        the interface between the driver and a source of work
+//!     local_source.rs  the disk frontier with checkpoints and resume
+//!     lease_source.rs  one process of a crawl shared through Redis
+//!   distributed/     the Redis side of a distributed crawl: scripts (*.lua), their calls
+//!                    (session.rs), lease bookkeeping (leases.rs), sealing, status
+//!   frontier/        per-host queues on disk, politeness, robots.txt cache, address budgets
+//!   seen/            the concurrent Bloom filter and its sizing
+//!   checkpoint.rs    checkpoint files, the queue log, resume
+//!   output.rs        the journal (pages.jsonl) and the output directory's file names
+//!   warc/            the archive: a sink beside the journal
+//!   fetch.rs gate.rs dns.rs  HTTP client, the request gate, name resolution
+//!   robots/ sitemap.rs extract.rs charset.rs canonical.rs content_coding.rs  parsing
+//!   normalize/ scope.rs seeds.rs  URLs: canonical form, scope rules, seed lists
+//!   config.rs quantity.rs counters.rs durable.rs descriptors.rs cpu_time.rs allocator.rs
+//! ```
+//!
+//! # Layers
+//!
+//! A module imports (`use`) only from its own layer or those below it; nothing below
+//! `crawl/` imports `crawl/`, which is what lets a reader start at the bottom.
+//!
+//! 1. Foundations: `config`, `quantity`, `counters`, `durable`, `descriptors`,
+//!    `cpu_time`, `allocator`; URLs: `normalize`, `scope`, `seeds`; parsing: `extract`,
+//!    `charset`, `canonical`, `content_coding`, `sitemap`.
+//! 2. Network: `dns`, `gate` (config, dns, scope), `fetch`, `robots`.
+//! 3. State: `seen`, `frontier`, `output` with `warc` (its sink), `checkpoint`.
+//! 4. `distributed`: Redis (state kept there instead of on disk).
+//! 5. `crawl`: everything above, wired; `main.rs` on top.
+//!
+//! `pub` means "used outside the crate" (the CLI, tests, benches): the `unreachable_pub`
+//! lint in `Cargo.toml` keeps it so; everything else is `pub(crate)`.
 
 pub mod allocator;
 pub mod canonical;

@@ -44,7 +44,8 @@ use crate::robots::RobotsOutcome;
 use crate::scope::Scope;
 use crate::seen::{SeenBackend, SeenSet};
 use crate::warc::record::ArchivedFetch;
-use crate::warc::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
+use crate::warc::sink::ArchivePlan;
+use crate::warc::Archiver;
 
 /// A fetch's archive records, with the archive on.
 pub(crate) type Archived = Option<Box<ArchivedFetch>>;
@@ -128,18 +129,22 @@ pub(crate) async fn drive<S: WorkSource>(
         journal,
         progress,
     } = opened;
-    let archive = start_archive(config, &journal)?;
-    let archive_file = archive.as_ref().map(ArchiveWriter::current);
-    let archiver = archive_file.as_ref().map(|current| Archiver {
-        current: current.clone(),
-        gzip_level: config.output.warc_gzip_level,
-    });
-    let (output_writer, sender) = OutputWriter::start_at(
-        journal.pages.clone(),
-        4096,
-        journal.start,
-        archive.map(|writer| (writer, counters.clone())),
+    let archive = crate::warc::sink::open(
+        config,
+        ArchivePlan {
+            journal: journal.pages.clone(),
+            journal_bytes: journal.start.bytes,
+            prefix: journal.warc_prefix.clone(),
+            resumed: journal.resumed,
+        },
+        counters.clone(),
     )?;
+    let (sinks, archive_file, archiver) = match archive {
+        Some(a) => (vec![a.sink], Some(a.current), Some(a.archiver)),
+        None => (Vec::new(), None, None),
+    };
+    let (output_writer, sender) =
+        OutputWriter::start_at(journal.pages.clone(), 4096, journal.start, sinks)?;
     let sync = BackgroundSync::start(
         Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
         journal.pages.clone(),
@@ -209,50 +214,6 @@ pub(crate) async fn drive<S: WorkSource>(
     display.finish(&figures(&seen_backend, &counters, &mut frontier, false));
     source.close(&summary).await?;
     Ok(summary)
-}
-
-/// The archive's writer when `[output] warc` is on, on `journal`'s pages file and prefix:
-/// for a resumed crawl, the archive is first cut back to what the pages file (already cut
-/// to `journal.start`) points to, and the digest index rebuilt from it (see
-/// [`crate::warc::recovery`]); otherwise it starts empty.
-fn start_archive(
-    config: &Config,
-    journal: &JournalPlan,
-) -> Result<Option<ArchiveWriter>, CrawlError> {
-    let o = &config.output;
-    if !o.warc {
-        return Ok(None);
-    }
-    let recovered = if journal.resumed {
-        let recovered =
-            crate::warc::recovery::recover(&o.dir, journal.start.bytes, o.warc_dedup_memory.0)
-                .map_err(OutputError::from)?;
-        for note in &recovered.notes {
-            tracing::warn!("resume: {note}");
-        }
-        recovered
-    } else {
-        crate::warc::recovery::Recovered {
-            index: crate::warc::digest_index::PayloadIndex::with_memory(o.warc_dedup_memory.0),
-            next_serial: 0,
-            notes: Vec::new(),
-        }
-    };
-    let writer = ArchiveWriter::start(
-        ArchiveOptions {
-            dir: o.dir.join("warc"),
-            prefix: journal.warc_prefix.clone(),
-            max_bytes: o.warc_max_bytes.0,
-            gzip_level: o.warc_gzip_level,
-            info: crate::warc::info_fields(config),
-        },
-        recovered.next_serial,
-        recovered.index,
-        journal.pages.clone(),
-        Arc::new(CurrentFile::default()),
-    )
-    .map_err(OutputError::from)?;
-    Ok(Some(writer))
 }
 
 /// What fetches and parses: scope, request gate and client, the admission's screening

@@ -43,6 +43,7 @@ pub(crate) mod fixture;
 pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod recovery;
+pub(crate) mod sink;
 pub(crate) mod writer;
 
 use std::sync::Arc;
