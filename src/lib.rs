@@ -25,7 +25,8 @@
 //!   warc/            the archive: a sink beside the journal
 //!   fetch.rs gate.rs dns.rs  HTTP client, the request gate, name resolution
 //!   robots/ sitemap.rs extract.rs charset.rs canonical.rs content_coding.rs  parsing
-//!   normalize/ scope.rs seeds.rs  URLs: canonical form, scope rules, seed lists
+//!   normalize/ scope.rs seeds.rs host.rs  URLs: canonical form, scope rules, seed lists,
+//!                    host identity (one key and one name per host)
 //!   config.rs quantity.rs counters.rs durable.rs descriptors.rs cpu_time.rs allocator.rs
 //! ```
 //!
@@ -35,7 +36,7 @@
 //! `crawl/` imports `crawl/`, which is what lets a reader start at the bottom.
 //!
 //! 1. Foundations: `config`, `quantity`, `counters`, `durable`, `descriptors`,
-//!    `cpu_time`, `allocator`; URLs: `normalize`, `scope`, `seeds`; parsing: `extract`,
+//!    `cpu_time`, `allocator`; URLs: `host`, `normalize`, `scope`, `seeds`; parsing: `extract`,
 //!    `charset`, `canonical`, `content_coding`, `sitemap`.
 //! 2. Network: `dns`, `gate` (config, dns, scope), `fetch`, `robots`.
 //! 3. State: `seen`, `frontier`, `output` with `warc` (its sink), `checkpoint`.
@@ -62,6 +63,7 @@ pub mod extract;
 pub(crate) mod fetch;
 pub mod frontier;
 pub(crate) mod gate;
+pub mod host;
 pub mod normalize;
 pub mod output;
 pub mod quantity;

@@ -229,7 +229,7 @@ fn start_workers(
 ) -> Result<(ParsePool, Arc<FetchShared>), CrawlError> {
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
     let scope = Arc::new(Scope::new(&config.scope, seeds)?);
-    let gate = Arc::new(RequestGate::new(config, seeds, scope.clone())?);
+    let gate = Arc::new(RequestGate::new(config, scope.clone())?);
     let resolver = gate.resolver();
     let fetcher = Fetcher::new(config, gate)?;
     let admission = Arc::new(Admission::new(

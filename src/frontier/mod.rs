@@ -826,9 +826,4 @@ impl Frontier {
     }
 }
 
-/// The host key of a canonical URL (empty if it does not parse, which a queued URL always does).
-pub(crate) fn key_of(url: &str) -> String {
-    url::Url::parse(url)
-        .map(|u| crate::normalize::host_key(&u))
-        .unwrap_or_default()
-}
+pub(crate) use crate::host::key_of;

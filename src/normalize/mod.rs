@@ -410,20 +410,8 @@ pub fn normalize_str(input: &str) -> Result<Url, Rejected> {
     default_normalizer().normalize_str(input)
 }
 
-/// The politeness key of a URL: scheme, host and port, e.g. `http://a.test:8080`.
-/// Requests to one key share one rate limit and one concurrency cap. A domain's trailing
-/// dots are left out (`a.test.` and `a.test` are one host), also for a URL that was not
-/// canonicalized.
-pub fn host_key(url: &Url) -> String {
-    let host = url.host_str().unwrap_or("");
-    let folded = host.trim_end_matches('.');
-    // IP addresses never end in a dot; a host made only of dots keeps them.
-    let host = if folded.is_empty() { host } else { folded };
-    match url.port() {
-        Some(port) => format!("{}://{}:{}", url.scheme(), host, port),
-        None => format!("{}://{}", url.scheme(), host),
-    }
-}
+/// The politeness key of a URL (see [`crate::host`], where host identity is derived).
+pub use crate::host::host_key;
 
 #[cfg(test)]
 mod tests {
