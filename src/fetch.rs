@@ -181,7 +181,7 @@ impl Fetched {
 }
 
 /// The shared HTTP client.
-pub struct Fetcher {
+pub(crate) struct Fetcher {
     /// The client new requests use. Replaced by [`Fetcher::shed_idle_connections`]; a
     /// request holds its own handle, so one in flight finishes on the client it began on.
     client: std::sync::RwLock<reqwest::Client>,

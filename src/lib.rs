@@ -44,7 +44,11 @@
 //! 5. `crawl`: everything above, wired; `main.rs` on top.
 //!
 //! `pub` means "used outside the crate" (the CLI, tests, benches): the `unreachable_pub`
-//! lint in `Cargo.toml` keeps it so; everything else is `pub(crate)`.
+//! lint below keeps it so (CI denies warnings); everything else is `pub(crate)`. It is set
+//! here rather than in `Cargo.toml`'s `[lints]`, which would also apply it to the test and
+//! bench binaries, where `pub` means nothing.
+
+#![warn(unreachable_pub)]
 
 pub mod allocator;
 pub mod canonical;

@@ -53,7 +53,7 @@ pub(crate) struct LocalSource {
 /// What the local source's own work says to the loop.
 pub(crate) enum LocalEvent {
     /// A background checkpoint moved on.
-    Phase(PendingPhase),
+    Phase(Box<PendingPhase>),
     /// Time for the next checkpoint.
     Due,
 }
@@ -311,7 +311,7 @@ impl WorkSource for LocalSource {
         };
         let has_pending = checkpoints.has_pending();
         tokio::select! {
-            phase = checkpoints.next_phase(), if has_pending => LocalEvent::Phase(phase),
+            phase = checkpoints.next_phase(), if has_pending => LocalEvent::Phase(Box::new(phase)),
             _ = due.tick(), if !stopping => LocalEvent::Due,
             else => std::future::pending().await,
         }
@@ -319,7 +319,7 @@ impl WorkSource for LocalSource {
 
     async fn on_event(&mut self, cx: &mut Cx<'_>, event: LocalEvent) -> Result<(), CrawlError> {
         match event {
-            LocalEvent::Phase(phase) => self.checkpoints()?.advance(cx.frontier, phase)?,
+            LocalEvent::Phase(phase) => self.checkpoints()?.advance(cx.frontier, *phase)?,
             LocalEvent::Due => {
                 if self.checkpoints()?.is_busy() {
                     tracing::warn!("checkpoint: the previous one is still being written; skipped");
