@@ -310,7 +310,7 @@ impl OutputWriter {
 
 /// How long the writer waits, after handing a burst to the OS, before it looks for the next
 /// one. A writer blocked on the channel is woken by every record sent (a futex wake on the
-/// dispatcher's thread, and a context switch here, per page: 2–3% of the crawl's CPU on the
+/// driver's thread, and a context switch here, per page: 2–3% of the crawl's CPU on the
 /// crawl bench's profile); one that lingers finds the next records already queued and takes
 /// them in one go. What this costs: a record waits in the channel up to this long, which a
 /// crash may lose like any record still inside the crawler (its page is fetched again on
@@ -418,7 +418,7 @@ fn write_loop(
 /// Fsyncs, every `checkpoint.sync_interval_secs`, what the crawl appended since its last
 /// checkpoint: the current queue log first, then `pages.jsonl` (a record's links reach the
 /// log before the record is written, so this order makes a synced record's links synced
-/// too). It runs on a thread of its own, never in the dispatcher's path: the dispatcher only
+/// too). It runs on a thread of its own, never in the driver's path: the driver only
 /// names the new queue log when it rotates.
 ///
 /// Why: `kill -9` loses nothing the crawl handed to the OS, but a power loss loses what the

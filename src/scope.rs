@@ -7,7 +7,7 @@
 //! first rule the URL breaks ([`OutOfScope`]), whose [`OutOfScope::as_str`] name is what
 //! counters and `summary.json` report. It decides on the URL alone: robots.txt, the
 //! per-host page cap (held here as [`ScopeOptions::max_pages_per_host`], enforced by the
-//! dispatcher), `max_depth` and the private-address check of *resolved names* (which uses
+//! driver), `max_depth` and the private-address check of *resolved names* (which uses
 //! [`is_private_ip`]) live elsewhere.
 //!
 //! # Guarantees
@@ -138,7 +138,7 @@ pub struct ScopeOptions {
     pub max_path_segments: usize,
     /// Most consecutive repetitions of a block of path segments (default 3; 0 = unlimited).
     pub max_repeated_segments: usize,
-    /// Most pages fetched per host (default 0 = unlimited). Enforced by the dispatcher.
+    /// Most pages fetched per host (default 0 = unlimited). Enforced by the driver.
     pub max_pages_per_host: u64,
 }
 

@@ -64,9 +64,9 @@ use driver::drive;
 use lease_source::LeaseSource;
 use local_source::LocalSource;
 
-/// The frontier as the crawl drives it: any [`FrontierBackend`] whose checkpoint is the
-/// local one (the disk frontier today). The dispatcher, admission, checkpoints and summary
-/// are written against this, not against [`Frontier`], so a second backend plugs in here.
+/// The frontier as the local source checkpoints it: any [`FrontierBackend`] whose checkpoint
+/// is the local one (the disk frontier today). Admission, checkpoints and the summary are
+/// written against this, not against `Frontier`, so a second store of queues plugs in here.
 pub(crate) trait CrawlFrontier:
     FrontierBackend<Snapshot = FrontierSnapshot, Saved = SavedFrontier>
 {

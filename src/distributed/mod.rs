@@ -63,7 +63,7 @@
 //!
 //! # Why this design
 //!
-//! The crawl's dispatcher, fetch tasks and frontier stay as they are: a process leases a few
+//! The crawl's driver, fetch tasks and frontier stay as they are: a process leases a few
 //! hosts' URLs and crawls them with the same machinery as a single-process crawl; only where
 //! URLs come from (leases) and where new ones go (`admit.lua`) change. Leasing a whole host
 //! rather than single URLs makes per-host rate, concurrency and Crawl-delay global without

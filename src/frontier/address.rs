@@ -6,7 +6,7 @@
 //! ran out, is parked (off the heap) and its name handed to the caller as an
 //! [`AddressLookup`]; the answer ([`Frontier::address_resolved`]) moves the host onto its
 //! address's budget and back into the heap. The frontier never resolves a name itself: it is
-//! owned by one task that must not wait on the network, so the crawl's dispatcher runs the
+//! owned by one task that must not wait on the network, so the crawl's driver runs the
 //! lookups as tasks (through the request gate's resolver, whose cache then answers the HTTP
 //! client's own lookup: the address connected to is the one budgeted). A name that does not
 //! resolve is served without an address budget for [`FAILED_RETRY`] (its fetches fail on the

@@ -1,15 +1,19 @@
-//! What a frontier must do for the crawl's dispatcher, as a trait, so that another backend
-//! (one shared by several crawler processes, for instance) can stand in for today's
-//! [`Frontier`] on disk.
+//! What a frontier must do for the crawl, as a trait: the promises of a local scheduler of
+//! accepted URLs (order per host, politeness, in-flight kept until given back).
 //!
 //! The trait holds only the operations the crawl calls; constructors and on-disk details
 //! (`create`, `resume`, the store) stay with each backend. The checkpoint's types are
 //! associated types because they are the backend's own: the disk frontier's snapshot is a
 //! store position and `hosts.bin`, which means nothing to a backend kept elsewhere.
 //!
-//! The crawl's dispatcher still takes a [`Frontier`]; making it generic over this trait is
-//! the first step of adding a backend. Until then nothing in the crate calls through it, and
-//! a crate-private trait that nothing uses is dead code to the compiler: hence `pub`.
+//! Where this sits: every run schedules its work on a local frontier, whatever the source of
+//! that work; a source (the local crawl's checkpoints and acceptance, or a distributed
+//! process's leases from Redis, see `crate::crawl`'s `source.rs`) decides what is pushed
+//! into it and where finished work is acknowledged. The local source's acceptance,
+//! checkpoints and summary are written against this trait (as `CrawlFrontier`, which pins
+//! the checkpoint types to the disk frontier's, the only ones a local checkpoint can
+//! store); another store of queues is a backend here, another origin of work a source
+//! there.
 //!
 //! Guarantees: the promises every backend makes are listed on [`FrontierBackend`]; the disk
 //! frontier's unit tests check them for [`Frontier`] (order, hand-out and in-flight through
@@ -29,7 +33,7 @@ use super::{
 };
 use crate::robots::RobotsOutcome;
 
-/// A frontier as the crawl's dispatcher uses it: queues of accepted URLs per host, handed out
+/// A frontier as the crawl's driver uses it: queues of accepted URLs per host, handed out
 /// politely, with what is handed out kept until it is given back.
 ///
 /// # What a backend promises
