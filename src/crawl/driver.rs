@@ -37,7 +37,7 @@ use crate::counters::CrawlCounters;
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
-use crate::frontier::{Frontier, QueuedUrl, Work};
+use crate::frontier::{FrontierBackend, QueuedUrl, Work};
 use crate::gate::RequestGate;
 use crate::output::{rfc3339, BackgroundSync, OutputError, OutputSender, OutputWriter, PageRecord};
 use crate::robots::RobotsOutcome;
@@ -102,9 +102,9 @@ impl Recorder {
 /// What a source opened: itself, the frontier it feeds, the seen-set the parse pool screens
 /// links against (the crawl's, or a distributed process's cache of the shared one), the
 /// counters, and where its records go.
-pub(crate) struct Opened<S> {
+pub(crate) struct Opened<S: WorkSource> {
     pub(crate) source: S,
-    pub(crate) frontier: Frontier,
+    pub(crate) frontier: S::Frontier,
     pub(crate) seen: Arc<SeenSet>,
     pub(crate) counters: Arc<CrawlCounters>,
     pub(crate) journal: JournalPlan,
@@ -272,10 +272,10 @@ fn start_workers(
 
 /// What the progress display shows now; `busiest` scans the hosts (costly at many hosts,
 /// so only once per progress line).
-fn figures(
+fn figures<F: FrontierBackend>(
     seen: &Arc<dyn SeenBackend>,
     counters: &CrawlCounters,
-    frontier: &mut Frontier,
+    frontier: &mut F,
     busiest: bool,
 ) -> ProgressFigures {
     let stats = seen.stats();
@@ -313,7 +313,7 @@ impl Pump<'_> {
     async fn run<S: WorkSource>(
         &mut self,
         source: &mut S,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, S::Frontier>,
     ) -> Result<bool, CrawlError> {
         let fetch = self.fetch.clone();
         let concurrency = fetch.config.crawl.concurrency as u64;
@@ -441,7 +441,7 @@ impl Pump<'_> {
     async fn take<S: WorkSource>(
         &mut self,
         source: &mut S,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, S::Frontier>,
         completion: Completion,
     ) -> Result<(), CrawlError> {
         match completion {
@@ -493,7 +493,7 @@ impl Pump<'_> {
 }
 
 /// Sleeps until `at`, or forever.
-pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
+async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -244,7 +244,7 @@ impl LeaseSource {
 
     /// Sends the waiting pages' links to Redis (one pipeline, one script per page with
     /// links the local cache does not know); pages with none are recorded at once.
-    async fn start_admit(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+    async fn start_admit(&mut self, cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
         if self.waiting.is_empty() || self.admitting.is_some() {
             return Ok(());
         }
@@ -269,7 +269,7 @@ impl LeaseSource {
     /// The admission's answers: counts, the cache, then the pages' records.
     async fn apply_admit(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         admitting: Admitting,
         answers: Vec<Vec<Admitted>>,
     ) -> Result<(), CrawlError> {
@@ -358,7 +358,7 @@ impl LeaseSource {
     }
 
     /// Waits for the calls in flight and applies them (before a stop or the end).
-    async fn finish_calls(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+    async fn finish_calls(&mut self, cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
         loop {
             if self.admitting.is_some() {
                 let reply = Beside::join(&mut self.admitting).await;
@@ -376,7 +376,7 @@ impl LeaseSource {
 
     async fn finish_admit(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         reply: Option<CallResult<Vec<Vec<Admitted>>, Admitting>>,
     ) -> Result<(), CrawlError> {
         let Some((answers, admitting)) = reply else {
@@ -387,12 +387,13 @@ impl LeaseSource {
 }
 
 impl WorkSource for LeaseSource {
+    type Frontier = Frontier;
     type Event = LeaseEvent;
 
     /// The seeds, admitted (and counted as a local crawl counts them) before the loop.
     async fn begin(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         _fetch: &FetchShared,
         seeds: Vec<Url>,
         sync: BackgroundSync,
@@ -419,7 +420,7 @@ impl WorkSource for LeaseSource {
 
     async fn page_done(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         dispatch: Dispatch,
         record: Box<PageRecord>,
         candidates: Candidates,
@@ -435,7 +436,7 @@ impl WorkSource for LeaseSource {
 
     fn discovered(
         &mut self,
-        _cx: &mut Cx<'_>,
+        _cx: &mut Cx<'_, Frontier>,
         candidates: Candidates,
         _parent: String,
     ) -> Result<(), CrawlError> {
@@ -452,13 +453,13 @@ impl WorkSource for LeaseSource {
         self.leases.recorded(&key_of(url), url, number);
     }
 
-    async fn drained(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+    async fn drained(&mut self, cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
         self.start_admit(cx).await
     }
 
     fn poll(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         now: Instant,
         stopping: bool,
     ) -> Result<Option<Instant>, CrawlError> {
@@ -522,7 +523,11 @@ impl WorkSource for LeaseSource {
         }
     }
 
-    async fn on_event(&mut self, cx: &mut Cx<'_>, event: LeaseEvent) -> Result<(), CrawlError> {
+    async fn on_event(
+        &mut self,
+        cx: &mut Cx<'_, Frontier>,
+        event: LeaseEvent,
+    ) -> Result<(), CrawlError> {
         match event {
             LeaseEvent::Admitted(reply) => {
                 self.finish_admit(cx, reply).await?;
@@ -554,7 +559,7 @@ impl WorkSource for LeaseSource {
     /// At the crawl's end, a last sync (the crawl's figures); at a stop, records handed to
     /// the OS, then finished leases released and the unfinished URLs of the others given
     /// back to the head of their hosts' queues.
-    async fn end(&mut self, cx: &mut Cx<'_>, stopped: bool) -> Result<(), CrawlError> {
+    async fn end(&mut self, cx: &mut Cx<'_, Frontier>, stopped: bool) -> Result<(), CrawlError> {
         if !stopped {
             self.start_sync(cx.frontier, false, 0, true);
             return self.finish_calls(cx).await;

@@ -180,7 +180,11 @@ impl LocalSource {
     }
 
     /// Starts a checkpoint of the current state.
-    async fn checkpoint(&mut self, cx: &mut Cx<'_>, finished: bool) -> Result<(), CrawlError> {
+    async fn checkpoint(
+        &mut self,
+        cx: &mut Cx<'_, Frontier>,
+        finished: bool,
+    ) -> Result<(), CrawlError> {
         let sender = cx.out.sender();
         self.checkpoints()?
             .start(cx.frontier, sender, finished)
@@ -189,11 +193,12 @@ impl LocalSource {
 }
 
 impl WorkSource for LocalSource {
+    type Frontier = Frontier;
     type Event = LocalEvent;
 
     async fn begin(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         fetch: &FetchShared,
         seeds: Vec<Url>,
         sync: BackgroundSync,
@@ -259,7 +264,7 @@ impl WorkSource for LocalSource {
 
     async fn page_done(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         dispatch: Dispatch,
         mut record: Box<PageRecord>,
         candidates: Candidates,
@@ -282,7 +287,7 @@ impl WorkSource for LocalSource {
 
     fn discovered(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         candidates: Candidates,
         parent: String,
     ) -> Result<(), CrawlError> {
@@ -292,13 +297,13 @@ impl WorkSource for LocalSource {
 
     fn recorded(&mut self, _url: &str, _number: u64) {}
 
-    async fn drained(&mut self, _cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+    async fn drained(&mut self, _cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
         Ok(())
     }
 
     fn poll(
         &mut self,
-        _cx: &mut Cx<'_>,
+        _cx: &mut Cx<'_, Frontier>,
         _now: Instant,
         _stopping: bool,
     ) -> Result<Option<Instant>, CrawlError> {
@@ -317,7 +322,11 @@ impl WorkSource for LocalSource {
         }
     }
 
-    async fn on_event(&mut self, cx: &mut Cx<'_>, event: LocalEvent) -> Result<(), CrawlError> {
+    async fn on_event(
+        &mut self,
+        cx: &mut Cx<'_, Frontier>,
+        event: LocalEvent,
+    ) -> Result<(), CrawlError> {
         match event {
             LocalEvent::Phase(phase) => self.checkpoints()?.advance(cx.frontier, *phase)?,
             LocalEvent::Due => {
@@ -336,7 +345,7 @@ impl WorkSource for LocalSource {
         frontier.is_finished()
     }
 
-    async fn end(&mut self, cx: &mut Cx<'_>, stopped: bool) -> Result<(), CrawlError> {
+    async fn end(&mut self, cx: &mut Cx<'_, Frontier>, stopped: bool) -> Result<(), CrawlError> {
         self.checkpoints()?.wait(cx.frontier).await?;
         self.checkpoint(cx, !stopped).await?;
         self.checkpoints()?.wait(cx.frontier).await?;

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::CrawlFrontier;
 use crate::config::Config;
 use crate::counters::{CounterValues, CrawlCounters};
+use crate::frontier::FrontierBackend;
 use crate::seen::{Plan, SeenStats};
 
 /// `OUT/summary.json`, and what the CLI prints at the end.
@@ -51,7 +51,7 @@ pub struct HostCount {
 }
 
 /// How a crawl ended, for [`CrawlSummary::new`].
-pub(crate) struct Ending<'a, F: CrawlFrontier> {
+pub(crate) struct Ending<'a, F: FrontierBackend> {
     pub(crate) config: &'a Config,
     pub(crate) frontier: &'a F,
     pub(crate) counters: &'a CrawlCounters,
@@ -62,7 +62,7 @@ pub(crate) struct Ending<'a, F: CrawlFrontier> {
 }
 
 impl CrawlSummary {
-    pub(crate) fn new<F: CrawlFrontier>(end: Ending<'_, F>) -> CrawlSummary {
+    pub(crate) fn new<F: FrontierBackend>(end: Ending<'_, F>) -> CrawlSummary {
         let counts = end.counters.values();
         let secs = end.elapsed.as_secs_f64().max(1e-9);
         CrawlSummary {

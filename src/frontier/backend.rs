@@ -76,6 +76,12 @@ pub trait FrontierBackend {
     /// Queues an accepted URL at the back of its host's queue (`host_key` as
     /// [`crate::normalize::host_key`] gives it).
     fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError>;
+    /// Counts a URL for its host's `max_pages_per_host` without queuing it (a resume's URLs
+    /// queued after the checkpoint and recorded since).
+    fn count_queued(&mut self, host_key: &str);
+    /// How long from `now` until host `host_key` may be served by another process's fresh
+    /// limiter (a distributed process ending its lease).
+    fn handoff_wait(&self, host_key: &str, now: Instant) -> Duration;
     /// The next piece of work whose host may be served at `now`, if any.
     fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError>;
     /// When the earliest host with work may be served, if any host has work.
@@ -126,6 +132,12 @@ impl FrontierBackend for Frontier {
 
     fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         Frontier::push(self, host_key, item)
+    }
+    fn count_queued(&mut self, host_key: &str) {
+        Frontier::count_queued(self, host_key)
+    }
+    fn handoff_wait(&self, host_key: &str, now: Instant) -> Duration {
+        Frontier::handoff_wait(self, host_key, now)
     }
     fn take_lookups(&mut self) -> Vec<AddressLookup> {
         Frontier::take_lookups(self)
