@@ -33,6 +33,7 @@ use crawler::output::{PageRecord, RecordKind};
 use testweb::{requests_per_url, CrawlRules, TestWebServer, Web, WebSpec};
 
 use crate::warc::{checked_index, warc_files};
+use crate::warcio_support::Brotli;
 
 /// A `redis-server` of the test's own, on a free loopback port, in a temporary directory;
 /// killed when dropped.
@@ -877,7 +878,7 @@ fn kill_9_with_the_archive_on_leaves_every_warc_file_valid_and_sealed() {
         "robots.txt fetches have lines"
     );
     let files = warc_files(&crawl.out());
-    let (indexed, _) = checked_index(&files);
+    let (indexed, _) = checked_index(&files, Brotli::AsInstalled);
     let writers: BTreeSet<String> = files
         .iter()
         .map(|file| {
