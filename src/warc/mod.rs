@@ -43,6 +43,10 @@ pub(crate) mod fixture;
 pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod recovery;
+/// warcio on the archives the library's tests write, the helper the end-to-end tests use.
+#[cfg(test)]
+#[path = "../../tests/warcio_support/mod.rs"]
+pub(crate) mod warcio_check;
 pub(crate) mod writer;
 
 use std::sync::Arc;
