@@ -4,12 +4,12 @@
 //! One [`Fetcher`] (one reqwest client, one connection pool) serves every fetch task, so
 //! connections to a host are reused across pages. The crawler offers the codings of
 //! `network.accept_encoding` (`gzip, deflate` by default; `br` only when asked, since
-//! common WARC readers fail on archived `br` bodies) and undoes the coding itself ([`crate::content_coding`]) rather than letting reqwest do
-//! it, because the archive keeps the bytes as sent ([`crate::warc`]): reqwest's automatic
-//! decompression would delete `Content-Encoding` and `Content-Length`. The body is read
-//! chunk by chunk and never past `max_body_bytes`, counted both as received and after
-//! decoding, so a small compressed bomb cannot blow up memory; only bodies the crawl will
-//! parse (or archive) are kept. Redirects are *not* followed here: the crawl treats a
+//! common WARC readers fail on archived `br` bodies) and undoes the coding itself
+//! ([`crate::content_coding`]) rather than letting reqwest do it, because the archive keeps
+//! the bytes as sent ([`crate::warc`]): reqwest's automatic decompression would delete
+//! `Content-Encoding` and `Content-Length`. The body is read chunk by chunk and never past
+//! `max_body_bytes`, counted both as received and after decoding, so a small compressed
+//! bomb cannot blow up memory; only bodies the crawl will parse (or archive) are kept. Redirects are *not* followed here: the crawl treats a
 //! redirect target like a link (normalized, scoped, checked against the seen-set), so
 //! loops end by themselves. Retries are not done here either: the frontier schedules them
 //! so that a retry obeys the host's rate limit like any request.
