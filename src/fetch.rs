@@ -9,10 +9,11 @@
 //! the bytes as sent ([`crate::warc`]): reqwest's automatic decompression would delete
 //! `Content-Encoding` and `Content-Length`. The body is read chunk by chunk and never past
 //! `max_body_bytes`, counted both as received and after decoding, so a small compressed
-//! bomb cannot blow up memory; only bodies the crawl will parse (or archive) are kept. Redirects are *not* followed here: the crawl treats a
-//! redirect target like a link (normalized, scoped, checked against the seen-set), so
-//! loops end by themselves. Retries are not done here either: the frontier schedules them
-//! so that a retry obeys the host's rate limit like any request.
+//! bomb cannot blow up memory; only bodies the crawl will parse (or archive) are kept.
+//! Redirects are *not* followed here: the crawl treats a redirect target like a link
+//! (normalized, scoped, checked against the seen-set), so loops end by themselves. Retries
+//! are not done here either: the frontier schedules them so that a retry obeys the host's
+//! rate limit like any request.
 //!
 //! Every request is first put to the [`RequestGate`] (scope, private addresses, see
 //! [`crate::gate`]), and the client resolves names through the gate's resolver, so nothing
