@@ -67,6 +67,12 @@ enum Command {
         /// crawl is over).
         #[arg(long)]
         json: bool,
+        /// Configuration file whose network.ca_file is trusted for a rediss:// URL.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override a config key, e.g. --set network.ca_file=ca.pem (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Print the effective configuration (defaults, --config file, --set overrides).
     Config {
@@ -215,7 +221,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             redis,
             crawl_id,
             json,
+            config,
+            set,
         }) => {
+            let config = Config::load(config.as_deref(), &set)?;
+            let redis =
+                crawler::distributed::RedisUrl::new(&redis, config.network.ca_file.as_deref());
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

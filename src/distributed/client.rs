@@ -13,7 +13,27 @@
 //!
 //! Why `EVALSHA` with our own reload rather than the crate's `Script::invoke`: the calls are
 //! pipelined (a page's admission with the acknowledgements), and `invoke` works only alone.
+//!
+//! # Credentials and TLS
+//!
+//! A Redis URL may carry a password (`redis://user:password@host:port/db`, or `?pass=` in a
+//! `redis+unix://` URL). [`RedisUrl`] keeps the URL as given for connecting and shows it only
+//! through [`redacted_url`], the one function every log line, error and status output uses:
+//! the password becomes `***`, the user name stays (it says which ACL user was refused).
+//!
+//! `rediss://` speaks TLS through rustls (the redis crate's `tokio-rustls-comp`: the rustls
+//! and aws-lc-rs that reqwest already brings, no OpenSSL). The server's certificate is
+//! checked against the system's roots plus `network.ca_file` (the fetcher's extra roots, so
+//! one file serves a private CA for both); the crate takes a custom root store only in place
+//! of the system's, so the system's roots are added to it here.
+//!
+//! A refused password or user (`WRONGPASS`, `NOAUTH`), a missing ACL permission (`NOPERM`)
+//! or a certificate the client does not trust is not transient: retrying for
+//! `redis_timeout_secs` would only delay the same answer, so it fails at once with one line
+//! saying what to fix.
 
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -21,6 +41,143 @@ use redis::aio::ConnectionManager;
 use redis::{Pipeline, Value};
 
 use super::DistributedError;
+
+/// A Redis URL as given (with its password, for connecting), shown redacted, with the extra
+/// roots a `rediss://` URL's certificate is checked against.
+#[derive(Clone, PartialEq)]
+pub struct RedisUrl {
+    text: String,
+    ca_file: Option<PathBuf>,
+}
+
+impl RedisUrl {
+    /// `text` as given; `ca_file` is `network.ca_file` (used for `rediss://` only).
+    pub fn new(text: &str, ca_file: Option<&Path>) -> RedisUrl {
+        RedisUrl {
+            text: text.to_string(),
+            ca_file: ca_file.map(Path::to_path_buf),
+        }
+    }
+
+    fn is_tls(&self) -> bool {
+        let scheme = self.text.split(':').next().unwrap_or_default();
+        scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+    }
+
+    /// The client for this URL: with TLS and `ca_file`, a root store of the system's roots
+    /// and the file's.
+    fn client(&self) -> Result<redis::Client, DistributedError> {
+        let invalid = |source| DistributedError::Url {
+            url: self.to_string(),
+            source,
+        };
+        match &self.ca_file {
+            Some(path) if self.is_tls() => {
+                let extra = std::fs::read(path).map_err(|source| DistributedError::CaFile {
+                    path: path.clone(),
+                    source,
+                })?;
+                let mut roots = system_roots_pem();
+                roots.extend_from_slice(&extra);
+                redis::Client::build_with_tls(
+                    self.text.as_str(),
+                    redis::TlsCertificates {
+                        client_tls: None,
+                        root_cert: Some(roots),
+                    },
+                )
+                .map_err(invalid)
+            }
+            _ => redis::Client::open(self.text.as_str()).map_err(invalid),
+        }
+    }
+}
+
+impl fmt::Display for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redacted_url(&self.text))
+    }
+}
+
+impl fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisUrl")
+            .field("url", &redacted_url(&self.text))
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
+}
+
+/// What a password in a shown URL becomes.
+const HIDDEN: &str = "***";
+
+/// `url` with its password replaced by `***` (the user name kept): how a Redis URL is shown
+/// anywhere (logs, errors, `crawler status`, `crawler config`).
+///
+/// Done on the text rather than on a parsed URL so that no spelling gets through: a password
+/// with a raw `/`, `?` or `#` parses as a port, a path or a query (or not at all), so the
+/// user information is everything before the URL's last `@`, and is shown only as far as a
+/// plain user name goes.
+pub fn redacted_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let mut shown = scheme;
+    let host_part = match rest.rsplit_once('@') {
+        Some((userinfo, host_part)) => {
+            match userinfo.split_once(':') {
+                Some((user, _)) if !user.contains(['/', '?', '#']) => {
+                    shown.push_str(user);
+                    shown.push(':');
+                    shown.push_str(HIDDEN);
+                }
+                None if !userinfo.contains(['/', '?', '#']) => shown.push_str(userinfo),
+                _ => shown.push_str(HIDDEN),
+            }
+            shown.push('@');
+            host_part
+        }
+        None => rest,
+    };
+    // `redis+unix:///path?user=u&pass=p`: the password is a query parameter.
+    match host_part.split_once('?') {
+        Some((before, query)) => {
+            shown.push_str(before);
+            shown.push('?');
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if is_password_key(key) => format!("{key}={HIDDEN}"),
+                    _ => pair.to_string(),
+                })
+                .collect();
+            shown.push_str(&pairs.join("&"));
+        }
+        None => shown.push_str(host_part),
+    }
+    shown
+}
+
+fn is_password_key(key: &str) -> bool {
+    key.eq_ignore_ascii_case("pass") || key.eq_ignore_ascii_case("password")
+}
+
+/// The system's trusted roots as PEM (what the redis crate trusts without a custom store);
+/// unreadable ones are skipped, as the fetcher's verifier does.
+fn system_roots_pem() -> Vec<u8> {
+    use data_encoding::BASE64;
+    let mut pem = Vec::new();
+    for certificate in rustls_native_certs::load_native_certs().certs {
+        pem.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+        for line in BASE64.encode(certificate.as_ref()).as_bytes().chunks(64) {
+            pem.extend_from_slice(line);
+            pem.push(b'\n');
+        }
+        pem.extend_from_slice(b"-----END CERTIFICATE-----\n");
+    }
+    pem
+}
 
 /// One of the crawl's Lua scripts: its text and SHA-1.
 pub(crate) struct Script {
@@ -69,7 +226,8 @@ impl Scripts {
 
 /// The connection, the scripts and the figures.
 pub(crate) struct Redis {
-    url: String,
+    /// The URL as shown: redacted.
+    shown: String,
     conn: ConnectionManager,
     pub(crate) scripts: Scripts,
     timeout: Duration,
@@ -77,12 +235,13 @@ pub(crate) struct Redis {
 }
 
 impl Redis {
-    /// Connects (retrying for up to `timeout`) and loads the scripts.
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Redis, DistributedError> {
-        let client = redis::Client::open(url).map_err(|source| DistributedError::Url {
-            url: url.to_string(),
-            source,
-        })?;
+    /// Connects (retrying for up to `timeout` while Redis is unreachable; at once failing
+    /// on a refused password or certificate) and loads the scripts.
+    pub(crate) async fn connect(
+        url: &RedisUrl,
+        timeout: Duration,
+    ) -> Result<Redis, DistributedError> {
+        let client = url.client()?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_response_timeout(Some(Duration::from_secs(10)))
             .set_connection_timeout(Some(Duration::from_secs(2)))
@@ -96,22 +255,25 @@ impl Redis {
                 .await
             {
                 Ok(conn) => break conn,
-                Err(source) if started.elapsed() < timeout => {
+                Err(source) => {
+                    if let Some(error) = refused(url, &source) {
+                        return Err(error);
+                    }
+                    if started.elapsed() >= timeout {
+                        return Err(DistributedError::Unreachable {
+                            url: url.to_string(),
+                            secs: timeout.as_secs_f64(),
+                            source,
+                        });
+                    }
                     tracing::warn!("redis {url}: {source}; retrying in {delay:?}");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
                 }
-                Err(source) => {
-                    return Err(DistributedError::Unreachable {
-                        url: url.to_string(),
-                        secs: timeout.as_secs_f64(),
-                        source,
-                    })
-                }
             }
         };
         let redis = Redis {
-            url: url.to_string(),
+            shown: url.to_string(),
             conn,
             scripts: Scripts::new(),
             timeout,
@@ -151,13 +313,13 @@ impl Redis {
                 Err(DistributedError::Command { source, .. }) if has_code(&source, "NOSCRIPT") => {
                     tracing::info!(
                         "redis {}: scripts unknown (a restart?); loading them",
-                        self.url
+                        self.shown
                     );
                     self.load_scripts().await?;
                 }
                 Err(DistributedError::Command { source, .. }) if has_code(&source, "CRAWLGONE") => {
                     return Err(DistributedError::Gone {
-                        url: self.url.clone(),
+                        url: self.shown.clone(),
                     })
                 }
                 other => return other,
@@ -180,20 +342,23 @@ impl Redis {
             match pipe.query_async::<T>(&mut conn).await {
                 Ok(value) => {
                     if warned {
-                        tracing::warn!("redis {}: reachable again", self.url);
+                        tracing::warn!("redis {}: reachable again", self.shown);
                     }
                     return Ok(value);
+                }
+                Err(source) if is_refusal(&source) => {
+                    return Err(refusal(&self.shown, source));
                 }
                 Err(source) if transient(&source) => {
                     if started.elapsed() >= self.timeout {
                         return Err(DistributedError::Unreachable {
-                            url: self.url.clone(),
+                            url: self.shown.clone(),
                             secs: self.timeout.as_secs_f64(),
                             source,
                         });
                     }
                     if !warned {
-                        tracing::warn!("redis {}: {source}; retrying", self.url);
+                        tracing::warn!("redis {}: {source}; retrying", self.shown);
                         warned = true;
                     }
                     tokio::time::sleep(delay).await;
@@ -201,13 +366,80 @@ impl Redis {
                 }
                 Err(source) => {
                     return Err(DistributedError::Command {
-                        url: self.url.clone(),
+                        url: self.shown.clone(),
                         source,
                     })
                 }
             }
         }
     }
+}
+
+/// The error for a connection Redis (or its certificate) refused, if `e` is one: asking
+/// again would get the same answer.
+fn refused(url: &RedisUrl, e: &redis::RedisError) -> Option<DistributedError> {
+    is_refusal(e).then(|| refusal(&url.to_string(), e.clone()))
+}
+
+fn is_refusal(e: &redis::RedisError) -> bool {
+    refusal_kind(e).is_some()
+}
+
+/// What was refused: the credentials, a permission, or the server's certificate.
+fn refusal_kind(e: &redis::RedisError) -> Option<Refusal> {
+    if has_code(e, "NOAUTH") {
+        return Some(Refusal::NoCredentials);
+    }
+    if e.kind() == redis::ErrorKind::AuthenticationFailed || has_code(e, "WRONGPASS") {
+        return Some(Refusal::Credentials);
+    }
+    if has_code(e, "NOPERM") {
+        return Some(Refusal::Permission);
+    }
+    if certificate_error(e).is_some() {
+        return Some(Refusal::Certificate);
+    }
+    None
+}
+
+enum Refusal {
+    NoCredentials,
+    Credentials,
+    Permission,
+    Certificate,
+}
+
+fn refusal(shown: &str, source: redis::RedisError) -> DistributedError {
+    let url = shown.to_string();
+    match refusal_kind(&source) {
+        Some(Refusal::Permission) => DistributedError::Permission { url, source },
+        Some(Refusal::Certificate) => DistributedError::Certificate {
+            url,
+            detail: certificate_error(&source).unwrap_or_default(),
+        },
+        Some(Refusal::NoCredentials) => DistributedError::Auth {
+            url,
+            detail: "Redis asks for a password (NOAUTH) and the URL gives none",
+        },
+        _ => DistributedError::Auth {
+            url,
+            detail: "Redis refused the user name or password (WRONGPASS)",
+        },
+    }
+}
+
+/// rustls's words for a server certificate it refused, when the TLS handshake failed on
+/// one. Found in the error's text: the redis crate keeps the `io::Error` carrying rustls's
+/// error behind an `Arc<dyn Error>` whose `source()` skips it, so no downcast reaches it.
+fn certificate_error(e: &redis::RedisError) -> Option<String> {
+    if !e.is_io_error() {
+        return None;
+    }
+    let text = e.to_string();
+    // rustls::Error::InvalidCertificate and NoCertificatesPresented, as rustls 0.23 says them.
+    ["invalid peer certificate", "peer sent no certificates"]
+        .iter()
+        .find_map(|words| text.find(words).map(|at| text[at..].to_string()))
 }
 
 /// Errors that a later attempt may not meet: the connection, a timeout, a server loading
