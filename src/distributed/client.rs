@@ -462,3 +462,71 @@ fn has_code(e: &redis::RedisError, code: &str) -> bool {
             .into_server_errors()
             .is_some_and(|items| items.iter().any(|(_, item)| item.code() == code))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each spelling of a password, in the places a URL can carry one, comes out as `***`
+    /// with the rest of the URL (user name included) as given; the secret never shows.
+    #[test]
+    fn redacted_url_hides_every_spelling_of_a_password() {
+        let cases = [
+            (
+                "redis://crawler:secret@10.0.0.5:6379/0",
+                "redis://crawler:***@10.0.0.5:6379/0",
+            ),
+            ("redis://:secret@host/3", "redis://:***@host/3"),
+            (
+                "rediss://crawler:se%40cret@host:6380/0#insecure",
+                "rediss://crawler:***@host:6380/0#insecure",
+            ),
+            // Raw `@`, `/`, `?`, `#` in a password: the user information ends at the last `@`.
+            (
+                "redis://crawler:s/e?c#r@et@host:1/0",
+                "redis://crawler:***@host:1/0",
+            ),
+            // No `:` but not a plain user name either: all of it hidden.
+            ("redis://se/cret@host:1/0", "redis://***@host:1/0"),
+            (
+                "redis+unix:///run/redis.sock?db=1&pass=secret",
+                "redis+unix:///run/redis.sock?db=1&pass=***",
+            ),
+            (
+                "unix:///run/redis.sock?user=crawler&PASSWORD=secret",
+                "unix:///run/redis.sock?user=crawler&PASSWORD=***",
+            ),
+            // Not a URL at all: still no password through.
+            ("crawler:secret@host", "crawler:***@host"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redacted_url(url), shown, "{url}");
+            assert!(!redacted_url(url).contains("secret"), "{url}");
+        }
+        for plain in [
+            "redis://127.0.0.1:6379/0",
+            "redis://crawler@host:6379/0",
+            "rediss://host/0",
+            "127.0.0.1:6379",
+        ] {
+            assert_eq!(redacted_url(plain), plain);
+        }
+    }
+
+    /// A `RedisUrl` printed either way (a log line, a `{:?}` of the settings) is redacted.
+    #[test]
+    fn a_redis_url_is_never_printed_with_its_password() {
+        let url = RedisUrl::new("redis://crawler:secret@host:6379/0", None);
+        assert_eq!(url.to_string(), "redis://crawler:***@host:6379/0");
+        assert!(!format!("{url:?}").contains("secret"));
+        assert!(!format!("{url:#?}").contains("secret"));
+    }
+
+    #[test]
+    fn only_rediss_urls_use_tls() {
+        assert!(RedisUrl::new("rediss://h/0", None).is_tls());
+        assert!(RedisUrl::new("REDISS://h/0", None).is_tls());
+        assert!(!RedisUrl::new("redis://h/0", None).is_tls());
+        assert!(!RedisUrl::new("redis+unix:///s", None).is_tls());
+    }
+}
