@@ -54,20 +54,22 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Show a distributed crawl's state in Redis: counters summed over its processes,
-    /// queue and lease sizes, live processes.
+    /// Show a distributed crawl's state in Redis: running, stopped or finished, counters
+    /// summed over its processes, queue and lease sizes, processes.
     Status {
-        /// The Redis the crawl runs on, e.g. redis://127.0.0.1:6379/0.
+        /// The Redis the crawl runs on, e.g. redis://127.0.0.1:6379/0 (default:
+        /// distributed.redis of --config, which keeps a password off the command line).
         #[arg(long, value_name = "URL")]
-        redis: String,
-        /// The crawl's id.
+        redis: Option<String>,
+        /// The crawl's id (default: distributed.crawl_id of --config).
         #[arg(long, value_name = "ID")]
-        crawl_id: String,
+        crawl_id: Option<String>,
         /// Print the crawl-wide summary as JSON (what `OUT/summary.json` holds once the
         /// crawl is over).
         #[arg(long)]
         json: bool,
-        /// Configuration file whose network.ca_file is trusted for a rediss:// URL.
+        /// Configuration file: its [distributed] redis and crawl_id, and the network.ca_file
+        /// trusted for a rediss:// URL.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Override a config key, e.g. --set network.ca_file=ca.pem (repeatable).
@@ -225,6 +227,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             set,
         }) => {
             let config = Config::load(config.as_deref(), &set)?;
+            let Some(redis) = redis.or(config.distributed.redis) else {
+                bail!("status: which Redis? give --redis URL, or --config FILE with [distributed] redis");
+            };
+            let Some(crawl_id) = crawl_id.or(config.distributed.crawl_id) else {
+                bail!("status: which crawl? give --crawl-id ID, or --config FILE with [distributed] crawl_id");
+            };
             let redis =
                 crawler::distributed::RedisUrl::new(&redis, config.network.ca_file.as_deref());
             let runtime = tokio::runtime::Builder::new_current_thread()

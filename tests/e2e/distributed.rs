@@ -1187,7 +1187,14 @@ fn rediss_with_a_private_ca_and_an_acl_user_crawls_end_to_end() {
     let (extra, twice) = crawl.check("over TLS");
     assert_eq!((extra, twice), (0, 0), "a page fetched or recorded twice");
     crawl.assert_drained();
-    let (code, text, stderr) = crawl.status(&url, &["--set", &ca_file]);
+    // `crawler status` from a config file (as the README advises: no password on the
+    // command line).
+    let config = format!(
+        "[distributed]\nredis = {url:?}\ncrawl_id = \"e2e\"\n[network]\nca_file = {:?}\n",
+        crawl.redis.ca_file().display().to_string()
+    );
+    std::fs::write(crawl.dir.path().join("crawl.toml"), config).unwrap();
+    let (code, text, stderr) = crawl.crawler(&["status", "--config", "crawl.toml"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(text.starts_with(&format!(
         "crawl \"e2e\" on {}: finished\n",
