@@ -412,7 +412,10 @@ enum Refusal {
 fn refusal(shown: &str, source: redis::RedisError) -> DistributedError {
     let url = shown.to_string();
     match refusal_kind(&source) {
-        Some(Refusal::Permission) => DistributedError::Permission { url, source },
+        Some(Refusal::Permission) => DistributedError::Permission {
+            url,
+            detail: first_detail(&source),
+        },
         Some(Refusal::Certificate) => DistributedError::Certificate {
             url,
             detail: certificate_error(&source).unwrap_or_default(),
@@ -426,6 +429,21 @@ fn refusal(shown: &str, source: redis::RedisError) -> DistributedError {
             detail: "Redis refused the user name or password (WRONGPASS)",
         },
     }
+}
+
+/// The words of Redis's (first) error in `e`, a pipeline's included.
+fn first_detail(e: &redis::RedisError) -> String {
+    if let Some(detail) = e.detail() {
+        return detail.to_string();
+    }
+    e.clone()
+        .into_server_errors()
+        .and_then(|items| {
+            items
+                .first()
+                .map(|(_, item)| item.details().unwrap_or(item.code()).to_string())
+        })
+        .unwrap_or_else(|| e.to_string())
 }
 
 /// rustls's words for a server certificate it refused, when the TLS handshake failed on

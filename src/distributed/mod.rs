@@ -121,12 +121,9 @@ pub enum DistributedError {
     /// source, whose text for a pipeline repeats the code once per command.
     #[error("redis {url}: {detail}; give them as redis://USER:PASSWORD@HOST:PORT/DB (an ACL user) or redis://:PASSWORD@HOST:PORT/DB (requirepass) in distributed.redis or --redis")]
     Auth { url: String, detail: &'static str },
-    #[error("redis {url}: the ACL user may not run a command or touch a key the crawl needs (see the README's ACL rule)")]
-    Permission {
-        url: String,
-        #[source]
-        source: redis::RedisError,
-    },
+    /// Redis's words for the first refused command (a pipeline's repeat it per command).
+    #[error("redis {url}: the ACL user may not run a command or touch a key the crawl needs (see the README's ACL rule): {detail}")]
+    Permission { url: String, detail: String },
     #[error("redis {url}: TLS: the server's certificate was refused ({detail}); a private CA is trusted with network.ca_file")]
     Certificate { url: String, detail: String },
     #[error("network.ca_file {}: cannot read it for the Redis connection", path.display())]

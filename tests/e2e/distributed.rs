@@ -1150,6 +1150,15 @@ fn rediss_with_a_private_ca_and_an_acl_user_crawls_end_to_end() {
     let _load = crate::support::ordinary();
     let mut extra = vec!["--user"];
     extra.extend(ACL_RULE);
+    // A user that may only read: refused at the crawl's first write.
+    extra.extend([
+        "--user",
+        "reader",
+        "on",
+        ">e2e-reader-pw",
+        "~crawl:*",
+        "+@read",
+    ]);
     let redis = RedisServer::start_secured(
         false,
         Secured {
@@ -1180,6 +1189,27 @@ fn rediss_with_a_private_ca_and_an_acl_user_crawls_end_to_end() {
     assert!(
         line.contains("TLS: the server's certificate was refused (invalid peer certificate: UnknownIssuer); a private CA is trusted with network.ca_file"),
         "{line}"
+    );
+    // A user without the rule's permissions: one line, exit 2, at once.
+    let reader = crawl.redis.url_as(Some(("reader", "e2e-reader-pw")));
+    let o = crawl
+        .spawn_on("1e6", &reader, &[&ca_file], "warn")
+        .wait_with_output()
+        .unwrap();
+    let line = one_fatal_line(
+        "reader",
+        (
+            o.status.code(),
+            String::new(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ),
+    );
+    assert_eq!(
+        line,
+        format!(
+            "crawler: redis {}: the ACL user may not run a command or touch a key the crawl needs (see the README's ACL rule): this user has no permissions to run the 'script|load' command\n",
+            reader.replace("e2e-reader-pw", "***")
+        )
     );
     // With it, the crawl runs whole as the ACL user.
     let child = crawl.spawn_on("1e6", &url, &[&ca_file], "warn");
