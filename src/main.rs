@@ -163,7 +163,8 @@ struct CrawlArgs {
     #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "lines", "quiet"])]
     progress: String,
     /// Join a distributed crawl on this Redis (overrides distributed.redis), e.g.
-    /// redis://127.0.0.1:6379/0; needs --crawl-id.
+    /// redis://127.0.0.1:6379/0 or rediss://USER:PASSWORD@HOST:6380/0; needs --crawl-id. A
+    /// URL with a password is better in --config: any local user can see arguments (ps).
     #[arg(long, value_name = "URL", conflicts_with_all = ["resume", "fresh"])]
     redis: Option<String>,
     /// The distributed crawl to join (overrides distributed.crawl_id).

@@ -1253,6 +1253,17 @@ fn status_tells_a_stopped_crawl_from_a_running_one_and_refuses_an_unknown_id() {
     );
     let unknown = crawl.crawler(&["status", "--json", "--redis", &url, "--crawl-id", "no-such"]);
     one_fatal_line("unknown id, JSON", unknown);
+    // Neither on the command line nor in a config file: which Redis, which crawl?
+    let line = one_fatal_line("no Redis", crawl.crawler(&["status", "--crawl-id", "e2e"]));
+    assert_eq!(
+        line,
+        "crawler: status: which Redis? give --redis URL, or --config FILE with [distributed] redis\n"
+    );
+    let line = one_fatal_line("no crawl id", crawl.crawler(&["status", "--redis", &url]));
+    assert_eq!(
+        line,
+        "crawler: status: which crawl? give --crawl-id ID, or --config FILE with [distributed] crawl_id\n"
+    );
 
     let children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
     let procs = format!("crawl:{{{}}}:procs", crawl.crawl_id);
