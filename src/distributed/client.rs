@@ -256,7 +256,7 @@ impl Redis {
             {
                 Ok(conn) => break conn,
                 Err(source) => {
-                    if let Some(error) = refused(url, &source) {
+                    if let Some(error) = refusal(&url.to_string(), &source) {
                         return Err(error);
                     }
                     if started.elapsed() >= timeout {
@@ -346,10 +346,16 @@ impl Redis {
                     }
                     return Ok(value);
                 }
-                Err(source) if is_refusal(&source) => {
-                    return Err(refusal(&self.shown, source));
-                }
-                Err(source) if transient(&source) => {
+                Err(source) => {
+                    if let Some(error) = refusal(&self.shown, &source) {
+                        return Err(error);
+                    }
+                    if !transient(&source) {
+                        return Err(DistributedError::Command {
+                            url: self.shown.clone(),
+                            source,
+                        });
+                    }
                     if started.elapsed() >= self.timeout {
                         return Err(DistributedError::Unreachable {
                             url: self.shown.clone(),
@@ -364,71 +370,35 @@ impl Redis {
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
                 }
-                Err(source) => {
-                    return Err(DistributedError::Command {
-                        url: self.shown.clone(),
-                        source,
-                    })
-                }
             }
         }
     }
 }
 
-/// The error for a connection Redis (or its certificate) refused, if `e` is one: asking
-/// again would get the same answer.
-fn refused(url: &RedisUrl, e: &redis::RedisError) -> Option<DistributedError> {
-    is_refusal(e).then(|| refusal(&url.to_string(), e.clone()))
-}
-
-fn is_refusal(e: &redis::RedisError) -> bool {
-    refusal_kind(e).is_some()
-}
-
-/// What was refused: the credentials, a permission, or the server's certificate.
-fn refusal_kind(e: &redis::RedisError) -> Option<Refusal> {
-    if has_code(e, "NOAUTH") {
-        return Some(Refusal::NoCredentials);
-    }
-    if e.kind() == redis::ErrorKind::AuthenticationFailed || has_code(e, "WRONGPASS") {
-        return Some(Refusal::Credentials);
-    }
-    if has_code(e, "NOPERM") {
-        return Some(Refusal::Permission);
-    }
-    if certificate_error(e).is_some() {
-        return Some(Refusal::Certificate);
-    }
-    None
-}
-
-enum Refusal {
-    NoCredentials,
-    Credentials,
-    Permission,
-    Certificate,
-}
-
-fn refusal(shown: &str, source: redis::RedisError) -> DistributedError {
+/// The error for a request Redis (or its certificate) refused, if `e` is one: the
+/// credentials (`NOAUTH`: none given, `WRONGPASS`), an ACL permission (`NOPERM`), or the
+/// server's certificate. Asking again would get the same answer.
+fn refusal(shown: &str, e: &redis::RedisError) -> Option<DistributedError> {
     let url = shown.to_string();
-    match refusal_kind(&source) {
-        Some(Refusal::Permission) => DistributedError::Permission {
-            url,
-            detail: first_detail(&source),
-        },
-        Some(Refusal::Certificate) => DistributedError::Certificate {
-            url,
-            detail: certificate_error(&source).unwrap_or_default(),
-        },
-        Some(Refusal::NoCredentials) => DistributedError::Auth {
+    if has_code(e, "NOAUTH") {
+        return Some(DistributedError::Auth {
             url,
             detail: "Redis asks for a password (NOAUTH) and the URL gives none",
-        },
-        _ => DistributedError::Auth {
+        });
+    }
+    if e.kind() == redis::ErrorKind::AuthenticationFailed || has_code(e, "WRONGPASS") {
+        return Some(DistributedError::Auth {
             url,
             detail: "Redis refused the user name or password (WRONGPASS)",
-        },
+        });
     }
+    if has_code(e, "NOPERM") {
+        return Some(DistributedError::Permission {
+            url,
+            detail: first_detail(e),
+        });
+    }
+    certificate_error(e).map(|detail| DistributedError::Certificate { url, detail })
 }
 
 /// The words of Redis's (first) error in `e`, a pipeline's included.
