@@ -975,9 +975,15 @@ impl Config {
         Ok(rules)
     }
 
-    /// The configuration as TOML, for `crawler config` and the checkpoint's record.
+    /// The configuration as TOML, for `crawler config`; a Redis password is shown as `***`.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+        // What `crawler config` prints: a Redis password never is.
+        let mut shown = self.clone();
+        shown.distributed.redis = shown
+            .distributed
+            .redis
+            .map(|url| crate::distributed::redacted_url(&url));
+        toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
     }
 }
 

@@ -325,7 +325,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         shutdown,
         resume,
     } = request;
-    if let Some(settings) = crate::distributed::Settings::from_config(&config.distributed)? {
+    if let Some(settings) = crate::distributed::Settings::from_config(&config)? {
         let request = CrawlRequest {
             config,
             seeds,
