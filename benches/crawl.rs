@@ -66,6 +66,9 @@ fn crawl_once(spec: &WebSpec, server: &ServerProcess, warc: bool) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = server.config(out.path());
     config.output.warc = warc;
+    // With `--encodings`, every coding the crawler decodes is measured: `br` too, which a
+    // real crawl offers only when `network.accept_encoding` lists it.
+    config.network.accept_encoding = vec!["gzip".into(), "deflate".into(), "br".into()];
     generous_politeness(&mut config);
     let seeds = server.seeds(spec);
     let worker_cpu = Arc::new(AtomicU64::new(0));

@@ -54,19 +54,27 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Show a distributed crawl's state in Redis: counters summed over its processes,
-    /// queue and lease sizes, live processes.
+    /// Show a distributed crawl's state in Redis: running, stopped or finished, counters
+    /// summed over its processes, queue and lease sizes, processes.
     Status {
-        /// The Redis the crawl runs on, e.g. redis://127.0.0.1:6379/0.
+        /// The Redis the crawl runs on, e.g. redis://127.0.0.1:6379/0 (default:
+        /// distributed.redis of --config, which keeps a password off the command line).
         #[arg(long, value_name = "URL")]
-        redis: String,
-        /// The crawl's id.
+        redis: Option<String>,
+        /// The crawl's id (default: distributed.crawl_id of --config).
         #[arg(long, value_name = "ID")]
-        crawl_id: String,
+        crawl_id: Option<String>,
         /// Print the crawl-wide summary as JSON (what `OUT/summary.json` holds once the
         /// crawl is over).
         #[arg(long)]
         json: bool,
+        /// Configuration file: its [distributed] redis and crawl_id, and the network.ca_file
+        /// trusted for a rediss:// URL.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override a config key, e.g. --set network.ca_file=ca.pem (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Print the effective configuration (defaults, --config file, --set overrides).
     Config {
@@ -155,7 +163,8 @@ struct CrawlArgs {
     #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "lines", "quiet"])]
     progress: String,
     /// Join a distributed crawl on this Redis (overrides distributed.redis), e.g.
-    /// redis://127.0.0.1:6379/0; needs --crawl-id.
+    /// redis://127.0.0.1:6379/0 or rediss://USER:PASSWORD@HOST:6380/0; needs --crawl-id. A
+    /// URL with a password is better in --config: any local user can see arguments (ps).
     #[arg(long, value_name = "URL", conflicts_with_all = ["resume", "fresh"])]
     redis: Option<String>,
     /// The distributed crawl to join (overrides distributed.crawl_id).
@@ -215,7 +224,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             redis,
             crawl_id,
             json,
+            config,
+            set,
         }) => {
+            let config = Config::load(config.as_deref(), &set)?;
+            let Some(redis) = redis.or(config.distributed.redis) else {
+                bail!("status: which Redis? give --redis URL, or --config FILE with [distributed] redis");
+            };
+            let Some(crawl_id) = crawl_id.or(config.distributed.crawl_id) else {
+                bail!("status: which crawl? give --crawl-id ID, or --config FILE with [distributed] crawl_id");
+            };
+            let redis =
+                crawler::distributed::RedisUrl::new(&redis, config.network.ca_file.as_deref());
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

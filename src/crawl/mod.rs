@@ -157,7 +157,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         path: out_dir.clone(),
         source,
     })?;
-    match crate::distributed::Settings::from_config(&config.distributed)? {
+    match crate::distributed::Settings::from_config(&config)? {
         None => {
             let opened = LocalSource::open(&config, &seeds, progress, resume)?;
             drive(&config, seeds, &shutdown, descriptors, started, opened).await

@@ -424,6 +424,9 @@ mod tests {
                 .collect();
             assert!(members.iter().all(Result::is_ok));
             assert_eq!(members.len(), 1 + 4 * 2);
+            // And warcio reads it, every digest right.
+            use crate::warc::warcio_check::{check, Brotli};
+            assert_eq!(check(&[files["dead"].1.clone()], Brotli::AsInstalled), [9]);
             let mut pipe = redis::pipe();
             pipe.cmd("HGET").arg(format!("{p}ended")).arg("dead");
             pipe.cmd("EXISTS").arg(format!("{p}seal:dead"));

@@ -44,6 +44,10 @@ pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod recovery;
 pub(crate) mod sink;
+/// warcio on the archives the library's tests write, the helper the end-to-end tests use.
+#[cfg(test)]
+#[path = "../../tests/warcio_support/mod.rs"]
+pub(crate) mod warcio_check;
 pub(crate) mod writer;
 
 use std::sync::Arc;
