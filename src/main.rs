@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use crawler::config::Config;
 use crawler::crawl::ProgressMode;
+use crawler::output_lock::{DirectoryLock, Holding};
 use crawler::quantity::{parse_byte_size, parse_count};
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
 
@@ -282,7 +283,7 @@ fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     overrides.extend(args.set.iter().cloned());
     let mut config = Config::load(args.config.as_deref(), &overrides)?;
     config.output.dir = args.out.clone();
-    prepare_output_dir(&config.output.dir, false, true)?;
+    let (_lock, _) = claim_output(&config, false, true)?;
     eprintln!(
         "demo: synthetic web of {} hosts (h0.test … h{}.test) on {addr}, crawling into {}",
         args.hosts,
@@ -391,15 +392,30 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     }
     seeds.require_some(seeds_path)?;
     if config.distributed.redis.is_some() {
-        // Redis holds the crawl's state; each process writes files of its own
-        // (pages-<process id>.jsonl), so the directory holds no checkpoint to check.
         if args.resume || args.fresh {
             bail!("--resume and --fresh are for a single-process crawl: a distributed crawl resumes when its processes start again with the same --crawl-id");
         }
-        return run_and_report(config, seeds.urls, progress_mode(&args.progress), None);
     }
-    let resume = prepare_output_dir(&config.output.dir, args.resume, args.fresh)?;
+    let (_lock, resume) = claim_output(&config, args.resume, args.fresh)?;
     run_and_report(config, seeds.urls, progress_mode(&args.progress), resume)
+}
+
+/// The one place a crawling command (a crawl, a distributed process, the demo) claims its
+/// output directory: locks it for this process's life (see [`crawler::output_lock`]), and
+/// only then looks at what an earlier crawl left there. The lock must be kept until exit.
+fn claim_output(
+    config: &Config,
+    resume: bool,
+    fresh: bool,
+) -> anyhow::Result<(DirectoryLock, Option<crawler::checkpoint::Loaded>)> {
+    let dir = &config.output.dir;
+    if config.distributed.redis.is_some() {
+        // Redis holds the crawl's state; each process writes files of its own
+        // (pages-<process id>.jsonl), so the directory holds no checkpoint to check.
+        return Ok((DirectoryLock::acquire(dir, Holding::Shared)?, None));
+    }
+    let lock = DirectoryLock::acquire(dir, Holding::Exclusive)?;
+    Ok((lock, prepare_output_dir(dir, resume, fresh)?))
 }
 
 fn run_and_report(

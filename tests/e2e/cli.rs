@@ -448,3 +448,174 @@ fn the_commonest_errors_read_exactly_so() {
          with --fresh"
     );
 }
+
+/// A crawl of a small synthetic web by the binary, in a temporary directory, slow enough
+/// (`politeness.per_host_rps`) to be caught running.
+struct LiveCrawl {
+    web: std::sync::Arc<testweb::Web>,
+    _server: testweb::TestWebServer,
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+impl LiveCrawl {
+    fn new(seed: u64, rps: &str, extra: &[&str]) -> LiveCrawl {
+        use testweb::{TestWebServer, Web, WebSpec};
+        let web = std::sync::Arc::new(Web::new(WebSpec::small(seed)));
+        let server = TestWebServer::start(web.clone()).unwrap();
+        let (pattern, addr) = server.resolve_entry();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("s.txt"), web.seeds().join("\n")).unwrap();
+        let mut args: Vec<String> = [
+            "--seeds",
+            "s.txt",
+            "--max-urls",
+            "1e6",
+            "--out",
+            "out",
+            "--progress",
+            "quiet",
+            "--set",
+            &format!("network.resolve.\"{pattern}\"={addr}"),
+            "--set",
+            &format!("politeness.per_host_rps={rps}"),
+            "--set",
+            "crawl.retries=1",
+            "--set",
+            "crawl.max_depth=16",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        LiveCrawl {
+            web,
+            _server: server,
+            dir,
+            args,
+        }
+    }
+
+    fn command(&self, extra: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_crawler"));
+        command
+            .args(&self.args)
+            .args(extra)
+            .current_dir(self.dir.path())
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        command
+    }
+
+    fn out(&self) -> std::path::PathBuf {
+        self.dir.path().join("out")
+    }
+
+    /// Starts the crawl and returns once its first checkpoint is published (before its
+    /// first request), so that it is running from there on.
+    fn start(&self) -> std::process::Child {
+        let mut child = self.command(&[]).spawn().unwrap();
+        let manifest = self.out().join("checkpoint/manifest.json");
+        let started = std::time::Instant::now();
+        while !manifest.exists() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the crawl ended before its first checkpoint"
+            );
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "no checkpoint within 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child
+    }
+
+    /// The URLs of `out/pages.jsonl`, each asserted to be there once.
+    fn recorded(&self) -> std::collections::BTreeSet<String> {
+        let pages = std::fs::read_to_string(self.out().join("pages.jsonl")).unwrap();
+        let mut urls = std::collections::BTreeSet::new();
+        for line in pages.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let url = v["url"].as_str().unwrap().to_string();
+            assert!(urls.insert(url), "recorded twice: {line}");
+        }
+        urls
+    }
+
+    /// Resumes (faster) to the end and checks the crawl against the ground truth: every page
+    /// the web has, each recorded once.
+    fn finish_and_check(&self) {
+        let o = self
+            .command(&["--resume", "--set", "politeness.per_host_rps=1000"])
+            .output()
+            .unwrap();
+        assert!(
+            matches!(o.status.code(), Some(0) | Some(1)),
+            "{:?} {}",
+            o.status,
+            stderr(&o)
+        );
+        let truth = self.web.ground_truth(
+            &self.web.seeds(),
+            &testweb::CrawlRules {
+                retries: 1,
+                full_normalization: true,
+                ..testweb::CrawlRules::default()
+            },
+        );
+        assert_eq!(self.recorded(), truth.discovered());
+    }
+}
+
+/// A second start on the output directory of a live crawl (plain, `--resume` or `--fresh`)
+/// exits 2 with one line naming the directory and the live crawl's pid, and touches nothing:
+/// the live crawl stops cleanly with every record once, and resumes to the exact crawl.
+#[test]
+fn a_live_crawl_keeps_its_output_directory_to_itself() {
+    let _load = crate::support::ordinary();
+    let crawl = LiveCrawl::new(52, "4", &[]);
+    let child = crawl.start();
+    let expected = format!(
+        "crawler: out: another crawler (pid {}) is using this output directory; two crawls on one directory destroy each other: wait for it to end (or stop it), or use another --out",
+        child.id()
+    );
+    for extra in [&[][..], &["--resume"], &["--fresh"]] {
+        let o = crawl.command(extra).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).trim_end(), expected, "{extra:?}");
+    }
+    // The live crawl is still running (at 4 pages/s per host it cannot have finished):
+    // stopped as an operator would, it ends cleanly.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    let manifest = crawler::checkpoint::current_manifest(&crawl.out())
+        .unwrap()
+        .unwrap();
+    assert_eq!(crawl.recorded().len() as u64, manifest.pages_records);
+    crawl.finish_and_check();
+}
+
+/// `kill -9` leaves the lock file with the dead crawl's pid, and no lock: `--resume` goes on.
+#[test]
+fn a_lock_left_by_a_killed_crawl_does_not_block_resume() {
+    let _load = crate::support::ordinary();
+    let crawl = LiveCrawl::new(53, "4", &[]);
+    let mut child = crawl.start();
+    let pid = child.id();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let lock = std::fs::read_to_string(crawl.out().join("lock")).unwrap();
+    assert_eq!(
+        lock.split_whitespace().next(),
+        Some(pid.to_string().as_str()),
+        "{lock:?}"
+    );
+    crawl.finish_and_check();
+}
