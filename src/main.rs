@@ -126,7 +126,8 @@ struct DemoArgs {
 
 #[derive(Args, Debug)]
 struct CrawlArgs {
-    /// Seed list: one http(s) URL per line; '#' comments and blank lines are allowed.
+    /// Seed list: one http(s) URL per line; blank lines are allowed, and '#' after
+    /// whitespace (or at the start of a line) starts a comment.
     #[arg(long, value_name = "FILE")]
     seeds: Option<PathBuf>,
     /// Most URLs the crawl takes on, seeds included (1e8, 100000000, 100_000_000, 100M).
