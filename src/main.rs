@@ -3,6 +3,7 @@
 //! 0 finished (or stopped cleanly), 1 finished with fetch failures, 2 usage or fatal error.
 //! Everything else lives in the library.
 
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -183,6 +184,8 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Colour codes only for a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match run(cli) {
         Ok(code) => code,
@@ -465,10 +468,34 @@ fn run_and_report(
         );
     }
     Ok(if summary.failures > 0 {
+        eprintln!("{}", exit_1_reason(&summary));
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The closing line that says why the exit code is 1: the failed URLs, by what failed.
+fn exit_1_reason(summary: &crawler::CrawlSummary) -> String {
+    let c = &summary.counts;
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut causes = vec![
+        plural(
+            c.server_errors,
+            "server error (5xx/429)",
+            "server errors (5xx/429)",
+        ),
+        plural(c.network_errors, "network error", "network errors"),
+        format!("{} given up: robots.txt unreachable", c.robots_unavailable),
+    ];
+    if c.panics > 0 {
+        causes.push(format!("{} lost to a crawler bug", c.panics));
+    }
+    format!(
+        "exit 1: {} failed ({}); each one's record says why",
+        plural(summary.failures, "URL", "URLs"),
+        causes.join(", ")
+    )
 }
 
 /// Decides what to do with an earlier crawl in the output directory: refuse to mix a

@@ -173,7 +173,7 @@ fn start_state(
         FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
     let Some(loaded) = resume else {
         checkpoint::remove(out_dir)?;
-        tracing::info!("seen-set: {}", plan.summary());
+        tracing::info!("{}", plan.summary());
         return Ok(Start {
             seen: Arc::new(SeenSet::new(plan)?),
             counters: Arc::new(CrawlCounters::default()),

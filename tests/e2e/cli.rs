@@ -230,6 +230,80 @@ fn unreachable_seed_finishes_with_exit_code_1() {
     );
     let summary = std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap();
     assert!(summary.contains("\"network_errors\": 1"), "{summary}");
+    assert_eq!(
+        stderr(&o).trim_end().lines().last().unwrap(),
+        "exit 1: 1 URL failed (0 server errors (5xx/429), 1 network error, 0 given up: robots.txt unreachable); each one's record says why"
+    );
+}
+
+/// A host whose robots.txt never answers: its URLs are given up after the robots.txt
+/// retries (about 15 s), and the exit code's line names that, not "0 network errors".
+#[test]
+fn an_unreachable_robots_txt_is_named_as_the_reason_for_exit_1() {
+    let _load = crate::support::ordinary();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.txt"),
+        "http://down.test/\nhttp://down.test/b\n",
+    )
+    .unwrap();
+    let o = crawler(
+        &[
+            "--seeds",
+            "s.txt",
+            "--max-urls",
+            "10",
+            "--out",
+            "out",
+            "--progress",
+            "quiet",
+            "--set",
+            "network.resolve.\"*.test\"=127.0.0.1:9",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim_end().lines().last().unwrap(),
+        "exit 1: 2 URLs failed (0 server errors (5xx/429), 0 network errors, 2 given up: robots.txt unreachable); each one's record says why"
+    );
+}
+
+/// Log lines written to a pipe carry no colour codes, and the seen-set's start-up line
+/// names it once: exactly its plan's summary.
+#[test]
+fn log_lines_to_a_pipe_are_plain_and_say_seen_set_once() {
+    let _load = crate::support::ordinary();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.txt"), "http://down.test/\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_crawler"))
+        .args([
+            "--seeds",
+            "s.txt",
+            "--max-urls",
+            "10",
+            "--out",
+            "out",
+            "--progress",
+            "quiet",
+            "--set",
+            "network.resolve.\"*.test\"=127.0.0.1:9",
+            "--set",
+            "crawl.retries=0",
+            "--set",
+            "politeness.respect_robots=false",
+        ])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(!e.contains('\u{1b}'), "colour codes in a pipe: {e:?}");
+    let plan = crawler::seen::Plan::for_fpp(10, 0.001).unwrap().summary();
+    let lines: Vec<&str> = e.lines().filter(|l| l.contains("seen-set: m =")).collect();
+    assert_eq!(lines.len(), 1, "{e}");
+    assert!(lines[0].ends_with(&format!(" INFO {plan}")), "{}", lines[0]);
 }
 
 #[test]
