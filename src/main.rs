@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
-use crawler::config::Config;
+use crawler::config::{Config, Flag};
 use crawler::crawl::ProgressMode;
 use crawler::output_lock::{DirectoryLock, Holding};
 use crawler::quantity::{parse_byte_size, parse_count};
@@ -372,21 +372,31 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     let Some(seeds_path) = args.seeds.as_deref() else {
         bail!("--seeds FILE is required to crawl (see crawler --help)");
     };
-    let mut overrides = args.set.clone();
+    let mut flags = Vec::new();
+    let mut flag = |name: String, assignment: String| flags.push(Flag { name, assignment });
     if let Some(n) = args.max_urls {
-        overrides.push(format!("crawl.max_urls={n}"));
+        flag(format!("--max-urls {n}"), format!("crawl.max_urls={n}"));
     }
     if let Some(n) = args.concurrency {
-        overrides.push(format!("crawl.concurrency={n}"));
+        flag(
+            format!("--concurrency {n}"),
+            format!("crawl.concurrency={n}"),
+        );
     }
     // As TOML strings, so that any URL or id is taken literally.
     if let Some(url) = &args.redis {
-        overrides.push(format!("distributed.redis={}", toml_string(url)));
+        flag(
+            "--redis".into(),
+            format!("distributed.redis={}", toml_string(url)),
+        );
     }
     if let Some(id) = &args.crawl_id {
-        overrides.push(format!("distributed.crawl_id={}", toml_string(id)));
+        flag(
+            format!("--crawl-id {id}"),
+            format!("distributed.crawl_id={}", toml_string(id)),
+        );
     }
-    let mut config = Config::load(args.config.as_deref(), &overrides)?;
+    let mut config = Config::load_with_flags(args.config.as_deref(), &args.set, &flags)?;
     if let Some(out) = &args.out {
         config.output.dir = out.clone();
     }

@@ -123,6 +123,32 @@ fn bad_config_is_refused_with_file_and_key() {
     }
 }
 
+/// A refused `--max-urls` or `--concurrency` is blamed on the option, not on "--set
+/// overrides" nobody gave.
+#[test]
+fn a_refused_option_is_named_as_given() {
+    let _load = crate::support::ordinary();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.txt"), "http://a.test/\n").unwrap();
+    for (args, line) in [
+        (
+            &["--max-urls", "0"][..],
+            "crawler: --max-urls 0: crawl.max_urls: must be at least 1 (the seeds count)",
+        ),
+        (
+            &["--max-urls", "10", "--concurrency", "0"],
+            "crawler: --concurrency 0: crawl.concurrency: 0 is out of range 1..=100000",
+        ),
+    ] {
+        let o = crawler(
+            &[&["--seeds", "s.txt", "--out", "out"], args].concat(),
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(stderr(&o).trim_end(), line, "{args:?}");
+    }
+}
+
 #[test]
 fn unknown_set_key_names_it_and_lists_the_section() {
     let _load = crate::support::ordinary();
