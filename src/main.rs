@@ -411,7 +411,45 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let (_lock, resume) = claim_output(&config, args.resume, args.fresh)?;
+    if let Some(loaded) = &resume {
+        if let Some(line) = resumed_max_urls(&config, loaded)? {
+            eprintln!("{line}");
+        }
+    }
     run_and_report(config, seeds.urls, progress_mode(&args.progress), resume)
+}
+
+/// `--resume` with another max_urls: a larger one extends the crawl, whose seen-set keeps its
+/// size (the line says what its false-positive rate becomes); a smaller one is refused.
+fn resumed_max_urls(
+    config: &Config,
+    loaded: &crawler::checkpoint::Loaded,
+) -> anyhow::Result<Option<String>> {
+    let (then, now) = (loaded.manifest.max_urls, config.crawl.max_urls.0);
+    if now < then {
+        bail!(
+            "max_urls {now}: the crawl in {} was started with max_urls {then} and has taken on {} URLs; a crawl can be extended, not shrunk: resume with --max-urls {then} or more, or start again with --fresh",
+            config.output.dir.display(),
+            loaded.manifest.counters.get("accepted").copied().unwrap_or(0)
+        );
+    }
+    if now == then {
+        return Ok(None);
+    }
+    let plan = loaded.seen.plan();
+    let fpp = plan.expected_fpp_at(now);
+    let mut line = format!(
+        "max_urls {now}: the crawl grows from {then} to {now} URLs; its seen-set keeps its size ({} for {} URLs), so its expected false-positive rate at {now} URLs is {fpp:.2e} (it was {:.2e})",
+        crawler::quantity::HumanBytes(plan.bytes),
+        plan.sized_for(),
+        plan.expected_fpp
+    );
+    if fpp > 0.01 {
+        line.push_str(&format!(
+            "; a new URL taken for seen is never crawled: for a seen-set sized for {now} URLs, crawl again with --fresh"
+        ));
+    }
+    Ok(Some(line))
 }
 
 /// The one place a crawling command (a crawl, a distributed process, the demo) claims its

@@ -138,7 +138,11 @@ pub struct CrawlRequest {
 
 /// The seen-set's plan from `[seen]` and `max_urls` (fpp 0.001 when neither is set).
 pub(crate) fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
-    let n = config.crawl.max_urls.0;
+    seen_plan_for(config, config.crawl.max_urls.0)
+}
+
+/// The seen-set's plan from `[seen]` for `n` URLs.
+fn seen_plan_for(config: &Config, n: u64) -> Result<Plan, crate::seen::PlanError> {
     match (config.seen.fpp, config.seen.memory) {
         (_, Some(memory)) => Plan::for_memory(n, memory.0),
         (Some(fpp), None) => Plan::for_fpp(n, fpp),
@@ -346,7 +350,12 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         path: out_dir.clone(),
         source,
     })?;
-    let plan = seen_plan(&config)?;
+    // A resumed crawl keeps its seen-set, sized for the max_urls it started with, also when
+    // it is extended to a larger one: `[seen]` is checked against that size.
+    let sized_for = resume.as_ref().map_or(config.crawl.max_urls.0, |loaded| {
+        loaded.seen.plan().sized_for()
+    });
+    let plan = seen_plan_for(&config, sized_for)?;
     let expectation = checkpoint::Expectation {
         max_urls: config.crawl.max_urls.0,
         seen_m_bits: plan.m_bits,

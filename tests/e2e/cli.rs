@@ -719,3 +719,92 @@ fn a_lock_left_by_a_killed_crawl_does_not_block_resume() {
     );
     crawl.finish_and_check();
 }
+
+/// An unfinished crawl resumed with a larger `--max-urls` goes on past its first cap, its
+/// seen-set kept (one line says its false-positive rate at the new size); a smaller one is
+/// refused with one line and nothing touched.
+#[test]
+fn a_resumed_crawl_can_be_extended_to_a_larger_max_urls_not_shrunk() {
+    let _load = crate::support::ordinary();
+    let mut crawl = LiveCrawl::new(54, "4", &["--set", "seen.memory=64KiB"]);
+    let at = crawl.args.iter().position(|a| a == "--max-urls").unwrap();
+    crawl.args.remove(at + 1);
+    crawl.args.remove(at);
+    let mut first = crawl.command(&["--max-urls", "100"]);
+    first.stderr(std::process::Stdio::piped());
+    let child = first.spawn().unwrap();
+    let manifest = crawl.out().join("checkpoint/manifest.json");
+    while !manifest.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("stopped before the end"),
+        "{}",
+        stderr(&o)
+    );
+    let before = std::fs::read(crawl.out().join("pages.jsonl")).unwrap();
+    let accepted = crawler::checkpoint::current_manifest(&crawl.out())
+        .unwrap()
+        .unwrap()
+        .counters["accepted"];
+
+    let o = crawl
+        .command(&["--resume", "--max-urls", "50"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        format!("crawler: max_urls 50: the crawl in out was started with max_urls 100 and has taken on {accepted} URLs; a crawl can be extended, not shrunk: resume with --max-urls 100 or more, or start again with --fresh")
+    );
+    assert_eq!(
+        std::fs::read(crawl.out().join("pages.jsonl")).unwrap(),
+        before
+    );
+
+    let o = crawl
+        .command(&[
+            "--resume",
+            "--max-urls",
+            "1000",
+            "--set",
+            "politeness.per_host_rps=1000",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "{}",
+        stderr(&o)
+    );
+    let plan = crawler::seen::Plan::for_memory(100, 64 * 1024).unwrap();
+    let line = format!(
+        "max_urls 1000: the crawl grows from 100 to 1000 URLs; its seen-set keeps its size (64.0 KiB for 100 URLs), so its expected false-positive rate at 1000 URLs is {:.2e} (it was {:.2e})",
+        plan.expected_fpp_at(1000),
+        plan.expected_fpp
+    );
+    assert!(
+        stderr(&o).lines().any(|l| l == line),
+        "{line}\n{}",
+        stderr(&o)
+    );
+    // Past the first cap, every record once, and only pages the web has.
+    let recorded = crawl.recorded();
+    assert!(recorded.len() > 100, "{} records", recorded.len());
+    let truth = crawl.web.ground_truth(
+        &crawl.web.seeds(),
+        &testweb::CrawlRules {
+            retries: 1,
+            full_normalization: true,
+            ..testweb::CrawlRules::default()
+        },
+    );
+    assert!(recorded.is_subset(&truth.discovered()));
+}
