@@ -128,7 +128,8 @@ struct DemoArgs {
 #[derive(Args, Debug)]
 struct CrawlArgs {
     /// Seed list: one http(s) URL per line; blank lines are allowed, and '#' after
-    /// whitespace (or at the start of a line) starts a comment.
+    /// whitespace (or at the start of a line) starts a comment. Optional with --resume,
+    /// which takes the crawl's own seeds from its checkpoint.
     #[arg(long, value_name = "FILE")]
     seeds: Option<PathBuf>,
     /// Most URLs the crawl takes on, seeds included (1e8, 100000000, 100_000_000, 100M).
@@ -369,9 +370,9 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
 }
 
 fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
-    let Some(seeds_path) = args.seeds.as_deref() else {
-        bail!("--seeds FILE is required to crawl (see crawler --help)");
-    };
+    if args.seeds.is_none() && !args.resume {
+        bail!("--seeds FILE is required to crawl (see crawler --help); --resume uses the seeds of the crawl it resumes");
+    }
     let mut flags = Vec::new();
     let mut flag = |name: String, assignment: String| flags.push(Flag { name, assignment });
     if let Some(n) = args.max_urls {
@@ -400,11 +401,18 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = &args.out {
         config.output.dir = out.clone();
     }
-    let seeds = crawler::seeds::read_seeds(seeds_path, &config.normalizer()?)?;
-    for bad in &seeds.bad {
-        eprintln!("{bad}");
-    }
-    seeds.require_some(seeds_path)?;
+    // Read (and their bad lines reported) before the output directory is touched.
+    let given_seeds = match args.seeds.as_deref() {
+        Some(path) => {
+            let seeds = crawler::seeds::read_seeds(path, &config.normalizer()?)?;
+            for bad in &seeds.bad {
+                eprintln!("{bad}");
+            }
+            seeds.require_some(path)?;
+            Some(seeds.urls)
+        }
+        None => None,
+    };
     if config.distributed.redis.is_some() {
         if args.resume || args.fresh {
             bail!("--resume and --fresh are for a single-process crawl: a distributed crawl resumes when its processes start again with the same --crawl-id");
@@ -416,7 +424,17 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{line}");
         }
     }
-    run_and_report(config, seeds.urls, progress_mode(&args.progress), resume)
+    // With --resume and no --seeds, the crawl's own (given ones are checked against them).
+    let seeds = match given_seeds {
+        Some(seeds) => seeds,
+        None => crawler::checkpoint::load_seeds(&config.output.dir)?.with_context(|| {
+            format!(
+                "{}: the checkpoint holds no seed list (written by an older crawler): give the crawl's --seeds",
+                config.output.dir.display()
+            )
+        })?,
+    };
+    run_and_report(config, seeds, progress_mode(&args.progress), resume)
 }
 
 /// `--resume` with another max_urls: a larger one extends the crawl, whose seen-set keeps its

@@ -167,6 +167,7 @@ struct Start {
 
 fn start_state(
     config: &Config,
+    seeds: &[Url],
     resume: Option<checkpoint::Loaded>,
     plan: Plan,
     expectation: &checkpoint::Expectation,
@@ -177,6 +178,7 @@ fn start_state(
         FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
     let Some(loaded) = resume else {
         checkpoint::remove(out_dir)?;
+        checkpoint::save_seeds(out_dir, seeds)?;
         tracing::info!("{}", plan.summary());
         return Ok(Start {
             seen: Arc::new(SeenSet::new(plan)?),
@@ -372,7 +374,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         replayed,
         seq,
         resumed_from,
-    } = start_state(&config, resume, plan.clone(), &expectation)?;
+    } = start_state(&config, &seeds, resume, plan.clone(), &expectation)?;
     let archive = start_archive(&config, resumed_from.is_some(), start)?;
     let archive_file = archive.as_ref().map(ArchiveWriter::current);
     let archiver = archive_file.as_ref().map(|current| Archiver {

@@ -702,6 +702,31 @@ fn a_live_crawl_keeps_its_output_directory_to_itself() {
     crawl.finish_and_check();
 }
 
+/// `--resume` takes the crawl's seeds from its checkpoint: no `--seeds` needed, and the seed
+/// file may be gone. Without `--resume`, `--seeds` is required, and says so.
+#[test]
+fn resume_needs_no_seeds() {
+    let _load = crate::support::ordinary();
+    let mut crawl = LiveCrawl::new(55, "4", &[]);
+    let child = crawl.start();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let at = crawl.args.iter().position(|a| a == "--seeds").unwrap();
+    crawl.args.drain(at..at + 2);
+    std::fs::remove_file(crawl.dir.path().join("s.txt")).unwrap();
+    let o = crawl.command(&[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "crawler: --seeds FILE is required to crawl (see crawler --help); --resume uses the seeds of the crawl it resumes"
+    );
+    crawl.finish_and_check();
+}
+
 /// `kill -9` leaves the lock file with the dead crawl's pid, and no lock: `--resume` goes on.
 #[test]
 fn a_lock_left_by_a_killed_crawl_does_not_block_resume() {
