@@ -117,7 +117,7 @@ pub enum CheckpointError {
     /// The queue log could not be written. The crawl stops rather than go on with a URL
     /// that is in neither the checkpoint nor the log (a crash would forget it); the last
     /// checkpoint is intact.
-    #[error("{}: cannot append to the queue log; the crawl stopped, its last checkpoint intact: fix the cause below (a full disk?), then run the same command with --resume", path.display())]
+    #[error("{}: cannot append to the queue log; the crawl stopped, its last checkpoint intact", path.display())]
     QueueLog {
         path: PathBuf,
         source: std::io::Error,
@@ -568,10 +568,7 @@ impl QueueLog {
             .at("encode a URL for", &self.path)?;
         self.line.push(b'\n');
         let written = if fault::hit("queue-log") {
-            Err(std::io::Error::other(format!(
-                "{} (injected)",
-                fault::VARIABLE
-            )))
+            Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
         } else {
             self.file.write_all(&self.line)
         };
@@ -826,7 +823,8 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 /// - `manifest-moved`: publishing, the current manifest is moved aside (renamed to
 ///   `manifest.prev.json`, when it is the one to keep) and the new one is not in place yet:
 ///   the process kills itself;
-/// - `queue-log`: appending an accepted URL to the queue log fails (as on a full disk).
+/// - `queue-log`: appending an accepted URL to the queue log fails with `ENOSPC`, as on a
+///   full disk.
 pub mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;

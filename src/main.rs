@@ -499,17 +499,19 @@ fn run_and_report(
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let summary = runtime.block_on(async {
-        tokio::spawn(watch_signals(shutdown.clone()));
-        run_crawl(CrawlRequest {
-            config: config.clone(),
-            seeds,
-            progress,
-            shutdown,
-            resume,
+    let summary = runtime
+        .block_on(async {
+            tokio::spawn(watch_signals(shutdown.clone()));
+            run_crawl(CrawlRequest {
+                config: config.clone(),
+                seeds,
+                progress,
+                shutdown,
+                resume,
+            })
+            .await
         })
-        .await
-    })?;
+        .map_err(|error| with_advice(error.into(), &config))?;
     eprintln!("{}", summary.human());
     if config.distributed.redis.is_some() {
         eprintln!(
@@ -539,6 +541,34 @@ fn run_and_report(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A crawl stopped by an I/O error ends its one line with what to do: free space (the
+/// commonest such error is a full disk), or fix the cause, then resume, when the directory
+/// holds a checkpoint to resume from.
+fn with_advice(error: anyhow::Error, config: &Config) -> anyhow::Error {
+    let io_errors: Vec<&std::io::Error> = error
+        .chain()
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .collect();
+    if io_errors.is_empty() {
+        return error;
+    }
+    let full = io_errors
+        .iter()
+        .any(|e| matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)));
+    let resumable = config.distributed.redis.is_none()
+        && matches!(
+            crawler::checkpoint::current_manifest(&config.output.dir),
+            Some(Ok(m)) if !m.finished
+        );
+    let advice = match (full, resumable) {
+        (true, true) => "free space, then run the same command with --resume",
+        (true, false) => "free space, then run the same command again",
+        (false, true) => "fix the cause, then run the same command with --resume",
+        (false, false) => return error,
+    };
+    anyhow::anyhow!("{}; {advice}", one_line(&error))
 }
 
 /// The closing line that says why the exit code is 1: the failed URLs, by what failed.

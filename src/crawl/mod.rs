@@ -467,7 +467,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         config.crawl.max_urls.0,
         Duration::from_secs_f64(config.output.progress_interval_secs),
     );
-    let stopped = dispatcher
+    let run = dispatcher
         .run(
             &mut frontier,
             Wiring {
@@ -478,7 +478,23 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
                 display: &mut display,
             },
         )
-        .await?;
+        .await;
+    let stopped = match run {
+        Ok(stopped) => stopped,
+        Err(error) => {
+            let summary = CrawlSummary::new(Ending {
+                config: &config,
+                frontier: &frontier,
+                counters: &counters,
+                seen: seen.stats(),
+                plan: seen.plan(),
+                elapsed: started.elapsed(),
+                stopped: true,
+            });
+            summary::write_after_error(&out_dir, &summary, &error);
+            return Err(error);
+        }
+    };
     // The last fetch task is gone with `Wiring::fetch`: the parse threads' channel closes.
     parse_pool.join().await;
     drop(output);
