@@ -413,10 +413,8 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    if config.distributed.redis.is_some() {
-        if args.resume || args.fresh {
-            bail!("--resume and --fresh are for a single-process crawl: a distributed crawl resumes when its processes start again with the same --crawl-id");
-        }
+    if config.distributed.redis.is_some() && (args.resume || args.fresh) {
+        bail!("--resume and --fresh are for a single-process crawl: a distributed crawl resumes when its processes start again with the same --crawl-id");
     }
     let (_lock, resume) = claim_output(&config, args.resume, args.fresh)?;
     if let Some(loaded) = &resume {
