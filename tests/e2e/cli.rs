@@ -686,6 +686,20 @@ fn a_live_crawl_keeps_its_output_directory_to_itself() {
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
         assert_eq!(stderr(&o).trim_end(), expected, "{extra:?}");
     }
+    // Nor can a process of a distributed crawl (refused before it looks for its Redis), or
+    // the demo.
+    let o = crawl
+        .command(&["--redis", "redis://127.0.0.1:9/0", "--crawl-id", "t"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim_end(), expected);
+    let o = crawler(
+        &["demo", "--out", "out", "--hosts", "2", "--pages", "20"],
+        crawl.dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim_end(), expected);
     // The live crawl is still running (at 4 pages/s per host it cannot have finished):
     // stopped as an operator would, it ends cleanly.
     // SAFETY: kill(2) on our own child's pid.
