@@ -824,7 +824,8 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 ///   `manifest.prev.json`, when it is the one to keep) and the new one is not in place yet:
 ///   the process kills itself;
 /// - `queue-log`: appending an accepted URL to the queue log fails with `ENOSPC`, as on a
-///   full disk.
+///   full disk;
+/// - `pages`: writing a record to `pages.jsonl` fails with `ENOSPC` (the output writer stops).
 pub mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
@@ -833,7 +834,7 @@ pub mod fault {
     pub const VARIABLE: &str = "CRAWLER_FAULT";
 
     /// The crash points this module reads (the crawl's panic points are its own).
-    pub(crate) const POINTS: [&str; 3] = ["prepared", "manifest-moved", "queue-log"];
+    pub(crate) const POINTS: [&str; 4] = ["prepared", "manifest-moved", "queue-log", "pages"];
 
     fn configured() -> Option<&'static (String, u64)> {
         static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();

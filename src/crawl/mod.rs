@@ -482,6 +482,17 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     let stopped = match run {
         Ok(stopped) => stopped,
         Err(error) => {
+            // A writer that stopped took its reason with it: its thread's result says it
+            // (the thread has ended: the channel closed).
+            let error = match error {
+                CrawlError::Output(crate::output::OutputError::Stopped) => {
+                    match tokio::task::spawn_blocking(move || output_writer.finish()).await {
+                        Ok(Err(reason)) => CrawlError::Output(reason),
+                        _ => error,
+                    }
+                }
+                other => other,
+            };
             let summary = CrawlSummary::new(Ending {
                 config: &config,
                 frontier: &frontier,

@@ -430,3 +430,32 @@ fn a_failed_queue_log_append_stops_the_crawl_resumably() {
     crawl.finish(1);
     crawl.check("after a failed queue-log append");
 }
+
+/// A record that cannot be written to `pages.jsonl` (a full disk) stops the output writer;
+/// the crawl stops with the writer's own reason (the file, the OS's error) and what to do,
+/// writes `summary.json`, and the resumed crawl comes out exact.
+#[test]
+fn a_full_disk_under_pages_jsonl_stops_the_crawl_resumably() {
+    let _load = crate::support::ordinary();
+    let crawl = slow_crawl(66);
+    let o = crawl.run(false, Some("pages:40"), 0);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().last().unwrap(),
+        "crawler: output: cannot write out/pages.jsonl: No space left on device (os error 28); free space, then run the same command with --resume",
+        "{stderr}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(crawl.out().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stopped"], true, "{summary}");
+    assert!(
+        summary["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("No space left on device (os error 28)"),
+        "{summary}"
+    );
+    crawl.finish(1);
+    crawl.check("after a full disk under pages.jsonl");
+}
