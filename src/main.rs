@@ -133,7 +133,8 @@ struct CrawlArgs {
     #[arg(long, value_name = "FILE")]
     seeds: Option<PathBuf>,
     /// Most URLs the crawl takes on, seeds included (1e8, 100000000, 100_000_000, 100M).
-    /// Also sizes the seen-set. Overrides crawl.max_urls.
+    /// Also sizes the seen-set. Overrides crawl.max_urls. With --resume, the crawl's own
+    /// unless given (a larger one extends the crawl).
     #[arg(long, value_name = "N", value_parser = parse_count_arg)]
     max_urls: Option<u64>,
     /// Configuration file (TOML); see config.toml in the repository for every key and
@@ -418,6 +419,10 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     }
     let (_lock, resume) = claim_output(&config, args.resume, args.fresh)?;
     if let Some(loaded) = &resume {
+        // A resume keeps the crawl's max_urls unless --max-urls says otherwise.
+        if args.max_urls.is_none() {
+            config.crawl.max_urls = crawler::config::Count(loaded.manifest.max_urls);
+        }
         if let Some(line) = resumed_max_urls(&config, loaded)? {
             eprintln!("{line}");
         }

@@ -657,6 +657,8 @@ impl LiveCrawl {
             o.status,
             stderr(&o)
         );
+        // Resumed at the size it had: nothing grows.
+        assert!(!stderr(&o).contains("grows from"), "{}", stderr(&o));
         let truth = self.web.ground_truth(
             &self.web.seeds(),
             &testweb::CrawlRules {
@@ -716,12 +718,15 @@ fn a_live_crawl_keeps_its_output_directory_to_itself() {
     crawl.finish_and_check();
 }
 
-/// `--resume` takes the crawl's seeds from its checkpoint: no `--seeds` needed, and the seed
-/// file may be gone. Without `--resume`, `--seeds` is required, and says so.
+/// `--resume` takes the crawl's seeds and max_urls from its checkpoint: no `--seeds` or
+/// `--max-urls` needed, and the seed file may be gone. Without `--resume`, `--seeds` is
+/// required, and says so.
 #[test]
 fn resume_needs_no_seeds() {
     let _load = crate::support::ordinary();
     let mut crawl = LiveCrawl::new(55, "4", &[]);
+    let at = crawl.args.iter().position(|a| a == "--max-urls").unwrap();
+    crawl.args[at + 1] = "5000".into();
     let child = crawl.start();
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
@@ -729,8 +734,10 @@ fn resume_needs_no_seeds() {
     }
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let at = crawl.args.iter().position(|a| a == "--seeds").unwrap();
-    crawl.args.drain(at..at + 2);
+    for flag in ["--seeds", "--max-urls"] {
+        let at = crawl.args.iter().position(|a| a == flag).unwrap();
+        crawl.args.drain(at..at + 2);
+    }
     std::fs::remove_file(crawl.dir.path().join("s.txt")).unwrap();
     let o = crawl.command(&[]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
