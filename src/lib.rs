@@ -23,6 +23,7 @@ pub mod frontier;
 pub(crate) mod gate;
 pub mod normalize;
 pub mod output;
+pub mod output_lock;
 pub mod quantity;
 pub mod robots;
 pub mod scope;

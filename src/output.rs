@@ -115,9 +115,9 @@ pub enum OutputError {
 
 enum Message {
     Record(Box<PageRecord>, Option<Box<ArchivedFetch>>),
-    Flush(oneshot::Sender<Result<OutputPosition, String>>),
+    Flush(oneshot::Sender<Result<OutputPosition, IoAt>>),
     /// Hand everything before to the OS, without waiting for the disk.
-    Handed(oneshot::Sender<Result<(), String>>),
+    Handed(oneshot::Sender<Result<(), IoAt>>),
 }
 
 /// How far `pages.jsonl` has been written: the file's length and its number of records.
@@ -181,10 +181,10 @@ impl OutputSender {
             .send(Message::Handed(tx))
             .await
             .map_err(|_| OutputError::Stopped)?;
+        // The writer's own error, with its file and the OS's reason (a full disk is told
+        // by the latter).
         rx.await
             .map_err(|_| OutputError::Stopped)?
-            .map_err(std::io::Error::other)
-            .at("write", Path::new("pages.jsonl"))
             .map_err(OutputError::from)
     }
 
@@ -198,8 +198,6 @@ impl OutputSender {
             .map_err(|_| OutputError::Stopped)?;
         rx.await
             .map_err(|_| OutputError::Stopped)?
-            .map_err(std::io::Error::other)
-            .at("flush", Path::new("pages.jsonl"))
             .map_err(OutputError::from)
     }
 }
@@ -306,30 +304,35 @@ fn write_loop(
                             writer.flush()?;
                         }
                     }
-                    out.write_all(&line).at("write", &path)?;
+                    let appended = if crate::checkpoint::fault::hit("pages") {
+                        Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+                    } else {
+                        out.write_all(&line)
+                    };
+                    appended.at("write", &path)?;
                     written += 1;
                     position.records += 1;
                     position.bytes += line.len() as u64;
                 }
                 Message::Flush(reply) => {
                     let archived = match archive.as_mut() {
-                        Some((writer, _)) => writer.sync().map_err(|e| e.to_string()),
+                        Some((writer, _)) => writer.sync(),
                         None => Ok(()),
                     };
                     let result = archived.and_then(|()| {
                         out.flush()
                             .and_then(|()| out.get_ref().sync_data())
                             .map(|()| position)
-                            .map_err(|e| e.to_string())
+                            .at("flush", &path)
                     });
                     let _ = reply.send(result);
                 }
                 Message::Handed(reply) => {
                     let archived = match archive.as_mut() {
-                        Some((writer, _)) => writer.flush().map_err(|e| e.to_string()),
+                        Some((writer, _)) => writer.flush(),
                         None => Ok(()),
                     };
-                    let result = archived.and_then(|()| out.flush().map_err(|e| e.to_string()));
+                    let result = archived.and_then(|()| out.flush().at("write", &path));
                     if result.is_ok() {
                         hand(written);
                     }

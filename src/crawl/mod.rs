@@ -138,7 +138,11 @@ pub struct CrawlRequest {
 
 /// The seen-set's plan from `[seen]` and `max_urls` (fpp 0.001 when neither is set).
 pub(crate) fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
-    let n = config.crawl.max_urls.0;
+    seen_plan_for(config, config.crawl.max_urls.0)
+}
+
+/// The seen-set's plan from `[seen]` for `n` URLs.
+fn seen_plan_for(config: &Config, n: u64) -> Result<Plan, crate::seen::PlanError> {
     match (config.seen.fpp, config.seen.memory) {
         (_, Some(memory)) => Plan::for_memory(n, memory.0),
         (Some(fpp), None) => Plan::for_fpp(n, fpp),
@@ -163,6 +167,7 @@ struct Start {
 
 fn start_state(
     config: &Config,
+    seeds: &[Url],
     resume: Option<checkpoint::Loaded>,
     plan: Plan,
     expectation: &checkpoint::Expectation,
@@ -173,7 +178,8 @@ fn start_state(
         FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
     let Some(loaded) = resume else {
         checkpoint::remove(out_dir)?;
-        tracing::info!("seen-set: {}", plan.summary());
+        checkpoint::save_seeds(out_dir, seeds)?;
+        tracing::info!("{}", plan.summary());
         return Ok(Start {
             seen: Arc::new(SeenSet::new(plan)?),
             counters: Arc::new(CrawlCounters::default()),
@@ -346,7 +352,12 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         path: out_dir.clone(),
         source,
     })?;
-    let plan = seen_plan(&config)?;
+    // A resumed crawl keeps its seen-set, sized for the max_urls it started with, also when
+    // it is extended to a larger one: `[seen]` is checked against that size.
+    let sized_for = resume.as_ref().map_or(config.crawl.max_urls.0, |loaded| {
+        loaded.seen.plan().sized_for()
+    });
+    let plan = seen_plan_for(&config, sized_for)?;
     let expectation = checkpoint::Expectation {
         max_urls: config.crawl.max_urls.0,
         seen_m_bits: plan.m_bits,
@@ -363,7 +374,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         replayed,
         seq,
         resumed_from,
-    } = start_state(&config, resume, plan.clone(), &expectation)?;
+    } = start_state(&config, &seeds, resume, plan.clone(), &expectation)?;
     let archive = start_archive(&config, resumed_from.is_some(), start)?;
     let archive_file = archive.as_ref().map(ArchiveWriter::current);
     let archiver = archive_file.as_ref().map(|current| Archiver {
@@ -456,7 +467,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         config.crawl.max_urls.0,
         Duration::from_secs_f64(config.output.progress_interval_secs),
     );
-    let stopped = dispatcher
+    let run = dispatcher
         .run(
             &mut frontier,
             Wiring {
@@ -467,7 +478,34 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
                 display: &mut display,
             },
         )
-        .await?;
+        .await;
+    let stopped = match run {
+        Ok(stopped) => stopped,
+        Err(error) => {
+            // A writer that stopped took its reason with it: its thread's result says it
+            // (the thread has ended: the channel closed).
+            let error = match error {
+                CrawlError::Output(crate::output::OutputError::Stopped) => {
+                    match tokio::task::spawn_blocking(move || output_writer.finish()).await {
+                        Ok(Err(reason)) => CrawlError::Output(reason),
+                        _ => error,
+                    }
+                }
+                other => other,
+            };
+            let summary = CrawlSummary::new(Ending {
+                config: &config,
+                frontier: &frontier,
+                counters: &counters,
+                seen: seen.stats(),
+                plan: seen.plan(),
+                elapsed: started.elapsed(),
+                stopped: true,
+            });
+            summary::write_after_error(&out_dir, &summary, &error);
+            return Err(error);
+        }
+    };
     // The last fetch task is gone with `Wiring::fetch`: the parse threads' channel closes.
     parse_pool.join().await;
     drop(output);
