@@ -53,6 +53,15 @@ pub enum ConfigError {
     },
 }
 
+/// A command-line option that sets one config key, for [`Config::load_with_flags`].
+#[derive(Debug, Clone)]
+pub struct Flag {
+    /// How the user wrote it, for messages: `--max-urls 0`.
+    pub name: String,
+    /// The key it sets, as a `--set` assignment: `crawl.max_urls=0`.
+    pub assignment: String,
+}
+
 /// A URL count that accepts the same forms as `--max-urls` (`1e8`, `100M`, an integer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
@@ -554,6 +563,18 @@ impl Config {
 
     /// Loads `path` (or the defaults when `None`) and applies `--set` overrides.
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
+        Config::load_with_flags(path, overrides, &[])
+    }
+
+    /// [`Config::load`], then the command-line options that set one key each (`--max-urls
+    /// N` sets `crawl.max_urls`), applied last. A value refused for a key an option set is
+    /// blamed on that option (`--max-urls 0: crawl.max_urls: …`), not on `--set` overrides
+    /// that may not exist.
+    pub fn load_with_flags(
+        path: Option<&Path>,
+        overrides: &[String],
+        flags: &[Flag],
+    ) -> Result<Config, ConfigError> {
         let (origin, mut table) = match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -584,6 +605,9 @@ impl Config {
         for assignment in overrides {
             apply_override(&mut table, assignment)?;
         }
+        for flag in flags {
+            apply_override(&mut table, &flag.assignment)?;
+        }
         let origin = if overrides.is_empty() {
             origin
         } else {
@@ -594,7 +618,24 @@ impl Config {
                 origin: origin.clone(),
                 message: one_line(&e.to_string()),
             })?;
-        config.validate(&origin)?;
+        config.validate(&origin).map_err(|e| match e {
+            ConfigError::Invalid {
+                origin,
+                key,
+                message,
+            } => {
+                let set_by = flags
+                    .iter()
+                    .rev()
+                    .find(|f| f.assignment.split('=').next().map(str::trim) == Some(key.as_str()));
+                ConfigError::Invalid {
+                    origin: set_by.map_or(origin, |f| f.name.clone()),
+                    key,
+                    message,
+                }
+            }
+            other => other,
+        })?;
         Ok(config)
     }
 
@@ -1173,6 +1214,30 @@ mod tests {
             expected.sort();
             assert_eq!(found, expected, "[{section}]");
         }
+    }
+
+    #[test]
+    fn a_value_refused_is_blamed_on_the_option_that_set_it() {
+        let max_urls = Flag {
+            name: "--max-urls 0".into(),
+            assignment: "crawl.max_urls=0".into(),
+        };
+        let refused = |set: &[&str], flags: &[Flag]| {
+            let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+            Config::load_with_flags(None, &set, flags)
+                .unwrap_err()
+                .to_string()
+        };
+        let blamed = "--max-urls 0: crawl.max_urls: must be at least 1 (the seeds count)";
+        assert_eq!(refused(&[], std::slice::from_ref(&max_urls)), blamed);
+        assert_eq!(
+            refused(&["crawl.retries=1"], std::slice::from_ref(&max_urls)),
+            blamed
+        );
+        assert_eq!(
+            refused(&["crawl.max_urls=0"], &[]),
+            "defaults with --set overrides: crawl.max_urls: must be at least 1 (the seeds count)"
+        );
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub(crate) mod gate;
 pub mod host;
 pub mod normalize;
 pub mod output;
+pub mod output_lock;
 pub mod quantity;
 pub mod robots;
 pub mod scope;

@@ -121,9 +121,9 @@ pub enum OutputError {
 
 enum Message {
     Record(Box<PageRecord>, Option<Box<ArchivedFetch>>),
-    Flush(oneshot::Sender<Result<OutputPosition, String>>),
+    Flush(oneshot::Sender<Result<OutputPosition, IoAt>>),
     /// Hand everything before to the OS, without waiting for the disk.
-    Handed(oneshot::Sender<Result<(), String>>),
+    Handed(oneshot::Sender<Result<(), IoAt>>),
 }
 
 /// The crawl's journal: one JSON record per URL, the one file a resume reads. Every other
@@ -245,10 +245,10 @@ impl OutputSender {
             .send(Message::Handed(tx))
             .await
             .map_err(|_| OutputError::Stopped)?;
+        // The writer's own error, with its file and the OS's reason (a full disk is told
+        // by the latter).
         rx.await
             .map_err(|_| OutputError::Stopped)?
-            .map_err(std::io::Error::other)
-            .at("write", Path::new(JOURNAL))
             .map_err(OutputError::from)
     }
 
@@ -262,8 +262,6 @@ impl OutputSender {
             .map_err(|_| OutputError::Stopped)?;
         rx.await
             .map_err(|_| OutputError::Stopped)?
-            .map_err(std::io::Error::other)
-            .at("flush", Path::new(JOURNAL))
             .map_err(OutputError::from)
     }
 }
@@ -361,30 +359,29 @@ fn write_loop(
                             sink.flush()?;
                         }
                     }
-                    out.write_all(&line).at("write", &path)?;
+                    let appended = if crate::checkpoint::fault::hit("pages") {
+                        Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+                    } else {
+                        out.write_all(&line)
+                    };
+                    appended.at("write", &path)?;
                     written += 1;
                     position.records += 1;
                     position.bytes += line.len() as u64;
                 }
                 Message::Flush(reply) => {
-                    let archived = sinks
-                        .iter_mut()
-                        .try_for_each(|sink| sink.sync())
-                        .map_err(|e| e.to_string());
+                    let archived = sinks.iter_mut().try_for_each(|sink| sink.sync());
                     let result = archived.and_then(|()| {
                         out.flush()
                             .and_then(|()| out.get_ref().sync_data())
                             .map(|()| position)
-                            .map_err(|e| e.to_string())
+                            .at("flush", &path)
                     });
                     let _ = reply.send(result);
                 }
                 Message::Handed(reply) => {
-                    let archived = sinks
-                        .iter_mut()
-                        .try_for_each(|sink| sink.flush())
-                        .map_err(|e| e.to_string());
-                    let result = archived.and_then(|()| out.flush().map_err(|e| e.to_string()));
+                    let archived = sinks.iter_mut().try_for_each(|sink| sink.flush());
+                    let result = archived.and_then(|()| out.flush().at("write", &path));
                     if result.is_ok() {
                         hand(written);
                     }

@@ -195,7 +195,33 @@ pub(crate) async fn drive<S: WorkSource>(
         Err(e) => Err(e),
     };
     parse_pool.join().await;
-    let stopped = result?;
+    let stopped = match result {
+        Ok(stopped) => stopped,
+        Err(error) => {
+            // A writer that stopped took its reason with it: its thread's result says it
+            // (the thread has ended: the channel closed).
+            let error = match error {
+                CrawlError::Output(OutputError::Stopped) => {
+                    match tokio::task::spawn_blocking(move || output_writer.finish()).await {
+                        Ok(Err(reason)) => CrawlError::Output(reason),
+                        _ => error,
+                    }
+                }
+                other => other,
+            };
+            let summary = CrawlSummary::new(Ending {
+                config,
+                frontier: &frontier,
+                counters: &counters,
+                seen: seen.stats(),
+                plan: seen.plan(),
+                elapsed: started.elapsed(),
+                stopped: true,
+            });
+            source.failed(&summary, &error);
+            return Err(error);
+        }
+    };
     drop(out);
     let written = tokio::task::spawn_blocking(move || output_writer.finish())
         .await

@@ -24,7 +24,7 @@ use super::fetch_task::FetchShared;
 use super::messages::Candidates;
 use super::progress::ProgressMode;
 use super::source::{Cx, JournalPlan, WorkSource};
-use super::{seen_plan, sitemaps, CrawlError, CrawlSummary};
+use super::{seen_plan_for, sitemaps, CrawlError, CrawlSummary};
 use crate::checkpoint;
 use crate::config::Config;
 use crate::counters::CrawlCounters;
@@ -69,7 +69,12 @@ impl LocalSource {
         resume: Option<checkpoint::Loaded>,
     ) -> Result<Opened<LocalSource>, CrawlError> {
         let out_dir = &config.output.dir;
-        let plan = seen_plan(config)?;
+        // A resumed crawl keeps its seen-set, sized for the max_urls it started with, also
+        // when it is extended to a larger one: `[seen]` is checked against that size.
+        let sized_for = resume.as_ref().map_or(config.crawl.max_urls.0, |loaded| {
+            loaded.seen.plan().sized_for()
+        });
+        let plan = seen_plan_for(config, sized_for)?;
         let expectation = checkpoint::Expectation {
             max_urls: config.crawl.max_urls.0,
             seen_m_bits: plan.m_bits,
@@ -86,8 +91,9 @@ impl LocalSource {
         let (seen, counters, start, frontier, replayed, seq, resumed_from) = match resume {
             None => {
                 checkpoint::remove(out_dir)?;
+                checkpoint::save_seeds(out_dir, seeds)?;
                 crate::warc::remove_archive(out_dir).map_err(crate::output::OutputError::from)?;
-                tracing::info!("seen-set: {}", plan.summary());
+                tracing::info!("{}", plan.summary());
                 (
                     Arc::new(SeenSet::new(plan)?),
                     Arc::new(CrawlCounters::default()),
@@ -350,6 +356,10 @@ impl WorkSource for LocalSource {
         self.checkpoint(cx, !stopped).await?;
         self.checkpoints()?.wait(cx.frontier).await?;
         Ok(())
+    }
+
+    fn failed(&self, summary: &CrawlSummary, error: &CrawlError) {
+        super::summary::write_after_error(&self.config.output.dir, summary, error);
     }
 
     async fn close(self, summary: &CrawlSummary) -> Result<(), CrawlError> {

@@ -126,7 +126,11 @@ pub struct CrawlRequest {
 
 /// The seen-set's plan from `[seen]` and `max_urls` (fpp 0.001 when neither is set).
 pub(crate) fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
-    let n = config.crawl.max_urls.0;
+    seen_plan_for(config, config.crawl.max_urls.0)
+}
+
+/// The seen-set's plan from `[seen]` for `n` URLs.
+pub(crate) fn seen_plan_for(config: &Config, n: u64) -> Result<Plan, crate::seen::PlanError> {
     match (config.seen.fpp, config.seen.memory) {
         (_, Some(memory)) => Plan::for_memory(n, memory.0),
         (Some(fpp), None) => Plan::for_fpp(n, fpp),

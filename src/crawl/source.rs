@@ -122,6 +122,10 @@ pub(crate) trait WorkSource {
         stopped: bool,
     ) -> impl Future<Output = Result<(), CrawlError>>;
 
+    /// The run ended with `error` (a full disk, a failing queue log): the figures so far
+    /// written where a reader of files would look, best effort. Nothing by default.
+    fn failed(&self, _summary: &CrawlSummary, _error: &CrawlError) {}
+
     /// The output is closed: the summary written where the source keeps it.
     fn close(self, summary: &CrawlSummary) -> impl Future<Output = Result<(), CrawlError>>;
 }

@@ -42,6 +42,33 @@ pub struct CrawlSummary {
     pub(crate) output_dir: PathBuf,
 }
 
+/// Writes `summary.json` for a crawl stopped by `error` (a full disk, a failing queue log),
+/// with the error under `"error"`: the figures up to the stop, for whoever reads the file
+/// rather than the terminal. Best effort: a disk that refused the crawl's writes may refuse
+/// this one too, which is logged and nothing more (the error itself is what the user sees).
+pub(crate) fn write_after_error(
+    out: &std::path::Path,
+    summary: &CrawlSummary,
+    error: &dyn std::error::Error,
+) {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    let mut json = serde_json::to_value(summary).unwrap_or_default();
+    if let Some(fields) = json.as_object_mut() {
+        fields.insert("error".into(), serde_json::Value::String(text));
+    }
+    let path = out.join("summary.json");
+    let bytes = serde_json::to_vec_pretty(&json).unwrap_or_default();
+    if let Err(e) = crate::output::write_atomically(&path, &bytes) {
+        tracing::warn!("{}: not written: {e}", path.display());
+    }
+}
+
 /// URLs ever queued per host, for spotting traps.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostCount {
