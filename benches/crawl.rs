@@ -76,6 +76,9 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = server.config(out.path());
     config.output.warc = warc;
+    // With `--encodings`, every coding the crawler decodes is measured: `br` too, which a
+    // real crawl offers only when `network.accept_encoding` lists it.
+    config.network.accept_encoding = vec!["gzip".into(), "deflate".into(), "br".into()];
     let scraper = scraped.then(|| {
         // A free port, chosen here so the scraper knows it.
         let port = std::net::TcpListener::bind("127.0.0.1:0")

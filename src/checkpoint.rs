@@ -38,6 +38,8 @@
 //!   `OUT/frontier/queues/` (their table file carries its own checksum), the length and
 //!   xxh3-64 of `hosts.bin`. So a file damaged in place fails its own checksum, and one
 //!   rewritten whole with a valid checksum (another seed, other bits) fails the manifest's;
+//! - `seeds.txt`: the crawl's seed list, written when it starts, so that `--resume` needs no
+//!   `--seeds` ([`seeds_path`]);
 //! - `manifest.prev.json`: the previous checkpoint's manifest, kept with its directory (the
 //!   queue store keeps the tables of its last two syncs, which are these two checkpoints).
 //!
@@ -115,7 +117,7 @@ pub enum CheckpointError {
     /// The queue log could not be written. The crawl stops rather than go on with a URL
     /// that is in neither the checkpoint nor the log (a crash would forget it); the last
     /// checkpoint is intact.
-    #[error("{}: cannot append to the queue log; the crawl stopped, its last checkpoint intact: fix the cause below (a full disk?), then run the same command with --resume", path.display())]
+    #[error("{}: cannot append to the queue log; the crawl stopped, its last checkpoint intact", path.display())]
     QueueLog {
         path: PathBuf,
         source: std::io::Error,
@@ -166,9 +168,11 @@ impl Manifest {
         now: &Expectation,
     ) -> Result<(), CheckpointError> {
         let mut differences = Vec::new();
-        if self.max_urls != now.max_urls {
+        // A crawl can be extended (its seen-set keeps its size, and its fpp grows), not shrunk
+        // below what it may already have taken on.
+        if now.max_urls < self.max_urls {
             differences.push(format!(
-                "max_urls was {}, now {} (it sizes the seen-set)",
+                "max_urls was {}, now {}: a crawl can be extended, not shrunk",
                 self.max_urls, now.max_urls
             ));
         }
@@ -564,10 +568,7 @@ impl QueueLog {
             .at("encode a URL for", &self.path)?;
         self.line.push(b'\n');
         let written = if fault::hit("queue-log") {
-            Err(std::io::Error::other(format!(
-                "{} (injected)",
-                fault::VARIABLE
-            )))
+            Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
         } else {
             self.file.write_all(&self.line)
         };
@@ -822,7 +823,9 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 /// - `manifest-moved`: publishing, the current manifest is moved aside (renamed to
 ///   `manifest.prev.json`, when it is the one to keep) and the new one is not in place yet:
 ///   the process kills itself;
-/// - `queue-log`: appending an accepted URL to the queue log fails (as on a full disk).
+/// - `queue-log`: appending an accepted URL to the queue log fails with `ENOSPC`, as on a
+///   full disk;
+/// - `pages`: writing a record to `pages.jsonl` fails with `ENOSPC` (the output writer stops).
 pub mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
@@ -831,7 +834,7 @@ pub mod fault {
     pub const VARIABLE: &str = "CRAWLER_FAULT";
 
     /// The crash points this module reads (the crawl's panic points are its own).
-    pub(crate) const POINTS: [&str; 3] = ["prepared", "manifest-moved", "queue-log"];
+    pub(crate) const POINTS: [&str; 4] = ["prepared", "manifest-moved", "queue-log", "pages"];
 
     fn configured() -> Option<&'static (String, u64)> {
         static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();
@@ -872,6 +875,46 @@ pub mod fault {
     }
 }
 
+/// The seed list of the crawl checkpointed under `out`: written once when a crawl starts
+/// fresh, so that `--resume` needs no `--seeds` (the manifest's `seeds_xxh3` still checks
+/// it). One URL per line, as normalized then: its bytes are what [`seeds_hash`] hashes.
+pub fn seeds_path(out: &Path) -> PathBuf {
+    checkpoint_dir(out).join("seeds.txt")
+}
+
+/// Writes the seed list of a crawl starting fresh (see [`seeds_path`]).
+pub(crate) fn save_seeds(out: &Path, seeds: &[url::Url]) -> Result<(), CheckpointError> {
+    let root = checkpoint_dir(out);
+    fs::create_dir_all(&root).at("create", &root)?;
+    let mut text = String::new();
+    for seed in seeds {
+        text.push_str(seed.as_str());
+        text.push('\n');
+    }
+    let path = seeds_path(out);
+    durable::replace(&path, path.with_extension("tmp"), text.as_bytes())?;
+    Ok(())
+}
+
+/// The seed list saved by [`save_seeds`]; `None` when there is none (a crawl checkpointed
+/// by a crawler from before it was saved).
+pub fn load_seeds(out: &Path) -> Result<Option<Vec<url::Url>>, CheckpointError> {
+    let path = seeds_path(out);
+    let text = match fs::read_to_string(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        read => read.at("read", &path)?,
+    };
+    let mut seeds = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let url = url::Url::parse(line).map_err(|e| CheckpointError::Corrupt {
+            path: path.clone(),
+            what: format!("line {}: not a URL ({e})", index + 1),
+        })?;
+        seeds.push(url);
+    }
+    Ok(Some(seeds))
+}
+
 /// The hash of a seed list, for checking that a resume uses the same seeds.
 pub(crate) fn seeds_hash(seeds: &[url::Url]) -> u64 {
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
@@ -885,6 +928,26 @@ pub(crate) fn seeds_hash(seeds: &[url::Url]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_seed_list_reads_back_as_saved_and_hashes_alike() {
+        let out = tempfile::tempdir().unwrap();
+        assert!(load_seeds(out.path()).unwrap().is_none());
+        let seeds: Vec<url::Url> = ["http://a.test/", "https://b.test/x?y=1"]
+            .iter()
+            .map(|s| url::Url::parse(s).unwrap())
+            .collect();
+        save_seeds(out.path(), &seeds).unwrap();
+        let back = load_seeds(out.path()).unwrap().unwrap();
+        assert_eq!(back, seeds);
+        assert_eq!(seeds_hash(&back), seeds_hash(&seeds));
+        fs::write(seeds_path(out.path()), "http://a.test/\nnot a url\n").unwrap();
+        let e = load_seeds(out.path()).unwrap_err().to_string();
+        assert!(
+            e.ends_with("seeds.txt: line 2: not a URL (relative URL without a base)"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn highest_seq_counts_unpublished_checkpoints_and_logs() {

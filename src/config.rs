@@ -53,6 +53,15 @@ pub enum ConfigError {
     },
 }
 
+/// A command-line option that sets one config key, for [`Config::load_with_flags`].
+#[derive(Debug, Clone)]
+pub struct Flag {
+    /// How the user wrote it, for messages: `--max-urls 0`.
+    pub name: String,
+    /// The key it sets, as a `--set` assignment: `crawl.max_urls=0`.
+    pub assignment: String,
+}
+
 /// A URL count that accepts the same forms as `--max-urls` (`1e8`, `100M`, an integer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
@@ -268,6 +277,9 @@ impl Default for OutputSection {
     }
 }
 
+/// The codings `network.accept_encoding` may offer: those [`crate::content_coding`] decodes.
+const ACCEPTABLE_CODINGS: [&str; 3] = ["gzip", "deflate", "br"];
+
 /// `[network]`: name resolution (overrides like curl's `--resolve`, the DNS client that
 /// the `dns` module builds from it) and extra trusted certificate authorities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -282,6 +294,11 @@ pub struct NetworkSection {
     /// Bounds on how long a DNS answer is kept, whatever its TTL says.
     pub dns_min_ttl_secs: f64,
     pub dns_max_ttl_secs: f64,
+    /// The content codings offered in `Accept-Encoding`, in order: some of `gzip`,
+    /// `deflate` and `br` (the ones [`crate::content_coding`] decodes). `br` is left out by
+    /// default, as Heritrix does: archived `br` records break common WARC readers (warcio
+    /// 1.8.1 with brotli 1.2 fails on every one, and pywb with it).
+    pub accept_encoding: Vec<String>,
 }
 
 impl Default for NetworkSection {
@@ -292,6 +309,7 @@ impl Default for NetworkSection {
             dns_servers: Vec::new(),
             dns_min_ttl_secs: 5.0,
             dns_max_ttl_secs: 3600.0,
+            accept_encoding: vec!["gzip".into(), "deflate".into()],
         }
     }
 }
@@ -436,6 +454,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "dns_servers",
             "dns_min_ttl_secs",
             "dns_max_ttl_secs",
+            "accept_encoding",
         ],
     ),
     (
@@ -569,6 +588,18 @@ impl Config {
 
     /// Loads `path` (or the defaults when `None`) and applies `--set` overrides.
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
+        Config::load_with_flags(path, overrides, &[])
+    }
+
+    /// [`Config::load`], then the command-line options that set one key each (`--max-urls
+    /// N` sets `crawl.max_urls`), applied last. A value refused for a key an option set is
+    /// blamed on that option (`--max-urls 0: crawl.max_urls: …`), not on `--set` overrides
+    /// that may not exist.
+    pub fn load_with_flags(
+        path: Option<&Path>,
+        overrides: &[String],
+        flags: &[Flag],
+    ) -> Result<Config, ConfigError> {
         let (origin, mut table) = match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -599,6 +630,9 @@ impl Config {
         for assignment in overrides {
             apply_override(&mut table, assignment)?;
         }
+        for flag in flags {
+            apply_override(&mut table, &flag.assignment)?;
+        }
         let origin = if overrides.is_empty() {
             origin
         } else {
@@ -609,7 +643,24 @@ impl Config {
                 origin: origin.clone(),
                 message: one_line(&e.to_string()),
             })?;
-        config.validate(&origin)?;
+        config.validate(&origin).map_err(|e| match e {
+            ConfigError::Invalid {
+                origin,
+                key,
+                message,
+            } => {
+                let set_by = flags
+                    .iter()
+                    .rev()
+                    .find(|f| f.assignment.split('=').next().map(str::trim) == Some(key.as_str()));
+                ConfigError::Invalid {
+                    origin: set_by.map_or(origin, |f| f.name.clone()),
+                    key,
+                    message,
+                }
+            }
+            other => other,
+        })?;
         Ok(config)
     }
 
@@ -916,6 +967,24 @@ impl Config {
                 "must be a positive number of seconds".into(),
             ));
         }
+        let mut offered: Vec<&str> = Vec::new();
+        for coding in &self.network.accept_encoding {
+            if !ACCEPTABLE_CODINGS.contains(&coding.as_str()) {
+                return Err(invalid(
+                    "network.accept_encoding",
+                    format!(
+                        "{coding:?} is not a coding the crawler decodes; use some of \"gzip\", \"deflate\", \"br\""
+                    ),
+                ));
+            }
+            if offered.contains(&coding.as_str()) {
+                return Err(invalid(
+                    "network.accept_encoding",
+                    format!("{coding:?} is listed twice"),
+                ));
+            }
+            offered.push(coding);
+        }
         self.resolve_rules_with_origin(origin)?;
         self.extra_root_certificates_with_origin(origin)?;
         Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {
@@ -938,6 +1007,17 @@ impl Config {
             key: "normalize.strip_params".into(),
             message: e.to_string(),
         })
+    }
+
+    /// The `Accept-Encoding` header `network.accept_encoding` asks for: the codings in their
+    /// order, or `identity` when the list is empty (a server may then still code a body;
+    /// the fetch decodes it as ever).
+    pub fn accept_encoding_header(&self) -> String {
+        if self.network.accept_encoding.is_empty() {
+            "identity".into()
+        } else {
+            self.network.accept_encoding.join(", ")
+        }
     }
 
     /// The certificates of `network.ca_file` (none without it), read and parsed.
@@ -1012,9 +1092,15 @@ impl Config {
         Ok(rules)
     }
 
-    /// The configuration as TOML, for `crawler config` and the checkpoint's record.
+    /// The configuration as TOML, for `crawler config`; a Redis password is shown as `***`.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+        // What `crawler config` prints: a Redis password never is.
+        let mut shown = self.clone();
+        shown.distributed.redis = shown
+            .distributed
+            .redis
+            .map(|url| crate::distributed::redacted_url(&url));
+        toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
     }
 }
 
@@ -1204,6 +1290,30 @@ mod tests {
     }
 
     #[test]
+    fn a_value_refused_is_blamed_on_the_option_that_set_it() {
+        let max_urls = Flag {
+            name: "--max-urls 0".into(),
+            assignment: "crawl.max_urls=0".into(),
+        };
+        let refused = |set: &[&str], flags: &[Flag]| {
+            let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+            Config::load_with_flags(None, &set, flags)
+                .unwrap_err()
+                .to_string()
+        };
+        let blamed = "--max-urls 0: crawl.max_urls: must be at least 1 (the seeds count)";
+        assert_eq!(refused(&[], std::slice::from_ref(&max_urls)), blamed);
+        assert_eq!(
+            refused(&["crawl.retries=1"], std::slice::from_ref(&max_urls)),
+            blamed
+        );
+        assert_eq!(
+            refused(&["crawl.max_urls=0"], &[]),
+            "defaults with --set overrides: crawl.max_urls: must be at least 1 (the seeds count)"
+        );
+    }
+
+    #[test]
     fn overrides_apply_with_types() {
         let c = Config::load(
             None,
@@ -1362,6 +1472,29 @@ mod tests {
         let e = load(&broken);
         assert!(
             e.contains("network.ca_file") && e.contains("broken.pem"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn accept_encoding_offers_gzip_and_deflate_unless_br_is_asked_for() {
+        assert_eq!(Config::default().accept_encoding_header(), "gzip, deflate");
+        let load = |list: &str| {
+            Config::from_toml_str(&format!("[network]\naccept_encoding = {list}\n"), "c.toml")
+        };
+        let with_br = load(r#"["br", "gzip"]"#).unwrap();
+        assert_eq!(with_br.accept_encoding_header(), "br, gzip");
+        assert_eq!(load("[]").unwrap().accept_encoding_header(), "identity");
+        let e = load(r#"["gzip", "zstd"]"#).unwrap_err().to_string();
+        assert!(
+            e.contains("c.toml")
+                && e.contains("network.accept_encoding")
+                && e.contains("\"zstd\" is not a coding the crawler decodes"),
+            "{e}"
+        );
+        let e = load(r#"["gzip", "gzip"]"#).unwrap_err().to_string();
+        assert!(
+            e.contains("network.accept_encoding") && e.contains("listed twice"),
             "{e}"
         );
     }

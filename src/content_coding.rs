@@ -1,10 +1,12 @@
 //! Undoing a response's `Content-Encoding` for parsing, with the body cap applied to the
 //! decoded bytes.
 //!
-//! The crawler asks for `gzip, deflate, br` itself and turns reqwest's automatic
-//! decompression off: reqwest would delete `Content-Encoding` and `Content-Length` and hand
-//! over only decoded bytes, and the archive (see [`crate::warc`]) must keep the bytes as they
-//! were sent. So the fetch keeps the bytes as received and, when the page will be parsed,
+//! The crawler asks for the codings of `network.accept_encoding` itself (`gzip, deflate` by
+//! default, `br` when configured) and turns reqwest's automatic decompression off: reqwest
+//! would delete `Content-Encoding` and `Content-Length` and hand over only decoded bytes, and
+//! the archive (see [`crate::warc`]) must keep the bytes as they were sent. Whatever the
+//! offer, every coding below is decoded when it arrives: servers do send codings nobody
+//! asked for. So the fetch keeps the bytes as received and, when the page will be parsed,
 //! feeds them through a [`BodyDecoder`] as they arrive.
 //!
 //! Guarantees:
@@ -18,7 +20,7 @@
 //! One coding per response is supported (`gzip`/`x-gzip`, `deflate`, `br`, or none); a stack
 //! of several (`gzip, br`) or an unknown one (`zstd`) is reported as unsupported and the body
 //! is archived but not parsed. Servers answer the codings a client offers, and we offer
-//! three single ones. The decoders come from the crates reqwest itself used: flate2 (on the
+//! single ones. The decoders come from the crates reqwest itself used: flate2 (on the
 //! zlib-rs backend) and brotli-decompressor.
 
 use std::io::{self, Write};

@@ -163,17 +163,6 @@ counters!(
 );
 
 impl CrawlCounters {
-    /// Adds what the archive wrote for one fetch.
-    pub(crate) fn add_archive(&self, tally: crate::warc::ArchiveTally) {
-        Self::add(&self.warc_records, tally.records);
-        Self::add(&self.warc_bytes, tally.bytes);
-        Self::add(&self.warc_payload_bytes, tally.payload_bytes);
-        Self::add(&self.warc_revisits, tally.revisits);
-        Self::add(&self.warc_bytes_saved, tally.bytes_saved);
-    }
-}
-
-impl CrawlCounters {
     /// Adds `n` to `counter`.
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);

@@ -14,8 +14,8 @@
 //!    [`crate::fetch`]), so idle sockets follow the recent request rate, not the crawl's
 //!    history.
 //! 3. [`Descriptors`] watches how many are open (counted in `/proc/self/fd`, at most every
-//!    [`CHECK_EVERY`], and only once the count could be past half the ceiling) and tells the dispatcher to hand out no new work while fewer than a
-//!    reserve are left ([`Descriptors::exhausted`]); the dispatcher then has the fetcher
+//!    [`CHECK_EVERY`], and only once the count could be past half the ceiling) and tells the driver to hand out no new work while fewer than a
+//!    reserve are left ([`Descriptors::exhausted`]); the driver then has the fetcher
 //!    close its idle connections (`Fetcher::shed_idle_connections`), fetches in flight
 //!    finish, and dispatching goes on. The reserve covers the files the crawl
 //!    itself opens (output, checkpoints, the frontier's segments), so those never fail for
@@ -33,7 +33,7 @@ use tokio::time::Instant;
 /// limit.
 pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(100);
 
-/// The shortest interval between two counts while at the ceiling: what the dispatcher
+/// The shortest interval between two counts while at the ceiling: what the driver
 /// waits before looking again.
 pub(crate) const RECOUNT_AFTER: Duration = Duration::from_millis(10);
 
@@ -69,7 +69,7 @@ pub(crate) fn open_now() -> Option<usize> {
         .map(|dir| dir.count())
 }
 
-/// The dispatcher's view of the descriptor budget.
+/// The driver's view of the descriptor budget.
 #[derive(Debug)]
 pub(crate) struct Descriptors {
     /// Above this many open, no new work is handed out.
@@ -128,7 +128,7 @@ impl Descriptors {
         // The bound only overestimates (sockets closed since the count are not subtracted),
         // so far from the ceiling a stale count needs no refresh: listing /proc/self/fd costs
         // milliseconds at tens of thousands of sockets (measured: ~10% of a 20,000-host
-        // crawl's samples), on the dispatcher's thread.
+        // crawl's samples), on the driver's thread.
         let stale = bound >= ceiling / 2 && self.checked.is_none_or(|at| now >= at + CHECK_EVERY);
         if bound < ceiling && !stale {
             return false;

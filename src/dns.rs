@@ -38,7 +38,7 @@ const CACHE_NAMES: usize = 65_536;
 
 /// Why the DNS client could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum DnsSetupError {
+pub(crate) enum DnsSetupError {
     #[error(
         "network.dns_servers: {value:?} is not an address (\"9.9.9.9\" or \"127.0.0.1:5353\")"
     )]

@@ -2,16 +2,18 @@
 //! limits, and the facts the crawl needs from a response.
 //!
 //! One [`Fetcher`] (one reqwest client, one connection pool) serves every fetch task, so
-//! connections to a host are reused across pages. The crawler offers `gzip, deflate, br`
-//! and undoes the coding itself ([`crate::content_coding`]) rather than letting reqwest do
-//! it, because the archive keeps the bytes as sent ([`crate::warc`]): reqwest's automatic
-//! decompression would delete `Content-Encoding` and `Content-Length`. The body is read
-//! chunk by chunk and never past `max_body_bytes`, counted both as received and after
-//! decoding, so a small compressed bomb cannot blow up memory; only bodies the crawl will
-//! parse (or archive) are kept. Redirects are *not* followed here: the crawl treats a
-//! redirect target like a link (normalized, scoped, checked against the seen-set), so
-//! loops end by themselves. Retries are not done here either: the frontier schedules them
-//! so that a retry obeys the host's rate limit like any request.
+//! connections to a host are reused across pages. The crawler offers the codings of
+//! `network.accept_encoding` (`gzip, deflate` by default; `br` only when asked, since
+//! common WARC readers fail on archived `br` bodies) and undoes the coding itself
+//! ([`crate::content_coding`]) rather than letting reqwest do it, because the archive keeps
+//! the bytes as sent ([`crate::warc`]): reqwest's automatic decompression would delete
+//! `Content-Encoding` and `Content-Length`. The body is read chunk by chunk and never past
+//! `max_body_bytes`, counted both as received and after decoding, so a small compressed
+//! bomb cannot blow up memory; only bodies the crawl will parse (or archive) are kept.
+//! Redirects are *not* followed here: the crawl treats a redirect target like a link
+//! (normalized, scoped, checked against the seen-set), so loops end by themselves. Retries
+//! are not done here either: the frontier schedules them so that a retry obeys the host's
+//! rate limit like any request.
 //!
 //! Every request is first put to the [`RequestGate`] (scope, private addresses, see
 //! [`crate::gate`]), and the client resolves names through the gate's resolver, so nothing
@@ -80,6 +82,8 @@ pub enum FetchSetupError {
     Client(#[from] reqwest::Error),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error("network.accept_encoding: {0:?} is not a valid header value")]
+    AcceptEncoding(String),
 }
 
 /// Why a fetch produced no usable response.
@@ -181,7 +185,7 @@ impl Fetched {
 }
 
 /// The shared HTTP client.
-pub struct Fetcher {
+pub(crate) struct Fetcher {
     /// The client new requests use. Replaced by [`Fetcher::shed_idle_connections`]; a
     /// request holds its own handle, so one in flight finishes on the client it began on.
     client: std::sync::RwLock<reqwest::Client>,
@@ -192,6 +196,8 @@ pub struct Fetcher {
     extra_roots: Vec<reqwest::Certificate>,
     max_body_bytes: u64,
     content_types: Vec<String>,
+    /// The `Accept-Encoding` every request sends, as the archive writes it down.
+    accept_encoding: String,
 }
 
 impl Fetcher {
@@ -205,6 +211,7 @@ impl Fetcher {
             gate,
             extra_roots,
             max_body_bytes: c.max_body_bytes.0,
+            accept_encoding: config.accept_encoding_header(),
             content_types: c
                 .content_types
                 .iter()
@@ -310,7 +317,11 @@ impl Fetcher {
         // Each request and response is kept as sent when the crawl archives.
         let mut exchange = self.config.output.warc.then(|| {
             Box::new(Exchange {
-                request_head: request_head(url, &self.config.crawl.user_agent),
+                request_head: request_head(
+                    url,
+                    &self.config.crawl.user_agent,
+                    &self.accept_encoding,
+                ),
                 response_head: response_head(&response),
                 raw_body: (!same_as_parsed).then(Vec::new),
                 truncated: false,
@@ -377,12 +388,12 @@ impl Fetcher {
     }
 }
 
-/// The client's fixed request headers: what [`request_head`] writes down as sent.
+/// The client's fixed `Accept` header: what [`request_head`] writes down as sent, with the
+/// configured `Accept-Encoding`.
 const ACCEPT_VALUE: &str = "*/*";
-const ACCEPT_ENCODING_VALUE: &str = "gzip, deflate, br";
 
 /// The request as the archive records it (HTTP/1.1 form; hyper sends the same fields).
-fn request_head(url: &Url, user_agent: &str) -> Vec<u8> {
+fn request_head(url: &Url, user_agent: &str, accept_encoding: &str) -> Vec<u8> {
     let mut target = url.path().to_string();
     if let Some(query) = url.query() {
         target.push('?');
@@ -394,7 +405,7 @@ fn request_head(url: &Url, user_agent: &str) -> Vec<u8> {
         (None, _) => String::new(),
     };
     format!(
-        "GET {target} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\naccept: {ACCEPT_VALUE}\r\naccept-encoding: {ACCEPT_ENCODING_VALUE}\r\n\r\n"
+        "GET {target} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\naccept: {ACCEPT_VALUE}\r\naccept-encoding: {accept_encoding}\r\n\r\n"
     )
     .into_bytes()
 }
@@ -445,9 +456,11 @@ fn build_client(
     let c = &config.crawl;
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static(ACCEPT_VALUE));
+    let accept_encoding = config.accept_encoding_header();
     headers.insert(
         ACCEPT_ENCODING,
-        HeaderValue::from_static(ACCEPT_ENCODING_VALUE),
+        HeaderValue::from_str(&accept_encoding)
+            .map_err(|_| FetchSetupError::AcceptEncoding(accept_encoding))?,
     );
     reqwest::Client::builder()
         .user_agent(c.user_agent.clone())

@@ -30,7 +30,6 @@
 //! redirect the crawler to `http://169.254.169.254/`). One gate that the fetcher cannot
 //! skip makes "every request" true by construction rather than by review.
 
-use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -38,6 +37,7 @@ use url::{Host, Url};
 
 use crate::config::{Config, ResolveRule};
 use crate::dns::{AddressAnswer, Dns};
+use crate::host::host_name;
 use crate::scope::{is_private_ip, OutOfScope, Scope};
 
 /// How long an address from a resolver that gives no TTL (the system's) is budgeted.
@@ -66,24 +66,19 @@ pub(crate) enum Refused {
 
 /// Who may be reached on a private address: the same rule for IP literals, resolved names
 /// and connected peers.
-#[derive(Debug, Default)]
 pub(crate) struct AddressRule {
     allow_private: bool,
-    /// Seed hosts (names and literals, lowercase, no trailing dot).
-    private_ok_hosts: HashSet<String>,
+    /// The seeds' hosts are the scope's ([`Scope::is_seed_host`]): one set for both rules.
+    scope: Arc<Scope>,
     /// `[network] resolve`: the operator's own overrides.
     overrides: Vec<ResolveRule>,
 }
 
 impl AddressRule {
-    fn new(config: &Config, seeds: &[Url]) -> Result<AddressRule, crate::config::ConfigError> {
+    fn new(config: &Config, scope: Arc<Scope>) -> Result<AddressRule, crate::config::ConfigError> {
         Ok(AddressRule {
             allow_private: config.scope.allow_private,
-            private_ok_hosts: seeds
-                .iter()
-                .filter_map(|u| u.host_str())
-                .map(host_name)
-                .collect(),
+            scope,
             overrides: config.resolve_rules()?,
         })
     }
@@ -92,7 +87,7 @@ impl AddressRule {
     pub(crate) fn permits(&self, host: &str, ip: IpAddr) -> bool {
         self.allow_private
             || !is_private_ip(ip.to_canonical())
-            || self.private_ok_hosts.contains(&host_name(host))
+            || self.scope.is_seed_host(&host_name(host))
             || self.override_for(host).is_some()
     }
 
@@ -100,12 +95,6 @@ impl AddressRule {
         let host = host_name(host);
         self.overrides.iter().find(|r| r.matches(&host))
     }
-}
-
-/// A host as compared by the rule: lowercase, without brackets or one trailing dot.
-fn host_name(host: &str) -> String {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
 }
 
 /// The gate. Cheap to share: the fetcher holds one, its resolver another handle.
@@ -118,7 +107,6 @@ pub(crate) struct RequestGate {
 impl RequestGate {
     pub(crate) fn new(
         config: &Config,
-        seeds: &[Url],
         scope: Arc<Scope>,
     ) -> Result<RequestGate, crate::config::ConfigError> {
         let dns = Dns::from_config(config).map_err(|e| crate::config::ConfigError::Invalid {
@@ -127,8 +115,8 @@ impl RequestGate {
             message: e.to_string(),
         })?;
         Ok(RequestGate {
+            addresses: Arc::new(AddressRule::new(config, scope.clone())?),
             scope,
-            addresses: Arc::new(AddressRule::new(config, seeds)?),
             dns: Arc::new(dns),
         })
     }
@@ -285,17 +273,13 @@ mod tests {
         }];
         let scope = Arc::new(Scope::new(&config.scope, &seeds).unwrap());
         RequestGate {
-            scope,
             dns: Arc::new(Dns::System),
             addresses: Arc::new(AddressRule {
                 allow_private,
-                private_ok_hosts: seeds
-                    .iter()
-                    .filter_map(|u| u.host_str())
-                    .map(host_name)
-                    .collect(),
+                scope: scope.clone(),
                 overrides: rules,
             }),
+            scope,
         }
     }
 

@@ -3,13 +3,15 @@
 //! 0 finished (or stopped cleanly), 1 finished with fetch failures, 2 usage or fatal error.
 //! Everything else lives in the library.
 
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
-use crawler::config::Config;
+use crawler::config::{Config, Flag};
 use crawler::crawl::ProgressMode;
+use crawler::output_lock::{DirectoryLock, Holding};
 use crawler::quantity::{parse_byte_size, parse_count};
 use crawler::{run_crawl, CrawlRequest, ShutdownHandle};
 
@@ -54,19 +56,27 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Show a distributed crawl's state in Redis: counters summed over its processes,
-    /// queue and lease sizes, live processes.
+    /// Show a distributed crawl's state in Redis: running, stopped or finished, counters
+    /// summed over its processes, queue and lease sizes, processes.
     Status {
-        /// The Redis the crawl runs on, e.g. redis://127.0.0.1:6379/0.
+        /// The Redis the crawl runs on, e.g. redis://127.0.0.1:6379/0 (default:
+        /// distributed.redis of --config, which keeps a password off the command line).
         #[arg(long, value_name = "URL")]
-        redis: String,
-        /// The crawl's id.
+        redis: Option<String>,
+        /// The crawl's id (default: distributed.crawl_id of --config).
         #[arg(long, value_name = "ID")]
-        crawl_id: String,
+        crawl_id: Option<String>,
         /// Print the crawl-wide summary as JSON (what `OUT/summary.json` holds once the
         /// crawl is over).
         #[arg(long)]
         json: bool,
+        /// Configuration file: its [distributed] redis and crawl_id, and the network.ca_file
+        /// trusted for a rediss:// URL.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override a config key, e.g. --set network.ca_file=ca.pem (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Print the effective configuration (defaults, --config file, --set overrides).
     Config {
@@ -129,11 +139,14 @@ struct DemoArgs {
 
 #[derive(Args, Debug)]
 struct CrawlArgs {
-    /// Seed list: one http(s) URL per line; '#' comments and blank lines are allowed.
+    /// Seed list: one http(s) URL per line; blank lines are allowed, and '#' after
+    /// whitespace (or at the start of a line) starts a comment. Optional with --resume,
+    /// which takes the crawl's own seeds from its checkpoint.
     #[arg(long, value_name = "FILE")]
     seeds: Option<PathBuf>,
     /// Most URLs the crawl takes on, seeds included (1e8, 100000000, 100_000_000, 100M).
-    /// Also sizes the seen-set. Overrides crawl.max_urls.
+    /// Also sizes the seen-set. Overrides crawl.max_urls. With --resume, the crawl's own
+    /// unless given (a larger one extends the crawl).
     #[arg(long, value_name = "N", value_parser = parse_count_arg)]
     max_urls: Option<u64>,
     /// Configuration file (TOML); see config.toml in the repository for every key and
@@ -163,7 +176,8 @@ struct CrawlArgs {
     #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "lines", "quiet"])]
     progress: String,
     /// Join a distributed crawl on this Redis (overrides distributed.redis), e.g.
-    /// redis://127.0.0.1:6379/0; needs --crawl-id.
+    /// redis://127.0.0.1:6379/0 or rediss://USER:PASSWORD@HOST:6380/0; needs --crawl-id. A
+    /// URL with a password is better in --config: any local user can see arguments (ps).
     #[arg(long, value_name = "URL", conflicts_with_all = ["resume", "fresh"])]
     redis: Option<String>,
     /// The distributed crawl to join (overrides distributed.crawl_id).
@@ -189,6 +203,8 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Colour codes only for a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match run(cli) {
         Ok(code) => code,
@@ -223,7 +239,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             redis,
             crawl_id,
             json,
+            config,
+            set,
         }) => {
+            let config = Config::load(config.as_deref(), &set)?;
+            let Some(redis) = redis.or(config.distributed.redis) else {
+                bail!("status: which Redis? give --redis URL, or --config FILE with [distributed] redis");
+            };
+            let Some(crawl_id) = crawl_id.or(config.distributed.crawl_id) else {
+                bail!("status: which crawl? give --crawl-id ID, or --config FILE with [distributed] crawl_id");
+            };
+            let redis =
+                crawler::distributed::RedisUrl::new(&redis, config.network.ca_file.as_deref());
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -293,7 +320,7 @@ fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let mut config = Config::load(args.config.as_deref(), &overrides)?;
     config.output.dir = args.out.clone();
-    prepare_output_dir(&config.output.dir, false, true)?;
+    let (_lock, _) = claim_output(&config, false, true)?;
     eprintln!(
         "demo: synthetic web of {} hosts (h0.test … h{}.test) on {addr}, crawling into {}",
         args.hosts,
@@ -375,45 +402,130 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
 }
 
 fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
-    let Some(seeds_path) = args.seeds.as_deref() else {
-        bail!("--seeds FILE is required to crawl (see crawler --help)");
-    };
-    let mut overrides = args.set.clone();
+    if args.seeds.is_none() && !args.resume {
+        bail!("--seeds FILE is required to crawl (see crawler --help); --resume uses the seeds of the crawl it resumes");
+    }
+    let mut flags = Vec::new();
+    let mut flag = |name: String, assignment: String| flags.push(Flag { name, assignment });
     if let Some(n) = args.max_urls {
-        overrides.push(format!("crawl.max_urls={n}"));
+        flag(format!("--max-urls {n}"), format!("crawl.max_urls={n}"));
     }
     if let Some(n) = args.concurrency {
-        overrides.push(format!("crawl.concurrency={n}"));
+        flag(
+            format!("--concurrency {n}"),
+            format!("crawl.concurrency={n}"),
+        );
     }
     if let Some(addr) = &args.listen {
-        overrides.push(format!("monitor.listen={}", toml_string(addr)));
+        flag(
+            format!("--listen {addr}"),
+            format!("monitor.listen={}", toml_string(addr)),
+        );
     }
     // As TOML strings, so that any URL or id is taken literally.
     if let Some(url) = &args.redis {
-        overrides.push(format!("distributed.redis={}", toml_string(url)));
+        flag(
+            "--redis".into(),
+            format!("distributed.redis={}", toml_string(url)),
+        );
     }
     if let Some(id) = &args.crawl_id {
-        overrides.push(format!("distributed.crawl_id={}", toml_string(id)));
+        flag(
+            format!("--crawl-id {id}"),
+            format!("distributed.crawl_id={}", toml_string(id)),
+        );
     }
-    let mut config = Config::load(args.config.as_deref(), &overrides)?;
+    let mut config = Config::load_with_flags(args.config.as_deref(), &args.set, &flags)?;
     if let Some(out) = &args.out {
         config.output.dir = out.clone();
     }
-    let seeds = crawler::seeds::read_seeds(seeds_path, &config.normalizer()?)?;
-    for bad in &seeds.bad {
-        eprintln!("{bad}");
+    // Read (and their bad lines reported) before the output directory is touched.
+    let given_seeds = match args.seeds.as_deref() {
+        Some(path) => {
+            let seeds = crawler::seeds::read_seeds(path, &config.normalizer()?)?;
+            for bad in &seeds.bad {
+                eprintln!("{bad}");
+            }
+            seeds.require_some(path)?;
+            Some(seeds.urls)
+        }
+        None => None,
+    };
+    if config.distributed.redis.is_some() && (args.resume || args.fresh) {
+        bail!(crawler::config::DISTRIBUTED_RESUME);
     }
-    seeds.require_some(seeds_path)?;
+    let (_lock, resume) = claim_output(&config, args.resume, args.fresh)?;
+    if let Some(loaded) = &resume {
+        // A resume keeps the crawl's max_urls unless --max-urls says otherwise.
+        if args.max_urls.is_none() {
+            config.crawl.max_urls = crawler::config::Count(loaded.manifest.max_urls);
+        }
+        if let Some(line) = resumed_max_urls(&config, loaded)? {
+            eprintln!("{line}");
+        }
+    }
+    // With --resume and no --seeds, the crawl's own (given ones are checked against them).
+    let seeds = match given_seeds {
+        Some(seeds) => seeds,
+        None => crawler::checkpoint::load_seeds(&config.output.dir)?.with_context(|| {
+            format!(
+                "{}: the checkpoint holds no seed list (written by an older crawler): give the crawl's --seeds",
+                config.output.dir.display()
+            )
+        })?,
+    };
+    run_and_report(config, seeds, progress_mode(&args.progress), resume)
+}
+
+/// `--resume` with another max_urls: a larger one extends the crawl, whose seen-set keeps its
+/// size (the line says what its false-positive rate becomes); a smaller one is refused.
+fn resumed_max_urls(
+    config: &Config,
+    loaded: &crawler::checkpoint::Loaded,
+) -> anyhow::Result<Option<String>> {
+    let (then, now) = (loaded.manifest.max_urls, config.crawl.max_urls.0);
+    if now < then {
+        bail!(
+            "max_urls {now}: the crawl in {} was started with max_urls {then} and has taken on {} URLs; a crawl can be extended, not shrunk: resume with --max-urls {then} or more, or start again with --fresh",
+            config.output.dir.display(),
+            loaded.manifest.counters.get("accepted").copied().unwrap_or(0)
+        );
+    }
+    if now == then {
+        return Ok(None);
+    }
+    let plan = loaded.seen.plan();
+    let fpp = plan.expected_fpp_at(now);
+    let mut line = format!(
+        "max_urls {now}: the crawl grows from {then} to {now} URLs; its seen-set keeps its size ({} for {} URLs), so its expected false-positive rate at {now} URLs is {fpp:.2e} (it was {:.2e})",
+        crawler::quantity::HumanBytes(plan.bytes),
+        plan.sized_for(),
+        plan.expected_fpp
+    );
+    if fpp > 0.01 {
+        line.push_str(&format!(
+            "; a new URL taken for seen is never crawled: for a seen-set sized for {now} URLs, crawl again with --fresh"
+        ));
+    }
+    Ok(Some(line))
+}
+
+/// The one place a crawling command (a crawl, a distributed process, the demo) claims its
+/// output directory: locks it for this process's life (see [`crawler::output_lock`]), and
+/// only then looks at what an earlier crawl left there. The lock must be kept until exit.
+fn claim_output(
+    config: &Config,
+    resume: bool,
+    fresh: bool,
+) -> anyhow::Result<(DirectoryLock, Option<crawler::checkpoint::Loaded>)> {
+    let dir = &config.output.dir;
     if config.distributed.redis.is_some() {
         // Redis holds the crawl's state; each process writes files of its own
         // (pages-<process id>.jsonl), so the directory holds no checkpoint to check.
-        if args.resume || args.fresh {
-            bail!("--resume and --fresh are for a single-process crawl: a distributed crawl resumes when its processes start again with the same --crawl-id");
-        }
-        return run_and_report(config, seeds.urls, progress_mode(&args.progress), None);
+        return Ok((DirectoryLock::acquire(dir, Holding::Shared)?, None));
     }
-    let resume = prepare_output_dir(&config.output.dir, args.resume, args.fresh)?;
-    run_and_report(config, seeds.urls, progress_mode(&args.progress), resume)
+    let lock = DirectoryLock::acquire(dir, Holding::Exclusive)?;
+    Ok((lock, prepare_output_dir(dir, resume, fresh)?))
 }
 
 fn run_and_report(
@@ -427,17 +539,19 @@ fn run_and_report(
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let summary = runtime.block_on(async {
-        tokio::spawn(watch_signals(shutdown.clone()));
-        run_crawl(CrawlRequest {
-            config: config.clone(),
-            seeds,
-            progress,
-            shutdown,
-            resume,
+    let summary = runtime
+        .block_on(async {
+            tokio::spawn(watch_signals(shutdown.clone()));
+            run_crawl(CrawlRequest {
+                config: config.clone(),
+                seeds,
+                progress,
+                shutdown,
+                resume,
+            })
+            .await
         })
-        .await
-    })?;
+        .map_err(|error| with_advice(error.into(), &config))?;
     eprintln!("{}", summary.human());
     if config.distributed.redis.is_some() {
         eprintln!(
@@ -447,8 +561,8 @@ fn run_and_report(
     } else {
         eprintln!(
             "output: {} and {}",
-            config.output.dir.join("pages.jsonl").display(),
-            config.output.dir.join("summary.json").display()
+            crawler::output::journal_path(&config.output.dir).display(),
+            crawler::output::summary_path(&config.output.dir).display()
         );
     }
     if summary.stopped && config.distributed.redis.is_some() {
@@ -462,10 +576,62 @@ fn run_and_report(
         );
     }
     Ok(if summary.failures > 0 {
+        eprintln!("{}", exit_1_reason(&summary));
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A crawl stopped by an I/O error ends its one line with what to do: free space (the
+/// commonest such error is a full disk), or fix the cause, then resume, when the directory
+/// holds a checkpoint to resume from.
+fn with_advice(error: anyhow::Error, config: &Config) -> anyhow::Error {
+    let io_errors: Vec<&std::io::Error> = error
+        .chain()
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .collect();
+    if io_errors.is_empty() {
+        return error;
+    }
+    let full = io_errors
+        .iter()
+        .any(|e| matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)));
+    let resumable = config.distributed.redis.is_none()
+        && matches!(
+            crawler::checkpoint::current_manifest(&config.output.dir),
+            Some(Ok(m)) if !m.finished
+        );
+    let advice = match (full, resumable) {
+        (true, true) => "free space, then run the same command with --resume",
+        (true, false) => "free space, then run the same command again",
+        (false, true) => "fix the cause, then run the same command with --resume",
+        (false, false) => return error,
+    };
+    anyhow::anyhow!("{}; {advice}", one_line(&error))
+}
+
+/// The closing line that says why the exit code is 1: the failed URLs, by what failed.
+fn exit_1_reason(summary: &crawler::CrawlSummary) -> String {
+    let c = &summary.counts;
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut causes = vec![
+        plural(
+            c.server_errors,
+            "server error (5xx/429)",
+            "server errors (5xx/429)",
+        ),
+        plural(c.network_errors, "network error", "network errors"),
+        format!("{} given up: robots.txt unreachable", c.robots_unavailable),
+    ];
+    if c.panics > 0 {
+        causes.push(format!("{} lost to a crawler bug", c.panics));
+    }
+    format!(
+        "exit 1: {} failed ({}); each one's record says why",
+        plural(summary.failures, "URL", "URLs"),
+        causes.join(", ")
+    )
 }
 
 /// Decides what to do with an earlier crawl in the output directory: refuse to mix a
@@ -476,11 +642,13 @@ fn prepare_output_dir(
     fresh: bool,
 ) -> anyhow::Result<Option<crawler::checkpoint::Loaded>> {
     use crawler::checkpoint;
-    let pages = dir.join("pages.jsonl");
+    let pages = crawler::output::journal_path(dir);
     let has_records = std::fs::metadata(&pages).is_ok_and(|m| m.len() > 0);
     if fresh {
-        for name in ["pages.jsonl", "summary.json"] {
-            let path = dir.join(name);
+        for path in [
+            crawler::output::journal_path(dir),
+            crawler::output::summary_path(dir),
+        ] {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

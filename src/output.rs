@@ -19,13 +19,19 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::counters::CrawlCounters;
 use crate::durable::{self, At, IoAt};
 use crate::warc::record::ArchivedFetch;
-use crate::warc::ArchiveWriter;
 
 /// One line of `pages.jsonl`: the outcome of one accepted URL. `Default` is a record with
-/// nothing known yet; callers fill in what they know.
+/// nothing known yet; each stage fills in the fields it owns, and only those:
+///
+/// | stage | fields |
+/// |---|---|
+/// | fetch task (`crawl/fetch_task.rs`) | `url`, `final_url`, `status`, `content_type`, `bytes`, `depth`, `parent`, `fetched_at`, `elapsed_ms`, `error`, `attempts`, `truncated`, `kind`, `canonical` (from the header), `links` (of a redirect) |
+/// | parse pool (`crawl/parse_pool.rs`, `crawl/sitemaps.rs`) | `links`, `canonical` (from the page), `sitemap` |
+/// | the source of work (`crawl/local_source.rs`, `crawl/lease_source.rs`) | `new_links`, once the links are admitted |
+/// | the driver's recorder, for a URL not fetched (`crawl/driver.rs`) | `error`, `attempts` (0), `fetched_at` |
+/// | an archive sink, on the output thread ([`Sink`]) | `payload_digest`, `warc` |
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PageRecord {
     /// The canonical URL that was requested.
@@ -115,9 +121,9 @@ pub enum OutputError {
 
 enum Message {
     Record(Box<PageRecord>, Option<Box<ArchivedFetch>>),
-    Flush(oneshot::Sender<Result<OutputPosition, String>>),
+    Flush(oneshot::Sender<Result<OutputPosition, IoAt>>),
     /// Hand everything before to the OS, without waiting for the disk.
-    Handed(oneshot::Sender<Result<(), String>>),
+    Handed(oneshot::Sender<Result<(), IoAt>>),
 }
 
 /// The crawl's journal: one JSON record per URL, the one file a resume reads. Every other
@@ -154,6 +160,33 @@ pub(crate) fn process_summary_tmp(out: &Path, process: &str) -> PathBuf {
 /// `OUT/work-<process>/`: a distributed process's local frontier (a cache of its leases).
 pub(crate) fn process_work_dir(out: &Path, process: &str) -> PathBuf {
     out.join(format!("work-{process}"))
+}
+
+/// A format written beside the journal by the output thread: the archive
+/// ([`crate::warc::sink`]) today, any later one the same way. The thread hands each fetch's
+/// records to every sink before it writes the fetch's line, so a crash can only leave a
+/// sink with records in excess (cut on resume), never a line without its records.
+///
+/// A sink's module also opens it (new, or recovered: its files cut back to what the journal
+/// points to on a resume) and seals a dead distributed process's files the same way; see
+/// `crate::warc::sink::open` and `crate::warc::recovery::seal`.
+pub(crate) trait Sink: Send {
+    /// Writes `fetch`'s records and fills in the fields of `record` this sink owns (see
+    /// [`PageRecord`]). `line_at` is where `record`'s line will start in the journal;
+    /// `flush_journal` hands the journal's buffer to the OS (for a sink that reads it back).
+    fn write(
+        &mut self,
+        fetch: &ArchivedFetch,
+        record: &mut PageRecord,
+        line_at: u64,
+        flush_journal: &mut dyn FnMut() -> Result<(), IoAt>,
+    ) -> Result<(), IoAt>;
+    /// Hands buffered records to the OS.
+    fn flush(&mut self) -> Result<(), IoAt>;
+    /// Hands buffered records to the OS and waits for the disk.
+    fn sync(&mut self) -> Result<(), IoAt>;
+    /// The run's end: everything written and synced.
+    fn finish(self: Box<Self>) -> Result<(), IoAt>;
 }
 
 /// How far `pages.jsonl` has been written: the file's length and its number of records.
@@ -212,10 +245,10 @@ impl OutputSender {
             .send(Message::Handed(tx))
             .await
             .map_err(|_| OutputError::Stopped)?;
+        // The writer's own error, with its file and the OS's reason (a full disk is told
+        // by the latter).
         rx.await
             .map_err(|_| OutputError::Stopped)?
-            .map_err(std::io::Error::other)
-            .at("write", Path::new(JOURNAL))
             .map_err(OutputError::from)
     }
 
@@ -229,8 +262,6 @@ impl OutputSender {
             .map_err(|_| OutputError::Stopped)?;
         rx.await
             .map_err(|_| OutputError::Stopped)?
-            .map_err(std::io::Error::other)
-            .at("flush", Path::new(JOURNAL))
             .map_err(OutputError::from)
     }
 }
@@ -249,7 +280,7 @@ impl OutputWriter {
         path: PathBuf,
         capacity: usize,
         start: OutputPosition,
-        archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
+        sinks: Vec<Box<dyn Sink>>,
     ) -> Result<(OutputWriter, OutputSender), OutputError> {
         let file = OpenOptions::new()
             .create(true)
@@ -263,7 +294,7 @@ impl OutputWriter {
             .spawn({
                 let path = path.clone();
                 let handed = handed.clone();
-                move || write_loop(file, path, rx, start, archive, &handed)
+                move || write_loop(file, path, rx, start, sinks, &handed)
             })
             .at("start the writer of", &path)?;
         Ok((OutputWriter { handle }, OutputSender { tx, handed }))
@@ -277,7 +308,7 @@ impl OutputWriter {
 
 /// How long the writer waits, after handing a burst to the OS, before it looks for the next
 /// one. A writer blocked on the channel is woken by every record sent (a futex wake on the
-/// dispatcher's thread, and a context switch here, per page: 2–3% of the crawl's CPU on the
+/// driver's thread, and a context switch here, per page: 2–3% of the crawl's CPU on the
 /// crawl bench's profile); one that lingers finds the next records already queued and takes
 /// them in one go. What this costs: a record waits in the channel up to this long, which a
 /// crash may lose like any record still inside the crawler (its page is fetched again on
@@ -289,7 +320,7 @@ fn write_loop(
     path: PathBuf,
     mut rx: mpsc::Receiver<Message>,
     start: OutputPosition,
-    mut archive: Option<(ArchiveWriter, std::sync::Arc<CrawlCounters>)>,
+    mut sinks: Vec<Box<dyn Sink>>,
     handed: &Handed,
 ) -> Result<u64, OutputError> {
     let hand = |written: u64| {
@@ -312,46 +343,45 @@ fn write_loop(
         while let Some(message) = next.take() {
             match message {
                 Message::Record(mut record, fetch) => {
-                    if let (Some((writer, counters)), Some(fetch)) = (archive.as_mut(), fetch) {
-                        let mut flush_pages = || out.flush().at("write", &path);
-                        let tally =
-                            writer.write(&fetch, &mut record, position.bytes, &mut flush_pages)?;
-                        counters.add_archive(tally);
+                    if let Some(fetch) = fetch {
+                        for sink in &mut sinks {
+                            let mut flush_pages = || out.flush().at("write", &path);
+                            sink.write(&fetch, &mut record, position.bytes, &mut flush_pages)?;
+                        }
                     }
                     line.clear();
                     serde_json::to_writer(&mut line, &record)
                         .map_err(std::io::Error::other)
                         .at("encode a record for", &path)?;
                     line.push(b'\n');
-                    if let Some((writer, _)) = archive.as_mut() {
-                        if out.capacity() - out.buffer().len() < line.len() {
-                            writer.flush()?;
+                    if out.capacity() - out.buffer().len() < line.len() {
+                        for sink in &mut sinks {
+                            sink.flush()?;
                         }
                     }
-                    out.write_all(&line).at("write", &path)?;
+                    let appended = if crate::checkpoint::fault::hit("pages") {
+                        Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+                    } else {
+                        out.write_all(&line)
+                    };
+                    appended.at("write", &path)?;
                     written += 1;
                     position.records += 1;
                     position.bytes += line.len() as u64;
                 }
                 Message::Flush(reply) => {
-                    let archived = match archive.as_mut() {
-                        Some((writer, _)) => writer.sync().map_err(|e| e.to_string()),
-                        None => Ok(()),
-                    };
+                    let archived = sinks.iter_mut().try_for_each(|sink| sink.sync());
                     let result = archived.and_then(|()| {
                         out.flush()
                             .and_then(|()| out.get_ref().sync_data())
                             .map(|()| position)
-                            .map_err(|e| e.to_string())
+                            .at("flush", &path)
                     });
                     let _ = reply.send(result);
                 }
                 Message::Handed(reply) => {
-                    let archived = match archive.as_mut() {
-                        Some((writer, _)) => writer.flush().map_err(|e| e.to_string()),
-                        None => Ok(()),
-                    };
-                    let result = archived.and_then(|()| out.flush().map_err(|e| e.to_string()));
+                    let archived = sinks.iter_mut().try_for_each(|sink| sink.flush());
+                    let result = archived.and_then(|()| out.flush().at("write", &path));
                     if result.is_ok() {
                         hand(written);
                     }
@@ -360,8 +390,8 @@ fn write_loop(
             }
             next = rx.try_recv().ok();
         }
-        if let Some((writer, _)) = archive.as_mut() {
-            writer.flush()?;
+        for sink in &mut sinks {
+            sink.flush()?;
         }
         out.flush().at("write", &path)?;
         hand(written);
@@ -374,8 +404,8 @@ fn write_loop(
             Err(mpsc::error::TryRecvError::Disconnected) => None,
         };
     }
-    if let Some((writer, _)) = archive {
-        writer.finish()?;
+    for sink in sinks {
+        sink.finish()?;
     }
     out.flush().at("write", &path)?;
     out.get_ref().sync_data().at("fsync", &path)?;
@@ -385,7 +415,7 @@ fn write_loop(
 /// Fsyncs, every `checkpoint.sync_interval_secs`, what the crawl appended since its last
 /// checkpoint: the current queue log first, then `pages.jsonl` (a record's links reach the
 /// log before the record is written, so this order makes a synced record's links synced
-/// too). It runs on a thread of its own, never in the dispatcher's path: the dispatcher only
+/// too). It runs on a thread of its own, never in the driver's path: the driver only
 /// names the new queue log when it rotates.
 ///
 /// Why: `kill -9` loses nothing the crawl handed to the OS, but a power loss loses what the
@@ -578,9 +608,13 @@ mod tests {
     #[tokio::test]
     async fn every_record_is_written_even_with_a_tiny_channel() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, tx) =
-            OutputWriter::start_at(journal_path(dir.path()), 1, OutputPosition::default(), None)
-                .unwrap();
+        let (writer, tx) = OutputWriter::start_at(
+            journal_path(dir.path()),
+            1,
+            OutputPosition::default(),
+            Vec::new(),
+        )
+        .unwrap();
         for i in 0..1000 {
             tx.send_archived(Box::new(record(i)), None).await.unwrap();
         }

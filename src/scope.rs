@@ -7,7 +7,7 @@
 //! first rule the URL breaks ([`OutOfScope`]), whose [`OutOfScope::as_str`] name is what
 //! counters and `summary.json` report. It decides on the URL alone: robots.txt, the
 //! per-host page cap (held here as [`ScopeOptions::max_pages_per_host`], enforced by the
-//! dispatcher), `max_depth` and the private-address check of *resolved names* (which uses
+//! driver), `max_depth` and the private-address check of *resolved names* (which uses
 //! [`is_private_ip`]) live elsewhere.
 //!
 //! # Guarantees
@@ -111,6 +111,8 @@ use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 use url::{Host, Url};
 
+use crate::host::host_name;
+
 /// The longest block of path segments whose consecutive repetition is detected.
 pub const MAX_PERIOD: usize = 8;
 
@@ -136,7 +138,7 @@ pub struct ScopeOptions {
     pub max_path_segments: usize,
     /// Most consecutive repetitions of a block of path segments (default 3; 0 = unlimited).
     pub max_repeated_segments: usize,
-    /// Most pages fetched per host (default 0 = unlimited). Enforced by the dispatcher.
+    /// Most pages fetched per host (default 0 = unlimited). Enforced by the driver.
     pub max_pages_per_host: u64,
 }
 
@@ -265,7 +267,8 @@ pub struct Scope {
     deny: Option<RegexSet>,
     /// Seed URLs as given, exempt from `allow`.
     seed_urls: HashSet<Box<str>>,
-    /// Seed hosts (trailing dot removed), for `seed-hosts` and the private-name exemption.
+    /// Seed hosts ([`host_name`]s), for `seed-hosts` and the private-name exemption (here
+    /// and in the request gate: [`Scope::is_seed_host`]).
     seed_hosts: HashSet<Box<str>>,
     /// Registrable domains of the seeds (IP literals as their host string).
     seed_domains: HashSet<Box<str>>,
@@ -290,7 +293,8 @@ impl Scope {
         for seed in seeds {
             scope.seed_urls.insert(seed.as_str().into());
             let Some(host) = seed.host() else { continue };
-            let name = trim_dot(seed.host_str().unwrap_or(""));
+            let name = host_name(seed.host_str().unwrap_or(""));
+            let name = name.as_ref();
             scope.seed_hosts.insert(name.into());
             match host {
                 Host::Ipv4(ip) => {
@@ -383,7 +387,8 @@ impl Scope {
         let Some(host) = url.host() else {
             return Err(OutOfScope::OffSite);
         };
-        let name = trim_dot(url.host_str().unwrap_or(""));
+        let name = host_name(url.host_str().unwrap_or(""));
+        let name = name.as_ref();
         if !o.allow_private && self.is_private_host(&host, name) {
             return Err(OutOfScope::PrivateAddress);
         }
@@ -402,6 +407,12 @@ impl Scope {
             return Err(OutOfScope::OffSite);
         }
         Ok(())
+    }
+
+    /// Whether `name` (a [`host_name`]) is a seed's host: the one seed-host set, which the
+    /// request gate's private-address exception asks too.
+    pub(crate) fn is_seed_host(&self, name: &str) -> bool {
+        self.seed_hosts.contains(name)
     }
 
     fn is_private_host(&self, host: &Host<&str>, name: &str) -> bool {

@@ -37,7 +37,7 @@ use crate::counters::CrawlCounters;
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
-use crate::frontier::{Frontier, QueuedUrl, Work};
+use crate::frontier::{FrontierBackend, QueuedUrl, Work};
 use crate::gate::RequestGate;
 use crate::monitor::Monitor;
 use crate::output::{rfc3339, BackgroundSync, OutputError, OutputSender, OutputWriter, PageRecord};
@@ -45,7 +45,8 @@ use crate::robots::RobotsOutcome;
 use crate::scope::Scope;
 use crate::seen::{SeenBackend, SeenSet};
 use crate::warc::record::ArchivedFetch;
-use crate::warc::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
+use crate::warc::sink::ArchivePlan;
+use crate::warc::Archiver;
 
 /// A fetch's archive records, with the archive on.
 pub(crate) type Archived = Option<Box<ArchivedFetch>>;
@@ -102,9 +103,9 @@ impl Recorder {
 /// What a source opened: itself, the frontier it feeds, the seen-set the parse pool screens
 /// links against (the crawl's, or a distributed process's cache of the shared one), the
 /// counters, and where its records go.
-pub(crate) struct Opened<S> {
+pub(crate) struct Opened<S: WorkSource> {
     pub(crate) source: S,
-    pub(crate) frontier: Frontier,
+    pub(crate) frontier: S::Frontier,
     pub(crate) seen: Arc<SeenSet>,
     pub(crate) counters: Arc<CrawlCounters>,
     pub(crate) journal: JournalPlan,
@@ -129,18 +130,22 @@ pub(crate) async fn drive<S: WorkSource>(
         journal,
         progress,
     } = opened;
-    let archive = start_archive(config, &journal)?;
-    let archive_file = archive.as_ref().map(ArchiveWriter::current);
-    let archiver = archive_file.as_ref().map(|current| Archiver {
-        current: current.clone(),
-        gzip_level: config.output.warc_gzip_level,
-    });
-    let (output_writer, sender) = OutputWriter::start_at(
-        journal.pages.clone(),
-        4096,
-        journal.start,
-        archive.map(|writer| (writer, counters.clone())),
+    let archive = crate::warc::sink::open(
+        config,
+        ArchivePlan {
+            journal: journal.pages.clone(),
+            journal_bytes: journal.start.bytes,
+            prefix: journal.warc_prefix.clone(),
+            resumed: journal.resumed,
+        },
+        counters.clone(),
     )?;
+    let (sinks, archive_file, archiver) = match archive {
+        Some(a) => (vec![a.sink], Some(a.current), Some(a.archiver)),
+        None => (Vec::new(), None, None),
+    };
+    let (output_writer, sender) =
+        OutputWriter::start_at(journal.pages.clone(), 4096, journal.start, sinks)?;
     let sync = BackgroundSync::start(
         Duration::from_secs_f64(config.checkpoint.sync_interval_secs),
         journal.pages.clone(),
@@ -201,7 +206,33 @@ pub(crate) async fn drive<S: WorkSource>(
         Err(e) => Err(e),
     };
     parse_pool.join().await;
-    let stopped = result?;
+    let stopped = match result {
+        Ok(stopped) => stopped,
+        Err(error) => {
+            // A writer that stopped took its reason with it: its thread's result says it
+            // (the thread has ended: the channel closed).
+            let error = match error {
+                CrawlError::Output(OutputError::Stopped) => {
+                    match tokio::task::spawn_blocking(move || output_writer.finish()).await {
+                        Ok(Err(reason)) => CrawlError::Output(reason),
+                        _ => error,
+                    }
+                }
+                other => other,
+            };
+            let summary = CrawlSummary::new(Ending {
+                config,
+                frontier: &frontier,
+                counters: &counters,
+                seen: seen.stats(),
+                plan: seen.plan(),
+                elapsed: started.elapsed(),
+                stopped: true,
+            });
+            source.failed(&summary, &error);
+            return Err(error);
+        }
+    };
     drop(out);
     let written = tokio::task::spawn_blocking(move || output_writer.finish())
         .await
@@ -233,50 +264,6 @@ pub(crate) async fn drive<S: WorkSource>(
     Ok(summary)
 }
 
-/// The archive's writer when `[output] warc` is on, on `journal`'s pages file and prefix:
-/// for a resumed crawl, the archive is first cut back to what the pages file (already cut
-/// to `journal.start`) points to, and the digest index rebuilt from it (see
-/// [`crate::warc::recovery`]); otherwise it starts empty.
-fn start_archive(
-    config: &Config,
-    journal: &JournalPlan,
-) -> Result<Option<ArchiveWriter>, CrawlError> {
-    let o = &config.output;
-    if !o.warc {
-        return Ok(None);
-    }
-    let recovered = if journal.resumed {
-        let recovered =
-            crate::warc::recovery::recover(&o.dir, journal.start.bytes, o.warc_dedup_memory.0)
-                .map_err(OutputError::from)?;
-        for note in &recovered.notes {
-            tracing::warn!("resume: {note}");
-        }
-        recovered
-    } else {
-        crate::warc::recovery::Recovered {
-            index: crate::warc::digest_index::PayloadIndex::with_memory(o.warc_dedup_memory.0),
-            next_serial: 0,
-            notes: Vec::new(),
-        }
-    };
-    let writer = ArchiveWriter::start(
-        ArchiveOptions {
-            dir: o.dir.join("warc"),
-            prefix: journal.warc_prefix.clone(),
-            max_bytes: o.warc_max_bytes.0,
-            gzip_level: o.warc_gzip_level,
-            info: crate::warc::info_fields(config),
-        },
-        recovered.next_serial,
-        recovered.index,
-        journal.pages.clone(),
-        Arc::new(CurrentFile::default()),
-    )
-    .map_err(OutputError::from)?;
-    Ok(Some(writer))
-}
-
 /// What fetches and parses: scope, request gate and client, the admission's screening
 /// against `seen`, the parse threads, and what fetch tasks share. Completions go to
 /// `completions`.
@@ -290,7 +277,7 @@ fn start_workers(
 ) -> Result<(ParsePool, Arc<FetchShared>), CrawlError> {
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
     let scope = Arc::new(Scope::new(&config.scope, seeds)?);
-    let gate = Arc::new(RequestGate::new(config, seeds, scope.clone())?);
+    let gate = Arc::new(RequestGate::new(config, scope.clone())?);
     let resolver = gate.resolver();
     let fetcher = Fetcher::new(config, gate)?;
     let admission = Arc::new(Admission::new(
@@ -333,10 +320,10 @@ fn start_workers(
 
 /// What the progress display shows now; `busiest` scans the hosts (costly at many hosts,
 /// so only once per progress line).
-fn figures(
+fn figures<F: FrontierBackend>(
     seen: &Arc<dyn SeenBackend>,
     counters: &CrawlCounters,
-    frontier: &mut Frontier,
+    frontier: &mut F,
     busiest: bool,
 ) -> ProgressFigures {
     let stats = seen.stats();
@@ -378,7 +365,7 @@ impl Pump<'_> {
     async fn run<S: WorkSource>(
         &mut self,
         source: &mut S,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, S::Frontier>,
     ) -> Result<bool, CrawlError> {
         let fetch = self.fetch.clone();
         let concurrency = fetch.config.crawl.concurrency as u64;
@@ -520,7 +507,7 @@ impl Pump<'_> {
     async fn take<S: WorkSource>(
         &mut self,
         source: &mut S,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, S::Frontier>,
         completion: Completion,
     ) -> Result<(), CrawlError> {
         match completion {
@@ -577,7 +564,7 @@ impl Pump<'_> {
 }
 
 /// Sleeps until `at`, or forever.
-pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
+async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -142,7 +142,7 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
 }
 
 /// Sends one request of a host's robots.txt (its first, or a redirect hop) and reports the
-/// outcome to the dispatcher, with the fetch's line and records when the crawl archives.
+/// outcome to the driver, with the fetch's line and records when the crawl archives.
 pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
     let agent = agent_token(&shared.config.crawl.user_agent);
     let (outcome, archived) = match Url::parse(&fetch.url) {

@@ -1,28 +1,22 @@
-//! The lease source: one process of a crawl shared through Redis (`[distributed] redis`, see
-//! [`crate::distributed`]). Work comes as leases of hosts' URLs, a page's links go to the
-//! shared seen-set and queues, and a URL is acknowledged once its record is handed to the
-//! OS. The process writes `pages-<process id>.jsonl` (and, with `output.warc`, its own WARC
-//! files); at its start and at the crawl's end it seals the output of dead processes
-//! ([`crate::distributed::seal`]); at the end it writes the crawl-wide `summary.json` from
-//! Redis's figures ([`crate::distributed::status`]).
+//! The lease source: one process of a crawl shared through Redis ([`crate::distributed`]).
+//! Work comes as leases of hosts' URLs; a page's links go to the shared seen-set and queues;
+//! a URL is acknowledged once its record is handed to the OS. The process writes
+//! `pages-<process id>.jsonl` (and its own WARC files), seals dead processes' output at its
+//! start and at the crawl's end, and then writes the crawl-wide `summary.json`.
 //!
-//! Everything Redis is behind [`Session`] (the calls) and [`Leases`] (the bookkeeping): this
-//! file only decides when. Round trips run beside the driver's loop (spawned tasks, at most
-//! one admission and one sync in flight), so dispatching never waits for Redis: a batch of
-//! finished pages costs one pipeline of admission scripts (only for pages with links the
-//! local cache does not know), and one "sync" pipeline carries the acknowledgements, the
-//! finished leases, the counters' increments, the heartbeat, top-ups of held leases running
-//! low and the next claim.
+//! Redis is behind [`Session`] (the calls) and [`Leases`] (the bookkeeping): this file only
+//! decides when. Round trips run beside the driver's loop (at most one admission and one
+//! sync in flight), so dispatching never waits for Redis: a batch of finished pages costs
+//! one pipeline of admission scripts (only for links the local cache does not know), and
+//! one sync carries acknowledgements, finished leases, counters, heartbeat, top-ups and the
+//! next claim.
 //!
 //! Guarantees (with those of [`crate::distributed`]): a URL is acknowledged only after its
-//! page's links were admitted and its record (and archive records) handed to the OS; a
-//! lease ends when all its URLs are acknowledged (or at a stop, giving the others back to
-//! the head of their queues); an error of Redis stops the process without ending anything
-//! unfinished (the leases expire and other processes, or this one restarted, take their
-//! unacknowledged URLs over).
-//!
-//! What this mode does not do is refused at start by one function,
-//! [`crate::config::Config::distributed_lacks`], with the reason for each.
+//! page's links were admitted and its record handed to the OS; a lease ends when all its
+//! URLs are acknowledged (or at a stop, giving the others back to the head of their
+//! queues); an error of Redis stops the process without ending anything unfinished (the
+//! leases expire and others take their unacknowledged URLs over). What this mode does not
+//! do is refused at start by [`crate::config::Config::distributed_lacks`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,9 +34,9 @@ use super::source::{Cx, JournalPlan, WorkSource};
 use super::{seen_plan, CrawlError, CrawlSummary};
 use crate::config::Config;
 use crate::counters::CrawlCounters;
-use crate::distributed::leases::Leases;
+use crate::distributed::leases::{Appetite, Leases};
 use crate::distributed::seal::OutputLock;
-use crate::distributed::session::{Admitted, CounterSums, Session, SyncReply, SyncRequest};
+use crate::distributed::session::{Admitted, Beside, CounterSums, Session, SyncReply, SyncRequest};
 use crate::distributed::{process_id, DistributedError, Settings};
 use crate::frontier::{key_of, Dispatch, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl};
 use crate::normalize::host_key;
@@ -52,11 +46,8 @@ use crate::seen::SeenSet;
 /// How often an idle process asks Redis for work (and whether the crawl is over).
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
-/// A round trip running beside the loop.
-type Call<T> = tokio::task::JoinHandle<Result<T, DistributedError>>;
-
 /// A finished call's answer and what it carried.
-type CallResult<T, C> = (Result<T, CrawlError>, C);
+type CallResult<T, C> = (Result<T, DistributedError>, C);
 
 /// A finished page: its URL, record, links and archive records.
 type Page = (String, Box<PageRecord>, Archived);
@@ -104,8 +95,8 @@ pub(crate) struct LeaseSource {
     handed: Option<Arc<Handed>>,
     /// Finished pages whose links wait for the admission in flight.
     waiting: Vec<(String, Box<PageRecord>, Candidates, Archived)>,
-    admitting: Option<(Call<Vec<Vec<Admitted>>>, Admitting)>,
-    syncing: Option<(Call<SyncReply>, Syncing)>,
+    admitting: Option<Beside<Vec<Vec<Admitted>>, Admitting>>,
+    syncing: Option<Beside<SyncReply, Syncing>>,
     next_claim: Instant,
     next_beat: Instant,
     crawl_over: bool,
@@ -202,12 +193,9 @@ impl LeaseSource {
         self.handed.as_ref().map_or(0, |h| h.records())
     }
 
-    /// The counters' increments since the last time, with what Redis cost.
     fn increments(&mut self) -> Vec<(String, u64)> {
-        let mut map = self.counters.to_map();
-        map.insert("redis_round_trips".into(), self.session.round_trips() + 1);
-        map.insert("leases_lost".into(), self.leases.stale());
-        self.sums.increments(map)
+        let stale = self.leases.stale();
+        self.sums.gained(&self.counters, &self.session, stale)
     }
 
     /// The candidates the local cache does not know, as items to queue (with host keys).
@@ -256,7 +244,7 @@ impl LeaseSource {
 
     /// Sends the waiting pages' links to Redis (one pipeline, one script per page with
     /// links the local cache does not know); pages with none are recorded at once.
-    async fn start_admit(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+    async fn start_admit(&mut self, cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
         if self.waiting.is_empty() || self.admitting.is_some() {
             return Ok(());
         }
@@ -273,15 +261,15 @@ impl LeaseSource {
         }
         let session = self.session.clone();
         let batches = admitting.sent.clone();
-        let call = tokio::spawn(async move { session.admit(&batches).await });
-        self.admitting = Some((call, admitting));
+        let call = async move { session.admit(&batches).await };
+        self.admitting = Some(Beside::spawn(call, admitting));
         Ok(())
     }
 
     /// The admission's answers: counts, the cache, then the pages' records.
     async fn apply_admit(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         admitting: Admitting,
         answers: Vec<Vec<Admitted>>,
     ) -> Result<(), CrawlError> {
@@ -326,14 +314,12 @@ impl LeaseSource {
             claim,
         };
         let session = self.session.clone();
-        let call = tokio::spawn(async move { session.sync(request).await });
-        self.syncing = Some((
-            call,
-            Syncing {
-                topped,
-                sent_at: now,
-            },
-        ));
+        let call = async move { session.sync(request).await };
+        let syncing = Syncing {
+            topped,
+            sent_at: now,
+        };
+        self.syncing = Some(Beside::spawn(call, syncing));
     }
 
     /// Applies a sync's answer: leases lost, claimed URLs queued, and when to claim again.
@@ -372,15 +358,15 @@ impl LeaseSource {
     }
 
     /// Waits for the calls in flight and applies them (before a stop or the end).
-    async fn finish_calls(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+    async fn finish_calls(&mut self, cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
         loop {
             if self.admitting.is_some() {
-                let reply = join_call(&mut self.admitting).await;
+                let reply = Beside::join(&mut self.admitting).await;
                 self.finish_admit(cx, reply).await?;
             } else if !self.waiting.is_empty() {
                 self.start_admit(cx).await?;
             } else if self.syncing.is_some() {
-                let reply = join_call(&mut self.syncing).await;
+                let reply = Beside::join(&mut self.syncing).await;
                 self.finish_sync(cx.frontier, reply)?;
             } else {
                 return Ok(());
@@ -390,7 +376,7 @@ impl LeaseSource {
 
     async fn finish_admit(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         reply: Option<CallResult<Vec<Vec<Admitted>>, Admitting>>,
     ) -> Result<(), CrawlError> {
         let Some((answers, admitting)) = reply else {
@@ -401,12 +387,13 @@ impl LeaseSource {
 }
 
 impl WorkSource for LeaseSource {
+    type Frontier = Frontier;
     type Event = LeaseEvent;
 
     /// The seeds, admitted (and counted as a local crawl counts them) before the loop.
     async fn begin(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         _fetch: &FetchShared,
         seeds: Vec<Url>,
         sync: BackgroundSync,
@@ -433,7 +420,7 @@ impl WorkSource for LeaseSource {
 
     async fn page_done(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         dispatch: Dispatch,
         record: Box<PageRecord>,
         candidates: Candidates,
@@ -449,7 +436,7 @@ impl WorkSource for LeaseSource {
 
     fn discovered(
         &mut self,
-        _cx: &mut Cx<'_>,
+        _cx: &mut Cx<'_, Frontier>,
         candidates: Candidates,
         _parent: String,
     ) -> Result<(), CrawlError> {
@@ -466,13 +453,13 @@ impl WorkSource for LeaseSource {
         self.leases.recorded(&key_of(url), url, number);
     }
 
-    async fn drained(&mut self, cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+    async fn drained(&mut self, cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
         self.start_admit(cx).await
     }
 
     fn poll(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         now: Instant,
         stopping: bool,
     ) -> Result<Option<Instant>, CrawlError> {
@@ -480,41 +467,25 @@ impl WorkSource for LeaseSource {
             return Ok(None);
         }
         let c = &self.config;
-        let concurrency = c.crawl.concurrency as u64;
-        let lease_urls = u64::from(self.session.settings().lease_urls);
-        // What one host can keep in flight with politeness on.
-        let per_host = u64::from(c.politeness.per_host_concurrency.max(1));
-        // Hosts are claimed a few at a time, only while the process could use more (so it
-        // leaves the rest to the others), never more than one per slot. With politeness on,
-        // a queued URL may wait for its host's rate: more hosts are wanted while slots stay
-        // empty with nothing ready. With it off, every queued URL is ready: the process
-        // keeps about two rounds of its concurrency queued or in flight, so that a claim's
-        // round trip never leaves slots empty.
-        let polite = c.politeness.enabled;
-        let max_held = (concurrency as usize).clamp(4, 1024);
-        let in_flight = cx.frontier.in_flight();
-        let deficit = if polite {
-            concurrency.saturating_sub(in_flight)
-        } else {
-            (2 * concurrency).saturating_sub(in_flight + cx.frontier.queued())
+        let appetite = Appetite {
+            concurrency: c.crawl.concurrency as u64,
+            polite: c.politeness.enabled,
+            per_host: u64::from(c.politeness.per_host_concurrency.max(1)),
+            lease_urls: u64::from(self.session.settings().lease_urls),
         };
-        let wants_work = !stopping && deficit > 0 && self.leases.held() < max_held;
+        let (in_flight, queued) = (cx.frontier.in_flight(), cx.frontier.queued());
+        let wants = self.leases.wants(&appetite, in_flight, queued, stopping);
         let at = self.leases.sync_at(
             now,
             self.handed(),
             self.next_beat,
-            wants_work.then_some(self.next_claim),
+            wants.map(|_| self.next_claim),
             stopping,
         );
         if at > now {
             return Ok((!stopping).then_some(at));
         }
-        let want = if wants_work && self.next_claim <= now {
-            let hosts = deficit.div_ceil(if polite { per_host } else { lease_urls });
-            hosts.clamp(1, (max_held - self.leases.held()) as u64)
-        } else {
-            0
-        };
+        let want = wants.filter(|_| self.next_claim <= now).unwrap_or(0);
         let beat = self.next_beat <= now;
         if beat {
             self.next_beat = now + self.session.settings().lease / 3;
@@ -545,14 +516,18 @@ impl WorkSource for LeaseSource {
             }
         };
         tokio::select! {
-            reply = join_call(&mut self.admitting) => LeaseEvent::Admitted(reply),
-            reply = join_call(&mut self.syncing) => LeaseEvent::Synced(reply),
+            reply = Beside::join(&mut self.admitting) => LeaseEvent::Admitted(reply),
+            reply = Beside::join(&mut self.syncing) => LeaseEvent::Synced(reply),
             () = grew => LeaseEvent::Handed,
             () = log => LeaseEvent::Log,
         }
     }
 
-    async fn on_event(&mut self, cx: &mut Cx<'_>, event: LeaseEvent) -> Result<(), CrawlError> {
+    async fn on_event(
+        &mut self,
+        cx: &mut Cx<'_, Frontier>,
+        event: LeaseEvent,
+    ) -> Result<(), CrawlError> {
         match event {
             LeaseEvent::Admitted(reply) => {
                 self.finish_admit(cx, reply).await?;
@@ -584,7 +559,7 @@ impl WorkSource for LeaseSource {
     /// At the crawl's end, a last sync (the crawl's figures); at a stop, records handed to
     /// the OS, then finished leases released and the unfinished URLs of the others given
     /// back to the head of their hosts' queues.
-    async fn end(&mut self, cx: &mut Cx<'_>, stopped: bool) -> Result<(), CrawlError> {
+    async fn end(&mut self, cx: &mut Cx<'_, Frontier>, stopped: bool) -> Result<(), CrawlError> {
         if !stopped {
             self.start_sync(cx.frontier, false, 0, true);
             return self.finish_calls(cx).await;
@@ -611,23 +586,18 @@ impl WorkSource for LeaseSource {
     async fn close(mut self, summary: &CrawlSummary) -> Result<(), CrawlError> {
         drop(self.sync.take());
         let increments = self.increments();
-        self.session.end(&increments, summary.stopped).await?;
         let out_dir = self.config.output.dir.clone();
         let process = self.session.process().to_string();
-        if !summary.stopped {
-            self.session
-                .seal_dead(&out_dir, &self.config.output.warc_prefix, true)
-                .await?;
-            if let Some(json) = self.session.crawl_summary().await? {
-                // Through a temporary file of this process's own: processes sharing the
-                // directory may end at once.
-                crate::durable::replace(
-                    &crate::output::summary_path(&out_dir),
-                    crate::output::process_summary_tmp(&out_dir, &process),
-                    &json,
-                )
+        let warc_prefix = &self.config.output.warc_prefix;
+        let finished = self
+            .session
+            .finish(&out_dir, warc_prefix, &increments, summary.stopped);
+        if let Some(json) = finished.await? {
+            // Through a temporary file of this process's own: processes sharing the
+            // directory may end at once.
+            let tmp = crate::output::process_summary_tmp(&out_dir, &process);
+            crate::durable::replace(&crate::output::summary_path(&out_dir), tmp, &json)
                 .map_err(OutputError::from)?;
-            }
         }
         drop(self.lock.take());
         let round_trips = self.session.round_trips();
@@ -642,16 +612,8 @@ impl WorkSource for LeaseSource {
         // is over).
         let mut json = serde_json::to_value(summary).unwrap_or_default();
         if let Some(object) = json.as_object_mut() {
-            object.insert(
-                "distributed".into(),
-                serde_json::json!({
-                    "process": process,
-                    "crawl_id": self.session.settings().crawl_id,
-                    "redis_round_trips": round_trips,
-                    "round_trips_per_page": round_trips as f64 / finished.max(1) as f64,
-                    "leases_lost": self.leases.stale(),
-                }),
-            );
+            let figures = self.session.process_figures(finished, self.leases.stale());
+            object.insert("distributed".into(), figures);
         }
         let json = serde_json::to_vec_pretty(&json).unwrap_or_default();
         crate::output::write_atomically(
@@ -660,22 +622,4 @@ impl WorkSource for LeaseSource {
         )?;
         Ok(())
     }
-}
-
-/// Waits for the call in `slot`, if any (forever otherwise), and empties the slot.
-async fn join_call<T, C>(slot: &mut Option<(Call<T>, C)>) -> Option<CallResult<T, C>> {
-    let result = match slot {
-        Some((call, _)) => call.await,
-        None => std::future::pending().await,
-    };
-    let (_, carried) = slot.take()?;
-    let answer = match result {
-        Ok(answer) => answer.map_err(CrawlError::from),
-        Err(e) => Err(DistributedError::Reply {
-            what: "a Redis call",
-            detail: format!("its task ended: {e}"),
-        }
-        .into()),
-    };
-    Some((answer, carried))
 }

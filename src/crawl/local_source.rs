@@ -24,7 +24,7 @@ use super::fetch_task::FetchShared;
 use super::messages::Candidates;
 use super::progress::ProgressMode;
 use super::source::{Cx, JournalPlan, WorkSource};
-use super::{seen_plan, sitemaps, CrawlError, CrawlSummary};
+use super::{seen_plan_for, sitemaps, CrawlError, CrawlSummary};
 use crate::checkpoint;
 use crate::config::Config;
 use crate::counters::CrawlCounters;
@@ -53,7 +53,7 @@ pub(crate) struct LocalSource {
 /// What the local source's own work says to the loop.
 pub(crate) enum LocalEvent {
     /// A background checkpoint moved on.
-    Phase(PendingPhase),
+    Phase(Box<PendingPhase>),
     /// Time for the next checkpoint.
     Due,
 }
@@ -69,7 +69,12 @@ impl LocalSource {
         resume: Option<checkpoint::Loaded>,
     ) -> Result<Opened<LocalSource>, CrawlError> {
         let out_dir = &config.output.dir;
-        let plan = seen_plan(config)?;
+        // A resumed crawl keeps its seen-set, sized for the max_urls it started with, also
+        // when it is extended to a larger one: `[seen]` is checked against that size.
+        let sized_for = resume.as_ref().map_or(config.crawl.max_urls.0, |loaded| {
+            loaded.seen.plan().sized_for()
+        });
+        let plan = seen_plan_for(config, sized_for)?;
         let expectation = checkpoint::Expectation {
             max_urls: config.crawl.max_urls.0,
             seen_m_bits: plan.m_bits,
@@ -86,8 +91,9 @@ impl LocalSource {
         let (seen, counters, start, frontier, replayed, seq, resumed_from) = match resume {
             None => {
                 checkpoint::remove(out_dir)?;
+                checkpoint::save_seeds(out_dir, seeds)?;
                 crate::warc::remove_archive(out_dir).map_err(crate::output::OutputError::from)?;
-                tracing::info!("seen-set: {}", plan.summary());
+                tracing::info!("{}", plan.summary());
                 (
                     Arc::new(SeenSet::new(plan)?),
                     Arc::new(CrawlCounters::default()),
@@ -180,7 +186,11 @@ impl LocalSource {
     }
 
     /// Starts a checkpoint of the current state.
-    async fn checkpoint(&mut self, cx: &mut Cx<'_>, finished: bool) -> Result<(), CrawlError> {
+    async fn checkpoint(
+        &mut self,
+        cx: &mut Cx<'_, Frontier>,
+        finished: bool,
+    ) -> Result<(), CrawlError> {
         let sender = cx.out.sender();
         self.checkpoints()?
             .start(cx.frontier, sender, finished)
@@ -189,11 +199,12 @@ impl LocalSource {
 }
 
 impl WorkSource for LocalSource {
+    type Frontier = Frontier;
     type Event = LocalEvent;
 
     async fn begin(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         fetch: &FetchShared,
         seeds: Vec<Url>,
         sync: BackgroundSync,
@@ -259,7 +270,7 @@ impl WorkSource for LocalSource {
 
     async fn page_done(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         dispatch: Dispatch,
         mut record: Box<PageRecord>,
         candidates: Candidates,
@@ -282,7 +293,7 @@ impl WorkSource for LocalSource {
 
     fn discovered(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Frontier>,
         candidates: Candidates,
         parent: String,
     ) -> Result<(), CrawlError> {
@@ -292,13 +303,13 @@ impl WorkSource for LocalSource {
 
     fn recorded(&mut self, _url: &str, _number: u64) {}
 
-    async fn drained(&mut self, _cx: &mut Cx<'_>) -> Result<(), CrawlError> {
+    async fn drained(&mut self, _cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
         Ok(())
     }
 
     fn poll(
         &mut self,
-        _cx: &mut Cx<'_>,
+        _cx: &mut Cx<'_, Frontier>,
         _now: Instant,
         _stopping: bool,
     ) -> Result<Option<Instant>, CrawlError> {
@@ -311,15 +322,19 @@ impl WorkSource for LocalSource {
         };
         let has_pending = checkpoints.has_pending();
         tokio::select! {
-            phase = checkpoints.next_phase(), if has_pending => LocalEvent::Phase(phase),
+            phase = checkpoints.next_phase(), if has_pending => LocalEvent::Phase(Box::new(phase)),
             _ = due.tick(), if !stopping => LocalEvent::Due,
             else => std::future::pending().await,
         }
     }
 
-    async fn on_event(&mut self, cx: &mut Cx<'_>, event: LocalEvent) -> Result<(), CrawlError> {
+    async fn on_event(
+        &mut self,
+        cx: &mut Cx<'_, Frontier>,
+        event: LocalEvent,
+    ) -> Result<(), CrawlError> {
         match event {
-            LocalEvent::Phase(phase) => self.checkpoints()?.advance(cx.frontier, phase)?,
+            LocalEvent::Phase(phase) => self.checkpoints()?.advance(cx.frontier, *phase)?,
             LocalEvent::Due => {
                 if self.checkpoints()?.is_busy() {
                     tracing::warn!("checkpoint: the previous one is still being written; skipped");
@@ -336,11 +351,15 @@ impl WorkSource for LocalSource {
         frontier.is_finished()
     }
 
-    async fn end(&mut self, cx: &mut Cx<'_>, stopped: bool) -> Result<(), CrawlError> {
+    async fn end(&mut self, cx: &mut Cx<'_, Frontier>, stopped: bool) -> Result<(), CrawlError> {
         self.checkpoints()?.wait(cx.frontier).await?;
         self.checkpoint(cx, !stopped).await?;
         self.checkpoints()?.wait(cx.frontier).await?;
         Ok(())
+    }
+
+    fn failed(&self, summary: &CrawlSummary, error: &CrawlError) {
+        super::summary::write_after_error(&self.config.output.dir, summary, error);
     }
 
     async fn close(self, summary: &CrawlSummary) -> Result<(), CrawlError> {

@@ -1,8 +1,8 @@
 //! What the crawl's tasks send each other: a fetch task's or a parse thread's completion,
-//! reported to the dispatcher, and the job a fetch task hands to the parse pool.
+//! reported to the driver, and the job a fetch task hands to the parse pool.
 //!
 //! Everything that ends a dispatched URL travels as one [`Completion`] to the one
-//! dispatcher task, which is the only place the frontier and the seen-set are written.
+//! driver's task, which is the only place the frontier and the seen-set are written.
 
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use crate::output::PageRecord;
 use crate::robots::RobotsOutcome;
 use crate::warc::record::ArchivedFetch;
 
-/// A finished fetch, reported to the dispatcher.
+/// A finished fetch, reported to the driver.
 pub(crate) enum Completion {
     Page {
         dispatch: Dispatch,

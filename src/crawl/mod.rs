@@ -64,9 +64,9 @@ use driver::drive;
 use lease_source::LeaseSource;
 use local_source::LocalSource;
 
-/// The frontier as the crawl drives it: any [`FrontierBackend`] whose checkpoint is the
-/// local one (the disk frontier today). The dispatcher, admission, checkpoints and summary
-/// are written against this, not against [`Frontier`], so a second backend plugs in here.
+/// The frontier as the local source checkpoints it: any [`FrontierBackend`] whose checkpoint
+/// is the local one (the disk frontier today). Admission, checkpoints and the summary are
+/// written against this, not against `Frontier`, so a second store of queues plugs in here.
 pub(crate) trait CrawlFrontier:
     FrontierBackend<Snapshot = FrontierSnapshot, Saved = SavedFrontier>
 {
@@ -128,7 +128,11 @@ pub struct CrawlRequest {
 
 /// The seen-set's plan from `[seen]` and `max_urls` (fpp 0.001 when neither is set).
 pub(crate) fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError> {
-    let n = config.crawl.max_urls.0;
+    seen_plan_for(config, config.crawl.max_urls.0)
+}
+
+/// The seen-set's plan from `[seen]` for `n` URLs.
+pub(crate) fn seen_plan_for(config: &Config, n: u64) -> Result<Plan, crate::seen::PlanError> {
     match (config.seen.fpp, config.seen.memory) {
         (_, Some(memory)) => Plan::for_memory(n, memory.0),
         (Some(fpp), None) => Plan::for_fpp(n, fpp),
@@ -159,7 +163,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         path: out_dir.clone(),
         source,
     })?;
-    match crate::distributed::Settings::from_config(&config.distributed)? {
+    match crate::distributed::Settings::from_config(&config)? {
         None => {
             let opened = LocalSource::open(&config, &seeds, progress, resume)?;
             drive(&config, seeds, &shutdown, descriptors, started, opened).await

@@ -1,7 +1,7 @@
 //! Stopping a crawl from outside: Ctrl-C and SIGTERM handlers in the CLI, tests.
 //!
-//! A watch channel rather than a flag: the dispatcher `select!`s on it, so a stop is seen
-//! at once even while the dispatcher waits for a host's next slot, and every clone of the
+//! A watch channel rather than a flag: the driver `select!`s on it, so a stop is seen
+//! at once even while the driver waits for a host's next slot, and every clone of the
 //! handle stops the same crawl.
 
 use std::sync::Arc;

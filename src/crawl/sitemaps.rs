@@ -7,7 +7,7 @@
 //!   anywhere in the file) and, for the host's own robots.txt (not one reached by a
 //!   redirect to another host), the host's `/sitemap.xml`. They are found when robots.txt
 //!   is fetched (`super::fetch_task::robots_task`), at depth 0 with the robots.txt as
-//!   parent, and reach the dispatcher as a `Completion::Discovered` sent before the
+//!   parent, and reach the driver as a `Completion::Discovered` sent before the
 //!   robots.txt's own completion.
 //! - Without `politeness.respect_robots` no robots.txt is read, so only the seeds' hosts'
 //!   `/sitemap.xml` are queued, with the seeds.
@@ -68,7 +68,7 @@ pub(crate) fn is_sitemap(url: &Url) -> bool {
 }
 
 /// The sitemaps a host's robots.txt points to (see the module doc), as a completion for the
-/// dispatcher; `None` when there are none to admit. `robots_url` is the URL that answered,
+/// driver; `None` when there are none to admit. `robots_url` is the URL that answered,
 /// `hops` the redirects before it.
 pub(crate) fn from_robots(
     admission: &Admission,

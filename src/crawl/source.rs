@@ -6,7 +6,7 @@
 //! | local | `local_source.rs` | the disk frontier, resumed from checkpoints | the local seen-set and frontier, through the queue log | recorded in `pages.jsonl`; checkpointed |
 //! | leases | `lease_source.rs` | leases of hosts' URLs from Redis | `admit.lua` (shared seen-set and queues) | acknowledged in Redis once handed to the OS |
 //!
-//! Both feed the same local [`Frontier`], which schedules what they hold (politeness,
+//! Both feed a local frontier ([`WorkSource::Frontier`]), which schedules what they hold (politeness,
 //! robots.txt, per-address budgets); the driver pops it, runs the fetch tasks and the parse
 //! pool, writes records, keeps the descriptor budget, resolves addresses and handles stop
 //! and grace, once for every source. A source decides only what the table says.
@@ -28,12 +28,12 @@ use super::driver::{Archived, Recorder};
 use super::fetch_task::FetchShared;
 use super::messages::Candidates;
 use super::{CrawlError, CrawlSummary};
-use crate::frontier::{Dispatch, Frontier};
+use crate::frontier::{Dispatch, FrontierBackend};
 use crate::output::{BackgroundSync, OutputPosition, PageRecord};
 
 /// What a source is handed at each step: the frontier it feeds and the output.
-pub(crate) struct Cx<'a> {
-    pub(crate) frontier: &'a mut Frontier,
+pub(crate) struct Cx<'a, F> {
+    pub(crate) frontier: &'a mut F,
     pub(crate) out: &'a mut Recorder,
 }
 
@@ -50,6 +50,9 @@ pub(crate) struct JournalPlan {
 /// between two steps of its loop; none may wait for the network on the loop's behalf
 /// (round trips run beside it and come back through [`WorkSource::next_event`]).
 pub(crate) trait WorkSource {
+    /// The frontier that schedules this source's work (the disk frontier for both sources
+    /// today; another store of queues is a [`FrontierBackend`] chosen here).
+    type Frontier: FrontierBackend;
     /// Something the source's own work has to say to the loop.
     type Event;
 
@@ -57,7 +60,7 @@ pub(crate) trait WorkSource {
     /// `sync`, the background fsync of the output, kept for as long as the source runs.
     fn begin(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Self::Frontier>,
         fetch: &FetchShared,
         seeds: Vec<Url>,
         sync: BackgroundSync,
@@ -67,7 +70,7 @@ pub(crate) trait WorkSource {
     /// links are safe), and its dispatch given back to the frontier.
     fn page_done(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Self::Frontier>,
         dispatch: Dispatch,
         record: Box<PageRecord>,
         candidates: Candidates,
@@ -77,7 +80,7 @@ pub(crate) trait WorkSource {
     /// URLs found outside a page (a sitemap's), by `parent`.
     fn discovered(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Self::Frontier>,
         candidates: Candidates,
         parent: String,
     ) -> Result<(), CrawlError>;
@@ -86,12 +89,15 @@ pub(crate) trait WorkSource {
     fn recorded(&mut self, url: &str, number: u64);
 
     /// A burst of completions was handled (a source may batch what they produced).
-    fn drained(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = Result<(), CrawlError>>;
+    fn drained(
+        &mut self,
+        cx: &mut Cx<'_, Self::Frontier>,
+    ) -> impl Future<Output = Result<(), CrawlError>>;
 
     /// After each dispatch round: starts what is due and says when to look again.
     fn poll(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Self::Frontier>,
         now: Instant,
         stopping: bool,
     ) -> Result<Option<Instant>, CrawlError>;
@@ -101,18 +107,18 @@ pub(crate) trait WorkSource {
 
     fn on_event(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Self::Frontier>,
         event: Self::Event,
     ) -> impl Future<Output = Result<(), CrawlError>>;
 
     /// Whether the crawl is over (nothing left here, and nowhere else).
-    fn is_over(&self, frontier: &Frontier) -> bool;
+    fn is_over(&self, frontier: &Self::Frontier) -> bool;
 
     /// The loop ended (`stopped` before the crawl's end): what the source owes before the
     /// output closes (a final checkpoint, leases given back).
     fn end(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, Self::Frontier>,
         stopped: bool,
     ) -> impl Future<Output = Result<(), CrawlError>>;
 
@@ -120,6 +126,10 @@ pub(crate) trait WorkSource {
     fn redis_round_trips(&self) -> Option<u64> {
         None
     }
+
+    /// The run ended with `error` (a full disk, a failing queue log): the figures so far
+    /// written where a reader of files would look, best effort. Nothing by default.
+    fn failed(&self, _summary: &CrawlSummary, _error: &CrawlError) {}
 
     /// The output is closed: the summary written where the source keeps it.
     fn close(self, summary: &CrawlSummary) -> impl Future<Output = Result<(), CrawlError>>;

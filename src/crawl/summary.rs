@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::CrawlFrontier;
 use crate::config::Config;
 use crate::counters::{CounterValues, CrawlCounters};
+use crate::frontier::FrontierBackend;
 use crate::seen::{Plan, SeenStats};
 
 /// `OUT/summary.json`, and what the CLI prints at the end.
@@ -42,6 +42,33 @@ pub struct CrawlSummary {
     pub(crate) output_dir: PathBuf,
 }
 
+/// Writes `summary.json` for a crawl stopped by `error` (a full disk, a failing queue log),
+/// with the error under `"error"`: the figures up to the stop, for whoever reads the file
+/// rather than the terminal. Best effort: a disk that refused the crawl's writes may refuse
+/// this one too, which is logged and nothing more (the error itself is what the user sees).
+pub(crate) fn write_after_error(
+    out: &std::path::Path,
+    summary: &CrawlSummary,
+    error: &dyn std::error::Error,
+) {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    let mut json = serde_json::to_value(summary).unwrap_or_default();
+    if let Some(fields) = json.as_object_mut() {
+        fields.insert("error".into(), serde_json::Value::String(text));
+    }
+    let path = out.join("summary.json");
+    let bytes = serde_json::to_vec_pretty(&json).unwrap_or_default();
+    if let Err(e) = crate::output::write_atomically(&path, &bytes) {
+        tracing::warn!("{}: not written: {e}", path.display());
+    }
+}
+
 /// URLs ever queued per host, for spotting traps.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostCount {
@@ -51,7 +78,7 @@ pub struct HostCount {
 }
 
 /// How a crawl ended, for [`CrawlSummary::new`].
-pub(crate) struct Ending<'a, F: CrawlFrontier> {
+pub(crate) struct Ending<'a, F: FrontierBackend> {
     pub(crate) config: &'a Config,
     pub(crate) frontier: &'a F,
     pub(crate) counters: &'a CrawlCounters,
@@ -62,7 +89,7 @@ pub(crate) struct Ending<'a, F: CrawlFrontier> {
 }
 
 impl CrawlSummary {
-    pub(crate) fn new<F: CrawlFrontier>(end: Ending<'_, F>) -> CrawlSummary {
+    pub(crate) fn new<F: FrontierBackend>(end: Ending<'_, F>) -> CrawlSummary {
         let counts = end.counters.values();
         let secs = end.elapsed.as_secs_f64().max(1e-9);
         CrawlSummary {

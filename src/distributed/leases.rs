@@ -56,6 +56,26 @@ struct Done {
     acks: Vec<Ack>,
 }
 
+/// How much work a process takes on. Hosts are claimed a few at a time, only while the
+/// process could use more (so it leaves the rest to the others), never more than one per
+/// slot. With politeness on, a queued URL may wait for its host's rate: more hosts are
+/// wanted while slots stay empty with nothing ready (`per_host` in flight each). With it
+/// off, every queued URL is ready: the process keeps about two rounds of its concurrency
+/// queued or in flight, so that a claim's round trip never leaves slots empty.
+pub(crate) struct Appetite {
+    pub(crate) concurrency: u64,
+    pub(crate) polite: bool,
+    /// What one host can keep in flight with politeness on.
+    pub(crate) per_host: u64,
+    pub(crate) lease_urls: u64,
+}
+
+impl Appetite {
+    fn max_held(&self) -> usize {
+        (self.concurrency as usize).clamp(4, 1024)
+    }
+}
+
 /// The leases held and done, by host key.
 pub(crate) struct Leases {
     held: HashMap<String, Held>,
@@ -213,6 +233,29 @@ impl Leases {
             self.acks_since = None;
         }
         releases
+    }
+
+    /// The hosts to claim now, if this process wants work (`None` otherwise): see
+    /// [`Appetite`].
+    pub(crate) fn wants(
+        &self,
+        appetite: &Appetite,
+        in_flight: u64,
+        queued: u64,
+        stopping: bool,
+    ) -> Option<u64> {
+        let c = appetite.concurrency;
+        let (deficit, per_host) = if appetite.polite {
+            (c.saturating_sub(in_flight), appetite.per_host)
+        } else {
+            (
+                (2 * c).saturating_sub(in_flight + queued),
+                appetite.lease_urls,
+            )
+        };
+        let room = appetite.max_held().saturating_sub(self.held.len()) as u64;
+        (!stopping && deficit > 0 && room > 0)
+            .then(|| deficit.div_ceil(per_host.max(1)).clamp(1, room))
     }
 
     /// The tokens of the leases held, for a heartbeat.

@@ -4,7 +4,7 @@
 //! | file | job |
 //! |---|---|
 //! | `mod.rs` | the crawl's keys, the shared Bloom filter's layout, the calls the crawl makes |
-//! | `client.rs` | the connection: retries with backoff, script loading, round-trip count |
+//! | `client.rs` | the connection: TLS, credentials kept out of sight, retries with backoff, script loading, round-trip count |
 //! | `admit.lua` | a page's candidates: test-and-set bits, `max_urls`, host cap, enqueue |
 //! | `claim.lua` | reclaim expired leases, lease ready hosts' URLs, report what is left |
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
@@ -63,7 +63,7 @@
 //!
 //! # Why this design
 //!
-//! The crawl's dispatcher, fetch tasks and frontier stay as they are: a process leases a few
+//! The crawl's driver, fetch tasks and frontier stay as they are: a process leases a few
 //! hosts' URLs and crawls them with the same machinery as a single-process crawl; only where
 //! URLs come from (leases) and where new ones go (`admit.lua`) change. Leasing a whole host
 //! rather than single URLs makes per-host rate, concurrency and Crawl-delay global without
@@ -96,8 +96,9 @@ pub mod status;
 use std::time::Duration;
 
 pub(crate) use client::Redis;
+pub use client::{redacted_url, RedisUrl};
 
-use crate::config::DistributedSection;
+use crate::config::Config;
 use crate::frontier::QueuedUrl;
 use crate::seen::Plan;
 
@@ -108,7 +109,7 @@ pub const BLOCKS_PER_SHARD: u64 = 1 << 22;
 /// What can go wrong with the shared state.
 #[derive(Debug, thiserror::Error)]
 pub enum DistributedError {
-    #[error("redis: invalid URL {url:?}")]
+    #[error("redis: invalid URL {url}")]
     Url {
         url: String,
         #[source]
@@ -121,6 +122,23 @@ pub enum DistributedError {
         #[source]
         source: redis::RedisError,
     },
+    /// Redis refused the credentials (or asked for some): a `String` detail rather than the
+    /// source, whose text for a pipeline repeats the code once per command.
+    #[error("redis {url}: {detail}; give them as redis://USER:PASSWORD@HOST:PORT/DB (an ACL user) or redis://:PASSWORD@HOST:PORT/DB (requirepass) in distributed.redis or --redis")]
+    Auth { url: String, detail: &'static str },
+    /// Redis's words for the first refused command (a pipeline's repeat it per command).
+    #[error("redis {url}: the ACL user may not run a command or touch a key the crawl needs (see the README's ACL rule): {detail}")]
+    Permission { url: String, detail: String },
+    #[error("redis {url}: TLS: the server's certificate was refused ({detail}); a private CA is trusted with network.ca_file")]
+    Certificate { url: String, detail: String },
+    #[error("network.ca_file {}: cannot read it for the Redis connection", path.display())]
+    CaFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("crawl {crawl_id:?} is not in Redis at {url} (no such crawl id there)")]
+    UnknownCrawl { url: String, crawl_id: String },
     #[error("redis {url}")]
     Command {
         url: String,
@@ -213,7 +231,7 @@ pub fn redis_layout(plan: &Plan) -> String {
 /// The settings a process runs with.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
-    pub(crate) url: String,
+    pub(crate) url: RedisUrl,
     pub(crate) crawl_id: String,
     pub(crate) lease: Duration,
     pub(crate) lease_urls: u32,
@@ -221,15 +239,15 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    pub(crate) fn from_config(
-        d: &DistributedSection,
-    ) -> Result<Option<Settings>, DistributedError> {
+    /// From `[distributed]`, and `network.ca_file` for a `rediss://` URL.
+    pub(crate) fn from_config(config: &Config) -> Result<Option<Settings>, DistributedError> {
+        let d = &config.distributed;
         let Some(url) = &d.redis else {
             return Ok(None);
         };
         let crawl_id = d.crawl_id.clone().ok_or(DistributedError::NoCrawlId)?;
         Ok(Some(Settings {
-            url: url.clone(),
+            url: RedisUrl::new(url, config.network.ca_file.as_deref()),
             crawl_id,
             lease: Duration::from_secs_f64(d.lease_secs),
             lease_urls: d.lease_urls,

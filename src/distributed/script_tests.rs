@@ -16,8 +16,8 @@ use crate::frontier::QueuedUrl;
 pub(super) struct Server(Child, u16, #[allow(dead_code)] tempfile::TempDir);
 
 impl Server {
-    pub(super) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.1)
+    pub(super) fn url(&self) -> super::RedisUrl {
+        super::RedisUrl::new(&format!("redis://127.0.0.1:{}/0", self.1), None)
     }
 
     pub(super) fn start() -> Server {
@@ -115,8 +115,9 @@ fn the_scripts_keep_their_promises() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let url = format!("redis://127.0.0.1:{}/0", server.1);
-        let redis = Redis::connect(&url, Duration::from_secs(10)).await.unwrap();
+        let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+            .await
+            .unwrap();
         // No plan recorded: every script refuses to touch a crawl that is not there.
         let mut pipe = redis::pipe();
         redis.scripts.claim.call(

@@ -62,20 +62,8 @@ impl OutputLock {
 }
 
 /// An exclusive `flock` without waiting: false if another open file description holds one.
-/// (`File::try_lock` is the same in Rust 1.89; the crate's minimum is 1.85.)
 fn try_lock(file: &File) -> std::io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor this `File` owns; no memory is passed.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
-    }
+    crate::output_lock::try_flock(file, crate::output_lock::Holding::Exclusive)
 }
 
 /// Where a crawl's processes write, and how this one is named.
@@ -424,6 +412,9 @@ mod tests {
                 .collect();
             assert!(members.iter().all(Result::is_ok));
             assert_eq!(members.len(), 1 + 4 * 2);
+            // And warcio reads it, every digest right.
+            use crate::warc::warcio_check::{check, Brotli};
+            assert_eq!(check(&[files["dead"].1.clone()], Brotli::AsInstalled), [9]);
             let mut pipe = redis::pipe();
             pipe.cmd("HGET").arg(format!("{p}ended")).arg("dead");
             pipe.cmd("EXISTS").arg(format!("{p}seal:dead"));

@@ -21,6 +21,7 @@ use super::{
     array, bad, bloom_bits, int, parse_claim, prefix, status, text, Claimed, DistributedError,
     Redis, Settings,
 };
+use crate::counters::CrawlCounters;
 use crate::frontier::QueuedUrl;
 use crate::seen::Plan;
 
@@ -325,7 +326,7 @@ impl Session {
     /// After the output is closed: the last increments, and this process marked ended,
     /// `finished` (the crawl is over: its end is stamped) or `stopped`, so that nobody takes
     /// it for dead and seals its files.
-    pub(crate) async fn end(
+    async fn end(
         &self,
         increments: &[(String, u64)],
         stopped: bool,
@@ -380,9 +381,40 @@ impl Session {
         Ok(())
     }
 
+    /// After the output is closed: [`Session::end`], and at the crawl's end (not `stopped`)
+    /// the dead processes' output sealed (their leases have all expired by now) and the
+    /// crawl-wide summary read, for `summary.json`.
+    pub(crate) async fn finish(
+        &self,
+        out: &Path,
+        warc_prefix: &str,
+        increments: &[(String, u64)],
+        stopped: bool,
+    ) -> Result<Option<Vec<u8>>, DistributedError> {
+        self.end(increments, stopped).await?;
+        if stopped {
+            return Ok(None);
+        }
+        self.seal_dead(out, warc_prefix, true).await?;
+        self.crawl_summary().await
+    }
+
+    /// What this process cost in Redis, for its own summary: `finished` pages, `stale`
+    /// leases lost.
+    pub(crate) fn process_figures(&self, finished: u64, stale: u64) -> serde_json::Value {
+        let round_trips = self.round_trips();
+        serde_json::json!({
+            "process": self.process,
+            "crawl_id": self.settings.crawl_id,
+            "redis_round_trips": round_trips,
+            "round_trips_per_page": round_trips as f64 / finished.max(1) as f64,
+            "leases_lost": stale,
+        })
+    }
+
     /// The whole crawl's summary as Redis counts it (see [`super::status`]); `None` if the
     /// crawl is gone.
-    pub(crate) async fn crawl_summary(&self) -> Result<Option<Vec<u8>>, DistributedError> {
+    async fn crawl_summary(&self) -> Result<Option<Vec<u8>>, DistributedError> {
         let Some(summary) = status::read(&self.redis, &self.settings.crawl_id).await? else {
             return Ok(None);
         };
@@ -399,8 +431,22 @@ pub(crate) struct CounterSums {
 }
 
 impl CounterSums {
+    /// What `counters` (with what Redis cost: the round trips of `session`, counting the
+    /// one these increments go in, and `stale` leases lost) gained since the last time.
+    pub(crate) fn gained(
+        &mut self,
+        counters: &CrawlCounters,
+        session: &Session,
+        stale: u64,
+    ) -> Vec<(String, u64)> {
+        let mut map = counters.to_map();
+        map.insert("redis_round_trips".into(), session.round_trips() + 1);
+        map.insert("leases_lost".into(), stale);
+        self.increments(map)
+    }
+
     /// The increments that bring Redis's sums from what was sent to `now`.
-    pub(crate) fn increments(&mut self, now: BTreeMap<String, u64>) -> Vec<(String, u64)> {
+    fn increments(&mut self, now: BTreeMap<String, u64>) -> Vec<(String, u64)> {
         let mut increments = Vec::new();
         for (name, value) in now {
             let before = self.sent.get(&name).copied().unwrap_or(0);
@@ -410,6 +456,45 @@ impl CounterSums {
             self.sent.insert(name, value);
         }
         increments
+    }
+}
+
+/// A round trip running beside the run loop (a spawned task), with what it carries to read
+/// its answer by: the loop never waits for Redis, and polls this in its `select!`.
+pub(crate) struct Beside<T, C> {
+    call: tokio::task::JoinHandle<Result<T, DistributedError>>,
+    carried: C,
+}
+
+impl<T: Send + 'static, C> Beside<T, C> {
+    /// Starts `call` on its own task.
+    pub(crate) fn spawn(
+        call: impl std::future::Future<Output = Result<T, DistributedError>> + Send + 'static,
+        carried: C,
+    ) -> Beside<T, C> {
+        Beside {
+            call: tokio::spawn(call),
+            carried,
+        }
+    }
+
+    /// Waits for the call in `slot`, if any (forever otherwise; cancel-safe), and empties
+    /// the slot: its answer and what it carried.
+    pub(crate) async fn join(
+        slot: &mut Option<Beside<T, C>>,
+    ) -> Option<(Result<T, DistributedError>, C)> {
+        let result = match slot {
+            Some(beside) => (&mut beside.call).await,
+            None => std::future::pending().await,
+        };
+        let beside = slot.take()?;
+        let answer = result.unwrap_or_else(|e| {
+            Err(DistributedError::Reply {
+                what: "a Redis call",
+                detail: format!("its task ended: {e}"),
+            })
+        });
+        Some((answer, beside.carried))
     }
 }
 

@@ -2,6 +2,14 @@
 //! (counters summed over processes, queue and lease sizes, processes), read in one round
 //! trip without changing anything; and the crawl-wide summary built from them.
 //!
+//! The crawl's state is `finished` (nothing queued, no lease outstanding), `running` (a
+//! process is live: it has not ended and its last heartbeat is recent) or `stopped` (work
+//! is left but no process is live: all stopped, or died). Telling the last two apart takes
+//! the processes' records, not the queues: a crawl whose processes were all stopped still
+//! has URLs queued. A crawl id Redis does not hold is an error (exit 2), since it is most
+//! often a typo, or a Redis other than the crawl's. The URL is shown redacted
+//! ([`super::redacted_url`]).
+//!
 //! The crawl-wide summary ([`CrawlWideSummary`]) is what an operator of a single-process
 //! crawl finds in `OUT/summary.json`, for the crawl as a whole: each process that sees the
 //! crawl finished writes it to its `OUT/summary.json` once its own last figures are in Redis
@@ -14,16 +22,23 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{array, int, prefix, text, DistributedError, Redis};
+use super::{array, int, prefix, text, DistributedError, Redis, RedisUrl};
 use crate::counters::{CounterValues, CrawlCounters};
 
-/// A process is shown as live when its last heartbeat is younger than this.
+/// A process that has not ended is live while its last heartbeat is younger than this: the
+/// default `lease_secs`, after which its leases expire and are taken over (it beats every
+/// `lease_secs / 3`).
 const LIVE_WITHIN_MS: i64 = 30_000;
 
 /// The whole crawl's summary: `OUT/summary.json` in distributed mode, `crawler status --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CrawlWideSummary {
     pub crawl_id: String,
+    /// `finished`, `running` (some process is live) or `stopped` (work left, no process
+    /// live): see the module doc.
+    pub state: String,
+    /// Processes that have not ended and beat recently.
+    pub live_processes: u64,
     /// Nothing queued and no lease outstanding: the crawl is over. (`finished` is the
     /// counter of pages done, as in a single process's `summary.json`.)
     pub crawl_finished: bool,
@@ -53,26 +68,27 @@ pub struct CrawlWideSummary {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessState {
     pub id: String,
-    /// `live`, `gone` (silent), `finished`, `stopped`, or `sealed by <id>` (died; its output
-    /// sealed by that process).
+    /// `live`, `silent` (not ended, no heartbeat for 30 s: it died or lost Redis),
+    /// `finished`, `stopped`, or `sealed by <id>` (died; its output sealed by that process).
     pub state: String,
     pub last_heartbeat_secs_ago: f64,
 }
 
 /// The crawl's state, as a few lines of text.
-pub async fn status(url: &str, crawl_id: &str) -> Result<String, DistributedError> {
-    let redis = Redis::connect(url, Duration::from_secs(10)).await?;
-    let Some(s) = read(&redis, crawl_id).await? else {
-        return Ok(format!("crawl {crawl_id:?}: nothing in Redis at {url}\n"));
+pub async fn status(url: &RedisUrl, crawl_id: &str) -> Result<String, DistributedError> {
+    let s = read_known(url, crawl_id).await?;
+    let mut out = match s.state.as_str() {
+        "running" => format!(
+            "crawl {crawl_id:?} on {url}: running, {} live process{}\n",
+            s.live_processes,
+            if s.live_processes == 1 { "" } else { "es" }
+        ),
+        "stopped" => format!(
+            "crawl {crawl_id:?} on {url}: stopped, no live process, {} URLs queued; start processes with the same --crawl-id to go on\n",
+            s.queued_left
+        ),
+        state => format!("crawl {crawl_id:?} on {url}: {state}\n"),
     };
-    let mut out = format!(
-        "crawl {crawl_id:?} on {url}: {}\n",
-        if s.crawl_finished {
-            "finished"
-        } else {
-            "running"
-        }
-    );
     out.push_str(&format!(
         "accepted {} of max_urls {}, queued {}, hosts scheduled {}, leases outstanding {}\n",
         s.counts.accepted, s.max_urls, s.queued_left, s.hosts_scheduled, s.leases_outstanding,
@@ -104,14 +120,23 @@ pub async fn status(url: &str, crawl_id: &str) -> Result<String, DistributedErro
     Ok(out)
 }
 
-/// The crawl-wide summary as JSON (`crawler status --json`); `null` for a crawl Redis does
-/// not hold.
-pub async fn summary_json(url: &str, crawl_id: &str) -> Result<String, DistributedError> {
-    let redis = Redis::connect(url, Duration::from_secs(10)).await?;
-    let summary = read(&redis, crawl_id).await?;
+/// The crawl-wide summary as JSON (`crawler status --json`).
+pub async fn summary_json(url: &RedisUrl, crawl_id: &str) -> Result<String, DistributedError> {
+    let summary = read_known(url, crawl_id).await?;
     let mut json = serde_json::to_string_pretty(&summary).unwrap_or_default();
     json.push('\n');
     Ok(json)
+}
+
+/// Connects and reads the crawl-wide summary; a crawl Redis does not hold is an error.
+async fn read_known(url: &RedisUrl, crawl_id: &str) -> Result<CrawlWideSummary, DistributedError> {
+    let redis = Redis::connect(url, Duration::from_secs(10)).await?;
+    read(&redis, crawl_id)
+        .await?
+        .ok_or_else(|| DistributedError::UnknownCrawl {
+            url: url.to_string(),
+            crawl_id: crawl_id.to_string(),
+        })
 }
 
 /// Reads the crawl-wide summary in one round trip; `None` if Redis holds no such crawl.
@@ -165,7 +190,7 @@ pub(crate) async fn read(
         let state = match ended.get(&id) {
             Some(how) => how.clone(),
             None if age < LIVE_WITHIN_MS => "live".into(),
-            None => "gone".into(),
+            None => "silent".into(),
         };
         processes.push(ProcessState {
             id,
@@ -173,9 +198,13 @@ pub(crate) async fn read(
             last_heartbeat_secs_ago: age as f64 / 1000.0,
         });
     }
+    let live_processes = processes.iter().filter(|p| p.state == "live").count() as u64;
+    let state = crawl_state(crawl_finished, live_processes);
     let round_trips = counters.get("redis_round_trips").copied().unwrap_or(0);
     Ok(Some(CrawlWideSummary {
         crawl_id: crawl_id.to_string(),
+        state: state.to_string(),
+        live_processes,
         crawl_finished,
         elapsed_secs,
         max_urls: number(&meta, "max_urls"),
@@ -192,6 +221,17 @@ pub(crate) async fn read(
         processes,
         counts,
     }))
+}
+
+/// The crawl's state from whether work is left and how many processes are live.
+fn crawl_state(crawl_finished: bool, live_processes: u64) -> &'static str {
+    if crawl_finished {
+        "finished"
+    } else if live_processes > 0 {
+        "running"
+    } else {
+        "stopped"
+    }
 }
 
 /// Redis's `TIME` in milliseconds.

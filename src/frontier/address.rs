@@ -6,7 +6,7 @@
 //! ran out, is parked (off the heap) and its name handed to the caller as an
 //! [`AddressLookup`]; the answer ([`Frontier::address_resolved`]) moves the host onto its
 //! address's budget and back into the heap. The frontier never resolves a name itself: it is
-//! owned by one task that must not wait on the network, so the crawl's dispatcher runs the
+//! owned by one task that must not wait on the network, so the crawl's driver runs the
 //! lookups as tasks (through the request gate's resolver, whose cache then answers the HTTP
 //! client's own lookup: the address connected to is the one budgeted). A name that does not
 //! resolve is served without an address budget for [`FAILED_RETRY`] (its fetches fail on the
@@ -67,16 +67,6 @@ pub struct AddressLookup {
 /// The answer to an [`AddressLookup`], defined with the resolver that gives it.
 pub use crate::dns::AddressAnswer;
 
-/// The host name of host key `key` (`scheme://host[:port]`), without IPv6 brackets.
-fn host_name(key: &str) -> Option<String> {
-    let url = url::Url::parse(key).ok()?;
-    Some(match url.host()? {
-        url::Host::Domain(d) => d.to_string(),
-        url::Host::Ipv4(ip) => ip.to_string(),
-        url::Host::Ipv6(ip) => ip.to_string(),
-    })
-}
-
 impl Frontier {
     /// The address budget of resident host `id` at `now`: `Ok(None)` when per-address limits
     /// are off or the name did not resolve; `Err(())` when the host must wait for a lookup
@@ -99,9 +89,10 @@ impl Frontier {
             AddressState::Known { ip, .. } => Some(*ip),
             AddressState::Unknown | AddressState::Failed { .. } => None,
         };
-        let Some(name) = host_name(&host.key) else {
+        let name = crate::host::key_name(&host.key).into_owned();
+        if name.is_empty() {
             return Ok(None);
-        };
+        }
         if let Ok(ip) = name.parse::<IpAddr>() {
             // An IP literal: its own address, for as long as the crawl runs.
             let far = now + Duration::from_secs(100 * 365 * 86_400);

@@ -1,15 +1,19 @@
-//! What a frontier must do for the crawl's dispatcher, as a trait, so that another backend
-//! (one shared by several crawler processes, for instance) can stand in for today's
-//! [`Frontier`] on disk.
+//! What a frontier must do for the crawl, as a trait: the promises of a local scheduler of
+//! accepted URLs (order per host, politeness, in-flight kept until given back).
 //!
 //! The trait holds only the operations the crawl calls; constructors and on-disk details
 //! (`create`, `resume`, the store) stay with each backend. The checkpoint's types are
 //! associated types because they are the backend's own: the disk frontier's snapshot is a
 //! store position and `hosts.bin`, which means nothing to a backend kept elsewhere.
 //!
-//! The crawl's dispatcher still takes a [`Frontier`]; making it generic over this trait is
-//! the first step of adding a backend. Until then nothing in the crate calls through it, and
-//! a crate-private trait that nothing uses is dead code to the compiler: hence `pub`.
+//! Where this sits: every run schedules its work on a local frontier, whatever the source of
+//! that work; a source (the local crawl's checkpoints and acceptance, or a distributed
+//! process's leases from Redis, see `crate::crawl`'s `source.rs`) decides what is pushed
+//! into it and where finished work is acknowledged. The local source's acceptance,
+//! checkpoints and summary are written against this trait (as `CrawlFrontier`, which pins
+//! the checkpoint types to the disk frontier's, the only ones a local checkpoint can
+//! store); another store of queues is a backend here, another origin of work a source
+//! there.
 //!
 //! Guarantees: the promises every backend makes are listed on [`FrontierBackend`]; the disk
 //! frontier's unit tests check them for [`Frontier`] (order, hand-out and in-flight through
@@ -29,7 +33,7 @@ use super::{
 };
 use crate::robots::RobotsOutcome;
 
-/// A frontier as the crawl's dispatcher uses it: queues of accepted URLs per host, handed out
+/// A frontier as the crawl's driver uses it: queues of accepted URLs per host, handed out
 /// politely, with what is handed out kept until it is given back.
 ///
 /// # What a backend promises
@@ -72,6 +76,12 @@ pub trait FrontierBackend {
     /// Queues an accepted URL at the back of its host's queue (`host_key` as
     /// [`crate::normalize::host_key`] gives it).
     fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError>;
+    /// Counts a URL for its host's `max_pages_per_host` without queuing it (a resume's URLs
+    /// queued after the checkpoint and recorded since).
+    fn count_queued(&mut self, host_key: &str);
+    /// How long from `now` until host `host_key` may be served by another process's fresh
+    /// limiter (a distributed process ending its lease).
+    fn handoff_wait(&self, host_key: &str, now: Instant) -> Duration;
     /// The next piece of work whose host may be served at `now`, if any.
     fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError>;
     /// When the earliest host with work may be served, if any host has work.
@@ -114,6 +124,23 @@ pub trait FrontierBackend {
     fn take_lookups(&mut self) -> Vec<AddressLookup>;
     /// The answer to a lookup from [`take_lookups`](Self::take_lookups).
     fn address_resolved(&mut self, lookup: AddressLookup, answer: AddressAnswer);
+    /// The monitor's reports of the `count` busiest hosts and of `also` (see
+    /// `frontier/report.rs`). By default from [`top_hosts`](Self::top_hosts) alone, without
+    /// robots.txt state or next allowed time.
+    fn host_reports(&self, count: usize, also: &[String]) -> Vec<super::HostReport> {
+        let _ = also;
+        self.top_hosts(count)
+            .into_iter()
+            .map(|(host, queued_ever, queued)| super::HostReport {
+                host,
+                queued: queued as u64,
+                queued_ever,
+                in_flight: 0,
+                robots: "unknown",
+                next_allowed_in: None,
+            })
+            .collect()
+    }
 }
 
 impl FrontierBackend for Frontier {
@@ -122,6 +149,12 @@ impl FrontierBackend for Frontier {
 
     fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         Frontier::push(self, host_key, item)
+    }
+    fn count_queued(&mut self, host_key: &str) {
+        Frontier::count_queued(self, host_key)
+    }
+    fn handoff_wait(&self, host_key: &str, now: Instant) -> Duration {
+        Frontier::handoff_wait(self, host_key, now)
     }
     fn take_lookups(&mut self) -> Vec<AddressLookup> {
         Frontier::take_lookups(self)
@@ -180,5 +213,8 @@ impl FrontierBackend for Frontier {
     }
     fn stats(&self) -> FrontierStats {
         Frontier::stats(self)
+    }
+    fn host_reports(&self, count: usize, also: &[String]) -> Vec<super::HostReport> {
+        Frontier::host_reports(self, count, also)
     }
 }

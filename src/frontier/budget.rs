@@ -122,13 +122,9 @@ pub(crate) enum BudgetKey {
 
 /// The budget of the name in host key `key` (`scheme://host[:port]`).
 pub(crate) fn name_key(key: &str) -> BudgetKey {
-    let rest = key.split_once("://").map_or(key, |(_, rest)| rest);
-    // An IPv6 literal keeps its brackets, so the port is what follows `]:`.
-    let host = match rest.rfind(']') {
-        Some(end) => &rest[..=end],
-        None => rest.rsplit_once(':').map_or(rest, |(host, _)| host),
-    };
-    BudgetKey::Name(xxhash_rust::xxh3::xxh3_64(host.as_bytes()))
+    BudgetKey::Name(xxhash_rust::xxh3::xxh3_64(
+        crate::host::key_name(key).as_bytes(),
+    ))
 }
 
 /// What a kind of budget allows: its rate (none: unlimited) and its cap on requests in flight.

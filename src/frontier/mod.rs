@@ -46,7 +46,7 @@
 //!
 //! # Checkpoints
 //!
-//! The frontier is owned by one task (the crawl's dispatcher) and is not shared: no lock is
+//! The frontier is owned by one task (the crawl's driver) and is not shared: no lock is
 //! needed, and its state at any instant is one consistent value. It also owns what it hands
 //! out: a URL given as a [`Dispatch`] stays in its keeping, in flight, until
 //! [`Frontier::complete`] or `Frontier::retry` gives the dispatch back, so a checkpoint
@@ -92,7 +92,7 @@
 //! - `residency.rs`: which hosts' state is in memory, eviction and restore;
 //! - `robots_gate.rs`: robots.txt per host (fetch first, rules, backoff, give up);
 //! - `snapshot.rs`: the checkpoint snapshot and the `hosts.bin` format;
-//! - `backend.rs`: [`FrontierBackend`], the operations the crawl's dispatcher uses and what
+//! - `backend.rs`: [`FrontierBackend`], the operations the crawl's driver uses and what
 //!   any frontier implementing them must promise;
 //! - [`store`]: the per-host queues on disk; [`robots_cache`]: robots.txt bodies on disk.
 
@@ -828,9 +828,4 @@ impl Frontier {
     }
 }
 
-/// The host key of a canonical URL (empty if it does not parse, which a queued URL always does).
-pub(crate) fn key_of(url: &str) -> String {
-    url::Url::parse(url)
-        .map(|u| crate::normalize::host_key(&u))
-        .unwrap_or_default()
-}
+pub(crate) use crate::host::key_of;

@@ -257,9 +257,9 @@ impl Monitor {
     /// and its report of the busiest and the failing hosts, the seen-set's figures
     /// (`seen_bytes` its size), Redis's round trips in distributed mode, and the descriptor
     /// pauses not yet in the counters.
-    pub fn snapshot_of(
+    pub fn snapshot_of<F: crate::frontier::FrontierBackend>(
         &self,
-        frontier: &crate::frontier::Frontier,
+        frontier: &F,
         seen: crate::seen::SeenStats,
         seen_bytes: u64,
         redis_round_trips: Option<u64>,

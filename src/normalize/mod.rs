@@ -16,8 +16,10 @@
 //!    `file:`…) is [`Rejected`], and the caller counts it.
 //! 2. Trailing dots of a domain are removed (`example.org.` → `example.org`, also
 //!    `example.org..`): the fully qualified spelling names the same DNS host, and
-//!    politeness and scope must see one host ([`host_key`] folds them too). A host made
-//!    only of dots is rejected ([`Rejected::NoHost`]).
+//!    politeness and scope must see one host ([`host_key`] folds them too). A domain whose
+//!    last label is a number keeps two (`foo.09...` → `foo.09..`): without them the WHATWG
+//!    parser reads it as an IPv4 address and refuses it. A host made only of dots (`.`,
+//!    `..`, valid WHATWG hosts that name the DNS root) is rejected ([`Rejected::NoHost`]).
 //! 3. The fragment is dropped: it never reaches the server.
 //! 4. Percent-encoding gets one spelling per octet in path and query (RFC 3986 §2, §6.2.2;
 //!    the rules exactly are in `percent.rs`): unreserved characters (`A-Z a-z 0-9 - . _ ~`)
@@ -369,12 +371,17 @@ fn fold_trailing_dots(url: &mut Url) -> Result<(), Rejected> {
         return Err(Rejected::NoHost);
     }
     let folded = folded.to_string();
-    // Without its trailing dots a domain may read as an IPv4 address (`1.2.3.4..` →
-    // `1.2.3.4`, the host it names) or as an invalid one (`.0x7f..` → `.0x7f`: a last label
-    // that is a number makes the host an address, and this one is none). Such a host names
-    // nothing a browser would reach: the URL is refused rather than kept with its dots,
-    // which would make two spellings of one host (found by the property test).
-    url.set_host(Some(&folded))
+    if url.set_host(Some(&folded)).is_ok() {
+        return Ok(());
+    }
+    // Without its trailing dots a domain may read as an address: a last label that is a
+    // number makes the host an IPv4 address (`1.2.3.4..` → `1.2.3.4`, the host it names,
+    // taken above), and `foo.09` or `.0x7f` are none, so the parser refuses them. With one
+    // trailing dot the last label is still the number; with two, the WHATWG parser reads a
+    // domain (web-platform-tests' `http://foo.09..` is valid, `http://foo.09.` is not).
+    // So such a host keeps exactly two: the one valid spelling of every `foo.09..…`, as the
+    // dots the other domains lose make one spelling of theirs.
+    url.set_host(Some(&format!("{folded}..")))
         .map_err(|_| Rejected::Unparsable)
 }
 
@@ -410,20 +417,8 @@ pub fn normalize_str(input: &str) -> Result<Url, Rejected> {
     default_normalizer().normalize_str(input)
 }
 
-/// The politeness key of a URL: scheme, host and port, e.g. `http://a.test:8080`.
-/// Requests to one key share one rate limit and one concurrency cap. A domain's trailing
-/// dots are left out (`a.test.` and `a.test` are one host), also for a URL that was not
-/// canonicalized.
-pub fn host_key(url: &Url) -> String {
-    let host = url.host_str().unwrap_or("");
-    let folded = host.trim_end_matches('.');
-    // IP addresses never end in a dot; a host made only of dots keeps them.
-    let host = if folded.is_empty() { host } else { folded };
-    match url.port() {
-        Some(port) => format!("{}://{}:{}", url.scheme(), host, port),
-        None => format!("{}://{}", url.scheme(), host),
-    }
-}
+/// The politeness key of a URL (see [`crate::host`], where host identity is derived).
+pub use crate::host::host_key;
 
 #[cfg(test)]
 mod tests {

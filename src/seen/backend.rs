@@ -3,8 +3,8 @@
 //!
 //! The crawl asks only four things of its seen-set, from two kinds of caller:
 //! - parse threads ask [`SeenBackend::contains`], a lock-free read, to drop links that are
-//!   certainly seen before they reach the dispatcher;
-//! - the dispatcher, the single writer, asks [`SeenBackend::insert_new`] /
+//!   certainly seen before they reach the driver;
+//! - the driver, the single writer, asks [`SeenBackend::insert_new`] /
 //!   [`SeenBackend::insert_new_batch`] for the URLs it is about to queue, and queues exactly
 //!   those answered "new". Being the one writer is what makes `max_urls` exact: the cap is
 //!   checked before each insert, with no race at the boundary.

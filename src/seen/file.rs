@@ -151,7 +151,7 @@ pub(crate) fn write_atomically(
 }
 
 /// What a file holds once checked: the plan, the filled array, the counters.
-pub struct Loaded {
+pub(super) struct Loaded {
     pub(crate) plan: Plan,
     pub(crate) array: BlockArray,
     pub(crate) insertions: u64,

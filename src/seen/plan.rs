@@ -204,6 +204,17 @@ impl Plan {
         Err(PlanError::Inconsistent { reason })
     }
 
+    /// The URLs the filter was sized for.
+    pub fn sized_for(&self) -> u64 {
+        self.n
+    }
+
+    /// The model fpp of this filter once it holds `n` keys (for a crawl extended past the
+    /// `max_urls` it was sized for).
+    pub fn expected_fpp_at(&self, n: u64) -> f64 {
+        blocked_fpp(n, self.blocks, self.k)
+    }
+
     /// One line for the start-up log.
     pub fn summary(&self) -> String {
         format!(

@@ -29,7 +29,7 @@
 //!   on, robots.txt fetches get a line too (`"kind": "robots"`). A response that is answered
 //!   by a retry (a 503 tried again) is not archived: the attempt that ends the URL is. A crash
 //!   leaves at most records in excess, which resume cuts ([`recovery`]).
-//! - **Off the dispatcher's path.** Digests and compression run where the response is
+//! - **Off the driver's path.** Digests and compression run where the response is
 //!   finished (parse threads, fetch tasks); the output thread only appends finished members.
 //!
 //! Why our own writer rather than the `warc` crate: it compresses a whole file as one gzip
@@ -43,6 +43,11 @@ pub(crate) mod fixture;
 pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod recovery;
+pub(crate) mod sink;
+/// warcio on the archives the library's tests write, the helper the end-to-end tests use.
+#[cfg(test)]
+#[path = "../../tests/warcio_support/mod.rs"]
+pub(crate) mod warcio_check;
 pub(crate) mod writer;
 
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! Digests are SHA-1 in base32 (`sha1:…`), the form every WARC tool reads: the block digest
 //! covers the whole content block (HTTP head and body as kept), the payload digest only the
 //! entity body as sent, still content-coded. Building a record is pure CPU and runs off the
-//! dispatcher's path (on the parse threads or a fetch task); only appending the finished
+//! driver's path (on the parse threads or a fetch task); only appending the finished
 //! bytes is left to the output thread.
 
 use std::fmt::Write as _;
@@ -190,7 +190,7 @@ fn deflate_into(
 }
 
 /// What the archive writes for one fetch that ended: its response (or, for a payload already
-/// archived, a revisit) and its request. Built off the dispatcher's path; the output thread
+/// archived, a revisit) and its request. Built off the driver's path; the output thread
 /// decides response or revisit (it owns the digest index) and appends.
 #[derive(Debug)]
 pub(crate) struct ArchivedFetch {

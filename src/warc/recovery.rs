@@ -280,8 +280,13 @@ mod tests {
         );
         let members: Vec<_> = Members::open(&file).unwrap().collect();
         assert!(members.iter().all(Result::is_ok));
-        // warcinfo + 5 × (request + response or revisit).
+        // warcinfo + 5 × (request + response or revisit), whole for warcio too.
         assert_eq!(members.len(), 11);
+        use crate::warc::warcio_check::{check, Brotli};
+        assert_eq!(
+            check(std::slice::from_ref(&file), Brotli::AsInstalled),
+            [11]
+        );
         assert_eq!(recovered.next_serial, 1);
         assert_eq!(recovered.notes.len(), 1, "{:?}", recovered.notes);
         // Lines 0 and 3 share a payload: 0 is the original, 3 a revisit; the index knows the

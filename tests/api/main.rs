@@ -20,3 +20,4 @@ mod scope_rules;
 mod seen_api;
 mod store_basic;
 mod store_model;
+mod whatwg_url;

@@ -18,7 +18,12 @@
 //! - the archive on (`output.warc`), one of three processes killed with `kill -9`: the others
 //!   seal its files, every WARC file passes `warcio check`, every response or revisit record
 //!   has exactly one pages line over all processes and every archived line its record;
-//! - the crawl-wide `summary.json` (and `crawler status --json`) from Redis's figures.
+//! - the crawl-wide `summary.json` (and `crawler status --json`) from Redis's figures;
+//! - a Redis with `requirepass`: the right password crawls, a wrong one (or user, or none)
+//!   is one line and exit 2 at once, and the password shows nowhere (log, status, config,
+//!   summaries); `rediss://` with a private CA (`network.ca_file`) and the README's ACL user;
+//! - `crawler status` on a running crawl, on one whose processes all stopped, and on an
+//!   unknown crawl id.
 //!
 //! `redis-server` must be installed (`.ci/run` installs it when missing).
 
@@ -33,6 +38,7 @@ use crawler::output::{PageRecord, RecordKind};
 use testweb::{requests_per_url, CrawlRules, TestWebServer, Web, WebSpec};
 
 use crate::warc::{checked_index, warc_files};
+use crate::warcio_support::Brotli;
 
 /// A `redis-server` of the test's own, on a free loopback port, in a temporary directory;
 /// killed when dropped.
@@ -40,11 +46,26 @@ pub(crate) struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     aof: bool,
+    secured: Secured,
     child: Option<Child>,
+}
+
+/// How a [`RedisServer`] is protected: the default user's password (`requirepass`), TLS
+/// only (`--port 0`, certificates of a CA made up in its directory: `ca.pem`), and further
+/// configuration (ACL users).
+#[derive(Default)]
+struct Secured {
+    password: Option<&'static str>,
+    tls: bool,
+    extra: Vec<&'static str>,
 }
 
 impl RedisServer {
     pub(crate) fn start(aof: bool) -> RedisServer {
+        RedisServer::start_secured(aof, Secured::default())
+    }
+
+    fn start_secured(aof: bool, secured: Secured) -> RedisServer {
         // A free port: bound, then released for redis-server to take.
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -55,16 +76,64 @@ impl RedisServer {
             port,
             dir: tempfile::tempdir().unwrap(),
             aof,
+            secured,
             child: None,
         };
+        if server.secured.tls {
+            server.write_certificates();
+        }
         server.spawn();
         server
     }
 
+    /// A CA (`ca.pem`, what the crawler is given as `network.ca_file`) and the server's
+    /// certificate for 127.0.0.1 signed by it, made with rcgen as testweb's TLS does.
+    fn write_certificates(&self) {
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "e2e Redis CA");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca =
+            rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+                .unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &*ca)
+            .unwrap();
+        std::fs::write(self.ca_file(), ca.pem()).unwrap();
+        std::fs::write(self.dir.path().join("server.pem"), server.pem()).unwrap();
+        std::fs::write(self.dir.path().join("server.key"), key.serialize_pem()).unwrap();
+    }
+
+    fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
     fn spawn(&mut self) {
         let mut command = Command::new("redis-server");
+        let port = self.port.to_string();
+        if self.secured.tls {
+            let file = |name: &str| self.dir.path().join(name);
+            command
+                .args(["--port", "0", "--tls-port", &port])
+                .arg("--tls-cert-file")
+                .arg(file("server.pem"))
+                .arg("--tls-key-file")
+                .arg(file("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(file("ca.pem"))
+                .args(["--tls-auth-clients", "no"]);
+        } else {
+            command.args(["--port", &port]);
+        }
+        if let Some(password) = self.secured.password {
+            command.args(["--requirepass", password]);
+        }
         command
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(&self.secured.extra)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
             .args(["--appendonly", if self.aof { "yes" } else { "no" }])
             .args(["--appendfsync", "always"])
@@ -104,14 +173,37 @@ impl RedisServer {
         }
     }
 
+    /// The URL of the default user (with its password, if it has one).
     pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        self.url_as(self.secured.password.map(|p| ("", p)))
     }
 
-    /// A command through `redis-cli`, its raw output.
+    /// The URL for `user` and `password` (the default user: an empty name).
+    fn url_as(&self, credentials: Option<(&str, &str)>) -> String {
+        let scheme = if self.secured.tls { "rediss" } else { "redis" };
+        let userinfo = credentials.map_or(String::new(), |(user, password)| {
+            format!("{user}:{password}@")
+        });
+        format!("{scheme}://{userinfo}127.0.0.1:{}/0", self.port)
+    }
+
+    /// A command through `redis-cli` as the default user, its raw output.
     fn cli(&self, args: &[&str]) -> String {
-        Command::new("redis-cli")
-            .args(["-p", &self.port.to_string(), "--raw"])
+        let auth = self.secured.password.map(|p| ("default", p));
+        self.cli_as(auth, args)
+    }
+
+    /// A command through `redis-cli` as `user` with `password`, its raw output.
+    fn cli_as(&self, auth: Option<(&str, &str)>, args: &[&str]) -> String {
+        let mut command = Command::new("redis-cli");
+        command.args(["-p", &self.port.to_string(), "--raw"]);
+        if self.secured.tls {
+            command.arg("--tls").arg("--cacert").arg(self.ca_file());
+        }
+        if let Some((user, password)) = auth {
+            command.args(["--user", user, "--pass", password, "--no-auth-warning"]);
+        }
+        command
             .args(args)
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -144,6 +236,11 @@ struct Shared {
 
 impl Shared {
     fn new(spec: WebSpec, aof: bool, settings: &[&str]) -> Shared {
+        Shared::on(spec, RedisServer::start(aof), settings)
+    }
+
+    /// A crawl of `spec` on `redis`.
+    fn on(spec: WebSpec, redis: RedisServer, settings: &[&str]) -> Shared {
         let web = Arc::new(Web::new(spec));
         let server = TestWebServer::start(web.clone()).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -151,7 +248,7 @@ impl Shared {
         Shared {
             web,
             server,
-            redis: RedisServer::start(aof),
+            redis,
             dir,
             crawl_id: "e2e",
             settings: settings.iter().map(|s| s.to_string()).collect(),
@@ -164,6 +261,12 @@ impl Shared {
 
     /// Starts one process; `max_urls` as given.
     fn spawn(&self, max_urls: &str) -> Child {
+        self.spawn_on(max_urls, &self.redis.url(), &[], "warn")
+    }
+
+    /// Starts one process on the Redis of `redis_url`, with further `--set` settings and
+    /// `RUST_LOG=log`.
+    fn spawn_on(&self, max_urls: &str, redis_url: &str, settings: &[&str], log: &str) -> Child {
         let (pattern, addr) = self.server.resolve_entry();
         let mut command = Command::new(env!("CARGO_BIN_EXE_crawler"));
         command
@@ -177,19 +280,45 @@ impl Shared {
                 "out",
             ])
             .args(["--progress", "quiet", "--concurrency", "8"])
-            .args(["--redis", &self.redis.url(), "--crawl-id", self.crawl_id])
+            .args(["--redis", redis_url, "--crawl-id", self.crawl_id])
             .args(["--set", &format!("network.resolve.\"{pattern}\"={addr}")])
             .args(["--set", "crawl.retries=1"])
             // The ground truth's depth (`CrawlRules::default()`), which bounds the calendar
             // trap: the crawler's own default is deeper.
             .args(["--set", "crawl.max_depth=16"])
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", log)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        for setting in &self.settings {
+        for setting in self
+            .settings
+            .iter()
+            .map(String::as_str)
+            .chain(settings.iter().copied())
+        {
             command.args(["--set", setting]);
         }
         command.spawn().unwrap()
+    }
+
+    /// Runs `crawler ARGS` in the crawl's directory: exit code, stdout and stderr.
+    fn crawler(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let o = Command::new(env!("CARGO_BIN_EXE_crawler"))
+            .current_dir(self.dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    /// `crawler status` of this crawl on `redis_url`, with further arguments.
+    fn status(&self, redis_url: &str, args: &[&str]) -> (Option<i32>, String, String) {
+        let mut all = vec!["status", "--redis", redis_url, "--crawl-id", self.crawl_id];
+        all.extend_from_slice(args);
+        self.crawler(&all)
     }
 
     /// Waits for a process, which must fail (exit code 2) with `message` in its stderr.
@@ -877,7 +1006,7 @@ fn kill_9_with_the_archive_on_leaves_every_warc_file_valid_and_sealed() {
         "robots.txt fetches have lines"
     );
     let files = warc_files(&crawl.out());
-    let (indexed, _) = checked_index(&files);
+    let (indexed, _) = checked_index(&files, Brotli::AsInstalled);
     let writers: BTreeSet<String> = files
         .iter()
         .map(|file| {
@@ -898,4 +1027,285 @@ fn kill_9_with_the_archive_on_leaves_every_warc_file_valid_and_sealed() {
         "one set of files per process: {writers:?}"
     );
     assert!(writers.contains(&victim_id), "{writers:?}");
+}
+
+/// The password of the tests' protected Redis: looked for in every output.
+const PASSWORD: &str = "e2e-pw-7c1f9a";
+
+/// Exactly one line on stderr, exit 2: what a refused start must give.
+fn one_fatal_line(what: &str, (code, stdout, stderr): (Option<i32>, String, String)) -> String {
+    assert_eq!(code, Some(2), "{what}: {stdout}{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{what}: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_password_protected_redis_takes_the_right_password_and_refuses_a_wrong_one_at_once() {
+    let _load = crate::support::ordinary();
+    let redis = RedisServer::start_secured(
+        false,
+        Secured {
+            password: Some(PASSWORD),
+            ..Secured::default()
+        },
+    );
+    let crawl = Shared::on(WebSpec::small(80), redis, &["politeness.per_host_rps=1000"]);
+    let url = crawl.redis.url();
+    let shown = url.replace(PASSWORD, "***");
+    // Refused: a wrong password, a wrong user, none. Each is fatal at once (the default
+    // `redis_timeout_secs` would retry for 60 s, logging each retry, and then say
+    // "unreachable"), says what to fix, and shows no password.
+    let port = crawl.redis.port;
+    let wrong = format!("redis://:not-it@127.0.0.1:{port}/0");
+    let wrong_user = format!("redis://nobody:{PASSWORD}@127.0.0.1:{port}/0");
+    let none = format!("redis://127.0.0.1:{port}/0");
+    let refused = "Redis refused the user name or password (WRONGPASS); give them as redis://USER:PASSWORD@HOST:PORT/DB (an ACL user) or redis://:PASSWORD@HOST:PORT/DB (requirepass) in distributed.redis or --redis";
+    let noauth = "Redis asks for a password (NOAUTH) and the URL gives none; give them as redis://USER:PASSWORD@HOST:PORT/DB (an ACL user) or redis://:PASSWORD@HOST:PORT/DB (requirepass) in distributed.redis or --redis";
+    for (bad, shown_bad, why) in [
+        (&wrong, format!("redis://:***@127.0.0.1:{port}/0"), refused),
+        (
+            &wrong_user,
+            format!("redis://nobody:***@127.0.0.1:{port}/0"),
+            refused,
+        ),
+        (&none, none.clone(), noauth),
+    ] {
+        let o = crawl
+            .spawn_on("1e6", bad, &[], "warn")
+            .wait_with_output()
+            .unwrap();
+        let result = (
+            o.status.code(),
+            String::new(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        );
+        let line = one_fatal_line(bad, result);
+        assert_eq!(line, format!("crawler: redis {shown_bad}: {why}\n"));
+        assert!(
+            !line.contains(PASSWORD) && !line.contains("not-it"),
+            "{line}"
+        );
+        let line = one_fatal_line(bad, crawl.status(bad, &[]));
+        assert!(line.contains(why), "{line}");
+    }
+    assert_eq!(
+        crawl.meta("accepted"),
+        0,
+        "a refused process wrote to Redis"
+    );
+
+    // The right password: the crawl runs whole; the log names the Redis, redacted.
+    let child = crawl.spawn_on("1e6", &url, &[], "info");
+    let log = crawl.finish(child);
+    assert!(log.contains(&format!("on {shown}")), "{log}");
+    let (extra, twice) = crawl.check("with a password");
+    assert_eq!((extra, twice), (0, 0), "a page fetched or recorded twice");
+    crawl.assert_drained();
+
+    // Nowhere a password: log, status (text and JSON), `crawler config`, the summaries.
+    assert!(!log.contains(PASSWORD), "{log}");
+    let (code, text, stderr) = crawl.status(&url, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        text.lines().next(),
+        Some(format!("crawl \"e2e\" on {shown}: finished").as_str())
+    );
+    let (code, json, stderr) = crawl.status(&url, &["--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, config, stderr) = crawl.crawler(&[
+        "config",
+        "--set",
+        &format!("distributed.redis={url:?}"),
+        "--set",
+        "distributed.crawl_id=e2e",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(config.contains(&format!("redis = {shown:?}")), "{config}");
+    let mut shown_texts = vec![text, json, config];
+    for entry in std::fs::read_dir(crawl.out()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            shown_texts.push(std::fs::read_to_string(path).unwrap());
+        }
+    }
+    assert!(shown_texts.len() >= 5, "summary.json and summary-<id>.json");
+    for text in shown_texts {
+        assert!(!text.contains(PASSWORD), "{text}");
+    }
+}
+
+/// The README's ACL rule for the crawl's user: its keys, every command but the dangerous
+/// ones (CONFIG, SAVE, FLUSHALL, KEYS, DEBUG, …).
+const ACL_RULE: [&str; 7] = [
+    "crawler",
+    "on",
+    ">e2e-crawler-pw",
+    "~crawl:*",
+    "resetchannels",
+    "+@all",
+    "-@dangerous",
+];
+
+#[test]
+fn rediss_with_a_private_ca_and_an_acl_user_crawls_end_to_end() {
+    let _load = crate::support::ordinary();
+    let mut extra = vec!["--user"];
+    extra.extend(ACL_RULE);
+    // A user that may only read: refused at the crawl's first write.
+    extra.extend([
+        "--user",
+        "reader",
+        "on",
+        ">e2e-reader-pw",
+        "~crawl:*",
+        "+@read",
+    ]);
+    let redis = RedisServer::start_secured(
+        false,
+        Secured {
+            password: Some(PASSWORD),
+            tls: true,
+            extra,
+        },
+    );
+    let crawl = Shared::on(WebSpec::small(82), redis, &["politeness.per_host_rps=1000"]);
+    let url = crawl.redis.url_as(Some(("crawler", "e2e-crawler-pw")));
+    let ca_file = format!(
+        "network.ca_file={:?}",
+        crawl.redis.ca_file().display().to_string()
+    );
+    // Without the CA the server's certificate is refused, at once.
+    let o = crawl
+        .spawn_on("1e6", &url, &[], "warn")
+        .wait_with_output()
+        .unwrap();
+    let line = one_fatal_line(
+        "no ca_file",
+        (
+            o.status.code(),
+            String::new(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ),
+    );
+    assert!(
+        line.contains("TLS: the server's certificate was refused (invalid peer certificate: UnknownIssuer); a private CA is trusted with network.ca_file"),
+        "{line}"
+    );
+    // A user without the rule's permissions: one line, exit 2, at once.
+    let reader = crawl.redis.url_as(Some(("reader", "e2e-reader-pw")));
+    let o = crawl
+        .spawn_on("1e6", &reader, &[&ca_file], "warn")
+        .wait_with_output()
+        .unwrap();
+    let line = one_fatal_line(
+        "reader",
+        (
+            o.status.code(),
+            String::new(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ),
+    );
+    assert_eq!(
+        line,
+        format!(
+            "crawler: redis {}: the ACL user may not run a command or touch a key the crawl needs (see the README's ACL rule): this user has no permissions to run the 'script|load' command\n",
+            reader.replace("e2e-reader-pw", "***")
+        )
+    );
+    // With it, the crawl runs whole as the ACL user.
+    let child = crawl.spawn_on("1e6", &url, &[&ca_file], "warn");
+    crawl.finish(child);
+    let (extra, twice) = crawl.check("over TLS");
+    assert_eq!((extra, twice), (0, 0), "a page fetched or recorded twice");
+    crawl.assert_drained();
+    // `crawler status` from a config file (as the README advises: no password on the
+    // command line).
+    let config = format!(
+        "[distributed]\nredis = {url:?}\ncrawl_id = \"e2e\"\n[network]\nca_file = {:?}\n",
+        crawl.redis.ca_file().display().to_string()
+    );
+    std::fs::write(crawl.dir.path().join("crawl.toml"), config).unwrap();
+    let (code, text, stderr) = crawl.crawler(&["status", "--config", "crawl.toml"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(text.starts_with(&format!(
+        "crawl \"e2e\" on {}: finished\n",
+        url.replace("e2e-crawler-pw", "***")
+    )));
+    // What the rule is for: the crawl's user cannot make Redis write files.
+    let answer = crawl.redis.cli_as(
+        Some(("crawler", "e2e-crawler-pw")),
+        &["CONFIG", "SET", "dir", "/tmp"],
+    );
+    assert!(answer.starts_with("NOPERM"), "{answer}");
+}
+
+#[test]
+fn status_tells_a_stopped_crawl_from_a_running_one_and_refuses_an_unknown_id() {
+    let _load = crate::support::ordinary();
+    let settings = slow_settings(40);
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let crawl = Shared::new(WebSpec::small(81), false, &settings);
+    let url = crawl.redis.url();
+    let unknown = crawl.crawler(&["status", "--redis", &url, "--crawl-id", "no-such"]);
+    let line = one_fatal_line("unknown id", unknown);
+    assert_eq!(
+        line,
+        format!("crawler: crawl \"no-such\" is not in Redis at {url} (no such crawl id there)\n")
+    );
+    let unknown = crawl.crawler(&["status", "--json", "--redis", &url, "--crawl-id", "no-such"]);
+    one_fatal_line("unknown id, JSON", unknown);
+    // Neither on the command line nor in a config file: which Redis, which crawl?
+    let line = one_fatal_line("no Redis", crawl.crawler(&["status", "--crawl-id", "e2e"]));
+    assert_eq!(
+        line,
+        "crawler: status: which Redis? give --redis URL, or --config FILE with [distributed] redis\n"
+    );
+    let line = one_fatal_line("no crawl id", crawl.crawler(&["status", "--redis", &url]));
+    assert_eq!(
+        line,
+        "crawler: status: which crawl? give --crawl-id ID, or --config FILE with [distributed] crawl_id\n"
+    );
+
+    let children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
+    let procs = format!("crawl:{{{}}}:procs", crawl.crawl_id);
+    let started = Instant::now();
+    while crawl.recorded_so_far() < 30 || crawl.redis.int(&["HLEN", &procs]) < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the crawl did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, text, _) = crawl.status(&url, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        text.lines().next(),
+        Some(format!("crawl \"e2e\" on {url}: running, 2 live processes").as_str())
+    );
+    for child in &children {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+    }
+    for child in children {
+        crawl.finish(child);
+    }
+    let queued = crawl.meta("queued");
+    assert!(
+        queued > 0,
+        "the crawl ended before its processes were stopped"
+    );
+    let (code, text, _) = crawl.status(&url, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        text.lines().next(),
+        Some(format!("crawl \"e2e\" on {url}: stopped, no live process, {queued} URLs queued; start processes with the same --crawl-id to go on").as_str())
+    );
+    let (_, json, _) = crawl.status(&url, &["--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["state"], "stopped", "{json}");
+    assert_eq!(json["live_processes"], 0, "{json}");
+    let processes = json["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 2, "{json}");
+    assert!(processes.iter().all(|p| p["state"] == "stopped"), "{json}");
 }

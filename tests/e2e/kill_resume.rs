@@ -396,8 +396,9 @@ fn killed_at_the_first_request_resumes() {
     assert!(pages.contains(&hang), "{pages}");
 }
 
-/// A queue-log append that fails (a full disk) stops the crawl with an error that says to
-/// `--resume`, the last checkpoint intact; the resumed crawl comes out exact.
+/// A queue-log append that fails on a full disk stops the crawl with one line that ends with
+/// what to do (free space, `--resume`) and a best-effort `summary.json`, the last checkpoint
+/// intact; the resumed crawl comes out exact.
 #[test]
 fn a_failed_queue_log_append_stops_the_crawl_resumably() {
     let _load = crate::support::ordinary();
@@ -405,10 +406,56 @@ fn a_failed_queue_log_append_stops_the_crawl_resumably() {
     let o = crawl.run(false, Some("queue-log:40"), 0);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("queued-"), "{stderr}");
-    assert!(stderr.contains("--resume"), "{stderr}");
+    // One line: the file, what happened, the OS's reason, and what to do, last.
+    let last = stderr.trim_end().lines().last().unwrap();
+    let (start, end) = (
+        "crawler: checkpoint: out/checkpoint/queued-",
+        ".jsonl: cannot append to the queue log; the crawl stopped, its last checkpoint intact: No space left on device (os error 28); free space, then run the same command with --resume",
+    );
+    assert!(last.starts_with(start) && last.ends_with(end), "{stderr}");
+    // And summary.json, with the figures up to the stop and the error.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(crawl.out().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stopped"], true, "{summary}");
+    assert!(summary["finished"].as_u64().unwrap() > 0, "{summary}");
+    assert!(
+        summary["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("No space left on device (os error 28)"),
+        "{summary}"
+    );
     let loaded = checkpoint::load(&crawl.out()).unwrap();
     assert!(!loaded.manifest.finished);
     crawl.finish(1);
     crawl.check("after a failed queue-log append");
+}
+
+/// A record that cannot be written to `pages.jsonl` (a full disk) stops the output writer;
+/// the crawl stops with the writer's own reason (the file, the OS's error) and what to do,
+/// writes `summary.json`, and the resumed crawl comes out exact.
+#[test]
+fn a_full_disk_under_pages_jsonl_stops_the_crawl_resumably() {
+    let _load = crate::support::ordinary();
+    let crawl = slow_crawl(66);
+    let o = crawl.run(false, Some("pages:40"), 0);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().last().unwrap(),
+        "crawler: output: cannot write out/pages.jsonl: No space left on device (os error 28); free space, then run the same command with --resume",
+        "{stderr}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(crawl.out().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stopped"], true, "{summary}");
+    assert!(
+        summary["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("No space left on device (os error 28)"),
+        "{summary}"
+    );
+    crawl.finish(1);
+    crawl.check("after a full disk under pages.jsonl");
 }

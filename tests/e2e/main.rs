@@ -17,3 +17,5 @@ mod resume_e2e;
 mod support;
 mod tls;
 mod warc;
+#[path = "../warcio_support/mod.rs"]
+mod warcio_support;

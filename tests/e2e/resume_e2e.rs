@@ -284,7 +284,20 @@ fn incompatible_resume_says_what_differs() {
     let loaded = checkpoint::load(out.path()).unwrap();
     let e = run(&changed, &seeds, None, Some(loaded)).expect_err("refused");
     let text = chain(&e);
-    assert!(text.contains("max_urls was 1000000, now 123456"), "{text}");
+    // Blamed on max_urls alone: the seen-set keeps the size it was given.
+    assert!(
+        text.contains(": max_urls was 1000000, now 123456: a crawl can be extended, not shrunk;"),
+        "{text}"
+    );
+    assert!(!text.contains("seen-set"), "{text}");
+    let file = out.path().join("changed.toml");
+    std::fs::write(&file, config.to_toml()).unwrap();
+    let changed = crawler::config::Config::load(Some(&file), &["seen.fpp=0.01".into()]).unwrap();
+    let loaded = checkpoint::load(out.path()).unwrap();
+    let e = run(&changed, &seeds, None, Some(loaded)).expect_err("refused");
+    let text = chain(&e);
+    assert!(text.contains("([seen] fpp/memory changed)"), "{text}");
+    assert!(!text.contains("max_urls"), "{text}");
     let loaded = checkpoint::load(out.path()).unwrap();
     let e = run(&config, &seeds[..1], None, Some(loaded)).expect_err("refused");
     assert!(chain(&e).contains("seed list differs"), "{e}");

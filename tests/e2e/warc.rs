@@ -1,5 +1,5 @@
 //! The archive (`[output] warc = true`) checked by readers that are not the crawler's: warcio
-//! (`warcio check -v`, `warcio index`; installed by `.ci/run` with pip when missing) and the
+//! (`warcio check -v`, `warcio index`; from the test venv, see `warcio_support`) and the
 //! `warc` crate, which re-reads every record at the offset `pages.jsonl` gives for it. The
 //! synthetic web serves gzip- and brotli-coded, chunked, truncated and non-HTML answers and
 //! identical content under different URLs (`advanced_variants` with parameter stripping off),
@@ -20,54 +20,28 @@ use sha1::{Digest, Sha1};
 use testweb::{fnv1a, Features, ServerOptions, TestWebServer, Web, WebSpec};
 
 use crate::support::{config_for, crawl, records};
+use crate::warcio_support::{self, try_warcio, warcio_with, Brotli};
 
-/// Runs warcio's command line on `args`; fails the test, saying how to install it, when
-/// warcio is missing (it is a test dependency: `.ci/run` installs it).
-pub(crate) fn warcio(args: &[&str]) -> String {
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg("import sys; from warcio.cli import main; sys.exit(main(sys.argv[1:]))")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("python3 runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !stderr.contains("No module named 'warcio'"),
-        "warcio is not installed: `python3 -m pip install warcio` (.ci/run does it when missing)"
-    );
-    assert!(
-        output.status.success(),
-        "warcio {args:?} failed: {stderr}\n{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
+/// The `.warc.gz` files of the crawl in `out`, sorted.
 pub(crate) fn warc_files(out: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(out.join("warc"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".warc.gz"))
-        .collect();
-    files.sort();
-    files
+    warcio_support::warc_files(&out.join("warc"))
 }
 
-/// What warcio makes of `files`: each one checked (`warcio check -v`: every digest
-/// verified, none failing), then indexed. Returns the (file name, offset) of every response
-/// and revisit record, which `pages.jsonl` lines point to, and the count of records by type.
+/// What warcio makes of `files`: each one checked (`warcio check -v`: every record read,
+/// every digest verified, none failing), then indexed; brotli as `brotli` says (see
+/// `warcio_support`). Returns the (file name, offset) of every response and revisit record,
+/// which `pages.jsonl` lines point to, and the count of records by type.
 pub(crate) fn checked_index(
     files: &[PathBuf],
+    brotli: Brotli,
 ) -> (BTreeSet<(String, u64)>, BTreeMap<String, usize>) {
     let mut indexed = BTreeSet::new();
     let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    warcio_support::check(files, brotli);
     for file in files {
         let path = file.to_str().unwrap();
-        let checked = warcio(&["check", "-v", path]);
-        assert!(!checked.contains("fail"), "{checked}");
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        for line in warcio(&["index", "-f", "warc-type,offset", path]).lines() {
+        for line in warcio_with(brotli, &["index", "-f", "warc-type,offset", path]).lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             let kind = v["warc-type"].as_str().unwrap().to_string();
             *kinds.entry(kind.clone()).or_default() += 1;
@@ -196,6 +170,8 @@ fn archive_config(server: &TestWebServer, out: &Path) -> Config {
     // The tracking-parameter spellings of `advanced_variants` stay URLs of their own: the
     // same bytes under several URLs, which the archive must write once.
     config.normalize.strip_params = Vec::new();
+    // Every coding the crawler decodes, `br` (opt-in) too: the archive keeps each as sent.
+    config.network.accept_encoding = vec!["gzip".into(), "deflate".into(), "br".into()];
     config
 }
 
@@ -214,7 +190,8 @@ fn the_archive_is_valid_warc_that_agrees_with_pages_jsonl_and_the_server() {
 
     // 1. warcio checks every digest of every record, and indexes exactly what
     //    pages.jsonl lists.
-    let (indexed, kinds) = checked_index(&files);
+    // `br` bodies: checked by warcio as where brotli is not installed (see warcio_support).
+    let (indexed, kinds) = checked_index(&files, Brotli::Hidden);
     assert_eq!(
         kinds["warcinfo"],
         files.len(),
@@ -394,6 +371,109 @@ fn the_archive_is_valid_warc_that_agrees_with_pages_jsonl_and_the_server() {
     assert_eq!(cdxj, listed);
 }
 
+/// `network.accept_encoding` is what the server is offered and what it answers in. By
+/// default `gzip, deflate`: a web that sends brotli to whoever offers it sends none, and the
+/// archive passes the warcio of a user with brotli 1.2.1 (the test venv's), which fails on
+/// every `br` record, as the same crawl with `br` offered shows.
+#[test]
+fn accept_encoding_follows_the_config_and_br_is_used_only_when_asked() {
+    let _load = crate::support::ordinary();
+    let web = Arc::new(Web::new(WebSpec::small(12)));
+    for offer in [None, Some(vec!["br", "gzip"])] {
+        let server = encoding_server(&web);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let mut config = config_for(&server, &out, true);
+        config.output.warc = true;
+        let header = match &offer {
+            None => "gzip, deflate",
+            Some(codings) => {
+                config.network.accept_encoding = codings.iter().map(|c| c.to_string()).collect();
+                "br, gzip"
+            }
+        };
+        let summary = crawl(&config, &web.seeds(), ShutdownHandle::new());
+        assert!(
+            summary.counts.finished > 50,
+            "{header}: {:?}",
+            summary.counts
+        );
+        let log = server.log();
+        server.shutdown();
+        for request in &log {
+            assert_eq!(
+                request.accept_encoding.as_deref(),
+                Some(header),
+                "{}",
+                request.url()
+            );
+        }
+        let sent = |coding| {
+            log.iter()
+                .filter(|r| r.content_coding == Some(coding))
+                .count()
+        };
+        let (gzip, br) = (sent("gzip"), sent("br"));
+        eprintln!("offered {header:?}: {gzip} gzip, {br} br answers");
+        assert!(gzip > 10, "{header}: {gzip} gzip");
+        let files = warc_files(&out);
+        // The archived request says what was sent.
+        let mut archive = Vec::new();
+        for file in &files {
+            flate2::read::MultiGzDecoder::new(std::fs::File::open(file).unwrap())
+                .read_to_end(&mut archive)
+                .unwrap();
+        }
+        let archive = String::from_utf8_lossy(&archive);
+        let archived_offers = archive.matches("\r\naccept-encoding: ").count();
+        assert_eq!(
+            archive
+                .matches(&format!("\r\naccept-encoding: {header}\r\n"))
+                .count(),
+            archived_offers,
+            "{header}"
+        );
+        assert!(archived_offers > 50);
+        let coded_br = |brotli| -> usize {
+            files
+                .iter()
+                .map(|f| {
+                    let path = f.to_str().unwrap();
+                    warcio_with(brotli, &["index", "-f", "http:content-encoding", path])
+                        .lines()
+                        .filter(|l| l.contains("\"br\""))
+                        .count()
+                })
+                .sum()
+        };
+        if offer.is_none() {
+            assert_eq!(br, 0, "br was not offered");
+            checked_index(&files, Brotli::AsInstalled);
+            assert_eq!(coded_br(Brotli::AsInstalled), 0);
+        } else {
+            assert!(br > 10, "{br} br answers");
+            // Archived as sent (a retried page's earlier answers are not archived).
+            let archived_br = coded_br(Brotli::Hidden);
+            assert!(
+                archived_br > 10 && archived_br <= br,
+                "{archived_br} of {br}"
+            );
+            let failures: Vec<String> = files
+                .iter()
+                .filter_map(|f| {
+                    let path = f.to_str().unwrap();
+                    try_warcio(Brotli::AsInstalled, &["check", path]).err()
+                })
+                .collect();
+            assert!(
+                !failures.is_empty() && failures.iter().all(|f| f.contains("unused_data")),
+                "warcio 1.8.1 with brotli 1.2.1 fails on br records: {failures:?}"
+            );
+            checked_index(&files, Brotli::Hidden);
+        }
+    }
+}
+
 /// `kill -9` at random moments of an archiving crawl, then resume: the archive and
 /// `pages.jsonl` agree record for record (warcio reads every file; no record without its
 /// line, no line without its record), and no URL is recorded twice.
@@ -474,7 +554,8 @@ fn the_archive_survives_kill_9_and_agrees_with_pages_jsonl() {
         .iter()
         .filter_map(|r| r.warc.as_ref().map(|w| (w.file.clone(), w.offset)))
         .collect();
-    let (indexed, _) = checked_index(&warc_files(&out));
+    // The default offer (no `br`): checked by the warcio of a user with brotli 1.2.1.
+    let (indexed, _) = checked_index(&warc_files(&out), Brotli::AsInstalled);
     assert_eq!(
         indexed, listed,
         "seed {seed}, {kills} kills: archive and pages.jsonl differ"

@@ -67,6 +67,10 @@ pub struct RequestRecord {
     /// FNV-1a of the body bytes sent (content-coded, as on the wire), for whole-buffer
     /// answers; `None` for streamed ones (the big page, the hostile corner).
     pub body_hash: Option<u64>,
+    /// The request's `Accept-Encoding` header, as sent.
+    pub accept_encoding: Option<String>,
+    /// The content coding the answer was sent in (`gzip`, `br`); `None` for identity.
+    pub content_coding: Option<&'static str>,
 }
 
 /// The HTTP version a request came in.
@@ -188,6 +192,8 @@ impl Shared {
                 connection,
                 version,
                 body_hash: None,
+                accept_encoding: None,
+                content_coding: None,
             });
             log.len() - 1
         } else {
@@ -198,6 +204,8 @@ impl Shared {
             index,
             status: 0,
             body_hash: None,
+            accept_encoding: None,
+            content_coding: None,
         }
     }
 }
@@ -598,6 +606,8 @@ pub(crate) struct Completion<'a> {
     index: usize,
     pub(crate) status: u16,
     pub(crate) body_hash: Option<u64>,
+    pub(crate) accept_encoding: Option<String>,
+    pub(crate) content_coding: Option<&'static str>,
 }
 
 impl Drop for Completion<'_> {
@@ -606,6 +616,8 @@ impl Drop for Completion<'_> {
         if let Some(record) = lock(&self.shared.log).get_mut(self.index) {
             record.status = self.status;
             record.body_hash = self.body_hash;
+            record.accept_encoding = self.accept_encoding.take();
+            record.content_coding = self.content_coding;
             record.finished = finished;
         }
     }
@@ -637,10 +649,22 @@ async fn handle(
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let version = HttpVersion::of(req.version());
     let mut completion = shared.log_start(host, path, user_agent, connection, version);
+    completion.accept_encoding = req
+        .headers()
+        .get(hyper::header::ACCEPT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let response = over_tls(&shared, answer(&shared, &req).await);
     let (response, body_hash) = shape(&shared, &req, response);
     completion.status = response.status().as_u16();
     completion.body_hash = body_hash;
+    completion.content_coding = response
+        .headers()
+        .get(hyper::header::CONTENT_ENCODING)
+        .and_then(|v| match v.as_bytes() {
+            b"gzip" => Some("gzip"),
+            b"br" => Some("br"),
+            _ => None,
+        });
     drop(completion);
     Ok(response)
 }
