@@ -88,3 +88,52 @@ impl Frontier {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{FrontierSection, PolitenessSection};
+    use crate::frontier::{FrontierOptions, FrontierPolicy, QueuedUrl, Work};
+
+    #[test]
+    fn reports_the_busiest_then_the_named_hosts_with_their_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = FrontierPolicy::from_config(&PolitenessSection {
+            per_host_rps: 2.0,
+            per_host_burst: 1,
+            per_host_concurrency: 4,
+            respect_robots: false,
+            ..PolitenessSection::default()
+        });
+        let options = FrontierOptions::from_config(&FrontierSection::default(), dir.path(), "t");
+        let mut f = Frontier::create(policy, options).unwrap();
+        for i in 0..3 {
+            f.push(
+                "http://a",
+                QueuedUrl::new(format!("http://a/{i}"), 0, None, 0),
+            )
+            .unwrap();
+        }
+        f.push("http://b", QueuedUrl::new("http://b/0".into(), 0, None, 0))
+            .unwrap();
+        let dispatched = match f.pop_ready(Instant::now()) {
+            Ok(Some(Work::Fetch(d))) => d,
+            other => panic!("expected a fetch, got {other:?}"),
+        };
+        assert_eq!(dispatched.item.url, "http://a/0");
+
+        let reports = f.host_reports(1, &["http://b".into(), "http://never".into()]);
+        let hosts: Vec<&str> = reports.iter().map(|r| r.host.as_str()).collect();
+        assert_eq!(hosts, ["http://a", "http://b", "http://never"]);
+        let a = &reports[0];
+        assert_eq!((a.queued, a.queued_ever, a.in_flight), (2, 3, 1));
+        assert_eq!(a.robots, "not_needed");
+        // One request just went at 2 per second: the next is at most half a second away
+        // (less by however long this test took since).
+        let wait = a.next_allowed_in.unwrap();
+        assert!(wait <= Duration::from_millis(500), "{wait:?}");
+        assert_eq!((reports[1].queued, reports[1].queued_ever), (1, 1));
+        assert_eq!(reports[2].queued_ever, 0);
+        assert_eq!(reports[2].next_allowed_in, None);
+    }
+}
