@@ -347,15 +347,15 @@ fn chart_card(html: &mut String, title: &str, id: &str, points: &[(f64, f64)], c
     let now = points.last().map_or(0.0, |p| p.0);
     let first = points.first().map_or(0.0, |p| p.0);
     let span = (now - first).clamp(60.0, super::history::KEPT as f64);
-    let max = nice_ceiling(points.iter().map(|p| p.1).fold(0.0, f64::max));
+    let (max, steps) = nice_ceiling(points.iter().map(|p| p.1).fold(0.0, f64::max));
     let x = |t: f64| LEFT + (W - LEFT - 8.0) * (1.0 - ((now - t) / span).clamp(0.0, 1.0));
     let y = |v: f64| TOP + (H - TOP - BOTTOM) * (1.0 - (v / max).clamp(0.0, 1.0));
     let _ = write!(
         html,
         r#"<div class="card"><h2>{title}</h2><svg id="{id}" viewBox="0 0 {W} {H}" role="img" aria-label="{title}">"#
     );
-    for i in 0..=4 {
-        let v = max * i as f64 / 4.0;
+    for i in 0..=steps {
+        let v = max * i as f64 / steps as f64;
         let yy = y(v);
         let _ = write!(
             html,
@@ -414,26 +414,28 @@ fn chart_card(html: &mut String, title: &str, id: &str, points: &[(f64, f64)], c
     html.push_str("</svg></div>");
 }
 
-/// The smallest of 1, 2, 2.5, 5 × 10ⁿ at or above `v` (1 for nothing yet).
-fn nice_ceiling(v: f64) -> f64 {
+/// The chart's scale: the smallest of 1, 2, 4, 5 × 10ⁿ at or above `v` (1 for nothing
+/// yet), and into how many steps it divides so that every grid line is a round number
+/// (1 → 5 × 0.2, 2 → 4 × 0.5, 4 → 4 × 1, 5 → 5 × 1).
+fn nice_ceiling(v: f64) -> (f64, u32) {
     if !(v.is_finite() && v > 0.0) {
-        return 1.0;
+        return (1.0, 5);
     }
     let magnitude = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
+    [(1.0, 5), (2.0, 4), (4.0, 4), (5.0, 5), (10.0, 5)]
         .iter()
-        .map(|m| m * magnitude)
-        .find(|c| *c >= v)
-        .unwrap_or(10.0 * magnitude)
+        .map(|&(m, steps)| (m * magnitude, steps))
+        .find(|(c, _)| *c >= v * (1.0 - 1e-12))
+        .unwrap_or((10.0 * magnitude, 5))
 }
 
 fn axis_label(v: f64) -> String {
     if v >= 1000.0 {
         format!("{:.1}k", v / 1000.0).replace(".0k", "k")
-    } else if v.fract() == 0.0 {
+    } else if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
     } else {
-        format!("{v:.1}")
+        format!("{v:.2}").trim_end_matches('0').to_string()
     }
 }
 
@@ -473,10 +475,15 @@ mod tests {
 
     #[test]
     fn scales_round_up_to_readable_numbers() {
-        assert_eq!(nice_ceiling(0.0), 1.0);
-        assert_eq!(nice_ceiling(7.0), 10.0);
-        assert_eq!(nice_ceiling(180.0), 200.0);
-        assert_eq!(nice_ceiling(2100.0), 2500.0);
+        assert_eq!(nice_ceiling(0.0), (1.0, 5));
+        assert_eq!(nice_ceiling(7.0), (10.0, 5));
+        assert_eq!(nice_ceiling(180.0), (200.0, 4));
+        assert_eq!(nice_ceiling(2100.0), (4000.0, 4));
+        assert_eq!(nice_ceiling(2.0), (2.0, 4));
+        assert_eq!(nice_ceiling(450.0), (500.0, 5));
+        assert_eq!(axis_label(0.5), "0.5");
+        assert_eq!(axis_label(0.25), "0.25");
+        assert_eq!(axis_label(2500.0), "2.5k");
         assert_eq!(count(1234567), "1\u{2009}234\u{2009}567");
         assert_eq!(count(999), "999");
     }
