@@ -67,8 +67,16 @@ use crate::durable::{self, At, IoAt};
 use crate::frontier::{FrontierSnapshot, QueuedUrl, SavedFrontier, SavedHosts};
 use crate::seen::{SeenError, SeenSet};
 
-/// Version of the manifest and frontier file format.
-pub const FORMAT_VERSION: u32 = 3;
+/// Version of the manifest and frontier file format written.
+///
+/// 4: records carry their `counts` (a resume adds those past the checkpoint, so its
+/// counters come out exact) and the manifest the crawl's runs and time. Version 3 is still
+/// read (same files): its records past the checkpoint are counted by what their fields say,
+/// as that version did, and its runs' time is unknown; the crawler says so on resume.
+pub const FORMAT_VERSION: u32 = 4;
+
+/// Versions of the format this crawler resumes from.
+pub const READS_VERSIONS: [u32; 2] = [3, 4];
 
 /// What a checkpoint holds, apart from its files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,8 +102,21 @@ pub struct Manifest {
     pub seen_xxh3: u64,
     pub seeds_xxh3: u64,
     pub seeds: u64,
-    /// The crawl's counters at the checkpoint.
+    /// The crawl's counters at the checkpoint: exactly those of the records it covers, plus
+    /// the figures of the runs that are no URL's (see `crate::crawl::counters`).
     pub counters: BTreeMap<String, u64>,
+    /// Runs of the crawl so far, the one that wrote this checkpoint included (absent in
+    /// format 3: 0).
+    #[serde(default)]
+    pub runs: u64,
+    /// Seconds the crawl's runs have spent crawling, up to this checkpoint (absent in format
+    /// 3: 0).
+    #[serde(default)]
+    pub crawl_secs: f64,
+    /// Pages whose new links a lost record had queued, not fetched again yet, with how many
+    /// (see [`Loaded::orphans`]): kept from resume to resume until each is fetched.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub orphans: BTreeMap<String, u64>,
 }
 
 /// Why a checkpoint could not be written or used. Each names the file and the problem; an
@@ -122,7 +143,7 @@ pub enum CheckpointError {
     },
     #[error("{path}: not a checkpoint manifest: {message}")]
     BadManifest { path: PathBuf, message: String },
-    #[error("{path}: checkpoint format version {found}, this crawler reads {FORMAT_VERSION}")]
+    #[error("{path}: checkpoint format version {found}, this crawler reads versions 3 and 4; resume it with the crawler that wrote it, or start again with --fresh")]
     UnsupportedVersion { path: PathBuf, found: u32 },
     #[error("{path}: {what}")]
     Corrupt { path: PathBuf, what: String },
@@ -276,6 +297,13 @@ pub struct Loaded {
     /// URLs replayed from the queue log, and records found after the checkpoint.
     pub replayed_urls: u64,
     pub replayed_records: u64,
+    /// Pages whose new links are in the queue logs but whose record is not in
+    /// `pages.jsonl` (lost in the crash, or cut): fetched again, they find those links
+    /// seen. By page URL, how many links the logs hold for it.
+    pub(crate) orphans: BTreeMap<String, u64>,
+    /// Seconds the crashed run crawled after the checkpoint, as far as its records tell
+    /// (the last one kept, after the checkpoint's time).
+    pub crawled_after_secs: f64,
 }
 
 /// The checkpoint directory of an output directory.
@@ -389,7 +417,7 @@ pub(crate) fn read_manifest(path: &Path) -> Result<Manifest, CheckpointError> {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-    if manifest.format_version != FORMAT_VERSION {
+    if !READS_VERSIONS.contains(&manifest.format_version) {
         return Err(CheckpointError::UnsupportedVersion {
             path: path.to_path_buf(),
             found: manifest.format_version,
@@ -501,6 +529,8 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
         counters,
         replayed_urls: 0,
         replayed_records: 0,
+        orphans: BTreeMap::new(),
+        crawled_after_secs: 0.0,
     };
     replay(root, &mut loaded)?;
     Ok(loaded)
@@ -671,13 +701,22 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         ends.truncate(at);
         end = start;
     }
-    drop(logged_children);
     // robots.txt lines (written with the archive on) are fetches, not accepted URLs.
     let done: std::collections::HashSet<&str> = records
         .iter()
         .filter(|r| r.kind.is_page())
         .map(|r| r.url.as_str())
         .collect();
+    // The checkpoint's own (not fetched again since an earlier crash), then this crash's.
+    loaded.orphans = loaded.manifest.orphans.clone();
+    for (parent, n) in logged_children {
+        if !done.contains(parent) {
+            *loaded.orphans.entry(parent.to_string()).or_insert(0) += n;
+        }
+    }
+    for url in &done {
+        loaded.orphans.remove(*url);
+    }
     for item in &queued {
         loaded.seen.insert_new(item.url.as_bytes());
     }
@@ -699,32 +738,60 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         bytes: end,
         records: loaded.manifest.pages_records + records.len() as u64,
     };
-    let mut bump = |name: &str, n: u64| *loaded.counters.entry(name.to_string()).or_insert(0) += n;
+    loaded.crawled_after_secs = crawled_after(&loaded.manifest.created_at, &records);
+    let legacy = loaded.manifest.format_version < 4;
+    let counters = &mut loaded.counters;
+    let mut bump = |name: &str, n: u64| *counters.entry(name.to_string()).or_insert(0) += n;
     bump("accepted", loaded.replayed_urls);
     bump("finished", loaded.replayed_records);
     for r in &records {
-        if let Some(location) = &r.warc {
-            // The archive's figures that a line can tell: its two records, and a revisit.
-            bump("warc_records", 2);
-            if location.record == "revisit" {
-                bump("warc_revisits", 1);
-            }
-        }
-        if !r.kind.is_page() {
+        if legacy {
+            legacy_counts(r, &mut bump);
             continue;
         }
-        bump("bytes", r.bytes);
-        let class = match (r.status, r.error.is_some()) {
-            (Some(s), _) if (200..300).contains(&s) => "ok",
-            (Some(s), _) if (300..400).contains(&s) => "redirects",
-            (Some(s), _) if (400..500).contains(&s) && s != 429 => "client_errors",
-            (Some(_), _) => "server_errors",
-            (None, true) if r.attempts == 0 => "disallowed",
-            (None, _) => "network_errors",
-        };
-        bump(class, 1);
+        for (name, n) in r.counts.nonzero() {
+            bump(&name, n);
+        }
     }
     Ok(())
+}
+
+/// Seconds from the checkpoint's time to the last of `records` (0 if none is later).
+fn crawled_after(checkpoint_at: &str, records: &[crate::output::PageRecord]) -> f64 {
+    let Ok(from) = humantime::parse_rfc3339(checkpoint_at) else {
+        return 0.0;
+    };
+    records
+        .iter()
+        .filter_map(|r| humantime::parse_rfc3339(&r.fetched_at).ok())
+        .filter_map(|at| at.duration_since(from).ok())
+        .map(|after| after.as_secs_f64())
+        .fold(0.0, f64::max)
+}
+
+/// What a record written by a format-3 crawler (no `counts`) tells of the counters: its
+/// response class, bytes and archive records; the fate of its links is not known.
+fn legacy_counts(r: &crate::output::PageRecord, bump: &mut impl FnMut(&str, u64)) {
+    if let Some(location) = &r.warc {
+        // The archive's figures that a line can tell: its two records, and a revisit.
+        bump("warc_records", 2);
+        if location.record == "revisit" {
+            bump("warc_revisits", 1);
+        }
+    }
+    if !r.kind.is_page() {
+        return;
+    }
+    bump("bytes", r.bytes);
+    let class = match (r.status, r.error.is_some()) {
+        (Some(s), _) if (200..300).contains(&s) => "ok",
+        (Some(s), _) if (300..400).contains(&s) => "redirects",
+        (Some(s), _) if (400..500).contains(&s) && s != 429 => "client_errors",
+        (Some(_), _) => "server_errors",
+        (None, true) if r.attempts == 0 => "disallowed",
+        (None, _) => "network_errors",
+    };
+    bump(class, 1);
 }
 
 /// What [`read_lines`] does with a bad line that is not the torn end of a crash.

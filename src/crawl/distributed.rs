@@ -37,7 +37,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::admission::Refusal;
-use super::counters::CrawlCounters;
+use super::counters::{CrawlCounters, PageCounts};
 use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
 use super::messages::{Candidates, Completion, Outcome};
 use super::summary::Ending;
@@ -348,7 +348,9 @@ pub(crate) async fn run(
         counters: &counters,
         seen: cache.stats(),
         plan: cache.plan(),
-        elapsed: started.elapsed(),
+        // A process never resumes (its id is new): its run is its whole share.
+        time: super::checkpoints::CrawlTime::first_run(started),
+        finished_before: 0,
         stopped,
     });
     // The process's own summary, with what it cost in Redis beside it (the whole crawl's
@@ -533,18 +535,19 @@ impl Process {
                             tasks.spawn(robots_task(fetch.clone(), robots));
                         }
                         Some(Work::Disallowed(item)) => {
-                            CrawlCounters::add(&self.counters.disallowed, 1);
-                            self.record_unfetched(&item, "disallowed by robots.txt")
-                                .await?;
+                            self.record_unfetched(&item, "disallowed by robots.txt", |c| {
+                                c.disallowed += 1
+                            })
+                            .await?;
                         }
                         Some(Work::Deferred { item, crawl_delay }) => {
-                            CrawlCounters::add(&self.counters.deferred, 1);
                             let reason = format!(
                                 "deferred: robots.txt asks for a Crawl-delay of {} s, over politeness.max_crawl_delay_secs = {} s",
                                 crawl_delay.as_secs_f64(),
                                 self.config.politeness.max_crawl_delay_secs
                             );
-                            self.record_unfetched(&item, &reason).await?;
+                            self.record_unfetched(&item, &reason, |c| c.deferred += 1)
+                                .await?;
                         }
                     }
                 }
@@ -707,8 +710,8 @@ impl Process {
                 }
                 let reason = outcome.give_up_reason();
                 for item in frontier.robots_done(fetch, outcome)? {
-                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
-                    self.record_unfetched(&item, &reason).await?;
+                    self.record_unfetched(&item, &reason, |c| c.robots_unavailable += 1)
+                        .await?;
                 }
             }
             Completion::Discovered { candidates, .. } => {
@@ -723,7 +726,7 @@ impl Process {
                 dispatch,
                 outcome: Outcome::Retry { delay },
             } => {
-                CrawlCounters::add(&self.counters.retries, 1);
+                // Counted with the URL's record (its attempts), when it ends.
                 frontier.retry(dispatch, delay);
             }
             Completion::Page {
@@ -809,7 +812,9 @@ impl Process {
                 },
             ));
         }
-        Refusal::Seen.count(&self.counters, known);
+        let mut counts = PageCounts::default();
+        Refusal::Seen.count(&mut counts, known);
+        self.counters.add_page(&counts);
         items
     }
 
@@ -850,10 +855,10 @@ impl Process {
                         }
                         0 => {
                             self.cache.insert_new(item.url.as_bytes());
-                            Refusal::Seen.count(&self.counters, 1);
+                            Refusal::Seen.count(&mut record.counts, 1);
                         }
-                        2 => Refusal::OverMaxUrls.count(&self.counters, 1),
-                        _ => Refusal::HostCap.count(&self.counters, 1),
+                        2 => Refusal::OverMaxUrls.count(&mut record.counts, 1),
+                        _ => Refusal::HostCap.count(&mut record.counts, 1),
                     }
                 }
                 CrawlCounters::add(&self.counters.accepted, queued);
@@ -889,8 +894,14 @@ impl Process {
         Ok(())
     }
 
-    async fn record_unfetched(&mut self, item: &QueuedUrl, reason: &str) -> Result<(), CrawlError> {
+    async fn record_unfetched(
+        &mut self,
+        item: &QueuedUrl,
+        reason: &str,
+        counted: impl FnOnce(&mut PageCounts),
+    ) -> Result<(), CrawlError> {
         let mut record = base_record(item);
+        counted(&mut record.counts);
         record.attempts = 0;
         record.error = Some(reason.to_string());
         record.fetched_at = rfc3339(SystemTime::now());
@@ -909,6 +920,7 @@ impl Process {
         archive: Archived,
         url: &str,
     ) -> Result<(), CrawlError> {
+        self.counters.add_page(&record.counts);
         self.sender()?.send_archived(record, archive).await?;
         self.records_sent += 1;
         let number = self.records_sent;
