@@ -180,13 +180,33 @@ fn kill_and_resume(
     rps: u32,
     run_ms: std::ops::Range<u64>,
 ) -> (usize, u32) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let rate = format!("politeness.per_host_rps={rps}");
     let crawl = CliCrawl::new(
         WebSpec::small(61),
         None,
         &[rate.as_str(), "checkpoint.interval_secs=0.5"],
     );
+    let kills = kill_until_done(&crawl, seed, max_kills, run_ms);
+    let extra = crawl.check(&format!("seed {seed}, {kills} kills"));
+    // Pages fetched again: those in flight at a kill (CONCURRENCY at most), and those whose
+    // record had not reached the OS yet (see the module doc of `crawler::checkpoint`).
+    assert!(
+        extra as usize <= kills * CONCURRENCY,
+        "seed {seed}: {extra} extra requests after {kills} kills (at most {CONCURRENCY} in flight each)"
+    );
+    (kills, extra)
+}
+
+/// Runs `crawl`, killing it (`kill -9`) and resuming it up to `max_kills` times, each run
+/// killed after a random number of milliseconds in `run_ms` (drawn from `seed`), then lets
+/// it finish. Returns the kills made (at least one, or the test fails).
+fn kill_until_done(
+    crawl: &CliCrawl,
+    seed: u64,
+    max_kills: usize,
+    run_ms: std::ops::Range<u64>,
+) -> usize {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut kills = 0;
     loop {
         let mut child = crawl.command(kills > 0, None, kills).spawn().unwrap();
@@ -228,14 +248,7 @@ fn kill_and_resume(
         kills += 1;
     }
     assert!(kills >= 1, "the crawl was never killed (seed {seed})");
-    let extra = crawl.check(&format!("seed {seed}, {kills} kills"));
-    // Pages fetched again: those in flight at a kill (CONCURRENCY at most), and those whose
-    // record had not reached the OS yet (see the module doc of `crawler::checkpoint`).
-    assert!(
-        extra as usize <= kills * CONCURRENCY,
-        "seed {seed}: {extra} extra requests after {kills} kills (at most {CONCURRENCY} in flight each)"
-    );
-    (kills, extra)
+    kills
 }
 
 fn kill_seed(test: &str) -> u64 {
@@ -269,6 +282,119 @@ fn twenty_kills_lose_nothing() {
         "KILL_SEED={seed}: {kills} kills, 0 pages lost, {extra} pages fetched again (bound {})",
         kills * CONCURRENCY
     );
+}
+
+/// Counters that measure the runs rather than the web, which a crawl killed and resumed need
+/// not share with an uninterrupted one (see `crawler::crawl::CrawlSummary`'s module doc):
+/// CPU time (a killed run's is lost), descriptor pauses (the machine's limits), robots.txt
+/// fetches (each resumed run reads robots.txt again), the false-positive estimate (from the
+/// seen-set's fill at each insert: the order of inserts changes it), and retries (a page
+/// whose retry a kill interrupted is fetched again from a server that remembers its first
+/// request: the synthetic web's 503-then-ok pages then answer 200 at once).
+const RUN_FIGURES: [&str; 5] = [
+    "parse_cpu_ns",
+    "descriptor_pauses",
+    "robots_fetches",
+    "false_positive_micros",
+    "retries",
+];
+
+/// The counters of `summary.json`, by name (`out_of_scope.<reason>` for the scope's), but
+/// the run figures.
+fn web_figures(summary: &serde_json::Value) -> BTreeMap<String, u64> {
+    let names = serde_json::to_value(crawler::crawl::CounterValues::default()).unwrap();
+    let mut figures = BTreeMap::new();
+    for (name, zero) in names.as_object().unwrap() {
+        if RUN_FIGURES.contains(&name.as_str()) {
+            continue;
+        }
+        match zero.as_object() {
+            Some(reasons) => {
+                for reason in reasons.keys() {
+                    let value = summary[name][reason].as_u64();
+                    figures.insert(format!("{name}.{reason}"), value.expect(reason));
+                }
+            }
+            None => {
+                let value = summary[name].as_u64();
+                figures.insert(name.clone(), value.unwrap_or_else(|| panic!("{name}")));
+            }
+        }
+    }
+    figures
+}
+
+fn summary_of(crawl: &CliCrawl) -> serde_json::Value {
+    let text = std::fs::read_to_string(crawl.out().join("summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The figures of a crawl killed (`kill -9`) at random moments and resumed to its end are
+/// those of the same crawl run uninterrupted: every counter but the run figures
+/// ([`RUN_FIGURES`]), response classes, links found and their fates, pages parsed. And its
+/// time is given per run and for the whole crawl.
+#[test]
+fn kill_9_and_resume_gives_the_uninterrupted_figures() {
+    let _load = crate::support::ordinary();
+    let seed = kill_seed("kill_9_and_resume_gives_the_uninterrupted_figures");
+    let settings = ["politeness.per_host_rps=40", "checkpoint.interval_secs=0.5"];
+    let whole = CliCrawl::new(WebSpec::small(66), None, &settings);
+    let o = whole.run(false, None, 0);
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "uninterrupted: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let crawl = CliCrawl::new(WebSpec::small(66), None, &settings);
+    let kills = kill_until_done(&crawl, seed, 4, 300..1500);
+    crawl.check(&format!("seed {seed}, {kills} kills"));
+    let (expected, summary) = (summary_of(&whole), summary_of(&crawl));
+    let (want, got) = (web_figures(&expected), web_figures(&summary));
+    let differing: Vec<String> = want
+        .iter()
+        .filter(|(name, n)| got.get(*name) != Some(n))
+        .map(|(name, n)| {
+            format!(
+                "{name}: {} after {kills} kills, {n} uninterrupted",
+                got[name]
+            )
+        })
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "KILL_SEED={seed}: {}",
+        differing.join("; ")
+    );
+    assert!(want["links_found"] > 0 && want["parsed"] > 0);
+    eprintln!(
+        "KILL_SEED={seed}: {kills} kills, {} runs, {} figures equal",
+        summary["runs"],
+        want.len()
+    );
+    // Each record's counts add up to the counters (the seeds' acceptance aside).
+    let mut summed: BTreeMap<String, u64> = BTreeMap::new();
+    for record in crate::support::records(&crawl.out()) {
+        for (name, n) in record.counts.nonzero() {
+            *summed.entry(name.into_owned()).or_default() += n;
+        }
+    }
+    for (name, n) in &summed {
+        assert!(
+            got.get(name).is_none_or(|g| g == n),
+            "{name}: records sum to {n}, summary says {:?}",
+            got.get(name)
+        );
+    }
+    // Time: this run's and the whole crawl's, apart.
+    let runs = summary["runs"].as_u64().unwrap();
+    assert!(
+        (2..=kills as u64 + 1).contains(&runs),
+        "{runs} runs after {kills} kills"
+    );
+    assert!(summary["run_pages"].as_u64() < summary["finished"].as_u64());
+    assert!(summary["crawl_elapsed_secs"].as_f64() > summary["run_elapsed_secs"].as_f64());
+    assert_eq!(expected["runs"], 1);
+    assert_eq!(expected["run_pages"], expected["finished"]);
 }
 
 /// A crawl slow enough to take several checkpoints before it ends.
