@@ -889,7 +889,10 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 /// - `manifest-moved`: publishing, the current manifest is moved aside (renamed to
 ///   `manifest.prev.json`, when it is the one to keep) and the new one is not in place yet:
 ///   the process kills itself;
-/// - `queue-log`: appending an accepted URL to the queue log fails (as on a full disk).
+/// - `queue-log`: appending an accepted URL to the queue log fails (as on a full disk);
+/// - `links-logged`: a page's new links are in the queue log (handed to the OS) and its
+///   record is not sent yet: the process kills itself, and the resume finds links whose
+///   page has no record (see [`Loaded::orphans`]).
 pub mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
@@ -898,7 +901,8 @@ pub mod fault {
     pub const VARIABLE: &str = "CRAWLER_FAULT";
 
     /// The crash points this module reads (the crawl's panic points are its own).
-    pub(crate) const POINTS: [&str; 3] = ["prepared", "manifest-moved", "queue-log"];
+    pub(crate) const POINTS: [&str; 4] =
+        ["prepared", "manifest-moved", "queue-log", "links-logged"];
 
     fn configured() -> Option<&'static (String, u64)> {
         static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();

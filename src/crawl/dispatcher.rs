@@ -352,6 +352,7 @@ impl Dispatcher {
                     if let Some(log) = self.checkpoints.queue_log() {
                         log.flush()?;
                     }
+                    crate::checkpoint::fault::crash_at("links-logged");
                 }
                 record.new_links = new;
                 if let Some(logged) = self.orphans.remove(&dispatch.item.url) {

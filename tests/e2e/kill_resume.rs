@@ -309,10 +309,14 @@ fn web_figures(summary: &serde_json::Value) -> BTreeMap<String, u64> {
             continue;
         }
         match zero.as_object() {
-            Some(reasons) => {
-                for reason in reasons.keys() {
-                    let value = summary[name][reason].as_u64();
-                    figures.insert(format!("{name}.{reason}"), value.expect(reason));
+            // By reason (the scope's): every reason the summary names.
+            Some(_) => {
+                let reasons = summary[name]
+                    .as_object()
+                    .unwrap_or_else(|| panic!("{name}"));
+                assert!(!reasons.is_empty(), "{name}");
+                for (reason, value) in reasons {
+                    figures.insert(format!("{name}.{reason}"), value.as_u64().expect(reason));
                 }
             }
             None => {
@@ -395,6 +399,37 @@ fn kill_9_and_resume_gives_the_uninterrupted_figures() {
     assert!(summary["crawl_elapsed_secs"].as_f64() > summary["run_elapsed_secs"].as_f64());
     assert_eq!(expected["runs"], 1);
     assert_eq!(expected["run_pages"], expected["finished"]);
+}
+
+/// Killed with a page's new links in the queue log and its record not written: the resume
+/// queues the links, fetches the page again, finds them seen, and counts them once (as new,
+/// by the queue log), not a second time as seen; every figure comes out as uninterrupted.
+#[test]
+fn killed_between_a_pages_links_and_its_record_counts_them_once() {
+    let _load = crate::support::ordinary();
+    let whole = slow_crawl(67);
+    let o = whole.run(false, None, 0);
+    assert!(matches!(o.status.code(), Some(0) | Some(1)));
+    let crawl = slow_crawl(67);
+    let o = crawl.run(false, Some("links-logged:40"), 0);
+    assert!(
+        killed(&o),
+        "{:?} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let loaded = checkpoint::load(&crawl.out()).unwrap();
+    assert!(
+        loaded.replayed_urls > 0,
+        "the killed page's links are in the queue log"
+    );
+    crawl.finish(1);
+    crawl.check("killed between a page's links and its record");
+    let (want, got) = (
+        web_figures(&summary_of(&whole)),
+        web_figures(&summary_of(&crawl)),
+    );
+    assert_eq!(got, want);
 }
 
 /// A crawl slow enough to take several checkpoints before it ends.
