@@ -432,6 +432,74 @@ fn killed_between_a_pages_links_and_its_record_counts_them_once() {
     assert_eq!(got, want);
 }
 
+/// Progress in lines mode and the closing lines, word for word where they are words: the
+/// work known (done, queued, in flight) rather than `max_urls`, plain words for the
+/// seen-set, and after a resume this run's time apart from the whole crawl's.
+#[test]
+fn progress_and_closing_lines_say_which_figures_are_which() {
+    let _load = crate::support::ordinary();
+    let mut crawl = slow_crawl(68);
+    let at = crawl.args.iter().position(|a| a == "quiet").unwrap();
+    crawl.args[at] = "lines".into();
+    crawl.args.push("--set".into());
+    crawl.args.push("output.progress_interval_secs=0.2".into());
+    let o = crawl.run(false, Some("links-logged:60"), 0);
+    assert!(killed(&o), "{:?}", o.status);
+    let pages = std::fs::read_to_string(crawl.out().join("pages.jsonl")).unwrap();
+    let recorded_before = pages.matches('\n').count() as u64;
+    let o = crawl.run(true, None, 1);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{stderr}");
+    let summary = summary_of(&crawl);
+    let finished = summary["finished"].as_u64().unwrap();
+    let last = stderr
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .last()
+        .unwrap_or_else(|| panic!("no progress line: {stderr}"));
+    let done = format!(
+        "progress: {} done, 0 queued, 0 in flight · ",
+        grouped(finished)
+    );
+    assert!(last.starts_with(&done), "{last}");
+    assert!(
+        last.contains(" pages/s · ") && last.contains("% full · "),
+        "{last}"
+    );
+    assert!(
+        !stderr.contains("fpp≈") && !stderr.contains("seen fill"),
+        "{stderr}"
+    );
+    // This run's pages: those not recorded by the killed one.
+    let run_pages = summary["run_pages"].as_u64().unwrap();
+    assert_eq!(run_pages, finished - recorded_before);
+    assert_eq!(summary["runs"], 2);
+    let time = stderr
+        .lines()
+        .find(|l| l.starts_with("time: "))
+        .unwrap_or_else(|| panic!("no time line: {stderr}"));
+    assert!(
+        time.starts_with("time: this run ")
+            && time.contains(&format!(" s, {run_pages} pages, "))
+            && time.contains(" pages/s; whole crawl (2 runs): ")
+            && time.ends_with(" pages/s"),
+        "{time}"
+    );
+}
+
+/// `n` with a comma every three digits, as the progress line writes counts.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
 /// A crawl slow enough to take several checkpoints before it ends.
 fn slow_crawl(seed: u64) -> CliCrawl {
     CliCrawl::new(
