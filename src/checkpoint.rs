@@ -957,6 +957,56 @@ pub(crate) fn seeds_hash(seeds: &[url::Url]) -> u64 {
 mod tests {
     use super::*;
 
+    fn manifest_of_version(version: u32) -> String {
+        format!(
+            r#"{{"format_version": {version}, "seq": 2, "created_at": "2026-11-26T05:00:00.000Z",
+            "finished": false, "pages_bytes": 0, "pages_records": 0, "frontier": null,
+            "max_urls": 10, "seen_m_bits": 512, "seen_k": 3, "seen_seed": 0, "seen_xxh3": 0,
+            "seeds_xxh3": 0, "seeds": 1, "counters": {{"parsed": 4}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_format_3_manifest_is_read_and_an_older_one_refused_with_the_versions_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        fs::write(&path, manifest_of_version(3)).unwrap();
+        let manifest = read_manifest(&path).unwrap();
+        assert_eq!((manifest.runs, manifest.crawl_secs), (0, 0.0));
+        assert!(manifest.orphans.is_empty());
+        assert_eq!(manifest.counters.get("parsed"), Some(&4));
+        fs::write(&path, manifest_of_version(2)).unwrap();
+        let e = read_manifest(&path).err().expect("refused");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: checkpoint format version 2, this crawler reads versions 3 and 4; resume it with the crawler that wrote it, or start again with --fresh",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn crawled_after_is_the_last_record_past_the_checkpoint() {
+        let at = |t: &str| crate::output::PageRecord {
+            fetched_at: t.to_string(),
+            ..Default::default()
+        };
+        let records = [
+            at("2026-11-26T05:00:02.500Z"),
+            at("2026-11-26T05:00:04.250Z"),
+            at("2026-11-26T04:59:59.000Z"),
+            at("not a time"),
+        ];
+        let secs = crawled_after("2026-11-26T05:00:00.000Z", &records);
+        assert!((secs - 4.25).abs() < 1e-9, "{secs}");
+        assert_eq!(
+            crawled_after("2026-11-26T05:00:00.000Z", &records[2..]),
+            0.0
+        );
+        assert_eq!(crawled_after("garbage", &records), 0.0);
+    }
+
     #[test]
     fn highest_seq_counts_unpublished_checkpoints_and_logs() {
         let out = tempfile::tempdir().unwrap();

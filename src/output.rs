@@ -565,7 +565,7 @@ mod tests {
         let (writer, tx) =
             OutputWriter::start(dir.path(), 1, OutputPosition::default(), None).unwrap();
         for i in 0..1000 {
-            tx.send(record(i)).await.unwrap();
+            tx.send_archived(Box::new(record(i)), None).await.unwrap();
         }
         tx.handed().await.unwrap();
         assert_eq!(tx.progress().records(), 1000, "all handed to the OS");

@@ -320,7 +320,9 @@ mod tests {
         let counters = CrawlCounters::default();
         CrawlCounters::add(&counters.accepted, 7);
         CrawlCounters::add(&counters.parse_cpu_ns, 11);
-        counters.add_out_of_scope(OutOfScope::ALL[1], 1);
+        let mut scope = PageCounts::default();
+        scope.add_out_of_scope(OutOfScope::ALL[1], 1);
+        counters.add_page(&scope);
         let map = counters.to_map();
         assert_eq!(map.get("accepted"), Some(&7));
         assert_eq!(map.get("parse_cpu_ns"), Some(&11));
@@ -346,6 +348,35 @@ mod tests {
                 assert!(object.contains_key(name), "{name} missing from summary");
             }
         }
+    }
+
+    #[test]
+    fn page_counts_are_written_by_name_only_when_moved_and_read_back() {
+        let mut counts = PageCounts::default();
+        counts.parsed = 1;
+        counts.links_found = 27;
+        counts.add_out_of_scope(OutOfScope::ALL[0], 2);
+        let json = serde_json::to_string(&counts).unwrap_or_default();
+        assert_eq!(
+            json,
+            format!(
+                r#"{{"parsed":1,"links_found":27,"out_of_scope.{}":2}}"#,
+                OutOfScope::ALL[0].as_str()
+            )
+        );
+        let back: PageCounts = serde_json::from_str(&json).unwrap_or_default();
+        assert_eq!(back, counts);
+        // A later crawler's counter is ignored, as a checkpoint's is.
+        let later: PageCounts =
+            serde_json::from_str(r#"{"ok":1,"no_such_counter":5}"#).unwrap_or_default();
+        assert_eq!(later.ok, 1);
+        // Added to the crawl's counters, it moves exactly those.
+        let crawl = CrawlCounters::default();
+        crawl.add_page(&counts);
+        crawl.add_page(&counts);
+        let values = crawl.values();
+        assert_eq!((values.parsed, values.links_found, values.ok), (2, 54, 0));
+        assert_eq!(values.out_of_scope[OutOfScope::ALL[0].as_str()], 4);
     }
 
     #[test]

@@ -258,7 +258,10 @@ fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
-        text.replace("\"format_version\": 3", "\"format_version\": 9"),
+        text.replace(
+            &format!("\"format_version\": {}", checkpoint::FORMAT_VERSION),
+            "\"format_version\": 9",
+        ),
     )
     .unwrap();
     let why = checkpoint::load(out.path()).unwrap().fell_back.unwrap();
