@@ -976,7 +976,7 @@ mod tests {
         assert!(manifest.orphans.is_empty());
         assert_eq!(manifest.counters.get("parsed"), Some(&4));
         fs::write(&path, manifest_of_version(2)).unwrap();
-        let e = read_manifest(&path).err().expect("refused");
+        let e = read_manifest(&path).expect_err("refused");
         assert_eq!(
             e.to_string(),
             format!(

@@ -352,9 +352,11 @@ mod tests {
 
     #[test]
     fn page_counts_are_written_by_name_only_when_moved_and_read_back() {
-        let mut counts = PageCounts::default();
-        counts.parsed = 1;
-        counts.links_found = 27;
+        let mut counts = PageCounts {
+            parsed: 1,
+            links_found: 27,
+            ..PageCounts::default()
+        };
         counts.add_out_of_scope(OutOfScope::ALL[0], 2);
         let json = serde_json::to_string(&counts).unwrap_or_default();
         assert_eq!(

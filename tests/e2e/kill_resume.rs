@@ -454,8 +454,7 @@ fn progress_and_closing_lines_say_which_figures_are_which() {
     let finished = summary["finished"].as_u64().unwrap();
     let last = stderr
         .lines()
-        .filter(|l| l.starts_with("progress: "))
-        .last()
+        .rfind(|l| l.starts_with("progress: "))
         .unwrap_or_else(|| panic!("no progress line: {stderr}"));
     let done = format!(
         "progress: {} done, 0 queued, 0 in flight · ",
