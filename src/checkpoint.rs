@@ -29,6 +29,16 @@
 //! 4096 records, or the writer's buffer, handed to the OS after each burst) — not only what
 //! was in flight. Nothing discovered is forgotten, and no page is recorded twice.
 //!
+//! # The counters come out exact
+//! The manifest's counters are exactly those of the records before `pages_bytes` (a URL's
+//! counts reach the counters in the dispatcher's step that sends its record: see
+//! `crate::crawl::counters`); `replay` adds the `counts` each kept record carries, so the
+//! pages fetched again count once, when they are. One case needs memory across resumes: a
+//! page whose new links reached the queue log while its record was lost. Fetched again, it
+//! finds those links seen; the manifest keeps such pages ([`Manifest::orphans`]) until they
+//! are, so that those links are not counted a second time as seen. The manifest also keeps
+//! the crawl's runs and the seconds they crawled, a killed run's up to its last record.
+//!
 //! Layout under `OUT/checkpoint/`:
 //! - `ckpt-<seq>/seen.bin`: the seen-set file (format in [`crate::seen`]);
 //! - `ckpt-<seq>/hosts.bin`: per-host tallies (format in [`crate::frontier`]);

@@ -774,8 +774,8 @@ impl Process {
         let mut pipe = redis::pipe();
         let mut pages = Vec::new();
         let mut sent: Vec<Vec<(String, QueuedUrl)>> = Vec::new();
-        for (url, record, candidates, archive) in std::mem::take(&mut self.waiting) {
-            let items = self.unknown(candidates, Some(url.clone()));
+        for (url, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
+            let items = self.unknown(candidates, Some(url.clone()), &mut record.counts);
             if !items.is_empty() {
                 self.shared.admit_call(&mut pipe, &items);
             }
@@ -792,8 +792,14 @@ impl Process {
         Ok(())
     }
 
-    /// The candidates the local cache does not know, as items to queue.
-    fn unknown(&self, candidates: Candidates, parent: Option<String>) -> Vec<(String, QueuedUrl)> {
+    /// The candidates the local cache does not know, as items to queue; those it knows are
+    /// counted as seen in `counts` (the finding page's).
+    fn unknown(
+        &self,
+        candidates: Candidates,
+        parent: Option<String>,
+        counts: &mut PageCounts,
+    ) -> Vec<(String, QueuedUrl)> {
         let mut items = Vec::new();
         let mut known = 0;
         for url in candidates.urls {
@@ -812,9 +818,7 @@ impl Process {
                 },
             ));
         }
-        let mut counts = PageCounts::default();
-        Refusal::Seen.count(&mut counts, known);
-        self.counters.add_page(&counts);
+        Refusal::Seen.count(counts, known);
         items
     }
 
@@ -871,7 +875,9 @@ impl Process {
 
     /// The seeds, admitted before the loop starts.
     async fn admit_seeds(&mut self, seeds: Candidates) -> Result<(), CrawlError> {
-        let items = self.unknown(seeds, None);
+        let mut counts = PageCounts::default();
+        let items = self.unknown(seeds, None, &mut counts);
+        self.counters.add_page(&counts);
         if items.is_empty() {
             return Ok(());
         }
