@@ -432,7 +432,6 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         descriptors: Descriptors::new(descriptor_limit),
         orphans,
     };
-    let fresh = replayed.is_none();
     match replayed {
         Some((items, recorded)) => {
             // Queued after the checkpoint, already accepted and in the seen-set: straight
@@ -465,14 +464,15 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         }
     }
 
-    // A checkpoint right away: from here on, a crawl killed at any instant can resume. A
-    // fresh crawl waits for it to be published before its first request, or a kill in its
-    // first moments would leave records and no checkpoint (a directory that neither
-    // `--resume` nor a plain run accepts); a resumed one already has its checkpoint.
+    // A checkpoint right away, published before the first request: from here on, a crawl
+    // killed at any instant can resume. A fresh crawl killed in its first moments would
+    // otherwise leave records and no checkpoint (a directory that neither `--resume` nor a
+    // plain run accepts); a resumed one would leave its records after its predecessor's
+    // checkpoint, which counts one run fewer and the time between the two runs as crawling.
+    let first = Instant::now();
     dispatcher.checkpoint(&mut frontier, &output, false).await?;
-    if fresh {
-        dispatcher.checkpoints.wait(&mut frontier).await?;
-    }
+    dispatcher.checkpoints.wait(&mut frontier).await?;
+    tracing::debug!("first checkpoint published in {:?}", first.elapsed());
 
     let mut display = Progress::start(
         progress,
