@@ -477,6 +477,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     let mut display = Progress::start(
         progress,
         Duration::from_secs_f64(config.output.progress_interval_secs),
+        finished_before,
     );
     let stopped = dispatcher
         .run(

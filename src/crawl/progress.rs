@@ -48,7 +48,9 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    pub(crate) fn start(mode: ProgressMode, interval: Duration) -> Progress {
+    /// Starts the display of a run; `done` is what earlier runs finished (the rate is this
+    /// run's).
+    pub(crate) fn start(mode: ProgressMode, interval: Duration, done: u64) -> Progress {
         let terminal = std::io::stderr().is_terminal();
         let (bar, lines) = match mode {
             ProgressMode::Auto if terminal => (Some(make_bar()), false),
@@ -66,7 +68,7 @@ impl Progress {
             lines,
             interval,
             started: now,
-            last: (now, 0),
+            last: (now, done),
         }
     }
 
@@ -75,11 +77,17 @@ impl Progress {
         self.interval
     }
 
-    pub(crate) fn update(&mut self, f: &ProgressFigures) {
+    /// Pages per second since the last call (or the start), with `finished` done now.
+    fn rate_now(&mut self, finished: u64) -> f64 {
         let now = Instant::now();
         let dt = now.duration_since(self.last.0).as_secs_f64().max(1e-6);
-        let rate = (f.finished.saturating_sub(self.last.1)) as f64 / dt;
-        self.last = (now, f.finished);
+        let rate = (finished.saturating_sub(self.last.1)) as f64 / dt;
+        self.last = (now, finished);
+        rate
+    }
+
+    pub(crate) fn update(&mut self, f: &ProgressFigures) {
+        let rate = self.rate_now(f.finished);
         if let Some(bar) = &self.bar {
             bar.set_length(f.finished + f.queued + f.in_flight);
             bar.set_position(f.finished);
@@ -198,6 +206,18 @@ mod tests {
         );
         f.failures = 2_000;
         assert!(describe(&f, 0.0).contains(" · 2,000 failures · "));
+    }
+
+    #[test]
+    fn a_resumed_run_rates_its_own_pages_only() {
+        let mut progress = Progress::start(ProgressMode::Quiet, Duration::from_secs(1), 5_000);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            progress.rate_now(5_000),
+            0.0,
+            "earlier runs' pages are not this run's"
+        );
+        assert!(progress.rate_now(5_010) > 0.0);
     }
 
     #[test]
