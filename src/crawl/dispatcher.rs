@@ -288,10 +288,16 @@ impl Dispatcher {
     /// between two checkpoints.
     async fn record(
         &mut self,
-        record: Box<PageRecord>,
+        mut record: Box<PageRecord>,
         archive: Option<Box<ArchivedFetch>>,
         output: &OutputSender,
     ) -> Result<(), CrawlError> {
+        if let Some(logged) = self.orphans.remove(&record.url) {
+            // Its lost record counted them as new (`accepted` has them, from the queue
+            // log): not seen again here. `new_links` stays what this fetch added, which
+            // the queue logs since the resume hold.
+            record.counts.links_seen = record.counts.links_seen.saturating_sub(logged);
+        }
         self.counters.add_page(&record.counts);
         CrawlCounters::add(&self.counters.finished, 1);
         output.send_archived(record, archive).await?;
@@ -355,12 +361,6 @@ impl Dispatcher {
                     crate::checkpoint::fault::crash_at("links-logged");
                 }
                 record.new_links = new;
-                if let Some(logged) = self.orphans.remove(&dispatch.item.url) {
-                    // Its lost record counted them as new (`accepted` has them, from the
-                    // queue log): not seen again here. `new_links` stays what this fetch
-                    // added, which the queue logs since the resume hold.
-                    record.counts.links_seen = record.counts.links_seen.saturating_sub(logged);
-                }
                 frontier.complete(dispatch);
                 self.record(record, archive, output).await?;
             }
