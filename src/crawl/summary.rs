@@ -125,10 +125,17 @@ impl CrawlSummary {
     /// How long, and how fast: this run's figures and the whole crawl's, said apart once the
     /// crawl has had more than one run.
     pub(crate) fn time_line(&self) -> String {
-        if self.runs <= 1 {
+        if self.runs <= 1 && self.run_pages == self.counts.finished {
             return format!(
                 "time: {:.1} s, {:.0} pages/s (the whole crawl, in one run)",
                 self.run_elapsed_secs, self.run_pages_per_sec
+            );
+        }
+        if self.runs <= 1 {
+            // Resumed from a checkpoint that did not record its runs (format 3).
+            return format!(
+                "time: this run {:.1} s, {} pages, {:.0} pages/s; the earlier runs' time is not known",
+                self.run_elapsed_secs, self.run_pages, self.run_pages_per_sec
             );
         }
         format!(

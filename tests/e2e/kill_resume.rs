@@ -486,6 +486,63 @@ fn progress_and_closing_lines_say_which_figures_are_which() {
     );
 }
 
+/// A checkpoint of format 3 (an older crawler: no runs or time in its manifest, records
+/// without `counts`) still resumes, to an exact crawl, and the crawler says which figures
+/// it cannot know.
+#[test]
+fn a_format_3_checkpoint_resumes_and_says_what_it_cannot_count() {
+    let _load = crate::support::ordinary();
+    let crawl = slow_crawl(69);
+    let o = crawl.run(false, Some("links-logged:40"), 0);
+    assert!(killed(&o), "{:?}", o.status);
+    // Made into what the previous crawler left: its manifest, its records past it.
+    let manifest_path = checkpoint::checkpoint_dir(&crawl.out()).join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let object = manifest.as_object_mut().unwrap();
+    object.insert("format_version".into(), 3.into());
+    for field in ["runs", "crawl_secs", "orphans"] {
+        object.remove(field);
+    }
+    let from = object["pages_bytes"].as_u64().unwrap() as usize;
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let pages_path = crawl.out().join("pages.jsonl");
+    let pages = std::fs::read(&pages_path).unwrap();
+    let mut rewritten = pages[..from].to_vec();
+    let mut stripped = 0;
+    for line in pages[from..].split_inclusive(|&b| b == b'\n') {
+        let Ok(mut record) = serde_json::from_slice::<serde_json::Value>(line) else {
+            rewritten.extend_from_slice(line); // a torn last line stays torn
+            continue;
+        };
+        record.as_object_mut().unwrap().remove("counts");
+        stripped += 1;
+        rewritten.extend_from_slice(&serde_json::to_vec(&record).unwrap());
+        rewritten.push(b'\n');
+    }
+    std::fs::write(&pages_path, rewritten).unwrap();
+    assert!(stripped > 0, "records past the checkpoint");
+    let o = crawl.run(true, None, 1);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{stderr}");
+    assert!(
+        stderr.contains("the checkpoint is of format 3 (an older crawler): the summary's counters count the pages recorded after it only by their status and bytes, and the earlier runs' time is not known"),
+        "{stderr}"
+    );
+    crawl.check("resumed from a format-3 checkpoint");
+    let summary = summary_of(&crawl);
+    assert_eq!(summary["runs"], 1, "the earlier run is not known");
+    let time = stderr
+        .lines()
+        .find(|l| l.starts_with("time: "))
+        .unwrap_or_default();
+    assert!(
+        time.starts_with("time: this run ")
+            && time.ends_with("; the earlier runs' time is not known"),
+        "{time}"
+    );
+}
+
 /// `n` with a comma every three digits, as the progress line writes counts.
 fn grouped(n: u64) -> String {
     let digits = n.to_string();
