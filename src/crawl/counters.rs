@@ -68,17 +68,30 @@ macro_rules! counters {
         impl PageCounts {
             /// Every counter it moved, by name (`out_of_scope.<reason>` for the scope
             /// reasons), as a checkpoint names them.
-            pub fn nonzero(&self) -> Vec<(std::borrow::Cow<'static, str>, u64)> {
+            pub fn nonzero(&self) -> Vec<(String, u64)> {
                 let mut moved = Vec::new();
+                self.each_moved(|name, n| moved.push((name.to_string(), n)));
+                moved
+            }
+
+            /// Calls `f` with each counter it moved, by name, without allocating (but for
+            /// the rare scope reasons): a record's line is encoded for every page.
+            fn each_moved(&self, mut f: impl FnMut(&str, u64)) {
                 $(if self.$name != 0 {
-                    moved.push((stringify!($name).into(), self.$name));
+                    f(stringify!($name), self.$name);
                 })*
                 for (reason, n) in OutOfScope::ALL.iter().zip(&self.out_of_scope) {
                     if *n != 0 {
-                        moved.push((format!("out_of_scope.{}", reason.as_str()).into(), *n));
+                        f(&format!("out_of_scope.{}", reason.as_str()), *n);
                     }
                 }
-                moved
+            }
+
+            /// How many counters it moved.
+            fn moved(&self) -> usize {
+                let mut moved = 0;
+                $(moved += usize::from(self.$name != 0);)*
+                moved + self.out_of_scope.iter().filter(|n| **n != 0).count()
             }
 
             /// Sets the counter called `name`; false for a name it does not know.
@@ -261,11 +274,14 @@ impl PageCounts {
 impl Serialize for PageCounts {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let moved = self.nonzero();
-        let mut map = serializer.serialize_map(Some(moved.len()))?;
-        for (name, n) in &moved {
-            map.serialize_entry(name.as_ref(), n)?;
-        }
+        let mut map = serializer.serialize_map(Some(self.moved()))?;
+        let mut written = Ok(());
+        self.each_moved(|name, n| {
+            if written.is_ok() {
+                written = map.serialize_entry(name, &n);
+            }
+        });
+        written?;
         map.end()
     }
 }

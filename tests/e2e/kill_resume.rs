@@ -379,7 +379,7 @@ fn kill_9_and_resume_gives_the_uninterrupted_figures() {
     let mut summed: BTreeMap<String, u64> = BTreeMap::new();
     for record in crate::support::records(&crawl.out()) {
         for (name, n) in record.counts.nonzero() {
-            *summed.entry(name.into_owned()).or_default() += n;
+            *summed.entry(name).or_default() += n;
         }
     }
     for (name, n) in &summed {
