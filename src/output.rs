@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::crawl::CrawlCounters;
+use crate::crawl::{CrawlCounters, PageCounts};
 use crate::durable::{self, At, IoAt};
 use crate::warc::record::ArchivedFetch;
 use crate::warc::ArchiveWriter;
@@ -69,6 +69,12 @@ pub struct PageRecord {
     /// For a sitemap (`crawl.sitemaps`), what it held; absent for pages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sitemap: Option<Box<SitemapRecord>>,
+    /// What this fetch added to the crawl's counters, by their `summary.json` names: only
+    /// those it moved, besides the record itself (`finished`) and its `new_links`
+    /// (`accepted`). A resume adds those of the records written after its checkpoint (see
+    /// `crate::crawl::counters`).
+    #[serde(default)]
+    pub counts: PageCounts,
 }
 
 /// What a line of `pages.jsonl` records.
@@ -151,11 +157,6 @@ impl Handed {
 }
 
 impl OutputSender {
-    /// Queues a record, waiting if the writer is behind.
-    pub(crate) async fn send(&self, record: PageRecord) -> Result<(), OutputError> {
-        self.send_archived(Box::new(record), None).await
-    }
-
     /// Queues a record and the archive's records of the same fetch, written together.
     pub(crate) async fn send_archived(
         &self,
@@ -292,7 +293,12 @@ fn write_loop(
                         let mut flush_pages = || out.flush().at("write", &path);
                         let tally =
                             writer.write(&fetch, &mut record, position.bytes, &mut flush_pages)?;
-                        counters.add_archive(tally);
+                        // Counted in the line it belongs to, and at once: a checkpoint's flush
+                        // returns after this, with the counters holding it.
+                        record.counts.add_archive(tally);
+                        let mut archived = PageCounts::default();
+                        archived.add_archive(tally);
+                        counters.add_page(&archived);
                     }
                     line.clear();
                     serde_json::to_writer(&mut line, &record)
@@ -562,7 +568,7 @@ mod tests {
         let (writer, tx) =
             OutputWriter::start(dir.path(), 1, OutputPosition::default(), None).unwrap();
         for i in 0..1000 {
-            tx.send(record(i)).await.unwrap();
+            tx.send_archived(Box::new(record(i)), None).await.unwrap();
         }
         tx.handed().await.unwrap();
         assert_eq!(tx.progress().records(), 1000, "all handed to the OS");

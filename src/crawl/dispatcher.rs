@@ -6,6 +6,11 @@
 //! no URL queued twice, never more than `max_urls` accepted, and a checkpoint that is one
 //! consistent state taken between two completions.
 //!
+//! Counting: a URL's counts come with its record ([`PageCounts`]) and are added to the
+//! crawl's counters in the step that sends the record to the output, so that a checkpoint,
+//! taken by this task between two such steps, holds exactly the counts of the records it
+//! covers (see `super::counters`).
+//!
 //! Termination is explicit: the crawl is over when the frontier has nothing queued and
 //! nothing in flight. Shutdown stops dispatching, gives fetches in flight
 //! `shutdown_grace_secs` to finish and records them; fetches still running then are
@@ -19,7 +24,7 @@ use tokio::time::Instant;
 
 use super::admission::Acceptance;
 use super::checkpoints::Checkpoints;
-use super::counters::CrawlCounters;
+use super::counters::{CrawlCounters, PageCounts};
 use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
 use super::messages::{Completion, Outcome};
 use super::progress::{Progress, ProgressFigures};
@@ -28,17 +33,21 @@ use super::CrawlError;
 use super::CrawlFrontier;
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::frontier::{QueuedUrl, Work};
-use crate::output::{rfc3339, OutputSender};
+use crate::output::{rfc3339, OutputSender, PageRecord};
 use crate::robots::RobotsOutcome;
-use crate::seen::SeenBackend;
+use crate::warc::record::ArchivedFetch;
 
 pub(crate) struct Dispatcher {
     pub(crate) acceptance: Acceptance,
     pub(crate) checkpoints: Checkpoints,
-    pub(crate) seen: Arc<dyn SeenBackend>,
     pub(crate) counters: Arc<CrawlCounters>,
     /// The descriptor budget: no new work while it is exhausted.
     pub(crate) descriptors: Descriptors,
+    /// After a resume: pages whose new links reached the queue log before a crash lost
+    /// their record, with how many (see `crate::checkpoint::Loaded::orphans`). Fetched
+    /// again, such a page finds those links already seen; they are not counted as seen, so
+    /// the figures match an uninterrupted crawl's. Checkpointed until each is fetched.
+    pub(crate) orphans: std::collections::BTreeMap<String, u64>,
 }
 
 /// What the dispatch loop works with besides its own state.
@@ -75,19 +84,39 @@ impl Dispatcher {
         output: &OutputSender,
         finished: bool,
     ) -> Result<(), CrawlError> {
-        self.checkpoints.start(frontier, output, finished).await
+        self.checkpoints
+            .start(frontier, output, finished, &self.orphans)
+            .await
     }
 
-    /// Accepts `candidates` found by `parent` (`None` for seeds). Returns how many were
-    /// queued.
+    /// Accepts `candidates` found by `parent` (`None` for seeds), counting in `counts`.
+    /// Returns how many were queued.
     pub(crate) fn accept<F: CrawlFrontier>(
         &mut self,
         frontier: &mut F,
         candidates: super::messages::Candidates,
         parent: Option<String>,
+        counts: &mut PageCounts,
     ) -> Result<u64, CrawlError> {
-        self.acceptance
-            .accept(frontier, self.checkpoints.queue_log(), candidates, parent)
+        self.acceptance.accept(
+            frontier,
+            self.checkpoints.queue_log(),
+            (candidates, parent),
+            counts,
+        )
+    }
+
+    /// Accepts what no record carries (seeds, a robots.txt's sitemaps), counted at once.
+    pub(crate) fn accept_unrecorded<F: CrawlFrontier>(
+        &mut self,
+        frontier: &mut F,
+        candidates: super::messages::Candidates,
+        parent: Option<String>,
+        mut counts: PageCounts,
+    ) -> Result<(), CrawlError> {
+        self.accept(frontier, candidates, parent, &mut counts)?;
+        self.counters.add_page(&counts);
+        Ok(())
     }
 
     async fn dispatch_loop<F: CrawlFrontier>(
@@ -136,18 +165,19 @@ impl Dispatcher {
                             tasks.spawn(robots_task(fetch.clone(), robots));
                         }
                         Some(Work::Disallowed(item)) => {
-                            CrawlCounters::add(&self.counters.disallowed, 1);
-                            self.record_unfetched(item, "disallowed by robots.txt", output)
-                                .await?;
+                            let mut record = unfetched(&item, "disallowed by robots.txt");
+                            record.counts.disallowed += 1;
+                            self.record(record, None, output).await?;
                         }
                         Some(Work::Deferred { item, crawl_delay }) => {
-                            CrawlCounters::add(&self.counters.deferred, 1);
                             let reason = format!(
                                 "deferred: robots.txt asks for a Crawl-delay of {} s, over politeness.max_crawl_delay_secs = {} s",
                                 crawl_delay.as_secs_f64(),
                                 fetch.config.politeness.max_crawl_delay_secs
                             );
-                            self.record_unfetched(item, &reason, output).await?;
+                            let mut record = unfetched(&item, &reason);
+                            record.counts.deferred += 1;
+                            self.record(record, None, output).await?;
                         }
                     }
                 }
@@ -238,15 +268,14 @@ impl Dispatcher {
         frontier: &mut F,
         busiest: bool,
     ) -> ProgressFigures {
-        let seen = self.seen.stats();
+        let accepted = CrawlCounters::get(&self.counters.accepted);
         ProgressFigures {
             finished: CrawlCounters::get(&self.counters.finished),
-            accepted: CrawlCounters::get(&self.counters.accepted),
             failures: self.counters.failures(),
             queued: frontier.queued(),
             in_flight: frontier.in_flight(),
-            seen_fill: seen.fill,
-            seen_fpp: seen.estimated_fpp,
+            // The seen-set holds exactly the accepted URLs, and is sized for `max_urls`.
+            seen_full: accepted as f64 / self.acceptance.max_urls().max(1) as f64,
             busiest: if busiest {
                 frontier.busiest_host()
             } else {
@@ -255,19 +284,23 @@ impl Dispatcher {
         }
     }
 
-    /// Writes the record of an accepted URL that ends without a fetch.
-    async fn record_unfetched(
+    /// Sends an accepted URL's record to the output, its counts to the counters: one step,
+    /// between two checkpoints.
+    async fn record(
         &mut self,
-        item: QueuedUrl,
-        reason: &str,
+        mut record: Box<PageRecord>,
+        archive: Option<Box<ArchivedFetch>>,
         output: &OutputSender,
     ) -> Result<(), CrawlError> {
-        let mut record = base_record(&item);
-        record.attempts = 0;
-        record.error = Some(reason.to_string());
-        record.fetched_at = rfc3339(SystemTime::now());
+        if let Some(logged) = self.orphans.remove(&record.url) {
+            // Its lost record counted them as new (`accepted` has them, from the queue
+            // log): not seen again here. `new_links` stays what this fetch added, which
+            // the queue logs since the resume hold.
+            record.counts.links_seen = record.counts.links_seen.saturating_sub(logged);
+        }
+        self.counters.add_page(&record.counts);
         CrawlCounters::add(&self.counters.finished, 1);
-        output.send(*record).await?;
+        output.send_archived(record, archive).await?;
         Ok(())
     }
 
@@ -292,19 +325,24 @@ impl Dispatcher {
                 }
                 let reason = outcome.give_up_reason();
                 for item in frontier.robots_done(fetch, outcome)? {
-                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
-                    self.record_unfetched(item, &reason, output).await?;
+                    let mut record = unfetched(&item, &reason);
+                    record.counts.robots_unavailable += 1;
+                    self.record(record, None, output).await?;
                 }
                 return Ok(());
             }
-            Completion::Discovered { candidates, parent } => {
-                self.accept(frontier, candidates, Some(parent))?;
+            Completion::Discovered {
+                candidates,
+                parent,
+                counts,
+            } => {
+                self.accept_unrecorded(frontier, candidates, Some(parent), *counts)?;
                 return Ok(());
             }
         };
         match outcome {
             Outcome::Retry { delay } => {
-                CrawlCounters::add(&self.counters.retries, 1);
+                // Counted with the URL's record (its attempts), when it ends.
                 frontier.retry(dispatch, delay);
             }
             Outcome::Done {
@@ -313,22 +351,31 @@ impl Dispatcher {
                 archive,
             } => {
                 let parent = dispatch.item.url.clone();
-                let new = self.accept(frontier, candidates, Some(parent))?;
+                let new = self.accept(frontier, candidates, Some(parent), &mut record.counts)?;
                 if new > 0 {
                     // The new links reach the OS before the page's record does, so a
                     // crash can never leave the page done and its links forgotten.
                     if let Some(log) = self.checkpoints.queue_log() {
                         log.flush()?;
                     }
+                    crate::checkpoint::fault::crash_at("links-logged");
                 }
                 record.new_links = new;
                 frontier.complete(dispatch);
-                CrawlCounters::add(&self.counters.finished, 1);
-                output.send_archived(record, archive).await?;
+                self.record(record, archive, output).await?;
             }
         }
         Ok(())
     }
+}
+
+/// The record of an accepted URL that ends without a fetch, for `reason`.
+fn unfetched(item: &QueuedUrl, reason: &str) -> Box<PageRecord> {
+    let mut record = base_record(item);
+    record.attempts = 0;
+    record.error = Some(reason.to_string());
+    record.fetched_at = rfc3339(SystemTime::now());
+    record
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

@@ -37,7 +37,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::admission::Refusal;
-use super::counters::CrawlCounters;
+use super::counters::{CrawlCounters, PageCounts};
 use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
 use super::messages::{Candidates, Completion, Outcome};
 use super::summary::Ending;
@@ -348,7 +348,9 @@ pub(crate) async fn run(
         counters: &counters,
         seen: cache.stats(),
         plan: cache.plan(),
-        elapsed: started.elapsed(),
+        // A process never resumes (its id is new): its run is its whole share.
+        time: super::checkpoints::CrawlTime::first_run(started),
+        finished_before: 0,
         stopped,
     });
     // The process's own summary, with what it cost in Redis beside it (the whole crawl's
@@ -533,18 +535,19 @@ impl Process {
                             tasks.spawn(robots_task(fetch.clone(), robots));
                         }
                         Some(Work::Disallowed(item)) => {
-                            CrawlCounters::add(&self.counters.disallowed, 1);
-                            self.record_unfetched(&item, "disallowed by robots.txt")
-                                .await?;
+                            self.record_unfetched(&item, "disallowed by robots.txt", |c| {
+                                c.disallowed += 1
+                            })
+                            .await?;
                         }
                         Some(Work::Deferred { item, crawl_delay }) => {
-                            CrawlCounters::add(&self.counters.deferred, 1);
                             let reason = format!(
                                 "deferred: robots.txt asks for a Crawl-delay of {} s, over politeness.max_crawl_delay_secs = {} s",
                                 crawl_delay.as_secs_f64(),
                                 self.config.politeness.max_crawl_delay_secs
                             );
-                            self.record_unfetched(&item, &reason).await?;
+                            self.record_unfetched(&item, &reason, |c| c.deferred += 1)
+                                .await?;
                         }
                     }
                 }
@@ -707,8 +710,8 @@ impl Process {
                 }
                 let reason = outcome.give_up_reason();
                 for item in frontier.robots_done(fetch, outcome)? {
-                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
-                    self.record_unfetched(&item, &reason).await?;
+                    self.record_unfetched(&item, &reason, |c| c.robots_unavailable += 1)
+                        .await?;
                 }
             }
             Completion::Discovered { candidates, .. } => {
@@ -723,7 +726,7 @@ impl Process {
                 dispatch,
                 outcome: Outcome::Retry { delay },
             } => {
-                CrawlCounters::add(&self.counters.retries, 1);
+                // Counted with the URL's record (its attempts), when it ends.
                 frontier.retry(dispatch, delay);
             }
             Completion::Page {
@@ -771,8 +774,8 @@ impl Process {
         let mut pipe = redis::pipe();
         let mut pages = Vec::new();
         let mut sent: Vec<Vec<(String, QueuedUrl)>> = Vec::new();
-        for (url, record, candidates, archive) in std::mem::take(&mut self.waiting) {
-            let items = self.unknown(candidates, Some(url.clone()));
+        for (url, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
+            let items = self.unknown(candidates, Some(url.clone()), &mut record.counts);
             if !items.is_empty() {
                 self.shared.admit_call(&mut pipe, &items);
             }
@@ -789,8 +792,14 @@ impl Process {
         Ok(())
     }
 
-    /// The candidates the local cache does not know, as items to queue.
-    fn unknown(&self, candidates: Candidates, parent: Option<String>) -> Vec<(String, QueuedUrl)> {
+    /// The candidates the local cache does not know, as items to queue; those it knows are
+    /// counted as seen in `counts` (the finding page's).
+    fn unknown(
+        &self,
+        candidates: Candidates,
+        parent: Option<String>,
+        counts: &mut PageCounts,
+    ) -> Vec<(String, QueuedUrl)> {
         let mut items = Vec::new();
         let mut known = 0;
         for url in candidates.urls {
@@ -809,7 +818,7 @@ impl Process {
                 },
             ));
         }
-        Refusal::Seen.count(&self.counters, known);
+        Refusal::Seen.count(counts, known);
         items
     }
 
@@ -850,10 +859,10 @@ impl Process {
                         }
                         0 => {
                             self.cache.insert_new(item.url.as_bytes());
-                            Refusal::Seen.count(&self.counters, 1);
+                            Refusal::Seen.count(&mut record.counts, 1);
                         }
-                        2 => Refusal::OverMaxUrls.count(&self.counters, 1),
-                        _ => Refusal::HostCap.count(&self.counters, 1),
+                        2 => Refusal::OverMaxUrls.count(&mut record.counts, 1),
+                        _ => Refusal::HostCap.count(&mut record.counts, 1),
                     }
                 }
                 CrawlCounters::add(&self.counters.accepted, queued);
@@ -866,7 +875,9 @@ impl Process {
 
     /// The seeds, admitted before the loop starts.
     async fn admit_seeds(&mut self, seeds: Candidates) -> Result<(), CrawlError> {
-        let items = self.unknown(seeds, None);
+        let mut counts = PageCounts::default();
+        let items = self.unknown(seeds, None, &mut counts);
+        self.counters.add_page(&counts);
         if items.is_empty() {
             return Ok(());
         }
@@ -889,8 +900,14 @@ impl Process {
         Ok(())
     }
 
-    async fn record_unfetched(&mut self, item: &QueuedUrl, reason: &str) -> Result<(), CrawlError> {
+    async fn record_unfetched(
+        &mut self,
+        item: &QueuedUrl,
+        reason: &str,
+        counted: impl FnOnce(&mut PageCounts),
+    ) -> Result<(), CrawlError> {
         let mut record = base_record(item);
+        counted(&mut record.counts);
         record.attempts = 0;
         record.error = Some(reason.to_string());
         record.fetched_at = rfc3339(SystemTime::now());
@@ -909,6 +926,7 @@ impl Process {
         archive: Archived,
         url: &str,
     ) -> Result<(), CrawlError> {
+        self.counters.add_page(&record.counts);
         self.sender()?.send_archived(record, archive).await?;
         self.records_sent += 1;
         let number = self.records_sent;

@@ -48,7 +48,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use url::Url;
 
-pub use counters::{CounterValues, CrawlCounters};
+pub use counters::{CounterValues, CrawlCounters, PageCounts};
 pub use parse_pool::ParseThreadError;
 pub use progress::ProgressMode;
 pub use shutdown::ShutdownHandle;
@@ -68,7 +68,7 @@ use crate::scope::Scope;
 use crate::seen::{Plan, SeenBackend, SeenSet};
 use crate::warc::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
 use admission::{Acceptance, Admission};
-use checkpoints::Checkpoints;
+use checkpoints::{Checkpoints, CrawlTime};
 use dispatcher::{Dispatcher, Wiring};
 use fetch_task::FetchShared;
 use messages::{Candidates, ParseJob};
@@ -163,6 +163,11 @@ struct Start {
     seq: u64,
     /// The checkpoint resumed from.
     resumed_from: Option<u64>,
+    /// Runs before this one and the seconds they crawled.
+    before: (u64, f64),
+    /// Pages whose records a crash lost after their links were queued (see
+    /// `Dispatcher::orphans`).
+    orphans: std::collections::BTreeMap<String, u64>,
 }
 
 fn start_state(
@@ -188,11 +193,19 @@ fn start_state(
             replayed: None,
             seq: 0,
             resumed_from: None,
+            before: (0, 0.0),
+            orphans: Default::default(),
         });
     };
     loaded.manifest.check_compatible(out_dir, expectation)?;
     for damage in &loaded.damage {
         tracing::warn!("resume: {damage}");
+    }
+    if loaded.manifest.format_version < checkpoint::FORMAT_VERSION {
+        tracing::warn!(
+            "resume: the checkpoint is of format {} (an older crawler): the summary's counters count the pages recorded after it only by their status and bytes, and the earlier runs' time is not known",
+            loaded.manifest.format_version
+        );
     }
     tracing::info!(
         "resuming checkpoint {} of {}: {} URLs done, {} queued at the checkpoint ({} queued and {} recorded after it, replayed)",
@@ -221,6 +234,11 @@ fn start_state(
         replayed: Some((loaded.queued_after, loaded.recorded_from_log)),
         seq: loaded.manifest.seq.max(checkpoint::highest_seq(out_dir)),
         resumed_from: Some(loaded.manifest.seq),
+        before: (
+            loaded.manifest.runs,
+            loaded.manifest.crawl_secs + loaded.crawled_after_secs,
+        ),
+        orphans: loaded.orphans,
     })
 }
 
@@ -284,13 +302,7 @@ fn start_workers(
     let gate = Arc::new(RequestGate::new(config, seeds, scope.clone())?);
     let resolver = gate.resolver();
     let fetcher = Fetcher::new(config, gate)?;
-    let admission = Arc::new(Admission::new(
-        config,
-        config.normalizer()?,
-        scope,
-        seen,
-        counters.clone(),
-    ));
+    let admission = Arc::new(Admission::new(config, config.normalizer()?, scope, seen));
     let faults = faults::Faults::from_env();
     let parse_pool = ParsePool::start(
         config.crawl.parse_threads,
@@ -374,7 +386,15 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         replayed,
         seq,
         resumed_from,
+        before,
+        orphans,
     } = start_state(&config, &seeds, resume, plan.clone(), &expectation)?;
+    let time = CrawlTime {
+        runs: before.0 + 1,
+        before_secs: before.1,
+        started,
+    };
+    let finished_before = CrawlCounters::get(&counters.finished);
     let archive = start_archive(&config, resumed_from.is_some(), start)?;
     let archive_file = archive.as_ref().map(ArchiveWriter::current);
     let archiver = archive_file.as_ref().map(|current| Archiver {
@@ -416,14 +436,13 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
             seq,
             resumed_from,
             expectation,
-            seen.clone(),
-            counters.clone(),
+            (seen.clone(), counters.clone()),
+            time,
         )?,
-        seen: seen_backend,
         counters: counters.clone(),
         descriptors: Descriptors::new(descriptor_limit),
+        orphans,
     };
-    let fresh = replayed.is_none();
     match replayed {
         Some((items, recorded)) => {
             // Queued after the checkpoint, already accepted and in the seen-set: straight
@@ -439,33 +458,37 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         }
         None => {
             // Without robots.txt, the seeds' /sitemap.xml are the only sitemaps found.
+            let mut counts = PageCounts::default();
             let sitemaps = (config.crawl.sitemaps && !config.politeness.respect_robots)
-                .then(|| sitemaps::for_seeds(&fetch.admission, &seeds));
+                .then(|| sitemaps::for_seeds(&fetch.admission, &seeds, &mut counts));
             let seeds = Candidates {
                 urls: seeds,
                 depth: 0,
                 redirect_hops: 0,
             };
-            dispatcher.accept(&mut frontier, seeds, None)?;
             if let Some(sitemaps) = sitemaps {
-                dispatcher.accept(&mut frontier, sitemaps, None)?;
+                dispatcher.accept(&mut frontier, seeds, None, &mut counts)?;
+                dispatcher.accept_unrecorded(&mut frontier, sitemaps, None, counts)?;
+            } else {
+                dispatcher.accept_unrecorded(&mut frontier, seeds, None, counts)?;
             }
         }
     }
 
-    // A checkpoint right away: from here on, a crawl killed at any instant can resume. A
-    // fresh crawl waits for it to be published before its first request, or a kill in its
-    // first moments would leave records and no checkpoint (a directory that neither
-    // `--resume` nor a plain run accepts); a resumed one already has its checkpoint.
+    // A checkpoint right away, published before the first request: from here on, a crawl
+    // killed at any instant can resume. A fresh crawl killed in its first moments would
+    // otherwise leave records and no checkpoint (a directory that neither `--resume` nor a
+    // plain run accepts); a resumed one would leave its records after its predecessor's
+    // checkpoint, which counts one run fewer and the time between the two runs as crawling.
+    let first = Instant::now();
     dispatcher.checkpoint(&mut frontier, &output, false).await?;
-    if fresh {
-        dispatcher.checkpoints.wait(&mut frontier).await?;
-    }
+    dispatcher.checkpoints.wait(&mut frontier).await?;
+    tracing::debug!("first checkpoint published in {:?}", first.elapsed());
 
     let mut display = Progress::start(
         progress,
-        config.crawl.max_urls.0,
         Duration::from_secs_f64(config.output.progress_interval_secs),
+        finished_before,
     );
     let run = dispatcher
         .run(
@@ -499,7 +522,8 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
                 counters: &counters,
                 seen: seen.stats(),
                 plan: seen.plan(),
-                elapsed: started.elapsed(),
+                time,
+                finished_before,
                 stopped: true,
             });
             summary::write_after_error(&out_dir, &summary, &error);
@@ -520,7 +544,8 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         counters: &counters,
         seen: seen.stats(),
         plan: seen.plan(),
-        elapsed: started.elapsed(),
+        time,
+        finished_before,
         stopped,
     });
     display.finish(&dispatcher.figures(&mut frontier, false));
