@@ -17,7 +17,11 @@
 //! - `Crawl-delay` (a non-negative number of seconds, capped at a day) of our group, or one
 //!   above every group; `Sitemap:` lines from anywhere, collected in
 //!   `RobotsRules::sitemaps`; directive names case-insensitive, with the common misspellings
-//!   of `Disallow` and `User-agent` accepted; a UTF-8 BOM, LF/CR/CRLF line ends, `#` comments.
+//!   of `Disallow` and `User-agent` accepted; a UTF-8 BOM (also cut short, as the reference
+//!   parser accepts it), LF/CR/CRLF line ends, `#` comments.
+//! - every rule keeps the number of its line: [`RobotsRules::verdict`] says which rule decided
+//!   and where it is in the file (`crawler robots` prints it). The line numbers sit in an array
+//!   beside the rules, so the matching loop of [`RobotsRules::allows`] does not carry them.
 //!
 //! What it guarantees, for any body:
 //! - parsing never fails and never gives up on the file: a line it cannot take (no `:`, an
@@ -26,8 +30,8 @@
 //!   with a reason in `RobotsRules::notes`; every other line still counts. A host cannot
 //!   turn its `Disallow: /private/` off with one line we cannot read;
 //! - memory is linear in the body: only our group's rules are kept, their canonical patterns
-//!   back to back in one string (at most 3 bytes per body byte, 1 for ASCII) plus 16 bytes a
-//!   rule; no automaton is built;
+//!   back to back in one string (at most 3 bytes per body byte, 1 for ASCII) plus 20 bytes a
+//!   rule (16 for the rule, 4 for its line number); no automaton is built;
 //! - time is linear: parsing is one pass; [`RobotsRules::allows`] costs
 //!   O(Σ pattern + rules × path) at worst (each pattern is matched in O(pattern + path), see
 //!   `pattern`'s doc), and stops at the first, most specific, matching rule.
@@ -41,8 +45,9 @@
 //! `*`/`$` rules and rejected the whole file over one rule with 80 wildcards (its size limit),
 //! which made us allow everything; a port of the reference parser (the one published with
 //! RFC 9309) re-parses the body on every query (about 5 queries per second on that file).
-//! The reference parser's test cases that concern the behaviour above are among this
-//! module's tests.
+//! The reference parser's REP test cases (google/robotstxt `robots_test.cc`) and
+//! crawler-commons' robots tests run as tables in `tests/api/robots_suites.rs`, with their data
+//! under `tests/data/robots/`; where we differ on purpose, the table says so and why.
 //!
 //! # Fetching (`robots_outcome`)
 //!
@@ -70,7 +75,9 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use rules::{RobotsRules, MAX_LINE_BYTES, MAX_NOTES, MAX_RULES, MAX_SITEMAPS};
+pub use rules::{
+    source_line, Reason, RobotsRules, Verdict, MAX_LINE_BYTES, MAX_NOTES, MAX_RULES, MAX_SITEMAPS,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,7 +138,7 @@ impl RobotsOutcome {
 }
 
 /// The robots.txt product token of a user agent: `crawler/0.1 (+url)` → `crawler`.
-pub(crate) fn agent_token(user_agent: &str) -> String {
+pub fn agent_token(user_agent: &str) -> String {
     user_agent
         .split(|c: char| c == '/' || c.is_whitespace())
         .next()

@@ -43,6 +43,10 @@ pub struct RobotsRules {
     /// Most specific first, `Allow` before `Disallow` of the same length: the first rule that
     /// matches decides.
     rules: Box<[Rule]>,
+    /// The line of the file each rule comes from (`lines[i]` for `rules[i]`, 1-based). Beside
+    /// the rules, not in them: only [`RobotsRules::verdict`] reads it, and the matching loop
+    /// keeps walking 16-byte rules.
+    lines: Box<[u32]>,
     /// `Crawl-delay` for our group, if any.
     pub(crate) crawl_delay: Option<Duration>,
     /// `Sitemap:` URLs as written, from anywhere in the file (they belong to no group), at most
@@ -74,6 +78,7 @@ impl RobotsRules {
         RobotsRules {
             patterns: Box::default(),
             rules: Box::default(),
+            lines: Box::default(),
             crawl_delay: None,
             sitemaps: Vec::new(),
             skipped_lines: 0,
@@ -86,7 +91,7 @@ impl RobotsRules {
     /// `skipped_lines`.
     pub fn parse(agent: &str, body: &[u8]) -> Self {
         let mut parser = Parser::new(agent.trim());
-        let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+        let body = strip_byte_order_mark(body);
         for (index, line) in Lines(body).enumerate() {
             parser.line(index + 1, line);
         }
@@ -100,8 +105,48 @@ impl RobotsRules {
 
     /// [`allows`](Self::allows), adding the bytes the matcher examined to `work`.
     pub(crate) fn allows_counting(&self, url: &str, work: &mut u64) -> bool {
+        match self.decide(url, work) {
+            Decision::Rule(index) => self.rules[index].allow,
+            Decision::NoRule | Decision::RobotsTxt => true,
+        }
+    }
+
+    /// Whether `url` may be fetched and why: the deciding rule and its line, what
+    /// `crawler robots` prints. Decided exactly as [`allows`](Self::allows) decides.
+    pub fn verdict(&self, url: &str) -> Verdict {
+        match self.decide(url, &mut 0) {
+            Decision::Rule(index) => {
+                let rule = self.rules[index];
+                let start = rule.start as usize;
+                let mut pattern = self.patterns[start..start + rule.len as usize].to_string();
+                if rule.anchored {
+                    pattern.push('$');
+                }
+                Verdict {
+                    allowed: rule.allow,
+                    reason: Reason::Rule {
+                        line: self.lines[index],
+                        allow: rule.allow,
+                        pattern,
+                    },
+                }
+            }
+            Decision::NoRule => Verdict {
+                allowed: true,
+                reason: Reason::NoMatchingRule,
+            },
+            Decision::RobotsTxt => Verdict {
+                allowed: true,
+                reason: Reason::RobotsTxt,
+            },
+        }
+    }
+
+    /// The rule that decides for `url`, by its index in `rules`: the first that matches, the
+    /// most specific one.
+    fn decide(&self, url: &str, work: &mut u64) -> Decision {
         if self.rules.is_empty() {
-            return true;
+            return Decision::NoRule;
         }
         let path = path_and_query(url);
         let path = if pattern::is_canonical(path.as_bytes()) {
@@ -113,16 +158,31 @@ impl RobotsRules {
         };
         // RFC 9309 §2.2.2: robots.txt itself is always allowed.
         if path == "/robots.txt" {
-            return true;
+            return Decision::RobotsTxt;
         }
-        for rule in self.rules.iter() {
+        for (index, rule) in self.rules.iter().enumerate() {
             let start = rule.start as usize;
             let pat = &self.patterns[start..start + rule.len as usize];
             if pattern::matches(pat, rule.anchored, &path, work) {
-                return rule.allow;
+                return Decision::Rule(index);
             }
         }
-        true
+        Decision::NoRule
+    }
+
+    /// `Crawl-delay` of our group (or one above every group), if positive.
+    pub fn crawl_delay(&self) -> Option<Duration> {
+        self.crawl_delay
+    }
+
+    /// `Sitemap:` URLs as written, from anywhere in the file.
+    pub fn sitemaps(&self) -> &[String] {
+        &self.sitemaps
+    }
+
+    /// Why lines were skipped: `line N: reason`, for the first [`MAX_NOTES`].
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Number of `Allow`/`Disallow` rules kept.
@@ -134,11 +194,65 @@ impl RobotsRules {
     pub fn heap_bytes(&self) -> usize {
         self.patterns.len()
             + std::mem::size_of_val(&*self.rules)
+            + std::mem::size_of_val(&*self.lines)
             + self.sitemaps.capacity() * std::mem::size_of::<String>()
             + self.sitemaps.iter().map(String::capacity).sum::<usize>()
             + self.notes.capacity() * std::mem::size_of::<String>()
             + self.notes.iter().map(String::capacity).sum::<usize>()
     }
+}
+
+/// What [`RobotsRules::decide`] found.
+#[derive(Clone, Copy)]
+enum Decision {
+    /// `rules[index]` is the most specific rule that matches.
+    Rule(usize),
+    /// No rule matches (or there is none): allowed.
+    NoRule,
+    /// The URL is `/robots.txt`, always allowed.
+    RobotsTxt,
+}
+
+/// Whether a URL may be fetched, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub reason: Reason,
+}
+
+/// What decided a [`Verdict`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// The most specific matching rule: an `Allow` (`allow`) or `Disallow` at `line` of the
+    /// file (1-based, as [`source_line`] counts), with its pattern in canonical form.
+    Rule {
+        line: u32,
+        allow: bool,
+        pattern: String,
+    },
+    /// No rule of the group that applies to us matches (or no group does).
+    NoMatchingRule,
+    /// `/robots.txt` itself is always allowed (RFC 9309 §2.2.2).
+    RobotsTxt,
+}
+
+/// Line `line` (1-based) of a robots.txt body, counted as the parser counts (LF, CR or CRLF
+/// end a line; a byte order mark is not part of line 1), without its line end.
+pub fn source_line(body: &[u8], line: u32) -> Option<&[u8]> {
+    let index = usize::try_from(line).ok()?.checked_sub(1)?;
+    Lines(strip_byte_order_mark(body)).nth(index)
+}
+
+/// `body` without its UTF-8 byte order mark, whole or cut short as some editors and servers
+/// leave it (`EF BB`, `EF`): the reference parser skips those too, and the first line is
+/// then read instead of being skipped as an unknown directive.
+fn strip_byte_order_mark(body: &[u8]) -> &[u8] {
+    for mark in [&b"\xEF\xBB\xBF"[..], b"\xEF\xBB", b"\xEF"] {
+        if let Some(rest) = body.strip_prefix(mark) {
+            return rest;
+        }
+    }
+    body
 }
 
 /// The path and query of `url`, `/` if it has none. Something that is not an absolute URL is
@@ -230,12 +344,14 @@ impl Key {
 struct Group {
     patterns: String,
     rules: Vec<Rule>,
+    /// The line of each rule, parallel to `rules`.
+    lines: Vec<u32>,
     crawl_delay: Option<f64>,
 }
 
 impl Group {
     /// Adds a rule whose canonical pattern (with its `*`s and `$`) is `canonical`.
-    fn add(&mut self, allow: bool, canonical: &str) -> Result<(), String> {
+    fn add(&mut self, line: u32, allow: bool, canonical: &str) -> Result<(), String> {
         if self.rules.len() >= MAX_RULES {
             return Err(format!("more than {MAX_RULES} rules for our group"));
         }
@@ -274,6 +390,7 @@ impl Group {
             allow,
             anchored,
         });
+        self.lines.push(line);
         Ok(())
     }
 }
@@ -389,6 +506,7 @@ impl<'a> Parser<'a> {
                     ));
                 }
                 self.ungrouped.rules = Vec::new();
+                self.ungrouped.lines = Vec::new();
                 self.ungrouped.patterns = String::new();
             }
         }
@@ -431,8 +549,9 @@ impl<'a> Parser<'a> {
         }
         pattern::normalize_into(value, &mut scratch);
         let mut failure = None;
+        let line = u32::try_from(n).unwrap_or(u32::MAX);
         for group in self.targets().into_iter().flatten() {
-            if let Err(reason) = group.add(allow, &scratch) {
+            if let Err(reason) = group.add(line, allow, &scratch) {
                 failure = Some(reason);
             }
         }
@@ -464,7 +583,7 @@ impl<'a> Parser<'a> {
         // RFC 9309 §2.2.1: our own group(s) if any names us, else the `*` group(s), else none.
         // A file without any `User-agent` line applies to everyone (what its author meant,
         // and the protective reading).
-        let mut group = if self.named_us {
+        let group = if self.named_us {
             std::mem::take(&mut self.ours)
         } else if self.seen_star {
             std::mem::take(&mut self.star)
@@ -479,14 +598,17 @@ impl<'a> Parser<'a> {
             .or(self.ungrouped.crawl_delay)
             .filter(|s| *s > 0.0)
             .map(|s| Duration::from_secs_f64(s.min(MAX_CRAWL_DELAY_SECS)));
-        // Stable: file order among equals, which no outcome depends on.
-        group
-            .rules
-            .sort_by_key(|rule| (Reverse(rule.priority), !rule.allow));
+        // Stable: file order among equals, which no outcome depends on (only the line
+        // reported: the first of equal rules in the file).
+        let mut order: Vec<usize> = (0..group.rules.len()).collect();
+        order.sort_by_key(|&i| (Reverse(group.rules[i].priority), !group.rules[i].allow));
+        let rules: Box<[Rule]> = order.iter().map(|&i| group.rules[i]).collect();
+        let lines: Box<[u32]> = order.iter().map(|&i| group.lines[i]).collect();
         self.sitemaps.shrink_to_fit();
         RobotsRules {
             patterns: group.patterns.into_boxed_str(),
-            rules: group.rules.into_boxed_slice(),
+            rules,
+            lines,
             crawl_delay,
             sitemaps: self.sitemaps,
             skipped_lines: self.skipped,
