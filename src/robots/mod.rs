@@ -87,7 +87,7 @@ use url::Url;
 use crate::fetch::{FetchError, FetchErrorKind};
 
 /// RFC 9309 §2.5: crawlers must parse at least 500 KiB.
-pub(crate) const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
+pub const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
 /// RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
 pub(crate) const ROBOTS_MAX_REDIRECTS: u32 = 5;
 /// Attempts at an unreachable robots.txt before the host's URLs are given up.
