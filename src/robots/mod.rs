@@ -140,6 +140,7 @@ impl RobotsOutcome {
 /// The robots.txt product token of a user agent: `crawler/0.1 (+url)` → `crawler`.
 pub fn agent_token(user_agent: &str) -> String {
     user_agent
+        .trim_start()
         .split(|c: char| c == '/' || c.is_whitespace())
         .next()
         .unwrap_or(user_agent)
