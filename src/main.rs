@@ -412,7 +412,7 @@ fn robots(file: &Path, user_agent: &str, urls: &[String]) -> anyhow::Result<Exit
         let why = match verdict.reason {
             Reason::Rule { line, .. } => {
                 let text = source_line(body, line).unwrap_or_default();
-                format!("by line {line}: {}", String::from_utf8_lossy(text).trim())
+                format!("by line {line}: {}", text.trim())
             }
             Reason::NoMatchingRule => "(no rule matches)".to_string(),
             Reason::RobotsTxt => "(/robots.txt is always allowed)".to_string(),

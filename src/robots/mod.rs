@@ -137,14 +137,12 @@ impl RobotsOutcome {
     }
 }
 
-/// The robots.txt product token of a user agent: `crawler/0.1 (+url)` → `crawler`.
+/// The robots.txt product token of a user agent: `crawler/0.1 (+url)` → `crawler`. The same
+/// reading as a `User-agent` line's value gets (see `rules::product_token`), so that a crawl
+/// matches the group written for it.
 pub fn agent_token(user_agent: &str) -> String {
-    user_agent
-        .trim_start()
-        .split(|c: char| c == '/' || c.is_whitespace())
-        .next()
-        .unwrap_or(user_agent)
-        .to_string()
+    let token = rules::product_token(user_agent.trim_start().as_bytes());
+    String::from_utf8_lossy(token).into_owned()
 }
 
 /// The robots.txt URL of the host with key `host_key` (`scheme://host[:port]`).

@@ -91,7 +91,8 @@ impl RobotsRules {
     /// `skipped_lines`.
     pub fn parse(agent: &str, body: &[u8]) -> Self {
         let mut parser = Parser::new(agent.trim());
-        let body = strip_byte_order_mark(body);
+        let body = utf8_body(body);
+        let body = strip_byte_order_mark(&body);
         for (index, line) in Lines(body).enumerate() {
             parser.line(index + 1, line);
         }
@@ -149,11 +150,11 @@ impl RobotsRules {
             return Decision::NoRule;
         }
         let path = path_and_query(url);
-        let path = if pattern::is_canonical(path.as_bytes()) {
+        let path = if pattern::is_canonical_path(path.as_bytes()) {
             path
         } else {
             let mut canonical = String::with_capacity(path.len() + 8);
-            pattern::normalize_into(path.as_bytes(), &mut canonical);
+            pattern::normalize_path_into(path.as_bytes(), &mut canonical);
             Cow::Owned(canonical)
         };
         // RFC 9309 §2.2.2: robots.txt itself is always allowed.
@@ -238,9 +239,35 @@ pub enum Reason {
 
 /// Line `line` (1-based) of a robots.txt body, counted as the parser counts (LF, CR or CRLF
 /// end a line; a byte order mark is not part of line 1), without its line end.
-pub fn source_line(body: &[u8], line: u32) -> Option<&[u8]> {
+pub fn source_line(body: &[u8], line: u32) -> Option<String> {
     let index = usize::try_from(line).ok()?.checked_sub(1)?;
-    Lines(strip_byte_order_mark(body)).nth(index)
+    let body = utf8_body(body);
+    Lines(strip_byte_order_mark(&body))
+        .nth(index)
+        .map(|line| String::from_utf8_lossy(line).into_owned())
+}
+
+/// `body` as UTF-8: as it is, unless a UTF-16 byte order mark says it is UTF-16 (RFC 9309 asks
+/// for UTF-8, but such files exist, and read as UTF-8 they are garbage that allows everything).
+fn utf8_body(body: &[u8]) -> Cow<'_, [u8]> {
+    match encoding_rs::Encoding::for_bom(body) {
+        Some((encoding, _)) if encoding != encoding_rs::UTF_8 => {
+            let (text, _) = encoding.decode_with_bom_removal(body);
+            Cow::Owned(text.into_owned().into_bytes())
+        }
+        _ => Cow::Borrowed(body),
+    }
+}
+
+/// The product token at the start of a `User-agent` value: its leading run of letters, digits,
+/// `-` and `_` (RFC 9309 §2.2.1 allows letters, `-` and `_`; digits are common in real names).
+/// What follows it (a version, a comment, a second name, markup) is not part of it.
+pub(crate) fn product_token(value: &[u8]) -> &[u8] {
+    let end = value
+        .iter()
+        .position(|&b| !(b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        .unwrap_or(value.len());
+    &value[..end]
 }
 
 /// `body` without its UTF-8 byte order mark, whole or cut short as some editors and servers
@@ -322,16 +349,16 @@ enum Key {
 }
 
 impl Key {
-    /// Case-insensitive, with the spellings the reference parser accepts for the same directives:
-    /// a typo in `Disallow` should still protect the site.
+    /// Case-insensitive, with the misspellings the reference parser and crawler-commons accept
+    /// for the same directives: a typo in `Disallow` should still protect the site.
     fn of(key: &[u8]) -> Key {
         let key = key.to_ascii_lowercase();
         match key.as_slice() {
-            b"user-agent" | b"useragent" | b"user agent" => Key::UserAgent,
+            b"user-agent" | b"useragent" | b"user agent" | b"user-agents" | b"user-agnet"
+            | b"users-agent" | b"ser-agent" | b"useg-agent" => Key::UserAgent,
             b"allow" => Key::Allow,
-            b"disallow" | b"dissallow" | b"dissalow" | b"disalow" | b"diasllow" | b"disallaw" => {
-                Key::Disallow
-            }
+            b"disallow" | b"dissallow" | b"dissalow" | b"disalow" | b"diasllow" | b"disallaw"
+            | b"desallow" | b"dssalow" | b"dsallow" | b"diallow" | b"disallows" => Key::Disallow,
             b"crawl-delay" | b"crawldelay" | b"crawl delay" => Key::CrawlDelay,
             b"sitemap" | b"site-map" => Key::Sitemap,
             _ => Key::Other,
@@ -362,8 +389,12 @@ impl Group {
         let start = self.patterns.len();
         let mut previous_star = false;
         for c in body.chars() {
-            // `**` means `*`; storing one keeps the matcher's segments non-empty.
-            if !(c == '*' && previous_star) {
+            if c == '$' {
+                // Only a final `$` anchors; elsewhere it is the character, encoded as it is
+                // in paths.
+                self.patterns.push_str("%24");
+            } else if !(c == '*' && previous_star) {
+                // `**` means `*`; storing one keeps the matcher's segments non-empty.
                 self.patterns.push(c);
             }
             previous_star = c == '*';
@@ -472,13 +503,15 @@ impl<'a> Parser<'a> {
             Key::Disallow => self.rule(n, false, value),
             Key::CrawlDelay => self.crawl_delay(n, value),
             Key::Sitemap => {
+                let sitemap = String::from_utf8_lossy(value);
                 if value.is_empty() {
                     self.skip(n, || "empty sitemap".into());
+                } else if self.sitemaps.iter().any(|known| *known == sitemap) {
+                    // Named twice: fetched once.
                 } else if self.sitemaps.len() >= MAX_SITEMAPS {
                     self.skip(n, || format!("more than {MAX_SITEMAPS} sitemaps"));
                 } else {
-                    self.sitemaps
-                        .push(String::from_utf8_lossy(value).into_owned());
+                    self.sitemaps.push(sitemap.into_owned());
                 }
             }
             Key::Other => {
@@ -510,12 +543,14 @@ impl<'a> Parser<'a> {
                 self.ungrouped.patterns = String::new();
             }
         }
-        // The product token, as in `agent_token`: `FooBot/1.2 (+url)` names `FooBot`.
-        let token = value
-            .split(|&b| b == b'/' || b.is_ascii_whitespace())
-            .next()
-            .unwrap_or(value);
-        if token == b"*" {
+        // The product token, as in `agent_token`: `FooBot/1.2 (+url)` names `FooBot`, and so
+        // do `FooBot, BarBot` and `FooBot<BR>`; `*` followed by anything but a token character
+        // is the wildcard.
+        let token = product_token(value);
+        let star = value
+            .strip_prefix(b"*")
+            .is_some_and(|rest| product_token(rest).is_empty());
+        if star {
             self.current_star = true;
             self.seen_star = true;
         } else if !self.agent.is_empty() && token.eq_ignore_ascii_case(self.agent.as_bytes()) {
@@ -562,7 +597,8 @@ impl<'a> Parser<'a> {
     }
 
     fn crawl_delay(&mut self, n: usize, value: &[u8]) {
-        self.in_agents = false;
+        // Not a rule (RFC 9309 §2.2.4: an other record): a `User-agent` line after it still
+        // joins the same group. The delay goes to the agents named so far.
         let seconds = std::str::from_utf8(value)
             .ok()
             .and_then(|v| v.parse::<f64>().ok())

@@ -288,8 +288,7 @@ fn run_table(file: &str, counts: &mut Counts) -> Vec<String> {
             }
             let line = match &verdict.reason {
                 Reason::Rule { line, allow, .. } => {
-                    let text = source_line(&body, *line)
-                        .map(|t| String::from_utf8_lossy(t).trim().to_ascii_lowercase());
+                    let text = source_line(&body, *line).map(|t| t.trim().to_ascii_lowercase());
                     match text {
                         Some(text) if text.starts_with("allow") == *allow => {}
                         other => fail(
