@@ -3,9 +3,12 @@
 //! # Rules ([`RobotsRules`])
 //!
 //! RFC 9309, parsed here in one pass over the body:
-//! - groups: the `User-agent` lines of a group (several in a row share it) name product
-//!   tokens, compared case-insensitively with ours (`FooBot/1.2` names `FooBot`); all groups
-//!   that name us are merged; if none does, the `*` groups are, and if there is none either,
+//! - groups: the `User-agent` lines of a group (several in a row share it, and other records
+//!   such as `Crawl-delay` or `Sitemap` between them do not split it, RFC 9309 §2.2.4) name
+//!   product tokens, compared case-insensitively with ours; a value's token is its leading run
+//!   of letters, digits, `-` and `_` (`FooBot/1.2`, `FooBot, BarBot`, `FooBot<BR>` name
+//!   `FooBot`, as the reference parser reads them), `*` the wildcard; all groups that name us
+//!   are merged; if none does, the `*` groups are, and if there is none either,
 //!   no rule applies. Rules before the first `User-agent` line belong to no group and are
 //!   ignored, except in a file that has no `User-agent` line at all, where they apply to
 //!   everyone (the protective reading of what such a file means);
@@ -13,12 +16,15 @@
 //!   matching rule with the longest pattern wins, `Allow` wins a tie, no match allows, an
 //!   empty `Disallow:` allows; patterns and the URL's path and query are compared after
 //!   percent-encoding normalization (RFC 9309 §2.2.2: `%62` is `b`, `%2F` is not `/`, hex is
-//!   uppercased, octets outside ASCII are encoded);
+//!   uppercased, octets outside ASCII are encoded; a `*` or `$` in the URL is matched by a
+//!   pattern's `%2A` or `%24`, §2.2.3);
 //! - `Crawl-delay` (a non-negative number of seconds, capped at a day) of our group, or one
 //!   above every group; `Sitemap:` lines from anywhere, collected in
 //!   `RobotsRules::sitemaps`; directive names case-insensitive, with the common misspellings
-//!   of `Disallow` and `User-agent` accepted; a UTF-8 BOM (also cut short, as the reference
-//!   parser accepts it), LF/CR/CRLF line ends, `#` comments.
+//!   of `Disallow` and `User-agent` accepted (those of the reference parser and of
+//!   crawler-commons); a UTF-8 BOM (also cut short, as the reference parser accepts it), a
+//!   UTF-16 file with its BOM (decoded: read as UTF-8 it would allow everything), LF/CR/CRLF
+//!   line ends, `#` comments.
 //! - every rule keeps the number of its line: [`RobotsRules::verdict`] says which rule decided
 //!   and where it is in the file (`crawler robots` prints it). The line numbers sit in an array
 //!   beside the rules, so the matching loop of [`RobotsRules::allows`] does not carry them.
