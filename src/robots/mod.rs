@@ -36,7 +36,8 @@
 //!   with a reason in `RobotsRules::notes`; every other line still counts. A host cannot
 //!   turn its `Disallow: /private/` off with one line we cannot read;
 //! - memory is linear in the body: only our group's rules are kept, their canonical patterns
-//!   back to back in one string (at most 3 bytes per body byte, 1 for ASCII) plus 20 bytes a
+//!   back to back in one string (at most 3 bytes per body byte, 1 for ASCII, 4.5 for a
+//!   UTF-16 body) plus 20 bytes a
 //!   rule (16 for the rule, 4 for its line number); no automaton is built;
 //! - time is linear: parsing is one pass; [`RobotsRules::allows`] costs
 //!   O(Σ pattern + rules × path) at worst (each pattern is matched in O(pattern + path), see

@@ -444,7 +444,7 @@ proptest! {
         rules.allows(&path);
         let bound = 2 * rules.patterns.len() as u64 + rules.rule_count() as u64 * (url.len() as u64 * 3 + 1);
         prop_assert!(work <= bound);
-        prop_assert!(rules.heap_bytes() <= 64 + full.len() * 3 + rules.rule_count() * 20 + 2048);
+        prop_assert!(rules.heap_bytes() <= 64 + full.len() * 9 / 2 + rules.rule_count() * 20 + 2048);
     }
 
     #[test]
