@@ -636,10 +636,10 @@ impl<'a> Parser<'a> {
             .map(|s| Duration::from_secs_f64(s.min(MAX_CRAWL_DELAY_SECS)));
         // Stable: file order among equals, which no outcome depends on (only the line
         // reported: the first of equal rules in the file).
-        let mut order: Vec<usize> = (0..group.rules.len()).collect();
-        order.sort_by_key(|&i| (Reverse(group.rules[i].priority), !group.rules[i].allow));
-        let rules: Box<[Rule]> = order.iter().map(|&i| group.rules[i]).collect();
-        let lines: Box<[u32]> = order.iter().map(|&i| group.lines[i]).collect();
+        let mut pairs: Vec<(Rule, u32)> = group.rules.into_iter().zip(group.lines).collect();
+        pairs.sort_by_key(|(rule, _)| (Reverse(rule.priority), !rule.allow));
+        let rules: Box<[Rule]> = pairs.iter().map(|&(rule, _)| rule).collect();
+        let lines: Box<[u32]> = pairs.iter().map(|&(_, line)| line).collect();
         self.sitemaps.shrink_to_fit();
         RobotsRules {
             patterns: group.patterns.into_boxed_str(),
