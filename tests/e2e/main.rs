@@ -12,6 +12,7 @@ mod hostile;
 mod kill_resume;
 mod politeness_e2e;
 mod resume_e2e;
+mod robots_cli;
 mod support;
 mod tls;
 mod warc;
