@@ -13,6 +13,7 @@ mod kill_resume;
 mod parity;
 mod politeness_e2e;
 mod resume_e2e;
+mod robots_cli;
 mod support;
 mod tls;
 mod warc;
