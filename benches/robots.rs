@@ -8,6 +8,12 @@
 //! keeps (a counting global allocator), and `allows` calls per second for a path that matches
 //! no rule (so every rule is tried), per second of CPU time on this thread.
 //!
+//! Keeping each rule's line for `RobotsRules::verdict` (in an array beside the rules), with the
+//! parser fixes the outside suites found, measured against the parser before them, medians of
+//! 3 alternating runs on one 2-core machine: `allows` 14,509 → 14,077/s (long path), 15,043 →
+//! 14,811/s (short path), 72 → 72/s (long segments), all within noise; parse 2.53 → 3.28 ms
+//! and 1.87 → 2.63 ms (once per host per `robots_ttl_secs`); peak heap 0.62 → 0.65 MiB.
+//!
 //! The parser this replaced cannot be run here any more (it is no longer a dependency); on the
 //! first file it measured, on the same machine: parse 740 ms, 113 MiB kept after parsing,
 //! +67 MiB more at peak while matching, 67 `allows`/s.

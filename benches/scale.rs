@@ -202,6 +202,9 @@ impl Checkpointing {
             ]
             .into_iter()
             .collect(),
+            runs: 1,
+            crawl_secs: 0.0,
+            orphans: Default::default(),
         };
         let out = self.out.clone();
         self.pending = Some(std::thread::spawn(move || {

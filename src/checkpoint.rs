@@ -29,6 +29,16 @@
 //! 4096 records, or the writer's buffer, handed to the OS after each burst) — not only what
 //! was in flight. Nothing discovered is forgotten, and no page is recorded twice.
 //!
+//! # The counters come out exact
+//! The manifest's counters are exactly those of the records before `pages_bytes` (a URL's
+//! counts reach the counters in the dispatcher's step that sends its record: see
+//! `crate::crawl::counters`); `replay` adds the `counts` each kept record carries, so the
+//! pages fetched again count once, when they are. One case needs memory across resumes: a
+//! page whose new links reached the queue log while its record was lost. Fetched again, it
+//! finds those links seen; the manifest keeps such pages ([`Manifest::orphans`]) until they
+//! are, so that those links are not counted a second time as seen. The manifest also keeps
+//! the crawl's runs and the seconds they crawled, a killed run's up to its last record.
+//!
 //! Layout under `OUT/checkpoint/`:
 //! - `ckpt-<seq>/seen.bin`: the seen-set file (format in [`crate::seen`]);
 //! - `ckpt-<seq>/hosts.bin`: per-host tallies (format in [`crate::frontier`]);
@@ -69,8 +79,16 @@ use crate::durable::{self, At, IoAt};
 use crate::frontier::{FrontierSnapshot, QueuedUrl, SavedFrontier, SavedHosts};
 use crate::seen::{SeenError, SeenSet};
 
-/// Version of the manifest and frontier file format.
-pub const FORMAT_VERSION: u32 = 3;
+/// Version of the manifest and frontier file format written.
+///
+/// 4: records carry their `counts` (a resume adds those past the checkpoint, so its
+/// counters come out exact) and the manifest the crawl's runs and time. Version 3 is still
+/// read (same files): its records past the checkpoint are counted by what their fields say,
+/// as that version did, and its runs' time is unknown; the crawler says so on resume.
+pub const FORMAT_VERSION: u32 = 4;
+
+/// Versions of the format this crawler resumes from.
+pub const READS_VERSIONS: [u32; 2] = [3, 4];
 
 /// What a checkpoint holds, apart from its files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,8 +114,21 @@ pub struct Manifest {
     pub seen_xxh3: u64,
     pub seeds_xxh3: u64,
     pub seeds: u64,
-    /// The crawl's counters at the checkpoint.
+    /// The crawl's counters at the checkpoint: exactly those of the records it covers, plus
+    /// the figures of the runs that are no URL's (see `crate::crawl::counters`).
     pub counters: BTreeMap<String, u64>,
+    /// Runs of the crawl so far, the one that wrote this checkpoint included (absent in
+    /// format 3: 0).
+    #[serde(default)]
+    pub runs: u64,
+    /// Seconds the crawl's runs have spent crawling, up to this checkpoint (absent in format
+    /// 3: 0).
+    #[serde(default)]
+    pub crawl_secs: f64,
+    /// Pages whose new links a lost record had queued, not fetched again yet, with how many
+    /// (see [`Loaded::orphans`]): kept from resume to resume until each is fetched.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub orphans: BTreeMap<String, u64>,
 }
 
 /// Why a checkpoint could not be written or used. Each names the file and the problem; an
@@ -124,7 +155,7 @@ pub enum CheckpointError {
     },
     #[error("{path}: not a checkpoint manifest: {message}")]
     BadManifest { path: PathBuf, message: String },
-    #[error("{path}: checkpoint format version {found}, this crawler reads {FORMAT_VERSION}")]
+    #[error("{path}: checkpoint format version {found}, this crawler reads versions 3 and 4; resume it with the crawler that wrote it, or start again with --fresh")]
     UnsupportedVersion { path: PathBuf, found: u32 },
     #[error("{path}: {what}")]
     Corrupt { path: PathBuf, what: String },
@@ -280,6 +311,13 @@ pub struct Loaded {
     /// URLs replayed from the queue log, and records found after the checkpoint.
     pub replayed_urls: u64,
     pub replayed_records: u64,
+    /// Pages whose new links are in the queue logs but whose record is not in
+    /// `pages.jsonl` (lost in the crash, or cut): fetched again, they find those links
+    /// seen. By page URL, how many links the logs hold for it.
+    pub(crate) orphans: BTreeMap<String, u64>,
+    /// Seconds the crashed run crawled after the checkpoint, as far as its records tell
+    /// (the last one kept, after the checkpoint's time).
+    pub crawled_after_secs: f64,
 }
 
 /// The checkpoint directory of an output directory.
@@ -393,7 +431,7 @@ pub(crate) fn read_manifest(path: &Path) -> Result<Manifest, CheckpointError> {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-    if manifest.format_version != FORMAT_VERSION {
+    if !READS_VERSIONS.contains(&manifest.format_version) {
         return Err(CheckpointError::UnsupportedVersion {
             path: path.to_path_buf(),
             found: manifest.format_version,
@@ -505,6 +543,8 @@ fn load_from(root: &Path, manifest_path: &Path) -> Result<Loaded, CheckpointErro
         counters,
         replayed_urls: 0,
         replayed_records: 0,
+        orphans: BTreeMap::new(),
+        crawled_after_secs: 0.0,
     };
     replay(root, &mut loaded)?;
     Ok(loaded)
@@ -672,13 +712,22 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         ends.truncate(at);
         end = start;
     }
-    drop(logged_children);
     // robots.txt lines (written with the archive on) are fetches, not accepted URLs.
     let done: std::collections::HashSet<&str> = records
         .iter()
         .filter(|r| r.kind.is_page())
         .map(|r| r.url.as_str())
         .collect();
+    // The checkpoint's own (not fetched again since an earlier crash), then this crash's.
+    loaded.orphans = loaded.manifest.orphans.clone();
+    for (parent, n) in logged_children {
+        if !done.contains(parent) {
+            *loaded.orphans.entry(parent.to_string()).or_insert(0) += n;
+        }
+    }
+    for url in &done {
+        loaded.orphans.remove(*url);
+    }
     for item in &queued {
         loaded.seen.insert_new(item.url.as_bytes());
     }
@@ -700,32 +749,60 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         bytes: end,
         records: loaded.manifest.pages_records + records.len() as u64,
     };
-    let mut bump = |name: &str, n: u64| *loaded.counters.entry(name.to_string()).or_insert(0) += n;
+    loaded.crawled_after_secs = crawled_after(&loaded.manifest.created_at, &records);
+    let legacy = loaded.manifest.format_version < 4;
+    let counters = &mut loaded.counters;
+    let mut bump = |name: &str, n: u64| *counters.entry(name.to_string()).or_insert(0) += n;
     bump("accepted", loaded.replayed_urls);
     bump("finished", loaded.replayed_records);
     for r in &records {
-        if let Some(location) = &r.warc {
-            // The archive's figures that a line can tell: its two records, and a revisit.
-            bump("warc_records", 2);
-            if location.record == "revisit" {
-                bump("warc_revisits", 1);
-            }
-        }
-        if !r.kind.is_page() {
+        if legacy {
+            legacy_counts(r, &mut bump);
             continue;
         }
-        bump("bytes", r.bytes);
-        let class = match (r.status, r.error.is_some()) {
-            (Some(s), _) if (200..300).contains(&s) => "ok",
-            (Some(s), _) if (300..400).contains(&s) => "redirects",
-            (Some(s), _) if (400..500).contains(&s) && s != 429 => "client_errors",
-            (Some(_), _) => "server_errors",
-            (None, true) if r.attempts == 0 => "disallowed",
-            (None, _) => "network_errors",
-        };
-        bump(class, 1);
+        for (name, n) in r.counts.nonzero() {
+            bump(&name, n);
+        }
     }
     Ok(())
+}
+
+/// Seconds from the checkpoint's time to the last of `records` (0 if none is later).
+fn crawled_after(checkpoint_at: &str, records: &[crate::output::PageRecord]) -> f64 {
+    let Ok(from) = humantime::parse_rfc3339(checkpoint_at) else {
+        return 0.0;
+    };
+    records
+        .iter()
+        .filter_map(|r| humantime::parse_rfc3339(&r.fetched_at).ok())
+        .filter_map(|at| at.duration_since(from).ok())
+        .map(|after| after.as_secs_f64())
+        .fold(0.0, f64::max)
+}
+
+/// What a record written by a format-3 crawler (no `counts`) tells of the counters: its
+/// response class, bytes and archive records; the fate of its links is not known.
+fn legacy_counts(r: &crate::output::PageRecord, bump: &mut impl FnMut(&str, u64)) {
+    if let Some(location) = &r.warc {
+        // The archive's figures that a line can tell: its two records, and a revisit.
+        bump("warc_records", 2);
+        if location.record == "revisit" {
+            bump("warc_revisits", 1);
+        }
+    }
+    if !r.kind.is_page() {
+        return;
+    }
+    bump("bytes", r.bytes);
+    let class = match (r.status, r.error.is_some()) {
+        (Some(s), _) if (200..300).contains(&s) => "ok",
+        (Some(s), _) if (300..400).contains(&s) => "redirects",
+        (Some(s), _) if (400..500).contains(&s) && s != 429 => "client_errors",
+        (Some(_), _) => "server_errors",
+        (None, true) if r.attempts == 0 => "disallowed",
+        (None, _) => "network_errors",
+    };
+    bump(class, 1);
 }
 
 /// What [`read_lines`] does with a bad line that is not the torn end of a crash.
@@ -825,7 +902,10 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 ///   the process kills itself;
 /// - `queue-log`: appending an accepted URL to the queue log fails with `ENOSPC`, as on a
 ///   full disk;
-/// - `pages`: writing a record to `pages.jsonl` fails with `ENOSPC` (the output writer stops).
+/// - `pages`: writing a record to `pages.jsonl` fails with `ENOSPC` (the output writer stops);
+/// - `links-logged`: a page's new links are in the queue log (handed to the OS) and its
+///   record is not sent yet: the process kills itself, and the resume finds links whose
+///   page has no record (see [`Loaded::orphans`]).
 pub mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
@@ -834,7 +914,13 @@ pub mod fault {
     pub const VARIABLE: &str = "CRAWLER_FAULT";
 
     /// The crash points this module reads (the crawl's panic points are its own).
-    pub(crate) const POINTS: [&str; 4] = ["prepared", "manifest-moved", "queue-log", "pages"];
+    pub(crate) const POINTS: [&str; 5] = [
+        "prepared",
+        "manifest-moved",
+        "queue-log",
+        "pages",
+        "links-logged",
+    ];
 
     fn configured() -> Option<&'static (String, u64)> {
         static CONFIGURED: OnceLock<Option<(String, u64)>> = OnceLock::new();
@@ -928,6 +1014,56 @@ pub(crate) fn seeds_hash(seeds: &[url::Url]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn manifest_of_version(version: u32) -> String {
+        format!(
+            r#"{{"format_version": {version}, "seq": 2, "created_at": "2026-11-26T05:00:00.000Z",
+            "finished": false, "pages_bytes": 0, "pages_records": 0, "frontier": null,
+            "max_urls": 10, "seen_m_bits": 512, "seen_k": 3, "seen_seed": 0, "seen_xxh3": 0,
+            "seeds_xxh3": 0, "seeds": 1, "counters": {{"parsed": 4}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_format_3_manifest_is_read_and_an_older_one_refused_with_the_versions_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        fs::write(&path, manifest_of_version(3)).unwrap();
+        let manifest = read_manifest(&path).unwrap();
+        assert_eq!((manifest.runs, manifest.crawl_secs), (0, 0.0));
+        assert!(manifest.orphans.is_empty());
+        assert_eq!(manifest.counters.get("parsed"), Some(&4));
+        fs::write(&path, manifest_of_version(2)).unwrap();
+        let e = read_manifest(&path).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: checkpoint format version 2, this crawler reads versions 3 and 4; resume it with the crawler that wrote it, or start again with --fresh",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn crawled_after_is_the_last_record_past_the_checkpoint() {
+        let at = |t: &str| crate::output::PageRecord {
+            fetched_at: t.to_string(),
+            ..Default::default()
+        };
+        let records = [
+            at("2026-11-26T05:00:02.500Z"),
+            at("2026-11-26T05:00:04.250Z"),
+            at("2026-11-26T04:59:59.000Z"),
+            at("not a time"),
+        ];
+        let secs = crawled_after("2026-11-26T05:00:00.000Z", &records);
+        assert!((secs - 4.25).abs() < 1e-9, "{secs}");
+        assert_eq!(
+            crawled_after("2026-11-26T05:00:00.000Z", &records[2..]),
+            0.0
+        );
+        assert_eq!(crawled_after("garbage", &records), 0.0);
+    }
 
     #[test]
     fn the_seed_list_reads_back_as_saved_and_hashes_alike() {

@@ -3,9 +3,24 @@
 //!
 //! Each counter is named ONCE, in the [`counters!`] list below, with its meaning. The list
 //! generates the shared atomic counters ([`CrawlCounters`]), their plain values for
-//! `summary.json` ([`CounterValues`], same names), and the by-name map a checkpoint stores
-//! and a resume reads back. Adding a counter is one line here; nothing else needs to learn
-//! its name unless it prints it in a sentence.
+//! `summary.json` ([`CounterValues`], same names), one URL's share of them ([`PageCounts`],
+//! the `counts` of its record in `pages.jsonl`), and the by-name map a checkpoint stores and
+//! a resume reads back. Adding a counter is one line here; nothing else needs to learn its
+//! name unless it prints it in a sentence.
+//!
+//! # Why a URL's counts travel with its record
+//!
+//! A resumed crawl's summary must equal an uninterrupted one's. So what a URL adds to the
+//! counters (its response class, bytes, parse, the fate of each of its links) is gathered in
+//! its record's [`PageCounts`] while it is fetched and parsed, and added to the shared
+//! counters by the dispatcher in the step that sends the record to `pages.jsonl` (the output
+//! thread adds what the archive wrote, before the line is encoded). A checkpoint, taken by
+//! the same task between two such steps with the output flushed, then holds exactly the
+//! counts of the records it covers; a resume adds the `counts` of the records written after
+//! it, and the URLs in flight at a crash, whose records were lost, count once, when fetched
+//! again. What is not a URL's (robots.txt fetches, parse CPU time, descriptor pauses) is
+//! counted directly and checkpointed as it stands: those are figures of the runs, not of
+//! the web (see `summary.rs`).
 //!
 //! Counters are relaxed atomics: they are figures for people, never used to decide
 //! anything that must be exact (the dispatcher keeps `accepted` itself, in the one task
@@ -14,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::scope::OutOfScope;
 
@@ -37,7 +52,79 @@ macro_rules! counters {
             pub out_of_scope: BTreeMap<&'static str, u64>,
         }
 
+        /// One URL's share of the counters (the `counts` of its record): plain numbers,
+        /// gathered by the stages that handle the URL and added to [`CrawlCounters`] when its
+        /// record is sent (see the module doc). In `pages.jsonl` only the counters it moved
+        /// are written, by name; `finished` (the record itself) and `accepted` (its
+        /// `new_links`) are never among them.
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct PageCounts {
+            $($(#[doc = $doc])* pub $name: u64,)*
+            /// Links and redirect targets refused by the scope rules, by reason (indexed
+            /// like [`OutOfScope::ALL`]).
+            pub(crate) out_of_scope: [u64; OutOfScope::ALL.len()],
+        }
+
+        impl PageCounts {
+            /// Every counter it moved, by name (`out_of_scope.<reason>` for the scope
+            /// reasons), as a checkpoint names them.
+            pub fn nonzero(&self) -> Vec<(String, u64)> {
+                let mut moved = Vec::new();
+                self.each_moved(|name, n| moved.push((name.to_string(), n)));
+                moved
+            }
+
+            /// Calls `f` with each counter it moved, by name, without allocating (but for
+            /// the rare scope reasons): a record's line is encoded for every page.
+            fn each_moved(&self, mut f: impl FnMut(&str, u64)) {
+                $(if self.$name != 0 {
+                    f(stringify!($name), self.$name);
+                })*
+                for (reason, n) in OutOfScope::ALL.iter().zip(&self.out_of_scope) {
+                    if *n != 0 {
+                        f(&format!("out_of_scope.{}", reason.as_str()), *n);
+                    }
+                }
+            }
+
+            /// How many counters it moved.
+            fn moved(&self) -> usize {
+                let mut moved = 0;
+                $(moved += usize::from(self.$name != 0);)*
+                moved + self.out_of_scope.iter().filter(|n| **n != 0).count()
+            }
+
+            /// Sets the counter called `name`; false for a name it does not know.
+            fn set(&mut self, name: &str, value: u64) -> bool {
+                match name {
+                    $(stringify!($name) => self.$name = value,)*
+                    _ => {
+                        let Some(index) = name
+                            .strip_prefix("out_of_scope.")
+                            .and_then(|r| OutOfScope::ALL.iter().position(|o| o.as_str() == r))
+                        else {
+                            return false;
+                        };
+                        self.out_of_scope[index] = value;
+                    }
+                }
+                true
+            }
+        }
+
         impl CrawlCounters {
+            /// Adds one URL's counts (see [`PageCounts`]).
+            pub(crate) fn add_page(&self, counts: &PageCounts) {
+                $(if counts.$name != 0 {
+                    self.$name.fetch_add(counts.$name, Ordering::Relaxed);
+                })*
+                for (n, add) in self.out_of_scope.iter().zip(&counts.out_of_scope) {
+                    if *add != 0 {
+                        n.fetch_add(*add, Ordering::Relaxed);
+                    }
+                }
+            }
+
             /// The values now.
             pub(crate) fn values(&self) -> CounterValues {
                 CounterValues {
@@ -94,9 +181,10 @@ counters!(
     server_errors,
     /// No response after all retries (timeouts, refused connections…).
     network_errors,
-    /// Retries scheduled.
+    /// Retries made for the URLs done (a record's attempts beyond its first).
     retries,
-    /// Body bytes received.
+    /// Body bytes of the responses recorded (decoded for a parsed page, as received
+    /// otherwise; a response that was retried is not counted, its retry's is).
     bytes,
     /// Pages parsed for links.
     parsed,
@@ -162,6 +250,54 @@ counters!(
     warc_bytes_saved,
 );
 
+impl PageCounts {
+    /// Adds what the archive wrote for one fetch.
+    pub(crate) fn add_archive(&mut self, tally: crate::warc::ArchiveTally) {
+        self.warc_records += tally.records;
+        self.warc_bytes += tally.bytes;
+        self.warc_payload_bytes += tally.payload_bytes;
+        self.warc_revisits += tally.revisits;
+        self.warc_bytes_saved += tally.bytes_saved;
+    }
+
+    /// Counts `n` URLs refused by the scope rules for `reason`.
+    pub(crate) fn add_out_of_scope(&mut self, reason: OutOfScope, n: u64) {
+        let index = OutOfScope::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
+        self.out_of_scope[index] += n;
+    }
+}
+
+/// In `pages.jsonl`: an object of the counters it moved, by name.
+impl Serialize for PageCounts {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.moved()))?;
+        let mut written = Ok(());
+        self.each_moved(|name, n| {
+            if written.is_ok() {
+                written = map.serialize_entry(name, &n);
+            }
+        });
+        written?;
+        map.end()
+    }
+}
+
+/// Names it does not know (a later crawler's counters) are ignored, as a checkpoint's are.
+impl<'de> Deserialize<'de> for PageCounts {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, u64>::deserialize(deserializer)?;
+        let mut counts = PageCounts::default();
+        for (name, value) in &map {
+            counts.set(name, *value);
+        }
+        Ok(counts)
+    }
+}
+
 impl CrawlCounters {
     /// Adds `n` to `counter`.
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
@@ -171,15 +307,6 @@ impl CrawlCounters {
     /// The value of `counter` now.
     pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
-    }
-
-    /// Counts `n` URLs refused by the scope rules for `reason`.
-    pub(crate) fn add_out_of_scope(&self, reason: OutOfScope, n: u64) {
-        let index = OutOfScope::ALL
-            .iter()
-            .position(|r| *r == reason)
-            .unwrap_or(0);
-        Self::add(&self.out_of_scope[index], n);
     }
 
     /// Fetch failures that make the exit code 1: no usable answer after all retries,
@@ -209,7 +336,9 @@ mod tests {
         let counters = CrawlCounters::default();
         CrawlCounters::add(&counters.accepted, 7);
         CrawlCounters::add(&counters.parse_cpu_ns, 11);
-        counters.add_out_of_scope(OutOfScope::ALL[1], 1);
+        let mut scope = PageCounts::default();
+        scope.add_out_of_scope(OutOfScope::ALL[1], 1);
+        counters.add_page(&scope);
         let map = counters.to_map();
         assert_eq!(map.get("accepted"), Some(&7));
         assert_eq!(map.get("parse_cpu_ns"), Some(&11));
@@ -235,6 +364,37 @@ mod tests {
                 assert!(object.contains_key(name), "{name} missing from summary");
             }
         }
+    }
+
+    #[test]
+    fn page_counts_are_written_by_name_only_when_moved_and_read_back() {
+        let mut counts = PageCounts {
+            parsed: 1,
+            links_found: 27,
+            ..PageCounts::default()
+        };
+        counts.add_out_of_scope(OutOfScope::ALL[0], 2);
+        let json = serde_json::to_string(&counts).unwrap_or_default();
+        assert_eq!(
+            json,
+            format!(
+                r#"{{"parsed":1,"links_found":27,"out_of_scope.{}":2}}"#,
+                OutOfScope::ALL[0].as_str()
+            )
+        );
+        let back: PageCounts = serde_json::from_str(&json).unwrap_or_default();
+        assert_eq!(back, counts);
+        // A later crawler's counter is ignored, as a checkpoint's is.
+        let later: PageCounts =
+            serde_json::from_str(r#"{"ok":1,"no_such_counter":5}"#).unwrap_or_default();
+        assert_eq!(later.ok, 1);
+        // Added to the crawl's counters, it moves exactly those.
+        let crawl = CrawlCounters::default();
+        crawl.add_page(&counts);
+        crawl.add_page(&counts);
+        let values = crawl.values();
+        assert_eq!((values.parsed, values.links_found, values.ok), (2, 54, 0));
+        assert_eq!(values.out_of_scope[OutOfScope::ALL[0].as_str()], 4);
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //!   seen/            the concurrent Bloom filter and its sizing
 //!   checkpoint.rs    checkpoint files, the queue log, resume
 //!   output.rs        the journal (pages.jsonl) and the output directory's file names
+//!   output_lock.rs   one crawl per output directory (a flock held for a process's life)
 //!   warc/            the archive: a sink beside the journal
 //!   fetch.rs gate.rs dns.rs  HTTP client, the request gate, name resolution
 //!   robots/ sitemap.rs extract.rs charset.rs canonical.rs content_coding.rs  parsing
@@ -39,7 +40,8 @@
 //!    `cpu_time`, `allocator`; URLs: `host`, `normalize`, `scope`, `seeds`; parsing: `extract`,
 //!    `charset`, `canonical`, `content_coding`, `sitemap`.
 //! 2. Network: `dns`, `gate` (config, dns, scope), `fetch`, `robots`.
-//! 3. State: `seen`, `frontier`, `output` with `warc` (its sink), `checkpoint`.
+//! 3. State: `seen`, `frontier`, `output` with `warc` (its sink), `output_lock`,
+//!    `checkpoint`.
 //! 4. `distributed`: Redis (state kept there instead of on disk).
 //! 5. `crawl`: everything above, wired; `main.rs` on top.
 //!

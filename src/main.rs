@@ -87,6 +87,19 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Say whether a robots.txt file lets USER_AGENT fetch each URL, and which rule (by
+    /// its line in FILE) decides, as a crawl would. Exit 0 if all are allowed, 1 if any is
+    /// not (the convention of Google's robots_main), 2 on bad input.
+    Robots {
+        /// The robots.txt file.
+        file: PathBuf,
+        /// The user agent, e.g. FooBot or "crawler/0.1 (+https://…)": its product token
+        /// (up to the first '/' or space) is matched, as in a crawl.
+        user_agent: String,
+        /// Absolute URLs to check.
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -279,6 +292,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Robots {
+            file,
+            user_agent,
+            urls,
+        }) => robots(&file, &user_agent, &urls),
         None => crawl(cli.crawl),
     }
 }
@@ -385,6 +403,65 @@ fn normalize(
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// `crawler robots`: the verdict for each URL, from the rules a crawl would take from FILE
+/// (its first `ROBOTS_MAX_BYTES`, as fetched).
+fn robots(file: &Path, user_agent: &str, urls: &[String]) -> anyhow::Result<ExitCode> {
+    use crawler::robots::{agent_token, source_line, Reason, RobotsRules, ROBOTS_MAX_BYTES};
+    // Every URL is checked before anything is printed: bad input is one line and exit 2.
+    for input in urls {
+        match url::Url::parse(input) {
+            Ok(url) if !url.cannot_be_a_base() => {}
+            Ok(_) => bail!("robots: URL {input:?} has no path to match"),
+            Err(e) => bail!("robots: URL {input:?} does not parse: {e}"),
+        }
+    }
+    let body =
+        std::fs::read(file).with_context(|| format!("robots: cannot read {}", file.display()))?;
+    let limit = usize::try_from(ROBOTS_MAX_BYTES).unwrap_or(usize::MAX);
+    if body.len() > limit {
+        eprintln!(
+            "{}: {} bytes; only the first {limit} are read, as in a crawl",
+            file.display(),
+            body.len()
+        );
+    }
+    let body = &body[..body.len().min(limit)];
+    let rules = RobotsRules::parse(&agent_token(user_agent), body);
+    for note in rules.notes() {
+        // `line N: reason` reads as `FILE:N: reason`, like a compiler's message.
+        match note.strip_prefix("line ").and_then(|n| n.split_once(": ")) {
+            Some((line, reason)) => eprintln!("{}:{line}: {reason}; line skipped", file.display()),
+            None => eprintln!("{}: {note}", file.display()),
+        }
+    }
+    let mut out = String::new();
+    let mut all_allowed = true;
+    for url in urls {
+        let verdict = rules.verdict(url);
+        all_allowed &= verdict.allowed;
+        let word = if verdict.allowed {
+            "ALLOWED"
+        } else {
+            "DISALLOWED"
+        };
+        let why = match verdict.reason {
+            Reason::Rule { line, .. } => {
+                let text = source_line(body, line).unwrap_or_default();
+                format!("by line {line}: {}", text.trim())
+            }
+            Reason::NoMatchingRule => "(no rule matches)".to_string(),
+            Reason::RobotsTxt => "(/robots.txt is always allowed)".to_string(),
+        };
+        out.push_str(&format!("{url}: {word} {why}\n"));
+    }
+    write_stdout(&out)?;
+    Ok(if all_allowed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     })
 }
 

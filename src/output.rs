@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::counters::PageCounts;
 use crate::durable::{self, At, IoAt};
 use crate::warc::record::ArchivedFetch;
 
@@ -75,6 +76,12 @@ pub struct PageRecord {
     /// For a sitemap (`crawl.sitemaps`), what it held; absent for pages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sitemap: Option<Box<SitemapRecord>>,
+    /// What this fetch added to the crawl's counters, by their `summary.json` names: only
+    /// those it moved, besides the record itself (`finished`) and its `new_links`
+    /// (`accepted`). A resume adds those of the records written after its checkpoint (see
+    /// `crate::crawl::counters`).
+    #[serde(default)]
+    pub counts: PageCounts,
 }
 
 /// What a line of `pages.jsonl` records.

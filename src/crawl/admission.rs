@@ -17,7 +17,10 @@
 //!    touched, so the seen-set holds only URLs that were queued.
 //!
 //! Every refusal, whichever half decides it, is a [`Refusal`] counted by
-//! [`Refusal::count`]; no other code increments a link counter.
+//! [`Refusal::count`]; no other code increments a link counter. They are counted in the
+//! [`PageCounts`] of the record of the page (or redirect, or sitemap) that found the links,
+//! which the dispatcher adds to the crawl's counters with the record (see
+//! `super::counters`): so a checkpoint and a resume count each page's links exactly once.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -31,7 +34,7 @@ use super::CrawlError;
 use super::CrawlFrontier;
 use crate::checkpoint::QueueLog;
 use crate::config::Config;
-use crate::counters::CrawlCounters;
+use crate::counters::{CrawlCounters, PageCounts};
 use crate::extract::Extracted;
 use crate::frontier::QueuedUrl;
 use crate::normalize::{host_key, Normalizer};
@@ -65,23 +68,23 @@ pub(crate) enum Refusal {
 
 impl Refusal {
     /// Counts `n` refusals of this kind: the only place link counters are incremented.
-    pub(crate) fn count(self, counters: &CrawlCounters, n: u64) {
+    pub(crate) fn count(self, counters: &mut PageCounts, n: u64) {
         if n == 0 {
             return;
         }
         let counter = match self {
-            Refusal::NotHttp => &counters.links_not_http,
-            Refusal::Invalid => &counters.links_invalid,
-            Refusal::Nofollow => &counters.links_nofollow,
-            Refusal::TooDeep => &counters.links_too_deep,
-            Refusal::OverPageCap => &counters.links_over_page_cap,
+            Refusal::NotHttp => &mut counters.links_not_http,
+            Refusal::Invalid => &mut counters.links_invalid,
+            Refusal::Nofollow => &mut counters.links_nofollow,
+            Refusal::TooDeep => &mut counters.links_too_deep,
+            Refusal::OverPageCap => &mut counters.links_over_page_cap,
             Refusal::OutOfScope(reason) => return counters.add_out_of_scope(reason, n),
-            Refusal::Seen => &counters.links_seen,
-            Refusal::OverMaxUrls => &counters.links_over_cap,
-            Refusal::HostCap => &counters.links_host_cap,
-            Refusal::RedirectLimit => &counters.redirects_over_limit,
+            Refusal::Seen => &mut counters.links_seen,
+            Refusal::OverMaxUrls => &mut counters.links_over_cap,
+            Refusal::HostCap => &mut counters.links_host_cap,
+            Refusal::RedirectLimit => &mut counters.redirects_over_limit,
         };
-        CrawlCounters::add(counter, n);
+        *counter += n;
     }
 }
 
@@ -90,7 +93,6 @@ pub(crate) struct Admission {
     normalizer: Normalizer,
     scope: Arc<Scope>,
     seen: Arc<dyn SeenBackend>,
-    counters: Arc<CrawlCounters>,
     max_depth: u32,
     max_redirects: u32,
     follow_nofollow: bool,
@@ -103,13 +105,11 @@ impl Admission {
         normalizer: Normalizer,
         scope: Arc<Scope>,
         seen: Arc<dyn SeenBackend>,
-        counters: Arc<CrawlCounters>,
     ) -> Admission {
         Admission {
             normalizer,
             scope,
             seen,
-            counters,
             max_depth: config.crawl.max_depth,
             max_redirects: config.crawl.max_redirects,
             follow_nofollow: config.crawl.follow_nofollow,
@@ -142,17 +142,17 @@ impl Admission {
 
     /// The links of a page at `depth` (its own depth + 1), as extracted; `header_nofollow`
     /// is the response's `X-Robots-Tag`. `scratch` is the caller's, reused from page to
-    /// page. Returns the candidates in page order.
+    /// page. Returns the candidates in page order; counts in `c` (the page's).
     pub(crate) fn screen_links(
         &self,
         extracted: Extracted,
         depth: u32,
         header_nofollow: bool,
         scratch: &mut ScreenScratch,
+        c: &mut PageCounts,
     ) -> Candidates {
-        let c = &self.counters;
         let found = extracted.links.len() as u64;
-        CrawlCounters::add(&c.links_found, found);
+        c.links_found += found;
         Refusal::Nofollow.count(c, extracted.nofollow_skipped as u64);
         Refusal::Invalid.count(c, extracted.invalid as u64);
         Refusal::OverPageCap.count(c, extracted.over_limit as u64);
@@ -190,13 +190,13 @@ impl Admission {
     /// The target of a redirect from `from` (at `depth`, `hops` redirects into its chain) to
     /// `location`. Returns the canonical target when there is one (the record's
     /// `final_url`, followed or not), and the candidate or the reason the record gives for
-    /// not following it.
+    /// not following it; a refusal is counted in `c` (the redirect's).
     pub(crate) fn screen_redirect(
         &self,
         from: &Url,
         location: &str,
-        depth: u32,
-        hops: u32,
+        (depth, hops): (u32, u32),
+        c: &mut PageCounts,
     ) -> (Option<Url>, Result<Candidates, String>) {
         let mut target = match from.join(location.trim()) {
             Ok(target) => target,
@@ -211,12 +211,12 @@ impl Admission {
             return (None, Err(format!("redirect to {location:?}: {reason}")));
         }
         if let Err(reason) = self.scope.check(&target) {
-            Refusal::OutOfScope(reason).count(&self.counters, 1);
+            Refusal::OutOfScope(reason).count(c, 1);
             let why = format!("redirect target not followed: {reason}");
             return (Some(target), Err(why));
         }
         if hops >= self.max_redirects {
-            Refusal::RedirectLimit.count(&self.counters, 1);
+            Refusal::RedirectLimit.count(c, 1);
             let why = format!(
                 "redirect chain longer than max_redirects = {}",
                 self.max_redirects
@@ -236,15 +236,14 @@ impl Admission {
     /// lists. Each `loc` is resolved against `base` and then passes exactly the rules of a
     /// link (`max_depth`, normalization, scope, duplicates, certainly-seen); sitemap URLs
     /// come out marked as such ([`super::sitemaps::mark`]), so the frontier hands them out
-    /// like pages and the fetch task knows to read them as sitemaps.
+    /// like pages and the fetch task knows to read them as sitemaps. Counts in `c`.
     pub(crate) fn screen_discovered<'a>(
         &self,
         base: &Url,
         locs: impl IntoIterator<Item = &'a str>,
-        as_sitemaps: bool,
-        depth: u32,
+        (as_sitemaps, depth): (bool, u32),
+        c: &mut PageCounts,
     ) -> Candidates {
-        let c = &self.counters;
         let mut candidates = Candidates {
             urls: Vec::new(),
             depth,
@@ -267,7 +266,7 @@ impl Admission {
                 Err(refusal) => refusal.count(c, 1),
             }
         }
-        CrawlCounters::add(&c.links_found, found);
+        c.links_found += found;
         candidates
     }
 
@@ -399,13 +398,14 @@ impl Acceptance {
 
     /// Inserts candidates into the seen-set and queues the new ones (queue log first, then
     /// the frontier), never past `max_urls` or `max_pages_per_host`. Returns how many were
-    /// queued.
+    /// queued (added to `accepted` at once: it is what `max_urls` is checked against); the
+    /// refusals are counted in `counts`, the finding page's.
     pub(crate) fn accept<F: CrawlFrontier>(
         &mut self,
         frontier: &mut F,
         mut queue_log: Option<&mut QueueLog>,
-        candidates: Candidates,
-        parent: Option<String>,
+        (candidates, parent): (Candidates, Option<String>),
+        counts: &mut PageCounts,
     ) -> Result<u64, CrawlError> {
         let Candidates {
             urls,
@@ -445,17 +445,17 @@ impl Acceptance {
                 }
                 considered += 1;
                 if host_cap > 0 && frontier.host_total_queued(&host_key(url)) >= host_cap {
-                    Refusal::HostCap.count(&c, 1);
+                    Refusal::HostCap.count(counts, 1);
                     continue;
                 }
                 if self.seen.insert_new(url.as_str().as_bytes()) {
                     queued += 1;
                     queue(frontier, &mut queue_log, url)?;
                 } else {
-                    Refusal::Seen.count(&c, 1);
+                    Refusal::Seen.count(counts, 1);
                 }
             }
-            Refusal::OverMaxUrls.count(&c, (urls.len() - considered) as u64);
+            Refusal::OverMaxUrls.count(counts, (urls.len() - considered) as u64);
         } else {
             // The common case: one batch per page, hashed first and prefetched.
             let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
@@ -470,17 +470,14 @@ impl Acceptance {
                     seen += 1;
                 }
             }
-            Refusal::Seen.count(&c, seen);
+            Refusal::Seen.count(counts, seen);
             self.batch_out = fresh;
         }
         if queued > 0 {
             CrawlCounters::add(&c.accepted, queued);
             // Each new URL was a query that could have been a false positive.
             let fpp = self.seen.stats().estimated_fpp;
-            CrawlCounters::add(
-                &c.false_positive_micros,
-                (fpp * queued as f64 * 1e6).round() as u64,
-            );
+            counts.false_positive_micros += (fpp * queued as f64 * 1e6).round() as u64;
         }
         Ok(queued)
     }

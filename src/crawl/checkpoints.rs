@@ -14,6 +14,10 @@
 //! has the queue log and `pages.jsonl` fsynced in the background every
 //! `checkpoint.sync_interval_secs` ([`BackgroundSync`]; the dispatcher only names the new log
 //! when it rotates).
+//!
+//! Each checkpoint also records the crawl's time across runs ([`CrawlTime`]): how many runs,
+//! and the seconds they spent, so that a resumed crawl reports its own run and the whole
+//! crawl apart.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +44,38 @@ pub(crate) enum CheckpointPhase {
 /// The background write of a checkpoint, as the dispatcher awaits it.
 pub(crate) type PendingPhase = Result<Result<CheckpointPhase, CheckpointError>, JoinError>;
 
+/// The crawl's time across its runs (`--resume` starts a new run).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CrawlTime {
+    /// Runs so far, this one included.
+    pub(crate) runs: u64,
+    /// Seconds the earlier runs spent crawling (each up to its last record or checkpoint).
+    pub(crate) before_secs: f64,
+    /// When this run started.
+    pub(crate) started: Instant,
+}
+
+impl CrawlTime {
+    /// The first run of a crawl, started at `started`.
+    pub(crate) fn first_run(started: Instant) -> CrawlTime {
+        CrawlTime {
+            runs: 1,
+            before_secs: 0.0,
+            started,
+        }
+    }
+
+    /// Seconds of this run so far.
+    pub(crate) fn run_secs(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Seconds of all runs so far.
+    pub(crate) fn crawl_secs(&self) -> f64 {
+        self.before_secs + self.run_secs()
+    }
+}
+
 /// Checkpoint bookkeeping: one write in the background at a time.
 pub(crate) struct Checkpoints {
     out_dir: PathBuf,
@@ -48,6 +84,7 @@ pub(crate) struct Checkpoints {
     expectation: Expectation,
     seen: Arc<SeenSet>,
     counters: Arc<CrawlCounters>,
+    time: CrawlTime,
     /// The checkpoint being written: its files, then its publication.
     pending: Option<JoinHandle<Result<CheckpointPhase, CheckpointError>>>,
     /// URLs accepted since the last checkpoint was taken.
@@ -68,8 +105,8 @@ impl Checkpoints {
         seq: u64,
         resumed_from: Option<u64>,
         expectation: Expectation,
-        seen: Arc<SeenSet>,
-        counters: Arc<CrawlCounters>,
+        (seen, counters): (Arc<SeenSet>, Arc<CrawlCounters>),
+        time: CrawlTime,
     ) -> Result<Checkpoints, CrawlError> {
         Ok(Checkpoints {
             out_dir,
@@ -78,6 +115,7 @@ impl Checkpoints {
             expectation,
             seen,
             counters,
+            time,
             pending: None,
             queue_log: None,
             good: resumed_from,
@@ -114,12 +152,14 @@ impl Checkpoints {
 
     /// Takes a consistent snapshot of the crawl state and writes it in the background. The
     /// crawl pauses only for flushing the output and the frontier's part (its store's tails
-    /// and table, its tallies); the seen-set is streamed from the live set.
+    /// and table, its tallies); the seen-set is streamed from the live set. `orphans` are
+    /// the dispatcher's (see `Dispatcher::orphans`).
     pub(crate) async fn start<F: CrawlFrontier>(
         &mut self,
         frontier: &mut F,
         output: &OutputSender,
         finished: bool,
+        orphans: &std::collections::BTreeMap<String, u64>,
     ) -> Result<(), CrawlError> {
         let paused = Instant::now();
         let position = output.flush().await?;
@@ -141,6 +181,9 @@ impl Checkpoints {
             seeds_xxh3: e.seeds_xxh3,
             seeds: e.seeds,
             counters: self.counters.to_map(),
+            runs: self.time.runs,
+            crawl_secs: self.time.crawl_secs(),
+            orphans: orphans.clone(),
         };
         self.seq += 1;
         // From this instant on, accepted URLs go to the next checkpoint's queue log.

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::admission::Admission;
+use super::checkpoints::CrawlTime;
 use super::faults;
 use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
 use super::messages::{Completion, Outcome, ParseJob};
@@ -33,7 +34,7 @@ use super::source::{Cx, JournalPlan, WorkSource};
 use super::summary::{CrawlSummary, Ending};
 use super::CrawlError;
 use crate::config::Config;
-use crate::counters::CrawlCounters;
+use crate::counters::{CrawlCounters, PageCounts};
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
@@ -76,28 +77,38 @@ impl Recorder {
         Ok(self.sent)
     }
 
-    /// The record of a queued URL's end: one more URL finished.
+    /// The record of a queued URL's end, its counts added to the crawl's counters in the
+    /// same step (so a checkpoint, taken between two steps, holds exactly the counts of the
+    /// records it covers: see `crate::counters`): one more URL finished.
     pub(crate) async fn finished(
         &mut self,
         record: Box<PageRecord>,
         archive: Archived,
     ) -> Result<u64, CrawlError> {
+        self.counters.add_page(&record.counts);
         CrawlCounters::add(&self.counters.finished, 1);
         self.other(record, archive).await
     }
+}
 
-    /// The record of an accepted URL that ends without a fetch, for `reason`.
-    pub(crate) async fn unfetched(
-        &mut self,
-        item: &QueuedUrl,
-        reason: &str,
-    ) -> Result<u64, CrawlError> {
-        let mut record = base_record(item);
-        record.attempts = 0;
-        record.error = Some(reason.to_string());
-        record.fetched_at = rfc3339(SystemTime::now());
-        self.finished(record, None).await
-    }
+/// The record of an accepted URL that ends without a fetch, for `reason`, counted by
+/// `counted`; the source sees it before it is sent and learns its number after.
+async fn record_unfetched<S: WorkSource>(
+    source: &mut S,
+    cx: &mut Cx<'_, S::Frontier>,
+    item: &QueuedUrl,
+    reason: &str,
+    counted: impl FnOnce(&mut PageCounts),
+) -> Result<(), CrawlError> {
+    let mut record = base_record(item);
+    counted(&mut record.counts);
+    record.attempts = 0;
+    record.error = Some(reason.to_string());
+    record.fetched_at = rfc3339(SystemTime::now());
+    source.recording(&mut record);
+    let number = cx.out.finished(record, None).await?;
+    source.recorded(&item.url, number);
+    Ok(())
 }
 
 /// What a source opened: itself, the frontier it feeds, the seen-set the parse pool screens
@@ -111,6 +122,9 @@ pub(crate) struct Opened<S: WorkSource> {
     pub(crate) journal: JournalPlan,
     /// The progress display's mode (a distributed process logs lines of its own instead).
     pub(crate) progress: ProgressMode,
+    /// This run and the runs before it (a resumed crawl's), and the pages they finished.
+    pub(crate) time: CrawlTime,
+    pub(crate) finished_before: u64,
 }
 
 /// Runs an opened source to its end (or its stop) and returns the summary.
@@ -119,7 +133,6 @@ pub(crate) async fn drive<S: WorkSource>(
     seeds: Vec<Url>,
     shutdown: &ShutdownHandle,
     descriptors: Descriptors,
-    started: Instant,
     opened: Opened<S>,
 ) -> Result<CrawlSummary, CrawlError> {
     let Opened {
@@ -129,6 +142,8 @@ pub(crate) async fn drive<S: WorkSource>(
         counters,
         journal,
         progress,
+        time,
+        finished_before,
     } = opened;
     let archive = crate::warc::sink::open(
         config,
@@ -182,8 +197,8 @@ pub(crate) async fn drive<S: WorkSource>(
     source.begin(&mut cx, &fetch, seeds, sync).await?;
     let mut display = Progress::start(
         progress,
-        config.crawl.max_urls.0,
         Duration::from_secs_f64(config.output.progress_interval_secs),
+        finished_before,
     );
     let mut pump = Pump {
         fetch,
@@ -191,9 +206,9 @@ pub(crate) async fn drive<S: WorkSource>(
         shutdown,
         display: &mut display,
         descriptors,
-        seen: seen_backend.clone(),
         counters: counters.clone(),
         monitor,
+        seen: seen_backend.clone(),
         seen_bytes: seen.plan().bytes,
     };
     let result = pump.run(&mut source, &mut cx).await;
@@ -226,7 +241,8 @@ pub(crate) async fn drive<S: WorkSource>(
                 counters: &counters,
                 seen: seen.stats(),
                 plan: seen.plan(),
-                elapsed: started.elapsed(),
+                time,
+                finished_before,
                 stopped: true,
             });
             source.failed(&summary, &error);
@@ -245,10 +261,16 @@ pub(crate) async fn drive<S: WorkSource>(
         counters: &counters,
         seen: seen.stats(),
         plan: seen.plan(),
-        elapsed: started.elapsed(),
+        time,
+        finished_before,
         stopped,
     });
-    display.finish(&figures(&seen_backend, &counters, &mut frontier, false));
+    display.finish(&figures(
+        &counters,
+        config.crawl.max_urls.0,
+        &mut frontier,
+        false,
+    ));
     let redis_round_trips = source.redis_round_trips();
     source.close(&summary).await?;
     if let Some(monitor) = monitor {
@@ -280,13 +302,7 @@ fn start_workers(
     let gate = Arc::new(RequestGate::new(config, scope.clone())?);
     let resolver = gate.resolver();
     let fetcher = Fetcher::new(config, gate)?;
-    let admission = Arc::new(Admission::new(
-        config,
-        config.normalizer()?,
-        scope,
-        seen,
-        counters.clone(),
-    ));
+    let admission = Arc::new(Admission::new(config, config.normalizer()?, scope, seen));
     let faults = faults::Faults::from_env();
     let parse_pool = ParsePool::start(
         config.crawl.parse_threads,
@@ -321,20 +337,19 @@ fn start_workers(
 /// What the progress display shows now; `busiest` scans the hosts (costly at many hosts,
 /// so only once per progress line).
 fn figures<F: FrontierBackend>(
-    seen: &Arc<dyn SeenBackend>,
     counters: &CrawlCounters,
+    max_urls: u64,
     frontier: &mut F,
     busiest: bool,
 ) -> ProgressFigures {
-    let stats = seen.stats();
+    let accepted = CrawlCounters::get(&counters.accepted);
     ProgressFigures {
         finished: CrawlCounters::get(&counters.finished),
-        accepted: CrawlCounters::get(&counters.accepted),
         failures: counters.failures(),
         queued: frontier.queued(),
         in_flight: frontier.in_flight(),
-        seen_fill: stats.fill,
-        seen_fpp: stats.estimated_fpp,
+        // The seen-set holds exactly the accepted URLs, and is sized for `max_urls`.
+        seen_full: accepted as f64 / max_urls.max(1) as f64,
         busiest: if busiest {
             frontier.busiest_host()
         } else {
@@ -351,11 +366,12 @@ struct Pump<'a> {
     display: &'a mut Progress,
     /// The descriptor budget: no new work while it is exhausted.
     descriptors: Descriptors,
-    seen: Arc<dyn SeenBackend>,
     counters: Arc<CrawlCounters>,
     /// The monitor, when `[monitor] listen` is set: handed a snapshot once per
     /// `monitor::REFRESH`, and told of failed fetches (only those).
     monitor: Option<Monitor>,
+    /// The seen-set and its size, for the monitor's snapshot.
+    seen: Arc<dyn SeenBackend>,
     seen_bytes: u64,
 }
 
@@ -399,19 +415,18 @@ impl Pump<'_> {
                             tasks.spawn(robots_task(fetch.clone(), robots));
                         }
                         Some(Work::Disallowed(item)) => {
-                            CrawlCounters::add(&self.counters.disallowed, 1);
-                            let n = cx.out.unfetched(&item, "disallowed by robots.txt").await?;
-                            source.recorded(&item.url, n);
+                            let reason = "disallowed by robots.txt";
+                            record_unfetched(source, cx, &item, reason, |c| c.disallowed += 1)
+                                .await?;
                         }
                         Some(Work::Deferred { item, crawl_delay }) => {
-                            CrawlCounters::add(&self.counters.deferred, 1);
                             let reason = format!(
                                 "deferred: robots.txt asks for a Crawl-delay of {} s, over politeness.max_crawl_delay_secs = {} s",
                                 crawl_delay.as_secs_f64(),
                                 fetch.config.politeness.max_crawl_delay_secs
                             );
-                            let n = cx.out.unfetched(&item, &reason).await?;
-                            source.recorded(&item.url, n);
+                            record_unfetched(source, cx, &item, &reason, |c| c.deferred += 1)
+                                .await?;
                         }
                     }
                 }
@@ -484,7 +499,8 @@ impl Pump<'_> {
                     source.on_event(cx, event).await?;
                 }
                 _ = tick.tick() => {
-                    self.display.update(&figures(&self.seen, &self.counters, cx.frontier, true));
+                    let max_urls = fetch.config.crawl.max_urls.0;
+                    self.display.update(&figures(&self.counters, max_urls, cx.frontier, true));
                 }
                 _ = monitor_tick.tick(), if self.monitor.is_some() => {
                     if let Some(monitor) = &self.monitor {
@@ -525,19 +541,22 @@ impl Pump<'_> {
                 }
                 let reason = outcome.give_up_reason();
                 for item in cx.frontier.robots_done(fetch, outcome)? {
-                    CrawlCounters::add(&self.counters.robots_unavailable, 1);
-                    let n = cx.out.unfetched(&item, &reason).await?;
-                    source.recorded(&item.url, n);
+                    record_unfetched(source, cx, &item, &reason, |c| c.robots_unavailable += 1)
+                        .await?;
                 }
             }
-            Completion::Discovered { candidates, parent } => {
-                source.discovered(cx, candidates, parent)?;
+            Completion::Discovered {
+                candidates,
+                parent,
+                counts,
+            } => {
+                source.discovered(cx, candidates, parent, *counts)?;
             }
             Completion::Page {
                 dispatch,
                 outcome: Outcome::Retry { delay },
             } => {
-                CrawlCounters::add(&self.counters.retries, 1);
+                // Counted with the URL's record (its attempts), when it ends.
                 cx.frontier.retry(dispatch, delay);
             }
             Completion::Page {

@@ -95,8 +95,8 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
     let step = match catching_panics(fetch_outcome(&shared, &dispatch.item)).await {
         Ok(step) => step,
         Err(message) => {
-            CrawlCounters::add(&shared.counters.panics, 1);
             let mut record = base_record(&dispatch.item);
+            record.counts.panics += 1;
             record.error = Some(format!("crawler bug: the fetch panicked: {message}"));
             record.fetched_at = rfc3339(SystemTime::now());
             FetchStep::Finished(Outcome::Done {
@@ -221,15 +221,18 @@ fn robots_record(url: &Url, fetched: &Fetched, started: Instant) -> Box<PageReco
     record
 }
 
-/// The record of `item` before its fetch: what is known from the queue.
+/// The record of `item` before its fetch: what is known from the queue, the retries made
+/// for it counted.
 pub(crate) fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
-    Box::new(PageRecord {
+    let mut record = Box::new(PageRecord {
         url: item.url.clone(),
         depth: item.depth,
         parent: item.parent.clone(),
         attempts: item.attempts + 1,
         ..PageRecord::default()
-    })
+    });
+    record.counts.retries = u64::from(item.attempts);
+    record
 }
 
 enum FetchStep {
@@ -254,7 +257,6 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         panic!("injected fault: panic while fetching {}", item.url);
     }
     let config = &shared.config.crawl;
-    let counters = &shared.counters;
     let mut record = base_record(item);
     let started = Instant::now();
     let stamp = |record: &mut PageRecord| {
@@ -273,7 +275,7 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         Ok(url) => url,
         Err(e) => {
             record.error = Some(format!("unparsable queued URL: {e}"));
-            CrawlCounters::add(&counters.network_errors, 1);
+            record.counts.network_errors += 1;
             return done(record, Candidates::default());
         }
     };
@@ -290,9 +292,9 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
     };
     let mut fetched = match fetching {
         Ok(fetched) => fetched,
-        Err(error) => return fetch_failed(counters, error, can_retry, item, record, done),
+        Err(error) => return fetch_failed(error, can_retry, item, record, done),
     };
-    CrawlCounters::add(&counters.bytes, fetched.bytes);
+    record.counts.bytes += fetched.bytes;
     record.status = Some(fetched.status);
     record.content_type = fetched.content_type.clone();
     record.bytes = fetched.bytes;
@@ -315,7 +317,7 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         if asked.as_secs_f64() > limit {
             // A server asking for a longer pause than the crawl waits for any host: the URL
             // ends here rather than holding the crawl open.
-            CrawlCounters::add(&counters.server_errors, 1);
+            record.counts.server_errors += 1;
             record.error = Some(format!(
                 "HTTP {status} with Retry-After {} s, over politeness.max_crawl_delay_secs = {limit} s; not retried",
                 asked.as_secs()
@@ -326,7 +328,7 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
             let delay = asked.max(backoff(item.attempts)).min(MAX_RETRY_DELAY);
             return FetchStep::Finished(Outcome::Retry { delay });
         }
-        CrawlCounters::add(&counters.server_errors, 1);
+        record.counts.server_errors += 1;
         record.error = Some(format!(
             "HTTP {status} after {} attempts",
             item.attempts + 1
@@ -334,15 +336,17 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         return ended(record, Candidates::default(), fetched).await;
     }
     if fetched.is_redirect() {
-        CrawlCounters::add(&counters.redirects, 1);
+        record.counts.redirects += 1;
         let Some(location) = fetched.location.clone() else {
             record.error = Some("redirect without a Location header".into());
             return ended(record, Candidates::default(), fetched).await;
         };
-        let (target, screened) =
-            shared
-                .admission
-                .screen_redirect(&url, &location, item.depth, item.redirect_hops);
+        let (target, screened) = shared.admission.screen_redirect(
+            &url,
+            &location,
+            (item.depth, item.redirect_hops),
+            &mut record.counts,
+        );
         if let Some(target) = target {
             record.final_url = Some(target.as_str().to_string());
         }
@@ -362,9 +366,9 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         };
     }
     if (400..500).contains(&status) {
-        CrawlCounters::add(&counters.client_errors, 1);
+        record.counts.client_errors += 1;
     } else if (200..300).contains(&status) {
-        CrawlCounters::add(&counters.ok, 1);
+        record.counts.ok += 1;
     }
     if let Some(problem) = fetched.decode_error.take() {
         // The coding could not be undone (to its end): said in the record; whatever was
@@ -382,15 +386,7 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
             .and_then(|a| a.archive(target.as_str(), &fetched));
         let candidates = match (fetched.body, (200..300).contains(&status)) {
             (Some(body), true) => {
-                super::sitemaps::read(
-                    &shared.admission,
-                    counters,
-                    &url,
-                    item.depth,
-                    body,
-                    &mut record,
-                )
-                .await
+                super::sitemaps::read(&shared.admission, &url, item.depth, body, &mut record).await
             }
             _ => Candidates::default(),
         };
@@ -415,6 +411,7 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
             item.depth + 1,
             fetched.header_nofollow,
             &mut super::admission::ScreenScratch::default(),
+            &mut record.counts,
         );
         return ended(record, candidates, fetched).await;
     }
@@ -430,7 +427,6 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
 }
 
 fn fetch_failed(
-    counters: &CrawlCounters,
     error: FetchError,
     can_retry: bool,
     item: &QueuedUrl,
@@ -442,7 +438,7 @@ fn fetch_failed(
             delay: backoff(item.attempts),
         });
     }
-    CrawlCounters::add(&counters.network_errors, 1);
+    record.counts.network_errors += 1;
     record.error = Some(error.message);
     done(record, Candidates::default())
 }

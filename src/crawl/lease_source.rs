@@ -26,6 +26,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use url::Url;
 
 use super::admission::Refusal;
+use super::checkpoints::CrawlTime;
 use super::driver::{Archived, Opened};
 use super::fetch_task::FetchShared;
 use super::messages::Candidates;
@@ -33,7 +34,7 @@ use super::progress::ProgressMode;
 use super::source::{Cx, JournalPlan, WorkSource};
 use super::{seen_plan, CrawlError, CrawlSummary};
 use crate::config::Config;
-use crate::counters::CrawlCounters;
+use crate::counters::{CrawlCounters, PageCounts};
 use crate::distributed::leases::{Appetite, Leases};
 use crate::distributed::seal::OutputLock;
 use crate::distributed::session::{Admitted, Beside, CounterSums, Session, SyncReply, SyncRequest};
@@ -111,7 +112,7 @@ impl LeaseSource {
     pub(crate) async fn open(
         config: &Config,
         settings: Settings,
-        progress: ProgressMode,
+        (progress, started): (ProgressMode, Instant),
     ) -> Result<Opened<LeaseSource>, CrawlError> {
         let out_dir = &config.output.dir;
         let plan = seen_plan(config)?;
@@ -186,6 +187,9 @@ impl LeaseSource {
                 resumed: false,
             },
             progress: ProgressMode::Quiet,
+            // A process never resumes (its id is new): its run is its whole share.
+            time: CrawlTime::first_run(started),
+            finished_before: 0,
         })
     }
 
@@ -198,8 +202,14 @@ impl LeaseSource {
         self.sums.gained(&self.counters, &self.session, stale)
     }
 
-    /// The candidates the local cache does not know, as items to queue (with host keys).
-    fn unknown(&self, candidates: Candidates, parent: Option<String>) -> Vec<(String, QueuedUrl)> {
+    /// The candidates the local cache does not know, as items to queue (with host keys);
+    /// those it knows are counted as seen in `counts` (the finding page's).
+    fn unknown(
+        &self,
+        candidates: Candidates,
+        parent: Option<String>,
+        counts: &mut PageCounts,
+    ) -> Vec<(String, QueuedUrl)> {
         let mut items = Vec::new();
         let mut known = 0;
         for url in candidates.urls {
@@ -215,13 +225,18 @@ impl LeaseSource {
             );
             items.push((host_key(&url), item));
         }
-        Refusal::Seen.count(&self.counters, known);
+        Refusal::Seen.count(counts, known);
         items
     }
 
-    /// Counts the admission's answers for `items` the way a local crawl counts its own;
-    /// returns how many were queued.
-    fn count_admitted(&self, items: &[(String, QueuedUrl)], answers: &[Admitted]) -> u64 {
+    /// Counts the admission's answers for `items` in `counts` the way a local crawl counts
+    /// its own; returns how many were queued (added to `accepted` at once).
+    fn count_admitted(
+        &self,
+        items: &[(String, QueuedUrl)],
+        answers: &[Admitted],
+        counts: &mut PageCounts,
+    ) -> u64 {
         let mut queued = 0;
         for ((_, item), answer) in items.iter().zip(answers) {
             match answer {
@@ -232,10 +247,10 @@ impl LeaseSource {
                 }
                 Admitted::Seen => {
                     self.cache.insert_new(item.url.as_bytes());
-                    Refusal::Seen.count(&self.counters, 1);
+                    Refusal::Seen.count(counts, 1);
                 }
-                Admitted::OverMaxUrls => Refusal::OverMaxUrls.count(&self.counters, 1),
-                Admitted::HostCap => Refusal::HostCap.count(&self.counters, 1),
+                Admitted::OverMaxUrls => Refusal::OverMaxUrls.count(counts, 1),
+                Admitted::HostCap => Refusal::HostCap.count(counts, 1),
             }
         }
         CrawlCounters::add(&self.counters.accepted, queued);
@@ -250,8 +265,8 @@ impl LeaseSource {
         }
         let mut pages = Vec::new();
         let mut sent = Vec::new();
-        for (url, record, candidates, archive) in std::mem::take(&mut self.waiting) {
-            sent.push(self.unknown(candidates, Some(url.clone())));
+        for (url, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
+            sent.push(self.unknown(candidates, Some(url.clone()), &mut record.counts));
             pages.push((url, record, archive));
         }
         let admitting = Admitting { pages, sent };
@@ -277,7 +292,7 @@ impl LeaseSource {
         for (((url, mut record, archive), items), answers) in
             pages.into_iter().zip(sent).zip(answers)
         {
-            record.new_links = self.count_admitted(&items, &answers);
+            record.new_links = self.count_admitted(&items, &answers, &mut record.counts);
             let number = cx.out.finished(record, archive).await?;
             self.leases.recorded(&key_of(&url), &url, number);
         }
@@ -405,16 +420,17 @@ impl WorkSource for LeaseSource {
             depth: 0,
             redirect_hops: 0,
         };
-        let items = self.unknown(seeds, None);
-        if items.is_empty() {
-            return Ok(());
+        let mut counts = PageCounts::default();
+        let items = self.unknown(seeds, None, &mut counts);
+        if !items.is_empty() {
+            let batches = [items];
+            let answers = self.session.admit(&batches).await?;
+            let [items] = batches;
+            if let Some(answers) = answers.first() {
+                self.count_admitted(&items, answers, &mut counts);
+            }
         }
-        let batches = [items];
-        let answers = self.session.admit(&batches).await?;
-        let [items] = batches;
-        if let Some(answers) = answers.first() {
-            self.count_admitted(&items, answers);
-        }
+        self.counters.add_page(&counts);
         Ok(())
     }
 
@@ -439,6 +455,7 @@ impl WorkSource for LeaseSource {
         _cx: &mut Cx<'_, Frontier>,
         candidates: Candidates,
         _parent: String,
+        _counts: PageCounts,
     ) -> Result<(), CrawlError> {
         // Only sitemaps send these, and `crawl.sitemaps` is refused with [distributed]
         // (see `Config::distributed_lacks`): nothing to admit here.

@@ -11,6 +11,7 @@
 //! The crawl is over when the frontier has nothing queued and nothing in flight; its end
 //! (or stop) takes a final checkpoint, what a resume starts from.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use url::Url;
 
 use super::admission::Acceptance;
-use super::checkpoints::{Checkpoints, PendingPhase};
+use super::checkpoints::{Checkpoints, CrawlTime, PendingPhase};
 use super::driver::{Archived, Opened};
 use super::fetch_task::FetchShared;
 use super::messages::Candidates;
@@ -27,7 +28,7 @@ use super::source::{Cx, JournalPlan, WorkSource};
 use super::{seen_plan_for, sitemaps, CrawlError, CrawlSummary};
 use crate::checkpoint;
 use crate::config::Config;
-use crate::counters::CrawlCounters;
+use crate::counters::{CrawlCounters, PageCounts};
 use crate::frontier::{Dispatch, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl};
 use crate::output::{BackgroundSync, OutputPosition, PageRecord};
 use crate::seen::{SeenBackend, SeenSet};
@@ -46,6 +47,13 @@ pub(crate) struct LocalSource {
     /// recorded since, to count for their host.
     replayed: Option<(Vec<QueuedUrl>, Vec<String>)>,
     acceptance: Acceptance,
+    /// This run and the runs before it, for the checkpoints.
+    time: CrawlTime,
+    /// After a resume: pages whose new links reached the queue log before a crash lost
+    /// their record, with how many (see `crate::checkpoint::Loaded::orphans`). Fetched
+    /// again, such a page finds those links already seen; they are not counted as seen, so
+    /// the figures match an uninterrupted crawl's. Checkpointed until each is fetched.
+    orphans: BTreeMap<String, u64>,
     /// Set up by [`WorkSource::begin`].
     checkpoints: Option<(Checkpoints, Interval)>,
 }
@@ -65,7 +73,7 @@ impl LocalSource {
     pub(crate) fn open(
         config: &Config,
         seeds: &[Url],
-        progress: ProgressMode,
+        (progress, started): (ProgressMode, Instant),
         resume: Option<checkpoint::Loaded>,
     ) -> Result<Opened<LocalSource>, CrawlError> {
         let out_dir = &config.output.dir;
@@ -88,28 +96,38 @@ impl LocalSource {
             FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
         let pages = crate::output::journal_path(out_dir);
         let warc_prefix = config.output.warc_prefix.clone();
-        let (seen, counters, start, frontier, replayed, seq, resumed_from) = match resume {
-            None => {
-                checkpoint::remove(out_dir)?;
-                checkpoint::save_seeds(out_dir, seeds)?;
-                crate::warc::remove_archive(out_dir).map_err(crate::output::OutputError::from)?;
-                tracing::info!("{}", plan.summary());
-                (
-                    Arc::new(SeenSet::new(plan)?),
-                    Arc::new(CrawlCounters::default()),
-                    OutputPosition::default(),
-                    Frontier::create(policy, frontier_options)?,
-                    None,
-                    0,
-                    None,
-                )
-            }
-            Some(loaded) => {
-                loaded.manifest.check_compatible(out_dir, &expectation)?;
-                for damage in &loaded.damage {
-                    tracing::warn!("resume: {damage}");
+        let (seen, counters, start, frontier, replayed, seq, resumed_from, before, orphans) =
+            match resume {
+                None => {
+                    checkpoint::remove(out_dir)?;
+                    checkpoint::save_seeds(out_dir, seeds)?;
+                    crate::warc::remove_archive(out_dir)
+                        .map_err(crate::output::OutputError::from)?;
+                    tracing::info!("{}", plan.summary());
+                    (
+                        Arc::new(SeenSet::new(plan)?),
+                        Arc::new(CrawlCounters::default()),
+                        OutputPosition::default(),
+                        Frontier::create(policy, frontier_options)?,
+                        None,
+                        0,
+                        None,
+                        (0, 0.0),
+                        BTreeMap::new(),
+                    )
                 }
-                tracing::info!(
+                Some(loaded) => {
+                    loaded.manifest.check_compatible(out_dir, &expectation)?;
+                    for damage in &loaded.damage {
+                        tracing::warn!("resume: {damage}");
+                    }
+                    if loaded.manifest.format_version < checkpoint::FORMAT_VERSION {
+                        tracing::warn!(
+                        "resume: the checkpoint is of format {} (an older crawler): the summary's counters count the pages recorded after it only by their status and bytes, and the earlier runs' time is not known",
+                        loaded.manifest.format_version
+                    );
+                    }
+                    tracing::info!(
                     "resuming checkpoint {} of {}: {} URLs done, {} queued at the checkpoint ({} queued and {} recorded after it, replayed)",
                     loaded.manifest.seq,
                     loaded.manifest.created_at,
@@ -118,28 +136,39 @@ impl LocalSource {
                     loaded.replayed_urls,
                     loaded.replayed_records
                 );
-                let frontier = Frontier::resume(
-                    policy,
-                    frontier_options,
-                    &loaded.frontier,
-                    loaded.hosts,
-                    loaded.recorded_after,
-                )?;
-                // Only now, with everything checked and reopened: records past the last
-                // complete one (a torn line) are cut.
-                checkpoint::truncate_output(out_dir, loaded.output.bytes)?;
-                (
-                    Arc::new(loaded.seen),
-                    Arc::new(CrawlCounters::from_map(&loaded.counters)),
-                    loaded.output,
-                    frontier,
-                    Some((loaded.queued_after, loaded.recorded_from_log)),
-                    loaded.manifest.seq.max(checkpoint::highest_seq(out_dir)),
-                    Some(loaded.manifest.seq),
-                )
-            }
-        };
+                    let frontier = Frontier::resume(
+                        policy,
+                        frontier_options,
+                        &loaded.frontier,
+                        loaded.hosts,
+                        loaded.recorded_after,
+                    )?;
+                    // Only now, with everything checked and reopened: records past the last
+                    // complete one (a torn line) are cut.
+                    checkpoint::truncate_output(out_dir, loaded.output.bytes)?;
+                    (
+                        Arc::new(loaded.seen),
+                        Arc::new(CrawlCounters::from_map(&loaded.counters)),
+                        loaded.output,
+                        frontier,
+                        Some((loaded.queued_after, loaded.recorded_from_log)),
+                        loaded.manifest.seq.max(checkpoint::highest_seq(out_dir)),
+                        Some(loaded.manifest.seq),
+                        (
+                            loaded.manifest.runs,
+                            loaded.manifest.crawl_secs + loaded.crawled_after_secs,
+                        ),
+                        loaded.orphans,
+                    )
+                }
+            };
         let seen_backend: Arc<dyn SeenBackend> = seen.clone();
+        let time = CrawlTime {
+            runs: before.0 + 1,
+            before_secs: before.1,
+            started,
+        };
+        let finished_before = CrawlCounters::get(&counters.finished);
         let source = LocalSource {
             config: config.clone(),
             seen: seen.clone(),
@@ -149,6 +178,8 @@ impl LocalSource {
             resumed_from,
             replayed,
             acceptance: Acceptance::new(config, seen_backend, counters.clone()),
+            time,
+            orphans,
             checkpoints: None,
         };
         Ok(Opened {
@@ -163,6 +194,8 @@ impl LocalSource {
                 resumed: resumed_from.is_some(),
             },
             progress,
+            time,
+            finished_before,
         })
     }
 
@@ -173,16 +206,38 @@ impl LocalSource {
             .ok_or(CrawlError::Output(crate::output::OutputError::Stopped))
     }
 
-    /// Accepts `candidates` found by `parent` (`None` for seeds). Returns how many were
-    /// queued.
+    /// Accepts `candidates` found by `parent` (`None` for seeds), counting in `counts`.
+    /// Returns how many were queued.
     fn accept(
         &mut self,
         frontier: &mut Frontier,
-        candidates: Candidates,
-        parent: Option<String>,
+        (candidates, parent): (Candidates, Option<String>),
+        counts: &mut PageCounts,
     ) -> Result<u64, CrawlError> {
         let log = self.checkpoints.as_mut().and_then(|(c, _)| c.queue_log());
-        self.acceptance.accept(frontier, log, candidates, parent)
+        self.acceptance
+            .accept(frontier, log, (candidates, parent), counts)
+    }
+
+    /// Accepts what no record carries (seeds, a robots.txt's sitemaps), counted at once.
+    fn accept_unrecorded(
+        &mut self,
+        frontier: &mut Frontier,
+        found: (Candidates, Option<String>),
+        mut counts: PageCounts,
+    ) -> Result<(), CrawlError> {
+        self.accept(frontier, found, &mut counts)?;
+        self.counters.add_page(&counts);
+        Ok(())
+    }
+
+    /// Its lost record counted an orphan's links as new (`accepted` has them, from the
+    /// queue log): not seen again here. `new_links` stays what this fetch added, which the
+    /// queue logs since the resume hold.
+    fn correct_orphan(&mut self, record: &mut PageRecord) {
+        if let Some(logged) = self.orphans.remove(&record.url) {
+            record.counts.links_seen = record.counts.links_seen.saturating_sub(logged);
+        }
     }
 
     /// Starts a checkpoint of the current state.
@@ -192,8 +247,11 @@ impl LocalSource {
         finished: bool,
     ) -> Result<(), CrawlError> {
         let sender = cx.out.sender();
-        self.checkpoints()?
-            .start(cx.frontier, sender, finished)
+        let Some((checkpoints, _)) = self.checkpoints.as_mut() else {
+            return Err(CrawlError::Output(crate::output::OutputError::Stopped));
+        };
+        checkpoints
+            .start(cx.frontier, sender, finished, &self.orphans)
             .await
     }
 }
@@ -219,14 +277,13 @@ impl WorkSource for LocalSource {
             self.expectation
                 .take()
                 .ok_or(CrawlError::Output(crate::output::OutputError::Stopped))?,
-            self.seen.clone(),
-            self.counters.clone(),
+            (self.seen.clone(), self.counters.clone()),
+            self.time,
         )?;
         let interval = checkpoints.interval;
         let mut due = tokio::time::interval_at(Instant::now() + interval, interval);
         due.set_missed_tick_behavior(MissedTickBehavior::Delay);
         self.checkpoints = Some((checkpoints, due));
-        let fresh = self.replayed.is_none();
         match self.replayed.take() {
             Some((items, recorded)) => {
                 // Queued after the checkpoint, already accepted and in the seen-set:
@@ -244,27 +301,32 @@ impl WorkSource for LocalSource {
             None => {
                 // Without robots.txt, the seeds' /sitemap.xml are the only sitemaps found.
                 let c = &self.config;
+                let mut counts = PageCounts::default();
                 let sitemaps = (c.crawl.sitemaps && !c.politeness.respect_robots)
-                    .then(|| sitemaps::for_seeds(&fetch.admission, &seeds));
+                    .then(|| sitemaps::for_seeds(&fetch.admission, &seeds, &mut counts));
                 let seeds = Candidates {
                     urls: seeds,
                     depth: 0,
                     redirect_hops: 0,
                 };
-                self.accept(cx.frontier, seeds, None)?;
                 if let Some(sitemaps) = sitemaps {
-                    self.accept(cx.frontier, sitemaps, None)?;
+                    self.accept(cx.frontier, (seeds, None), &mut counts)?;
+                    self.accept_unrecorded(cx.frontier, (sitemaps, None), counts)?;
+                } else {
+                    self.accept_unrecorded(cx.frontier, (seeds, None), counts)?;
                 }
             }
         }
-        // A checkpoint right away: from here on, a crawl killed at any instant can resume.
-        // A fresh crawl waits for it to be published before its first request, or a kill in
-        // its first moments would leave records and no checkpoint (a directory that neither
-        // `--resume` nor a plain run accepts); a resumed one already has its checkpoint.
+        // A checkpoint right away, published before the first request: from here on, a
+        // crawl killed at any instant can resume. A fresh crawl killed in its first moments
+        // would otherwise leave records and no checkpoint (a directory that neither
+        // `--resume` nor a plain run accepts); a resumed one would leave its records after
+        // its predecessor's checkpoint, which counts one run fewer and the time between the
+        // two runs as crawling.
+        let first = Instant::now();
         self.checkpoint(cx, false).await?;
-        if fresh {
-            self.checkpoints()?.wait(cx.frontier).await?;
-        }
+        self.checkpoints()?.wait(cx.frontier).await?;
+        tracing::debug!("first checkpoint published in {:?}", first.elapsed());
         Ok(())
     }
 
@@ -277,16 +339,18 @@ impl WorkSource for LocalSource {
         archive: Archived,
     ) -> Result<(), CrawlError> {
         let parent = dispatch.item.url.clone();
-        let new = self.accept(cx.frontier, candidates, Some(parent))?;
+        let new = self.accept(cx.frontier, (candidates, Some(parent)), &mut record.counts)?;
         if new > 0 {
             // The new links reach the OS before the page's record does, so a crash can
             // never leave the page done and its links forgotten.
             if let Some(log) = self.checkpoints()?.queue_log() {
                 log.flush()?;
             }
+            crate::checkpoint::fault::crash_at("links-logged");
         }
         record.new_links = new;
         cx.frontier.complete(dispatch);
+        self.correct_orphan(&mut record);
         cx.out.finished(record, archive).await?;
         Ok(())
     }
@@ -296,9 +360,13 @@ impl WorkSource for LocalSource {
         cx: &mut Cx<'_, Frontier>,
         candidates: Candidates,
         parent: String,
+        counts: PageCounts,
     ) -> Result<(), CrawlError> {
-        self.accept(cx.frontier, candidates, Some(parent))?;
-        Ok(())
+        self.accept_unrecorded(cx.frontier, (candidates, Some(parent)), counts)
+    }
+
+    fn recording(&mut self, record: &mut PageRecord) {
+        self.correct_orphan(record);
     }
 
     fn recorded(&mut self, _url: &str, _number: u64) {}

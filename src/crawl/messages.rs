@@ -26,11 +26,13 @@ pub(crate) enum Completion {
         /// With the archive on, the fetch's line and records (none if no response came).
         archived: Option<(Box<PageRecord>, Box<ArchivedFetch>)>,
     },
-    /// URLs found outside a page's fetch (a robots.txt's sitemaps), to queue with `parent`.
-    /// Sent before the completion of the request that found them.
+    /// URLs found outside a page's fetch (a robots.txt's sitemaps), to queue with `parent`,
+    /// and what screening them counted (there is no record to carry it). Sent before the
+    /// completion of the request that found them.
     Discovered {
         candidates: Candidates,
         parent: String,
+        counts: Box<crate::crawl::PageCounts>,
     },
 }
 

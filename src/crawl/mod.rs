@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use tokio::time::Instant;
 use url::Url;
 
-pub use crate::counters::{CounterValues, CrawlCounters};
+pub use crate::counters::{CounterValues, CrawlCounters, PageCounts};
 pub use parse_pool::ParseThreadError;
 pub use progress::ProgressMode;
 pub use shutdown::ShutdownHandle;
@@ -165,12 +165,12 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     })?;
     match crate::distributed::Settings::from_config(&config)? {
         None => {
-            let opened = LocalSource::open(&config, &seeds, progress, resume)?;
-            drive(&config, seeds, &shutdown, descriptors, started, opened).await
+            let opened = LocalSource::open(&config, &seeds, (progress, started), resume)?;
+            drive(&config, seeds, &shutdown, descriptors, opened).await
         }
         Some(settings) => {
-            let opened = LeaseSource::open(&config, settings, progress).await?;
-            drive(&config, seeds, &shutdown, descriptors, started, opened).await
+            let opened = LeaseSource::open(&config, settings, (progress, started)).await?;
+            drive(&config, seeds, &shutdown, descriptors, opened).await
         }
     }
 }

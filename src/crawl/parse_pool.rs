@@ -112,18 +112,19 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                 depth,
                 fetched.header_nofollow,
                 &mut scratch,
+                &mut record.counts,
             );
             (links, candidates, canonical)
         }));
         let candidates = match parsed {
             Ok((links, candidates, canonical)) => {
-                CrawlCounters::add(&counters.parsed, 1);
+                record.counts.parsed += 1;
                 record.links = links;
                 record.canonical = canonical;
                 candidates
             }
             Err(payload) => {
-                CrawlCounters::add(&counters.panics, 1);
+                record.counts.panics += 1;
                 record.error = Some(format!(
                     "crawler bug: parsing panicked: {}",
                     panic_message(&*payload)

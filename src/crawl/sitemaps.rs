@@ -49,7 +49,7 @@ use url::Url;
 
 use super::admission::Admission;
 use super::messages::{Candidates, Completion};
-use crate::counters::CrawlCounters;
+use crate::counters::PageCounts;
 use crate::output::{PageRecord, SitemapRecord};
 use crate::robots::RobotsRules;
 use crate::sitemap;
@@ -80,18 +80,25 @@ pub(crate) fn from_robots(
     if hops == 0 {
         locs.push("/sitemap.xml");
     }
-    let candidates = admission.screen_discovered(robots_url, locs, true, 0);
+    let mut counts = Box::<PageCounts>::default();
+    let candidates = admission.screen_discovered(robots_url, locs, (true, 0), &mut counts);
     (!candidates.urls.is_empty()).then(|| Completion::Discovered {
         candidates,
         parent: robots_url.as_str().to_string(),
+        counts,
     })
 }
 
-/// The seeds' hosts' `/sitemap.xml` (used without `respect_robots`), at depth 0.
-pub(crate) fn for_seeds(admission: &Admission, seeds: &[Url]) -> Candidates {
+/// The seeds' hosts' `/sitemap.xml` (used without `respect_robots`), at depth 0; counted in
+/// `counts`.
+pub(crate) fn for_seeds(
+    admission: &Admission,
+    seeds: &[Url],
+    counts: &mut PageCounts,
+) -> Candidates {
     let mut all = Candidates::default();
     for seed in seeds {
-        let found = admission.screen_discovered(seed, ["/sitemap.xml"], true, 0);
+        let found = admission.screen_discovered(seed, ["/sitemap.xml"], (true, 0), counts);
         all.urls.extend(found.urls);
     }
     all
@@ -104,7 +111,6 @@ pub(crate) fn for_seeds(admission: &Admission, seeds: &[Url]) -> Candidates {
 /// reactor.
 pub(crate) async fn read(
     admission: &Arc<Admission>,
-    counters: &CrawlCounters,
     url: &Url,
     depth: u32,
     body: Vec<u8>,
@@ -114,7 +120,7 @@ pub(crate) async fn read(
     let mut parsed = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {
-            CrawlCounters::add(&counters.panics, 1);
+            record.counts.panics += 1;
             record.error = Some(format!("crawler bug: reading the sitemap failed: {e}"));
             return Candidates::default();
         }
@@ -127,11 +133,11 @@ pub(crate) async fn read(
             parsed.error = None;
         }
     }
-    CrawlCounters::add(&counters.sitemaps_read, 1);
-    CrawlCounters::add(&counters.sitemap_entries, parsed.entries.len() as u64);
-    CrawlCounters::add(&counters.sitemap_entries_cut, parsed.cut);
+    record.counts.sitemaps_read += 1;
+    record.counts.sitemap_entries += parsed.entries.len() as u64;
+    record.counts.sitemap_entries_cut += parsed.cut;
     if parsed.error.is_some() || parsed.over_size {
-        CrawlCounters::add(&counters.sitemap_errors, 1);
+        record.counts.sitemap_errors += 1;
     }
     if let Some(error) = &parsed.error {
         record.error = Some(error.to_string());
@@ -146,8 +152,8 @@ pub(crate) async fn read(
     let candidates = admission.screen_discovered(
         url,
         parsed.entries.iter().map(|e| e.loc.as_str()),
-        as_sitemaps,
-        depth + 1,
+        (as_sitemaps, depth + 1),
+        &mut record.counts,
     );
     record.sitemap = Some(Box::new(SitemapRecord {
         kind: parsed.kind,

@@ -28,6 +28,7 @@ use super::driver::{Archived, Recorder};
 use super::fetch_task::FetchShared;
 use super::messages::Candidates;
 use super::{CrawlError, CrawlSummary};
+use crate::counters::PageCounts;
 use crate::frontier::{Dispatch, FrontierBackend};
 use crate::output::{BackgroundSync, OutputPosition, PageRecord};
 
@@ -77,13 +78,19 @@ pub(crate) trait WorkSource {
         archive: Archived,
     ) -> impl Future<Output = Result<(), CrawlError>>;
 
-    /// URLs found outside a page (a sitemap's), by `parent`.
+    /// URLs found outside a page (a sitemap's), by `parent`, with what finding them counted
+    /// (no record carries those counts).
     fn discovered(
         &mut self,
         cx: &mut Cx<'_, Self::Frontier>,
         candidates: Candidates,
         parent: String,
+        counts: PageCounts,
     ) -> Result<(), CrawlError>;
+
+    /// A URL that ended without a fetch is about to be recorded (a source may correct its
+    /// counts). Nothing by default.
+    fn recording(&mut self, _record: &mut PageRecord) {}
 
     /// `url` ended without a fetch and its record was sent as record `number`.
     fn recorded(&mut self, url: &str, number: u64);

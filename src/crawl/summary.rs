@@ -3,9 +3,20 @@
 //! The counters come in whole from [`CounterValues`] (flattened, so `summary.json` keeps one
 //! flat object with every counter under its own name); this module only adds what is
 //! derived (rates, seen-set figures, the busiest hosts) and the human text.
+//!
+//! # Figures of the crawl, figures of this run
+//! A crawl may take several runs (`--resume` after a stop or a crash). Every counter is
+//! the whole crawl's, and the same as an uninterrupted crawl's (see `super::counters`),
+//! except those that measure the runs rather than the web: `parse_cpu_ns` (CPU time, and a
+//! killed run's is lost), `descriptor_pauses` (the machine's limits), `robots_fetches` (a
+//! resumed run reads each host's robots.txt again), `false_positive_micros` (an estimate
+//! from the seen-set's fill at each insert, which the order of the inserts changes), and
+//! what depends on the web's answers to requests made again after a crash (`retries`, when
+//! a server answers a repeated request otherwise). Time is given both ways, and says
+//! which: `run_*` for this run, `crawl_*` for all runs (their crawling time, each run up to
+//! its last record or checkpoint; the time between runs is not counted).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Serialize;
 
@@ -18,14 +29,21 @@ use crate::seen::{Plan, SeenStats};
 #[derive(Debug, Clone, Serialize)]
 pub struct CrawlSummary {
     pub stopped: bool,
-    pub(crate) elapsed_secs: f64,
+    /// Runs of this crawl so far, this one included.
+    pub runs: u64,
+    /// This run: its seconds, the pages it finished, and their rate.
+    pub run_elapsed_secs: f64,
+    pub run_pages: u64,
+    pub run_pages_per_sec: f64,
+    /// The whole crawl: the seconds of all its runs, and every page finished over them.
+    pub crawl_elapsed_secs: f64,
+    pub crawl_pages_per_sec: f64,
     pub(crate) max_urls: u64,
     /// Every counter, under its own name (see [`CrawlCounters`](super::CrawlCounters)).
     #[serde(flatten)]
     pub counts: CounterValues,
     pub queued_left: u64,
     pub failures: u64,
-    pub(crate) pages_per_sec: f64,
     pub hosts: usize,
     pub(crate) top_hosts: Vec<HostCount>,
     /// The frontier's memory and disk at the end, and how often host state was evicted
@@ -84,21 +102,28 @@ pub(crate) struct Ending<'a, F: FrontierBackend> {
     pub(crate) counters: &'a CrawlCounters,
     pub(crate) seen: SeenStats,
     pub(crate) plan: &'a Plan,
-    pub(crate) elapsed: Duration,
+    pub(crate) time: super::checkpoints::CrawlTime,
+    /// Pages finished before this run (by the checkpoint and what was replayed after it).
+    pub(crate) finished_before: u64,
     pub(crate) stopped: bool,
 }
 
 impl CrawlSummary {
     pub(crate) fn new<F: FrontierBackend>(end: Ending<'_, F>) -> CrawlSummary {
         let counts = end.counters.values();
-        let secs = end.elapsed.as_secs_f64().max(1e-9);
+        let (run_secs, crawl_secs) = (end.time.run_secs(), end.time.crawl_secs());
+        let run_pages = counts.finished.saturating_sub(end.finished_before);
         CrawlSummary {
             stopped: end.stopped,
-            elapsed_secs: end.elapsed.as_secs_f64(),
+            runs: end.time.runs,
+            run_elapsed_secs: run_secs,
+            run_pages,
+            run_pages_per_sec: run_pages as f64 / run_secs.max(1e-9),
+            crawl_elapsed_secs: crawl_secs,
+            crawl_pages_per_sec: counts.finished as f64 / crawl_secs.max(1e-9),
             max_urls: end.config.crawl.max_urls.0,
             queued_left: end.frontier.queued() + end.frontier.in_flight(),
             failures: counts.failures(),
-            pages_per_sec: counts.finished as f64 / secs,
             hosts: end.frontier.host_count(),
             frontier: end.frontier.stats(),
             top_hosts: end
@@ -124,6 +149,33 @@ impl CrawlSummary {
         }
     }
 
+    /// How long, and how fast: this run's figures and the whole crawl's, said apart once the
+    /// crawl has had more than one run.
+    pub(crate) fn time_line(&self) -> String {
+        if self.runs <= 1 && self.run_pages == self.counts.finished {
+            return format!(
+                "time: {:.1} s, {:.0} pages/s (the whole crawl, in one run)",
+                self.run_elapsed_secs, self.run_pages_per_sec
+            );
+        }
+        if self.runs <= 1 {
+            // Resumed from a checkpoint that did not record its runs (format 3).
+            return format!(
+                "time: this run {:.1} s, {} pages, {:.0} pages/s; the earlier runs' time is not known",
+                self.run_elapsed_secs, self.run_pages, self.run_pages_per_sec
+            );
+        }
+        format!(
+            "time: this run {:.1} s, {} pages, {:.0} pages/s; whole crawl ({} runs): {:.1} s of crawling, {:.0} pages/s",
+            self.run_elapsed_secs,
+            self.run_pages,
+            self.run_pages_per_sec,
+            self.runs,
+            self.crawl_elapsed_secs,
+            self.crawl_pages_per_sec
+        )
+    }
+
     /// The human summary printed at the end of a crawl.
     pub fn human(&self) -> String {
         let c = &self.counts;
@@ -131,15 +183,14 @@ impl CrawlSummary {
         use std::fmt::Write as _;
         let _ = writeln!(
             s,
-            "{}: {} of {} URLs done in {:.1} s ({:.0} pages/s), {} accepted, {} left in the frontier",
+            "{}: {} of {} URLs done, {} accepted, {} left in the frontier",
             if self.stopped { "stopped" } else { "finished" },
             c.finished,
             self.max_urls,
-            self.elapsed_secs,
-            self.pages_per_sec,
             c.accepted,
             self.queued_left
         );
+        let _ = writeln!(s, "{}", self.time_line());
         let _ = writeln!(
             s,
             "responses: {} ok, {} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}{}",

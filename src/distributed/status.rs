@@ -43,7 +43,8 @@ pub struct CrawlWideSummary {
     /// counter of pages done, as in a single process's `summary.json`.)
     pub crawl_finished: bool,
     /// From the first process's start to the last one's end (or to now, while it runs),
-    /// by Redis's clock.
+    /// by Redis's clock: the whole crawl's span, time when no process ran included (each
+    /// process's own run is in its `summary-<id>.json`, `run_elapsed_secs`).
     pub elapsed_secs: f64,
     pub max_urls: u64,
     /// Every counter summed over the processes, under the names of a single process's
@@ -98,7 +99,7 @@ pub async fn status(url: &RedisUrl, crawl_id: &str) -> Result<String, Distribute
         s.leases_taken, s.reclaimed_leases, s.reclaimed_urls,
     ));
     out.push_str(&format!(
-        "{} pages in {:.1} s ({:.0} pages/s), {} failures, {:.3} Redis round trips per page\n",
+        "{} pages in {:.1} s since the first process started ({:.0} pages/s), {} failures, {:.3} Redis round trips per page\n",
         s.counts.finished, s.elapsed_secs, s.pages_per_sec, s.failures, s.round_trips_per_page
     ));
     out.push_str("counters (all processes):\n");

@@ -3,9 +3,12 @@
 //! # Rules ([`RobotsRules`])
 //!
 //! RFC 9309, parsed here in one pass over the body:
-//! - groups: the `User-agent` lines of a group (several in a row share it) name product
-//!   tokens, compared case-insensitively with ours (`FooBot/1.2` names `FooBot`); all groups
-//!   that name us are merged; if none does, the `*` groups are, and if there is none either,
+//! - groups: the `User-agent` lines of a group (several in a row share it, and other records
+//!   such as `Crawl-delay` or `Sitemap` between them do not split it, RFC 9309 §2.2.4) name
+//!   product tokens, compared case-insensitively with ours; a value's token is its leading run
+//!   of letters, digits, `-` and `_` (`FooBot/1.2`, `FooBot, BarBot`, `FooBot<BR>` name
+//!   `FooBot`, as the reference parser reads them), `*` the wildcard; all groups that name us
+//!   are merged; if none does, the `*` groups are, and if there is none either,
 //!   no rule applies. Rules before the first `User-agent` line belong to no group and are
 //!   ignored, except in a file that has no `User-agent` line at all, where they apply to
 //!   everyone (the protective reading of what such a file means);
@@ -13,11 +16,18 @@
 //!   matching rule with the longest pattern wins, `Allow` wins a tie, no match allows, an
 //!   empty `Disallow:` allows; patterns and the URL's path and query are compared after
 //!   percent-encoding normalization (RFC 9309 §2.2.2: `%62` is `b`, `%2F` is not `/`, hex is
-//!   uppercased, octets outside ASCII are encoded);
+//!   uppercased, octets outside ASCII are encoded; a `*` or `$` in the URL is matched by a
+//!   pattern's `%2A` or `%24`, §2.2.3);
 //! - `Crawl-delay` (a non-negative number of seconds, capped at a day) of our group, or one
 //!   above every group; `Sitemap:` lines from anywhere, collected in
 //!   `RobotsRules::sitemaps`; directive names case-insensitive, with the common misspellings
-//!   of `Disallow` and `User-agent` accepted; a UTF-8 BOM, LF/CR/CRLF line ends, `#` comments.
+//!   of `Disallow` and `User-agent` accepted (those of the reference parser and of
+//!   crawler-commons); a UTF-8 BOM (also cut short, as the reference parser accepts it), a
+//!   UTF-16 file with its BOM (decoded: read as UTF-8 it would allow everything), LF/CR/CRLF
+//!   line ends, `#` comments.
+//! - every rule keeps the number of its line: [`RobotsRules::verdict`] says which rule decided
+//!   and where it is in the file (`crawler robots` prints it). The line numbers sit in an array
+//!   beside the rules, so the matching loop of [`RobotsRules::allows`] does not carry them.
 //!
 //! What it guarantees, for any body:
 //! - parsing never fails and never gives up on the file: a line it cannot take (no `:`, an
@@ -26,8 +36,9 @@
 //!   with a reason in `RobotsRules::notes`; every other line still counts. A host cannot
 //!   turn its `Disallow: /private/` off with one line we cannot read;
 //! - memory is linear in the body: only our group's rules are kept, their canonical patterns
-//!   back to back in one string (at most 3 bytes per body byte, 1 for ASCII) plus 16 bytes a
-//!   rule; no automaton is built;
+//!   back to back in one string (at most 3 bytes per body byte, 1 for ASCII, 4.5 for a
+//!   UTF-16 body) plus 20 bytes a
+//!   rule (16 for the rule, 4 for its line number); no automaton is built;
 //! - time is linear: parsing is one pass; [`RobotsRules::allows`] costs
 //!   O(Σ pattern + rules × path) at worst (each pattern is matched in O(pattern + path), see
 //!   `pattern`'s doc), and stops at the first, most specific, matching rule.
@@ -41,8 +52,9 @@
 //! `*`/`$` rules and rejected the whole file over one rule with 80 wildcards (its size limit),
 //! which made us allow everything; a port of the reference parser (the one published with
 //! RFC 9309) re-parses the body on every query (about 5 queries per second on that file).
-//! The reference parser's test cases that concern the behaviour above are among this
-//! module's tests.
+//! The reference parser's REP test cases (google/robotstxt `robots_test.cc`) and
+//! crawler-commons' robots tests run as tables in `tests/api/robots_suites.rs`, with their data
+//! under `tests/data/robots/`; where we differ on purpose, the table says so and why.
 //!
 //! # Fetching (`robots_outcome`)
 //!
@@ -70,7 +82,9 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use rules::{RobotsRules, MAX_LINE_BYTES, MAX_NOTES, MAX_RULES, MAX_SITEMAPS};
+pub use rules::{
+    source_line, Reason, RobotsRules, Verdict, MAX_LINE_BYTES, MAX_NOTES, MAX_RULES, MAX_SITEMAPS,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,7 +94,7 @@ use url::Url;
 use crate::fetch::{FetchError, FetchErrorKind};
 
 /// RFC 9309 §2.5: crawlers must parse at least 500 KiB.
-pub(crate) const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
+pub const ROBOTS_MAX_BYTES: u64 = 500 * 1024;
 /// RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
 pub(crate) const ROBOTS_MAX_REDIRECTS: u32 = 5;
 /// Attempts at an unreachable robots.txt before the host's URLs are given up.
@@ -130,13 +144,12 @@ impl RobotsOutcome {
     }
 }
 
-/// The robots.txt product token of a user agent: `crawler/0.1 (+url)` → `crawler`.
-pub(crate) fn agent_token(user_agent: &str) -> String {
-    user_agent
-        .split(|c: char| c == '/' || c.is_whitespace())
-        .next()
-        .unwrap_or(user_agent)
-        .to_string()
+/// The robots.txt product token of a user agent: `crawler/0.1 (+url)` → `crawler`. The same
+/// reading as a `User-agent` line's value gets (see `rules::product_token`), so that a crawl
+/// matches the group written for it.
+pub fn agent_token(user_agent: &str) -> String {
+    let token = rules::product_token(user_agent.trim_start().as_bytes());
+    String::from_utf8_lossy(token).into_owned()
 }
 
 /// The robots.txt URL of the host with key `host_key` (`scheme://host[:port]`).

@@ -31,9 +31,25 @@ fn push_escaped(out: &mut String, b: u8) {
     out.push(HEX[usize::from(b & 0xf)] as char);
 }
 
-/// Appends the canonical form of `input` to `out` (see the module doc). `*` and `$` are
-/// reserved characters, so they pass through and keep their meaning in patterns.
+/// Appends the canonical form of the pattern `input` to `out` (see the module doc). `*` and `$`
+/// are reserved characters, so they pass through and keep their meaning in patterns.
 pub(crate) fn normalize_into(input: &[u8], out: &mut String) {
+    normalize(input, out, false);
+}
+
+/// Appends the canonical form of the URL path `input` to `out`: as [`normalize_into`], and a
+/// `*` or `$` in it is encoded, since in a path they are plain characters that only a pattern's
+/// `%2A` or `%24` matches (RFC 9309 §2.2.3).
+pub(crate) fn normalize_path_into(input: &[u8], out: &mut String) {
+    normalize(input, out, true);
+}
+
+/// Whether the URL path `input` is already canonical (then it needs no copy).
+pub(crate) fn is_canonical_path(input: &[u8]) -> bool {
+    !input.iter().any(|&b| b == b'*' || b == b'$') && is_canonical(input)
+}
+
+fn normalize(input: &[u8], out: &mut String, path: bool) {
     let mut i = 0;
     while i < input.len() {
         let b = input[i];
@@ -52,7 +68,7 @@ pub(crate) fn normalize_into(input: &[u8], out: &mut String) {
                 continue;
             }
             push_escaped(out, b);
-        } else if literal_ok(b) {
+        } else if literal_ok(b) && !(path && (b == b'*' || b == b'$')) {
             out.push(b as char);
         } else {
             push_escaped(out, b);
@@ -172,6 +188,13 @@ mod tests {
         assert_eq!(canon("/%zz"), "/%25zz");
         assert_eq!(canon("/*.pdf$"), "/*.pdf$");
         assert_eq!(canon("/a?b=c&d=e"), "/a?b=c&d=e");
+        // In a path `*` and `$` are characters, which only an encoded pattern matches.
+        let mut path = String::new();
+        normalize_path_into(b"/a*b$c%2a%24", &mut path);
+        assert_eq!(path, "/a%2Ab%24c%2A%24");
+        assert!(is_canonical_path(path.as_bytes()));
+        assert!(!is_canonical_path(b"/a*b"));
+        assert!(!is_canonical_path(b"/a$"));
         for s in ["/a b", "/%62", "/ツ", "/%2f", "/100%", "/x"] {
             assert_eq!(is_canonical(s.as_bytes()), canon(s) == s, "{s}");
             assert!(is_canonical(canon(s).as_bytes()), "{s}");

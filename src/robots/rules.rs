@@ -43,6 +43,10 @@ pub struct RobotsRules {
     /// Most specific first, `Allow` before `Disallow` of the same length: the first rule that
     /// matches decides.
     rules: Box<[Rule]>,
+    /// The line of the file each rule comes from (`lines[i]` for `rules[i]`, 1-based). Beside
+    /// the rules, not in them: only [`RobotsRules::verdict`] reads it, and the matching loop
+    /// keeps walking 16-byte rules.
+    lines: Box<[u32]>,
     /// `Crawl-delay` for our group, if any.
     pub(crate) crawl_delay: Option<Duration>,
     /// `Sitemap:` URLs as written, from anywhere in the file (they belong to no group), at most
@@ -74,6 +78,7 @@ impl RobotsRules {
         RobotsRules {
             patterns: Box::default(),
             rules: Box::default(),
+            lines: Box::default(),
             crawl_delay: None,
             sitemaps: Vec::new(),
             skipped_lines: 0,
@@ -86,7 +91,8 @@ impl RobotsRules {
     /// `skipped_lines`.
     pub fn parse(agent: &str, body: &[u8]) -> Self {
         let mut parser = Parser::new(agent.trim());
-        let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+        let body = utf8_body(body);
+        let body = strip_byte_order_mark(&body);
         for (index, line) in Lines(body).enumerate() {
             parser.line(index + 1, line);
         }
@@ -100,29 +106,84 @@ impl RobotsRules {
 
     /// [`allows`](Self::allows), adding the bytes the matcher examined to `work`.
     pub(crate) fn allows_counting(&self, url: &str, work: &mut u64) -> bool {
+        match self.decide(url, work) {
+            Decision::Rule(index) => self.rules[index].allow,
+            Decision::NoRule | Decision::RobotsTxt => true,
+        }
+    }
+
+    /// Whether `url` may be fetched and why: the deciding rule and its line, what
+    /// `crawler robots` prints. Decided exactly as [`allows`](Self::allows) decides.
+    pub fn verdict(&self, url: &str) -> Verdict {
+        match self.decide(url, &mut 0) {
+            Decision::Rule(index) => {
+                let rule = self.rules[index];
+                let start = rule.start as usize;
+                let mut pattern = self.patterns[start..start + rule.len as usize].to_string();
+                if rule.anchored {
+                    pattern.push('$');
+                }
+                Verdict {
+                    allowed: rule.allow,
+                    reason: Reason::Rule {
+                        line: self.lines[index],
+                        allow: rule.allow,
+                        pattern,
+                    },
+                }
+            }
+            Decision::NoRule => Verdict {
+                allowed: true,
+                reason: Reason::NoMatchingRule,
+            },
+            Decision::RobotsTxt => Verdict {
+                allowed: true,
+                reason: Reason::RobotsTxt,
+            },
+        }
+    }
+
+    /// The rule that decides for `url`, by its index in `rules`: the first that matches, the
+    /// most specific one.
+    fn decide(&self, url: &str, work: &mut u64) -> Decision {
         if self.rules.is_empty() {
-            return true;
+            return Decision::NoRule;
         }
         let path = path_and_query(url);
-        let path = if pattern::is_canonical(path.as_bytes()) {
+        let path = if pattern::is_canonical_path(path.as_bytes()) {
             path
         } else {
             let mut canonical = String::with_capacity(path.len() + 8);
-            pattern::normalize_into(path.as_bytes(), &mut canonical);
+            pattern::normalize_path_into(path.as_bytes(), &mut canonical);
             Cow::Owned(canonical)
         };
         // RFC 9309 §2.2.2: robots.txt itself is always allowed.
         if path == "/robots.txt" {
-            return true;
+            return Decision::RobotsTxt;
         }
-        for rule in self.rules.iter() {
+        for (index, rule) in self.rules.iter().enumerate() {
             let start = rule.start as usize;
             let pat = &self.patterns[start..start + rule.len as usize];
             if pattern::matches(pat, rule.anchored, &path, work) {
-                return rule.allow;
+                return Decision::Rule(index);
             }
         }
-        true
+        Decision::NoRule
+    }
+
+    /// `Crawl-delay` of our group (or one above every group), if positive.
+    pub fn crawl_delay(&self) -> Option<Duration> {
+        self.crawl_delay
+    }
+
+    /// `Sitemap:` URLs as written, from anywhere in the file.
+    pub fn sitemaps(&self) -> &[String] {
+        &self.sitemaps
+    }
+
+    /// Why lines were skipped: `line N: reason`, for the first [`MAX_NOTES`].
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Number of `Allow`/`Disallow` rules kept.
@@ -134,11 +195,91 @@ impl RobotsRules {
     pub fn heap_bytes(&self) -> usize {
         self.patterns.len()
             + std::mem::size_of_val(&*self.rules)
+            + std::mem::size_of_val(&*self.lines)
             + self.sitemaps.capacity() * std::mem::size_of::<String>()
             + self.sitemaps.iter().map(String::capacity).sum::<usize>()
             + self.notes.capacity() * std::mem::size_of::<String>()
             + self.notes.iter().map(String::capacity).sum::<usize>()
     }
+}
+
+/// What [`RobotsRules::decide`] found.
+#[derive(Clone, Copy)]
+enum Decision {
+    /// `rules[index]` is the most specific rule that matches.
+    Rule(usize),
+    /// No rule matches (or there is none): allowed.
+    NoRule,
+    /// The URL is `/robots.txt`, always allowed.
+    RobotsTxt,
+}
+
+/// Whether a URL may be fetched, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub reason: Reason,
+}
+
+/// What decided a [`Verdict`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// The most specific matching rule: an `Allow` (`allow`) or `Disallow` at `line` of the
+    /// file (1-based, as [`source_line`] counts), with its pattern in canonical form.
+    Rule {
+        line: u32,
+        allow: bool,
+        pattern: String,
+    },
+    /// No rule of the group that applies to us matches (or no group does).
+    NoMatchingRule,
+    /// `/robots.txt` itself is always allowed (RFC 9309 §2.2.2).
+    RobotsTxt,
+}
+
+/// Line `line` (1-based) of a robots.txt body, counted as the parser counts (LF, CR or CRLF
+/// end a line; a byte order mark is not part of line 1), without its line end.
+pub fn source_line(body: &[u8], line: u32) -> Option<String> {
+    let index = usize::try_from(line).ok()?.checked_sub(1)?;
+    let body = utf8_body(body);
+    Lines(strip_byte_order_mark(&body))
+        .nth(index)
+        .map(|line| String::from_utf8_lossy(line).into_owned())
+}
+
+/// `body` as UTF-8: as it is, unless a UTF-16 byte order mark says it is UTF-16 (RFC 9309 asks
+/// for UTF-8, but such files exist, and read as UTF-8 they are garbage that allows everything).
+fn utf8_body(body: &[u8]) -> Cow<'_, [u8]> {
+    match encoding_rs::Encoding::for_bom(body) {
+        Some((encoding, _)) if encoding != encoding_rs::UTF_8 => {
+            let (text, _) = encoding.decode_with_bom_removal(body);
+            Cow::Owned(text.into_owned().into_bytes())
+        }
+        _ => Cow::Borrowed(body),
+    }
+}
+
+/// The product token at the start of a `User-agent` value: its leading run of letters, digits,
+/// `-` and `_` (RFC 9309 §2.2.1 allows letters, `-` and `_`; digits are common in real names).
+/// What follows it (a version, a comment, a second name, markup) is not part of it.
+pub(crate) fn product_token(value: &[u8]) -> &[u8] {
+    let end = value
+        .iter()
+        .position(|&b| !(b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        .unwrap_or(value.len());
+    &value[..end]
+}
+
+/// `body` without its UTF-8 byte order mark, whole or cut short as some editors and servers
+/// leave it (`EF BB`, `EF`): the reference parser skips those too, and the first line is
+/// then read instead of being skipped as an unknown directive.
+fn strip_byte_order_mark(body: &[u8]) -> &[u8] {
+    for mark in [&b"\xEF\xBB\xBF"[..], b"\xEF\xBB", b"\xEF"] {
+        if let Some(rest) = body.strip_prefix(mark) {
+            return rest;
+        }
+    }
+    body
 }
 
 /// The path and query of `url`, `/` if it has none. Something that is not an absolute URL is
@@ -208,16 +349,16 @@ enum Key {
 }
 
 impl Key {
-    /// Case-insensitive, with the spellings the reference parser accepts for the same directives:
-    /// a typo in `Disallow` should still protect the site.
+    /// Case-insensitive, with the misspellings the reference parser and crawler-commons accept
+    /// for the same directives: a typo in `Disallow` should still protect the site.
     fn of(key: &[u8]) -> Key {
         let key = key.to_ascii_lowercase();
         match key.as_slice() {
-            b"user-agent" | b"useragent" | b"user agent" => Key::UserAgent,
+            b"user-agent" | b"useragent" | b"user agent" | b"user-agents" | b"user-agnet"
+            | b"users-agent" | b"ser-agent" | b"useg-agent" => Key::UserAgent,
             b"allow" => Key::Allow,
-            b"disallow" | b"dissallow" | b"dissalow" | b"disalow" | b"diasllow" | b"disallaw" => {
-                Key::Disallow
-            }
+            b"disallow" | b"dissallow" | b"dissalow" | b"disalow" | b"diasllow" | b"disallaw"
+            | b"desallow" | b"dssalow" | b"dsallow" | b"diallow" | b"disallows" => Key::Disallow,
             b"crawl-delay" | b"crawldelay" | b"crawl delay" => Key::CrawlDelay,
             b"sitemap" | b"site-map" => Key::Sitemap,
             _ => Key::Other,
@@ -230,12 +371,14 @@ impl Key {
 struct Group {
     patterns: String,
     rules: Vec<Rule>,
+    /// The line of each rule, parallel to `rules`.
+    lines: Vec<u32>,
     crawl_delay: Option<f64>,
 }
 
 impl Group {
     /// Adds a rule whose canonical pattern (with its `*`s and `$`) is `canonical`.
-    fn add(&mut self, allow: bool, canonical: &str) -> Result<(), String> {
+    fn add(&mut self, line: u32, allow: bool, canonical: &str) -> Result<(), String> {
         if self.rules.len() >= MAX_RULES {
             return Err(format!("more than {MAX_RULES} rules for our group"));
         }
@@ -246,8 +389,12 @@ impl Group {
         let start = self.patterns.len();
         let mut previous_star = false;
         for c in body.chars() {
-            // `**` means `*`; storing one keeps the matcher's segments non-empty.
-            if !(c == '*' && previous_star) {
+            if c == '$' {
+                // Only a final `$` anchors; elsewhere it is the character, encoded as it is
+                // in paths.
+                self.patterns.push_str("%24");
+            } else if !(c == '*' && previous_star) {
+                // `**` means `*`; storing one keeps the matcher's segments non-empty.
                 self.patterns.push(c);
             }
             previous_star = c == '*';
@@ -274,6 +421,7 @@ impl Group {
             allow,
             anchored,
         });
+        self.lines.push(line);
         Ok(())
     }
 }
@@ -355,13 +503,15 @@ impl<'a> Parser<'a> {
             Key::Disallow => self.rule(n, false, value),
             Key::CrawlDelay => self.crawl_delay(n, value),
             Key::Sitemap => {
+                let sitemap = String::from_utf8_lossy(value);
                 if value.is_empty() {
                     self.skip(n, || "empty sitemap".into());
+                } else if self.sitemaps.iter().any(|known| *known == sitemap) {
+                    // Named twice: fetched once.
                 } else if self.sitemaps.len() >= MAX_SITEMAPS {
                     self.skip(n, || format!("more than {MAX_SITEMAPS} sitemaps"));
                 } else {
-                    self.sitemaps
-                        .push(String::from_utf8_lossy(value).into_owned());
+                    self.sitemaps.push(sitemap.into_owned());
                 }
             }
             Key::Other => {
@@ -389,15 +539,18 @@ impl<'a> Parser<'a> {
                     ));
                 }
                 self.ungrouped.rules = Vec::new();
+                self.ungrouped.lines = Vec::new();
                 self.ungrouped.patterns = String::new();
             }
         }
-        // The product token, as in `agent_token`: `FooBot/1.2 (+url)` names `FooBot`.
-        let token = value
-            .split(|&b| b == b'/' || b.is_ascii_whitespace())
-            .next()
-            .unwrap_or(value);
-        if token == b"*" {
+        // The product token, as in `agent_token`: `FooBot/1.2 (+url)` names `FooBot`, and so
+        // do `FooBot, BarBot` and `FooBot<BR>`; `*` followed by anything but a token character
+        // is the wildcard.
+        let token = product_token(value);
+        let star = value
+            .strip_prefix(b"*")
+            .is_some_and(|rest| product_token(rest).is_empty());
+        if star {
             self.current_star = true;
             self.seen_star = true;
         } else if !self.agent.is_empty() && token.eq_ignore_ascii_case(self.agent.as_bytes()) {
@@ -431,8 +584,9 @@ impl<'a> Parser<'a> {
         }
         pattern::normalize_into(value, &mut scratch);
         let mut failure = None;
+        let line = u32::try_from(n).unwrap_or(u32::MAX);
         for group in self.targets().into_iter().flatten() {
-            if let Err(reason) = group.add(allow, &scratch) {
+            if let Err(reason) = group.add(line, allow, &scratch) {
                 failure = Some(reason);
             }
         }
@@ -443,7 +597,8 @@ impl<'a> Parser<'a> {
     }
 
     fn crawl_delay(&mut self, n: usize, value: &[u8]) {
-        self.in_agents = false;
+        // Not a rule (RFC 9309 §2.2.4: an other record): a `User-agent` line after it still
+        // joins the same group. The delay goes to the agents named so far.
         let seconds = std::str::from_utf8(value)
             .ok()
             .and_then(|v| v.parse::<f64>().ok())
@@ -464,7 +619,7 @@ impl<'a> Parser<'a> {
         // RFC 9309 §2.2.1: our own group(s) if any names us, else the `*` group(s), else none.
         // A file without any `User-agent` line applies to everyone (what its author meant,
         // and the protective reading).
-        let mut group = if self.named_us {
+        let group = if self.named_us {
             std::mem::take(&mut self.ours)
         } else if self.seen_star {
             std::mem::take(&mut self.star)
@@ -479,14 +634,17 @@ impl<'a> Parser<'a> {
             .or(self.ungrouped.crawl_delay)
             .filter(|s| *s > 0.0)
             .map(|s| Duration::from_secs_f64(s.min(MAX_CRAWL_DELAY_SECS)));
-        // Stable: file order among equals, which no outcome depends on.
-        group
-            .rules
-            .sort_by_key(|rule| (Reverse(rule.priority), !rule.allow));
+        // Stable: file order among equals, which no outcome depends on (only the line
+        // reported: the first of equal rules in the file).
+        let mut pairs: Vec<(Rule, u32)> = group.rules.into_iter().zip(group.lines).collect();
+        pairs.sort_by_key(|(rule, _)| (Reverse(rule.priority), !rule.allow));
+        let rules: Box<[Rule]> = pairs.iter().map(|&(rule, _)| rule).collect();
+        let lines: Box<[u32]> = pairs.iter().map(|&(_, line)| line).collect();
         self.sitemaps.shrink_to_fit();
         RobotsRules {
             patterns: group.patterns.into_boxed_str(),
-            rules: group.rules.into_boxed_slice(),
+            rules,
+            lines,
             crawl_delay,
             sitemaps: self.sitemaps,
             skipped_lines: self.skipped,

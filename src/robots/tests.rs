@@ -444,7 +444,7 @@ proptest! {
         rules.allows(&path);
         let bound = 2 * rules.patterns.len() as u64 + rules.rule_count() as u64 * (url.len() as u64 * 3 + 1);
         prop_assert!(work <= bound);
-        prop_assert!(rules.heap_bytes() <= 64 + full.len() * 3 + rules.rule_count() * 16 + 2048);
+        prop_assert!(rules.heap_bytes() <= 64 + full.len() * 9 / 2 + rules.rule_count() * 20 + 2048);
     }
 
     #[test]
@@ -483,4 +483,131 @@ proptest! {
         let parsed = RobotsRules::parse("crawler", body.as_bytes());
         prop_assert_eq!(parsed.allows(&format!("http://a.test{path}")), expected, "{}", body);
     }
+}
+
+#[test]
+fn verdict_names_the_deciding_rule_and_its_line() {
+    let body = "# comment\nUser-agent: *\nDisallow: /private/\nAllow: /private/open\r\nDisallow: /*.pdf$\n";
+    let rules = RobotsRules::parse("crawler", body.as_bytes());
+    let rule = |line, allow, pattern: &str| Verdict {
+        allowed: allow,
+        reason: Reason::Rule {
+            line,
+            allow,
+            pattern: pattern.to_string(),
+        },
+    };
+    assert_eq!(
+        rules.verdict("http://a.test/private/x"),
+        rule(3, false, "/private/")
+    );
+    assert_eq!(
+        rules.verdict("http://a.test/private/open/y"),
+        rule(4, true, "/private/open")
+    );
+    assert_eq!(
+        rules.verdict("http://a.test/a.pdf"),
+        rule(5, false, "/*.pdf$")
+    );
+    assert_eq!(
+        rules.verdict("http://a.test/public").reason,
+        Reason::NoMatchingRule
+    );
+    assert_eq!(
+        rules.verdict("http://a.test/robots.txt").reason,
+        Reason::RobotsTxt
+    );
+    assert_eq!(
+        source_line(body.as_bytes(), 4).as_deref(),
+        Some("Allow: /private/open")
+    );
+    assert_eq!(source_line(body.as_bytes(), 0), None);
+    assert_eq!(source_line(body.as_bytes(), 6), None);
+    // Of two equal rules the first in the file is named; a rule in two groups keeps its line.
+    let rules = RobotsRules::parse(
+        "crawler",
+        b"User-agent: crawler\nUser-agent: *\nDisallow: /a\nDisallow: /a\n",
+    );
+    assert_eq!(rules.verdict("/a/b"), rule(3, false, "/a"));
+    // Agrees with `allows` everywhere.
+    for url in ["/", "/a", "/b", "/robots.txt"] {
+        assert_eq!(rules.verdict(url).allowed, rules.allows(url), "{url}");
+    }
+}
+
+#[test]
+fn a_byte_order_mark_cut_short_is_skipped_like_a_whole_one() {
+    for bom in [&b"\xEF\xBB\xBF"[..], b"\xEF\xBB", b"\xEF"] {
+        let mut body = bom.to_vec();
+        body.extend_from_slice(b"User-agent: foo\nDisallow: /x\n");
+        let rules = RobotsRules::parse("foo", &body);
+        assert_eq!(rules.skipped_lines, 0, "{bom:?}");
+        assert!(!rules.allows("/x"), "{bom:?}");
+        assert!(RobotsRules::parse("bar", &body).allows("/x"), "{bom:?}");
+        assert_eq!(source_line(&body, 1).as_deref(), Some("User-agent: foo"));
+    }
+    // Anything else before the first directive makes that line unreadable.
+    let rules = RobotsRules::parse("foo", b"\xEF\x11\xBFUser-agent: foo\nDisallow: /x\n");
+    assert_eq!(rules.skipped_lines, 1);
+}
+
+#[test]
+fn other_records_do_not_end_a_list_of_user_agents() {
+    // Crawl-delay is an other record (RFC 9309 §2.2.4): `yourbot` joins `mybot`'s group, and the
+    // delay goes to the agents named before it.
+    let body = "User-agent: mybot\nCrawl-delay: 10\nUser-agent: yourbot\nDisallow: /private/\n";
+    let mybot = RobotsRules::parse("mybot", body.as_bytes());
+    assert!(!mybot.allows("/private/x"));
+    assert_eq!(mybot.crawl_delay, Some(Duration::from_secs(10)));
+    let yourbot = RobotsRules::parse("yourbot", body.as_bytes());
+    assert!(!yourbot.allows("/private/x"));
+    assert_eq!(yourbot.crawl_delay, None);
+}
+
+#[test]
+fn product_tokens_end_at_the_first_character_outside_a_token() {
+    for value in ["One, Two", "One<BR>", "one/1.0", "ONE (+x)", "One#c"] {
+        let body = format!("User-agent: {value}\nDisallow: /\n");
+        assert!(!allowed(&body, "One", "/x"), "{value}");
+    }
+    assert!(allowed("User-agent: Onex\nDisallow: /\n", "One", "/x"));
+    assert!(!allowed("User-agent: *<BR>\nDisallow: /\n", "Any", "/x"));
+    assert!(allowed("User-agent: *bot\nDisallow: /\n", "Any", "/x"));
+    assert_eq!(agent_token("  FooBot, BarBot"), "FooBot");
+}
+
+#[test]
+fn utf16_files_with_a_byte_order_mark_are_decoded() {
+    let text = "User-agent: *\nDisallow: /profile\n";
+    for (bom, encode) in [
+        ([0xFF, 0xFE], u16::to_le_bytes as fn(u16) -> [u8; 2]),
+        ([0xFE, 0xFF], u16::to_be_bytes),
+    ] {
+        let mut body = bom.to_vec();
+        body.extend(text.encode_utf16().flat_map(encode));
+        let rules = RobotsRules::parse("foobot", &body);
+        assert!(!rules.allows("/profile"));
+        assert_eq!(
+            rules.verdict("/profile").reason,
+            Reason::Rule {
+                line: 2,
+                allow: false,
+                pattern: "/profile".into()
+            }
+        );
+        assert_eq!(source_line(&body, 2).as_deref(), Some("Disallow: /profile"));
+    }
+}
+
+#[test]
+fn a_sitemap_named_twice_is_kept_once() {
+    let rules = RobotsRules::parse(
+        "crawler",
+        b"Sitemap: http://a.test/s.xml\nsitemap: http://a.test/s.xml\nSitemap: http://a.test/t.xml\n",
+    );
+    assert_eq!(
+        rules.sitemaps,
+        ["http://a.test/s.xml", "http://a.test/t.xml"]
+    );
+    assert_eq!(rules.skipped_lines, 0);
 }

@@ -44,8 +44,10 @@ pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod recovery;
 pub(crate) mod sink;
-/// warcio on the archives the library's tests write, the helper the end-to-end tests use.
+/// warcio on the archives the library's tests write, the helper the end-to-end tests use
+/// (shared with the test binaries, where its items must be `pub`).
 #[cfg(test)]
+#[allow(unreachable_pub)]
 #[path = "../../tests/warcio_support/mod.rs"]
 pub(crate) mod warcio_check;
 pub(crate) mod writer;

@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::record::ArchivedFetch;
-use super::{ArchiveOptions, ArchiveTally, ArchiveWriter, Archiver, CurrentFile};
+use super::{ArchiveOptions, ArchiveWriter, Archiver, CurrentFile};
 use crate::config::Config;
-use crate::counters::CrawlCounters;
+use crate::counters::{CrawlCounters, PageCounts};
 use crate::durable::IoAt;
 use crate::output::{OutputError, PageRecord, Sink};
 
@@ -101,7 +101,12 @@ impl Sink for WarcSink {
         flush_journal: &mut dyn FnMut() -> Result<(), IoAt>,
     ) -> Result<(), IoAt> {
         let tally = self.writer.write(fetch, record, line_at, flush_journal)?;
-        count(&self.counters, tally);
+        // Counted in the line it belongs to, and at once: a checkpoint's flush returns
+        // after this, with the counters holding it.
+        record.counts.add_archive(tally);
+        let mut archived = PageCounts::default();
+        archived.add_archive(tally);
+        self.counters.add_page(&archived);
         Ok(())
     }
 
@@ -116,13 +121,4 @@ impl Sink for WarcSink {
     fn finish(self: Box<Self>) -> Result<(), IoAt> {
         self.writer.finish()
     }
-}
-
-/// Adds an archive write's figures to the crawl's counters.
-fn count(counters: &CrawlCounters, tally: ArchiveTally) {
-    CrawlCounters::add(&counters.warc_records, tally.records);
-    CrawlCounters::add(&counters.warc_bytes, tally.bytes);
-    CrawlCounters::add(&counters.warc_payload_bytes, tally.payload_bytes);
-    CrawlCounters::add(&counters.warc_revisits, tally.revisits);
-    CrawlCounters::add(&counters.warc_bytes_saved, tally.bytes_saved);
 }

@@ -16,6 +16,7 @@ mod extract_semantics;
 mod extract_support;
 mod normalize_props;
 mod normalize_table;
+mod robots_suites;
 mod scope_rules;
 mod seen_api;
 mod store_basic;

@@ -180,13 +180,33 @@ fn kill_and_resume(
     rps: u32,
     run_ms: std::ops::Range<u64>,
 ) -> (usize, u32) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let rate = format!("politeness.per_host_rps={rps}");
     let crawl = CliCrawl::new(
         WebSpec::small(61),
         None,
         &[rate.as_str(), "checkpoint.interval_secs=0.5"],
     );
+    let kills = kill_until_done(&crawl, seed, max_kills, run_ms);
+    let extra = crawl.check(&format!("seed {seed}, {kills} kills"));
+    // Pages fetched again: those in flight at a kill (CONCURRENCY at most), and those whose
+    // record had not reached the OS yet (see the module doc of `crawler::checkpoint`).
+    assert!(
+        extra as usize <= kills * CONCURRENCY,
+        "seed {seed}: {extra} extra requests after {kills} kills (at most {CONCURRENCY} in flight each)"
+    );
+    (kills, extra)
+}
+
+/// Runs `crawl`, killing it (`kill -9`) and resuming it up to `max_kills` times, each run
+/// killed after a random number of milliseconds in `run_ms` (drawn from `seed`), then lets
+/// it finish. Returns the kills made (at least one, or the test fails).
+fn kill_until_done(
+    crawl: &CliCrawl,
+    seed: u64,
+    max_kills: usize,
+    run_ms: std::ops::Range<u64>,
+) -> usize {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut kills = 0;
     loop {
         let mut child = crawl.command(kills > 0, None, kills).spawn().unwrap();
@@ -228,14 +248,7 @@ fn kill_and_resume(
         kills += 1;
     }
     assert!(kills >= 1, "the crawl was never killed (seed {seed})");
-    let extra = crawl.check(&format!("seed {seed}, {kills} kills"));
-    // Pages fetched again: those in flight at a kill (CONCURRENCY at most), and those whose
-    // record had not reached the OS yet (see the module doc of `crawler::checkpoint`).
-    assert!(
-        extra as usize <= kills * CONCURRENCY,
-        "seed {seed}: {extra} extra requests after {kills} kills (at most {CONCURRENCY} in flight each)"
-    );
-    (kills, extra)
+    kills
 }
 
 fn kill_seed(test: &str) -> u64 {
@@ -269,6 +282,278 @@ fn twenty_kills_lose_nothing() {
         "KILL_SEED={seed}: {kills} kills, 0 pages lost, {extra} pages fetched again (bound {})",
         kills * CONCURRENCY
     );
+}
+
+/// Counters that measure the runs rather than the web, which a crawl killed and resumed need
+/// not share with an uninterrupted one (see `crawler::crawl::CrawlSummary`'s module doc):
+/// CPU time (a killed run's is lost), descriptor pauses (the machine's limits), robots.txt
+/// fetches (each resumed run reads robots.txt again), the false-positive estimate (from the
+/// seen-set's fill at each insert: the order of inserts changes it), and retries (a page
+/// whose retry a kill interrupted is fetched again from a server that remembers its first
+/// request: the synthetic web's 503-then-ok pages then answer 200 at once).
+const RUN_FIGURES: [&str; 5] = [
+    "parse_cpu_ns",
+    "descriptor_pauses",
+    "robots_fetches",
+    "false_positive_micros",
+    "retries",
+];
+
+/// The counters of `summary.json`, by name (`out_of_scope.<reason>` for the scope's), but
+/// the run figures.
+fn web_figures(summary: &serde_json::Value) -> BTreeMap<String, u64> {
+    let names = serde_json::to_value(crawler::crawl::CounterValues::default()).unwrap();
+    let mut figures = BTreeMap::new();
+    for (name, zero) in names.as_object().unwrap() {
+        if RUN_FIGURES.contains(&name.as_str()) {
+            continue;
+        }
+        match zero.as_object() {
+            // By reason (the scope's): every reason the summary names.
+            Some(_) => {
+                let reasons = summary[name]
+                    .as_object()
+                    .unwrap_or_else(|| panic!("{name}"));
+                assert!(!reasons.is_empty(), "{name}");
+                for (reason, value) in reasons {
+                    figures.insert(format!("{name}.{reason}"), value.as_u64().expect(reason));
+                }
+            }
+            None => {
+                let value = summary[name].as_u64();
+                figures.insert(name.clone(), value.unwrap_or_else(|| panic!("{name}")));
+            }
+        }
+    }
+    figures
+}
+
+fn summary_of(crawl: &CliCrawl) -> serde_json::Value {
+    let text = std::fs::read_to_string(crawl.out().join("summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The figures of a crawl killed (`kill -9`) at random moments and resumed to its end are
+/// those of the same crawl run uninterrupted: every counter but the run figures
+/// ([`RUN_FIGURES`]), response classes, links found and their fates, pages parsed. And its
+/// time is given per run and for the whole crawl.
+#[test]
+fn kill_9_and_resume_gives_the_uninterrupted_figures() {
+    let _load = crate::support::ordinary();
+    let seed = kill_seed("kill_9_and_resume_gives_the_uninterrupted_figures");
+    let settings = ["politeness.per_host_rps=40", "checkpoint.interval_secs=0.5"];
+    let whole = CliCrawl::new(WebSpec::small(66), None, &settings);
+    let o = whole.run(false, None, 0);
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "uninterrupted: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let crawl = CliCrawl::new(WebSpec::small(66), None, &settings);
+    let kills = kill_until_done(&crawl, seed, 4, 300..1500);
+    crawl.check(&format!("seed {seed}, {kills} kills"));
+    let (expected, summary) = (summary_of(&whole), summary_of(&crawl));
+    let (want, got) = (web_figures(&expected), web_figures(&summary));
+    let differing: Vec<String> = want
+        .iter()
+        .filter(|(name, n)| got.get(*name) != Some(n))
+        .map(|(name, n)| {
+            format!(
+                "{name}: {} after {kills} kills, {n} uninterrupted",
+                got[name]
+            )
+        })
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "KILL_SEED={seed}: {}",
+        differing.join("; ")
+    );
+    assert!(want["links_found"] > 0 && want["parsed"] > 0);
+    eprintln!(
+        "KILL_SEED={seed}: {kills} kills, {} runs, {} figures equal",
+        summary["runs"],
+        want.len()
+    );
+    // Each record's counts add up to the counters (the seeds' acceptance aside).
+    let mut summed: BTreeMap<String, u64> = BTreeMap::new();
+    for record in crate::support::records(&crawl.out()) {
+        for (name, n) in record.counts.nonzero() {
+            *summed.entry(name).or_default() += n;
+        }
+    }
+    for (name, n) in &summed {
+        assert!(
+            got.get(name).is_none_or(|g| g == n),
+            "{name}: records sum to {n}, summary says {:?}",
+            got.get(name)
+        );
+    }
+    // Time: this run's and the whole crawl's, apart.
+    let runs = summary["runs"].as_u64().unwrap();
+    assert!(
+        (2..=kills as u64 + 1).contains(&runs),
+        "{runs} runs after {kills} kills"
+    );
+    assert!(summary["run_pages"].as_u64() < summary["finished"].as_u64());
+    assert!(summary["crawl_elapsed_secs"].as_f64() > summary["run_elapsed_secs"].as_f64());
+    assert_eq!(expected["runs"], 1);
+    assert_eq!(expected["run_pages"], expected["finished"]);
+}
+
+/// Killed with a page's new links in the queue log and its record not written: the resume
+/// queues the links, fetches the page again, finds them seen, and counts them once (as new,
+/// by the queue log), not a second time as seen; every figure comes out as uninterrupted.
+#[test]
+fn killed_between_a_pages_links_and_its_record_counts_them_once() {
+    let _load = crate::support::ordinary();
+    let whole = slow_crawl(67);
+    let o = whole.run(false, None, 0);
+    assert!(matches!(o.status.code(), Some(0) | Some(1)));
+    let crawl = slow_crawl(67);
+    let o = crawl.run(false, Some("links-logged:40"), 0);
+    assert!(
+        killed(&o),
+        "{:?} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let loaded = checkpoint::load(&crawl.out()).unwrap();
+    assert!(
+        loaded.replayed_urls > 0,
+        "the killed page's links are in the queue log"
+    );
+    crawl.finish(1);
+    crawl.check("killed between a page's links and its record");
+    let (want, got) = (
+        web_figures(&summary_of(&whole)),
+        web_figures(&summary_of(&crawl)),
+    );
+    assert_eq!(got, want);
+}
+
+/// Progress in lines mode and the closing lines, word for word where they are words: the
+/// work known (done, queued, in flight) rather than `max_urls`, plain words for the
+/// seen-set, and after a resume this run's time apart from the whole crawl's.
+#[test]
+fn progress_and_closing_lines_say_which_figures_are_which() {
+    let _load = crate::support::ordinary();
+    let mut crawl = slow_crawl(68);
+    let at = crawl.args.iter().position(|a| a == "quiet").unwrap();
+    crawl.args[at] = "lines".into();
+    crawl.args.push("--set".into());
+    crawl.args.push("output.progress_interval_secs=0.2".into());
+    let o = crawl.run(false, Some("links-logged:60"), 0);
+    assert!(killed(&o), "{:?}", o.status);
+    let pages = std::fs::read_to_string(crawl.out().join("pages.jsonl")).unwrap();
+    let recorded_before = pages.matches('\n').count() as u64;
+    let o = crawl.run(true, None, 1);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{stderr}");
+    let summary = summary_of(&crawl);
+    let finished = summary["finished"].as_u64().unwrap();
+    let last = stderr
+        .lines()
+        .rfind(|l| l.starts_with("progress: "))
+        .unwrap_or_else(|| panic!("no progress line: {stderr}"));
+    let done = format!(
+        "progress: {} done, 0 queued, 0 in flight · ",
+        grouped(finished)
+    );
+    assert!(last.starts_with(&done), "{last}");
+    assert!(
+        last.contains(" pages/s · ") && last.contains("% full · "),
+        "{last}"
+    );
+    assert!(
+        !stderr.contains("fpp≈") && !stderr.contains("seen fill"),
+        "{stderr}"
+    );
+    // This run's pages: those not recorded by the killed one.
+    let run_pages = summary["run_pages"].as_u64().unwrap();
+    assert_eq!(run_pages, finished - recorded_before);
+    assert_eq!(summary["runs"], 2);
+    let time = stderr
+        .lines()
+        .find(|l| l.starts_with("time: "))
+        .unwrap_or_else(|| panic!("no time line: {stderr}"));
+    assert!(
+        time.starts_with("time: this run ")
+            && time.contains(&format!(" s, {run_pages} pages, "))
+            && time.contains(" pages/s; whole crawl (2 runs): ")
+            && time.ends_with(" pages/s"),
+        "{time}"
+    );
+}
+
+/// A checkpoint of format 3 (an older crawler: no runs or time in its manifest, records
+/// without `counts`) still resumes, to an exact crawl, and the crawler says which figures
+/// it cannot know.
+#[test]
+fn a_format_3_checkpoint_resumes_and_says_what_it_cannot_count() {
+    let _load = crate::support::ordinary();
+    let crawl = slow_crawl(69);
+    let o = crawl.run(false, Some("links-logged:40"), 0);
+    assert!(killed(&o), "{:?}", o.status);
+    // Made into what the previous crawler left: its manifest, its records past it.
+    let manifest_path = checkpoint::checkpoint_dir(&crawl.out()).join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let object = manifest.as_object_mut().unwrap();
+    object.insert("format_version".into(), 3.into());
+    for field in ["runs", "crawl_secs", "orphans"] {
+        object.remove(field);
+    }
+    let from = object["pages_bytes"].as_u64().unwrap() as usize;
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let pages_path = crawl.out().join("pages.jsonl");
+    let pages = std::fs::read(&pages_path).unwrap();
+    let mut rewritten = pages[..from].to_vec();
+    let mut stripped = 0;
+    for line in pages[from..].split_inclusive(|&b| b == b'\n') {
+        let Ok(mut record) = serde_json::from_slice::<serde_json::Value>(line) else {
+            rewritten.extend_from_slice(line); // a torn last line stays torn
+            continue;
+        };
+        record.as_object_mut().unwrap().remove("counts");
+        stripped += 1;
+        rewritten.extend_from_slice(&serde_json::to_vec(&record).unwrap());
+        rewritten.push(b'\n');
+    }
+    std::fs::write(&pages_path, rewritten).unwrap();
+    assert!(stripped > 0, "records past the checkpoint");
+    let o = crawl.run(true, None, 1);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{stderr}");
+    assert!(
+        stderr.contains("the checkpoint is of format 3 (an older crawler): the summary's counters count the pages recorded after it only by their status and bytes, and the earlier runs' time is not known"),
+        "{stderr}"
+    );
+    crawl.check("resumed from a format-3 checkpoint");
+    let summary = summary_of(&crawl);
+    assert_eq!(summary["runs"], 1, "the earlier run is not known");
+    let time = stderr
+        .lines()
+        .find(|l| l.starts_with("time: "))
+        .unwrap_or_default();
+    assert!(
+        time.starts_with("time: this run ")
+            && time.ends_with("; the earlier runs' time is not known"),
+        "{time}"
+    );
+}
+
+/// `n` with a comma every three digits, as the progress line writes counts.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }
 
 /// A crawl slow enough to take several checkpoints before it ends.

@@ -14,6 +14,7 @@ mod monitor;
 mod parity;
 mod politeness_e2e;
 mod resume_e2e;
+mod robots_cli;
 mod support;
 mod tls;
 mod warc;

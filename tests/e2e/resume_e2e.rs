@@ -81,7 +81,9 @@ fn stop_then_resume_fetches_everything_once() {
     .unwrap();
     while summary.stopped {
         stops += 1;
-        assert!(stops < 20, "never finished");
+        // Each run crawls for what is left of its 700 ms after its start and its first
+        // checkpoint (published before its first request: ~200 ms on a loaded machine).
+        assert!(stops < 40, "never finished");
         let loaded = checkpoint::load(out.path()).unwrap();
         assert!(loaded.fell_back.is_none());
         assert!(!loaded.manifest.finished);
@@ -258,7 +260,10 @@ fn every_damaged_checkpoint_file_is_named_and_the_previous_one_used() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
-        text.replace("\"format_version\": 3", "\"format_version\": 9"),
+        text.replace(
+            &format!("\"format_version\": {}", checkpoint::FORMAT_VERSION),
+            "\"format_version\": 9",
+        ),
     )
     .unwrap();
     let why = checkpoint::load(out.path()).unwrap().fell_back.unwrap();
