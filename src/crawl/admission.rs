@@ -35,11 +35,12 @@ use super::CrawlFrontier;
 use crate::checkpoint::QueueLog;
 use crate::config::Config;
 use crate::counters::{CrawlCounters, PageCounts};
+use crate::distributed::session::Admitted;
 use crate::extract::Extracted;
 use crate::frontier::QueuedUrl;
 use crate::normalize::{host_key, Normalizer};
 use crate::scope::{OutOfScope, Scope, SiteMemo};
-use crate::seen::SeenBackend;
+use crate::seen::{SeenBackend, SeenSet};
 
 /// Why a discovered URL was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -481,6 +482,62 @@ impl Acceptance {
         }
         Ok(queued)
     }
+}
+
+/// The candidates a distributed process's `cache` of the shared seen-set does not know, as
+/// URLs to send to the shared admission (with their host keys); those it knows are counted
+/// as seen in `counts` (the finding page's), as [`Acceptance::accept`] would.
+pub(crate) fn unknown_to(
+    cache: &SeenSet,
+    candidates: Candidates,
+    parent: Option<String>,
+    counts: &mut PageCounts,
+) -> Vec<(String, QueuedUrl)> {
+    let mut items = Vec::new();
+    let mut known = 0;
+    for url in candidates.urls {
+        if cache.contains(url.as_str().as_bytes()) {
+            known += 1;
+            continue;
+        }
+        let item = QueuedUrl::new(
+            String::from(url.clone()),
+            candidates.depth,
+            parent.clone(),
+            candidates.redirect_hops,
+        );
+        items.push((host_key(&url), item));
+    }
+    Refusal::Seen.count(counts, known);
+    items
+}
+
+/// The shared admission's answers (Redis's `admit.lua`, for a distributed process) for a
+/// page's `items`, counted in `counts` as [`Acceptance::accept`] counts its own refusals, and
+/// the URLs the shared seen-set now holds put in the process's `cache` (links to them need no
+/// round trip). Returns how many were queued.
+pub(crate) fn count_shared(
+    cache: &SeenSet,
+    items: &[(String, QueuedUrl)],
+    answers: &[Admitted],
+    counts: &mut PageCounts,
+) -> u64 {
+    let mut queued = 0;
+    for ((_, item), answer) in items.iter().zip(answers) {
+        match answer {
+            Admitted::Queued => {
+                cache.insert_new(item.url.as_bytes());
+                queued += 1;
+            }
+            Admitted::Seen => {
+                cache.insert_new(item.url.as_bytes());
+                Refusal::Seen.count(counts, 1);
+            }
+            Admitted::OverMaxUrls => Refusal::OverMaxUrls.count(counts, 1),
+            Admitted::HostCap => Refusal::HostCap.count(counts, 1),
+        }
+    }
+    queued
 }
 
 #[cfg(test)]
