@@ -373,6 +373,9 @@ pub struct Config {
     pub normalize: NormalizeOptions,
     pub scope: ScopeOptions,
     pub distributed: DistributedSection,
+    /// `[[site]]` sections: per-site settings, first match wins (see [`crate::site`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub site: Vec<crate::site::SiteSection>,
 }
 
 /// The keys of each section, for `--set` errors. A unit test keeps this in step with
@@ -479,14 +482,21 @@ impl ResolveRule {
     /// Whether `host` (already lowercase) matches: `*.test` matches `a.test` and
     /// `b.a.test` but not `test` itself.
     pub(crate) fn matches(&self, host: &str) -> bool {
-        match self.pattern.strip_prefix("*.") {
-            Some(suffix) => {
-                host.len() > suffix.len() + 1
-                    && host.ends_with(suffix)
-                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
-            }
-            None => host == self.pattern,
+        host_matches(&self.pattern, host)
+    }
+}
+
+/// Whether `host` (lowercase) matches host pattern `pattern` (lowercase): a name matches
+/// itself, `*.test` matches `a.test` and `b.a.test` but not `test` itself. Shared by
+/// `[network] resolve` and `[[site]]`.
+pub(crate) fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => {
+            host.len() > suffix.len() + 1
+                && host.ends_with(suffix)
+                && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
         }
+        None => host == pattern,
     }
 }
 
@@ -970,6 +980,11 @@ impl Config {
             }
             offered.push(coding);
         }
+        crate::site::Sites::new(&self.site).map_err(|e| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: format!("site[{}].{}", e.index, e.key),
+            message: e.message,
+        })?;
         self.resolve_rules_with_origin(origin)?;
         self.extra_root_certificates_with_origin(origin)?;
         Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {

@@ -260,6 +260,8 @@ pub struct FrontierPolicy {
     pub(crate) max_crawl_delay: Duration,
     /// How budgets adapt to what servers answer (off when politeness is).
     pub(crate) adapt: AdaptPolicy,
+    /// `[[site]]` sections: a matching name's budget gets the site's rate and cap.
+    pub(crate) sites: std::sync::Arc<crate::site::Sites>,
 }
 
 impl FrontierPolicy {
@@ -275,6 +277,7 @@ impl FrontierPolicy {
                 robots_ttl,
                 max_crawl_delay,
                 adapt: AdaptPolicy::OFF,
+                sites: Default::default(),
             };
         }
         let period = Duration::from_secs_f64(1.0 / p.per_host_rps);
@@ -310,7 +313,39 @@ impl FrontierPolicy {
                 max_latency_delay: Duration::from_secs_f64(p.adaptive_max_latency_delay_secs),
                 start: period,
             },
+            sites: Default::default(),
         }
+    }
+
+    /// The policy with `[[site]]` sections, whose rates and caps override the name budgets
+    /// of the hosts they match.
+    pub fn with_sites(mut self, sites: std::sync::Arc<crate::site::Sites>) -> Self {
+        self.sites = sites;
+        self
+    }
+
+    /// The limits of the name budget of host key `key` when a `[[site]]` sets any.
+    pub(crate) fn site_limits(&self, key: &str) -> Option<Limits> {
+        let site = self.sites.for_host(budget::host_name(key))?;
+        if site.rps.is_none() && site.burst.is_none() && site.concurrency.is_none() {
+            return None;
+        }
+        let base = self.names;
+        let rate = match (site.rps, base.rate) {
+            (Some(rps), rate) => Some(Rate {
+                period: Duration::from_secs_f64(1.0 / rps),
+                burst: site.burst.or(rate.map(|r| r.burst)).unwrap_or(1),
+            }),
+            (None, Some(rate)) => Some(Rate {
+                period: rate.period,
+                burst: site.burst.unwrap_or(rate.burst),
+            }),
+            (None, None) => None,
+        };
+        Some(Limits {
+            rate,
+            concurrency: site.concurrency.unwrap_or(base.concurrency),
+        })
     }
 }
 

@@ -13,6 +13,7 @@ mod hostile;
 mod kill_resume;
 mod politeness_e2e;
 mod resume_e2e;
+mod site_e2e;
 mod support;
 mod tls;
 mod warc;
