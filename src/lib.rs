@@ -29,6 +29,7 @@ pub mod robots;
 pub mod scope;
 pub mod seeds;
 pub mod seen;
+pub mod site;
 pub mod sitemap;
 pub mod warc;
 

@@ -377,6 +377,8 @@ pub(crate) struct Acceptance {
     counters: Arc<CrawlCounters>,
     max_urls: u64,
     max_pages_per_host: u64,
+    /// `[[site]]` sections: a matching host's `max_pages` replaces `max_pages_per_host`.
+    sites: crate::site::Sites,
     /// Reused buffer of the seen-set's batch insert.
     batch_out: Vec<bool>,
 }
@@ -392,6 +394,7 @@ impl Acceptance {
             counters,
             max_urls: config.crawl.max_urls.0,
             max_pages_per_host: config.scope.max_pages_per_host,
+            sites: crate::site::Sites::new(&config.site).unwrap_or_default(),
             batch_out: Vec::new(),
         }
     }
@@ -441,7 +444,14 @@ impl Acceptance {
             Ok::<(), CrawlError>(frontier.push(&host_key(url), item)?)
         };
         let mut queued = 0u64;
-        if room < urls.len() || host_cap > 0 {
+        let sites = &self.sites;
+        let cap_of = |url: &Url| {
+            sites
+                .for_url(url)
+                .and_then(|s| s.max_pages)
+                .unwrap_or(host_cap)
+        };
+        if room < urls.len() || host_cap > 0 || sites.caps_pages() {
             // Where a cap can bind, URLs are taken one by one in page order, each cap
             // checked before the seen-set is touched.
             let mut considered = 0;
@@ -450,7 +460,8 @@ impl Acceptance {
                     break;
                 }
                 considered += 1;
-                if host_cap > 0 && frontier.host_total_queued(&host_key(url)) >= host_cap {
+                let cap = cap_of(url);
+                if cap > 0 && frontier.host_total_queued(&host_key(url)) >= cap {
                     Refusal::HostCap.count(counts, 1);
                     continue;
                 }

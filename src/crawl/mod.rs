@@ -178,7 +178,8 @@ fn start_state(
     expectation: &checkpoint::Expectation,
 ) -> Result<Start, CrawlError> {
     let out_dir = &config.output.dir;
-    let policy = FrontierPolicy::from_config(&config.politeness);
+    let sites = crate::site::Sites::new(&config.site).unwrap_or_default();
+    let policy = FrontierPolicy::from_config(&config.politeness).with_sites(Arc::new(sites));
     let frontier_options =
         FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
     let Some(loaded) = resume else {

@@ -46,6 +46,8 @@ pub struct CrawlSummary {
     pub failures: u64,
     pub hosts: usize,
     pub(crate) top_hosts: Vec<HostCount>,
+    /// The hosts adaptive politeness slowed, and why: the largest slow-downs, at most 20.
+    pub slowed_hosts: Vec<crate::frontier::SlowedHost>,
     /// The frontier's memory and disk at the end, and how often host state was evicted
     /// and restored.
     pub frontier: crate::frontier::FrontierStats,
@@ -126,6 +128,7 @@ impl CrawlSummary {
             failures: counts.failures(),
             hosts: end.frontier.host_count(),
             frontier: end.frontier.stats(),
+            slowed_hosts: end.frontier.slowed_hosts(),
             top_hosts: end
                 .frontier
                 .top_hosts(10)

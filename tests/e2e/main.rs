@@ -2,6 +2,7 @@
 //! against its ground truth and its request log, and the `crawler` binary run as a user runs
 //! it (`cargo test --test e2e`, or `cargo test --test e2e resume` for one subject).
 
+mod adaptive;
 mod cli;
 mod crawl_e2e;
 mod descriptors;
@@ -13,6 +14,7 @@ mod kill_resume;
 mod politeness_e2e;
 mod resume_e2e;
 mod robots_cli;
+mod site_e2e;
 mod support;
 mod tls;
 mod warc;

@@ -111,6 +111,10 @@
 //!   disallowed by robots.txt), `/sitemap.xml`, and pages listed only there (`sitemaps.rs`).
 //! - `docsite` (opt-in), on the host `docs.test`: a manual whose chapters chain 30 links
 //!   deep, reference URLs of 2,100–3,350 bytes, and a repeating-path trap (`docsite.rs`).
+//! - `pressure` (opt-in), on the hosts `throttle.test` (429 without `Retry-After` above
+//!   [`THROTTLE_RPS`] requests per sliding second) and `sluggish.test` (answers after
+//!   [`SLUGGISH_STEP`] × its requests of the last second), each a home page linking
+//!   [`PRESSURE_PAGES`] leaves (`pressure.rs`): for adaptive politeness.
 //! - `advanced_variants` (opt-in, for the normalizer's tests): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
@@ -168,6 +172,7 @@ mod docsite;
 mod encoding;
 mod graph;
 mod hostile;
+mod pressure;
 mod raw;
 mod render;
 mod robots;
@@ -189,6 +194,7 @@ pub use hostile::{
     Hostile, BOMB_MIB, HOSTILE_DOMAIN, HUGE_BASE_BYTES, HUGE_BASE_LINKS, HUGE_DELAY_SECS,
     MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN,
 };
+pub use pressure::{PRESSURE_PAGES, SLUGGISH_HOST, SLUGGISH_STEP, THROTTLE_HOST, THROTTLE_RPS};
 pub use server::{HttpVersion, RequestRecord, ServerOptions, TestWebServer};
 pub use sitemaps::{
     sitemap_lastmod, BIG_SITEMAP_ENTRIES, SITEMAPS_HOST, SITEMAP_FILES, SITEMAP_ONLY,
@@ -290,6 +296,9 @@ pub struct Features {
     /// `render::long_tail_bytes`): median ~12 KB, 1% from 500 KB to 2 MB, 0.05% from 5 to 8
     /// MB, as a real site's pages are. For memory benchmarks.
     pub long_tail: bool,
+    /// Serves the pressure corner on `throttle.test` and `sluggish.test` (see
+    /// `pressure.rs`): a host that answers 429 above a rate, one that slows with load.
+    pub pressure: bool,
 }
 
 /// An unknown name in a feature list.
@@ -317,6 +326,7 @@ impl Features {
         "sitemaps",
         "docsite",
         "long_tail",
+        "pressure",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
@@ -344,6 +354,7 @@ impl Features {
             sitemaps: false,
             docsite: false,
             long_tail: false,
+            pressure: false,
         }
     }
 
@@ -371,6 +382,7 @@ impl Features {
             "sitemaps" => &mut self.sitemaps,
             "docsite" => &mut self.docsite,
             "long_tail" | "long-tail" => &mut self.long_tail,
+            "pressure" => &mut self.pressure,
             _ => return None,
         })
     }
