@@ -133,7 +133,7 @@ impl Default for CrawlSection {
     fn default() -> Self {
         CrawlSection {
             max_urls: Count(1_000_000),
-            max_depth: 100,
+            max_depth: 1000,
             concurrency: 64,
             user_agent: concat!("crawler/", env!("CARGO_PKG_VERSION")).to_string(),
             max_body_bytes: ByteSize(10 << 20),
@@ -145,7 +145,7 @@ impl Default for CrawlSection {
             follow_nofollow: false,
             follow_canonical: true,
             sitemaps: false,
-            max_links_per_page: 6000,
+            max_links_per_page: 1_000_000,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
         }

@@ -39,7 +39,8 @@ pub struct PageRecord {
     pub bytes: u64,
     pub depth: u32,
     pub parent: Option<String>,
-    /// Links found in the page (after resolving, before deduplication).
+    /// Links found in the page, every one: followed or not (nofollow, invalid, too long, over
+    /// the page's limits, duplicates included).
     pub links: u64,
     /// Links this page added to the frontier.
     pub new_links: u64,
@@ -69,6 +70,11 @@ pub struct PageRecord {
     /// For a sitemap (`crawl.sitemaps`), what it held; absent for pages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sitemap: Option<Box<SitemapRecord>>,
+    /// For a near-duplicate page (`crate::near_duplicate`: its host already produced a page
+    /// identical to it but for its digits), the URL of that first page; its links were not
+    /// followed. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<String>,
 }
 
 /// What a line of `pages.jsonl` records.

@@ -34,6 +34,7 @@ use crate::checkpoint::QueueLog;
 use crate::config::Config;
 use crate::extract::Extracted;
 use crate::frontier::QueuedUrl;
+use crate::near_duplicate::NearDuplicates;
 use crate::normalize::{host_key, Normalizer};
 use crate::scope::{OutOfScope, Scope, SiteMemo};
 use crate::seen::SeenBackend;
@@ -51,6 +52,9 @@ pub(crate) enum Refusal {
     TooDeep,
     /// Past `max_links_per_page` or the page's extraction budget.
     OverPageCap,
+    /// On a page that is a near-duplicate of an earlier page of its host
+    /// ([`crate::near_duplicate`]).
+    NearDuplicate,
     /// Broke a scope rule.
     OutOfScope(OutOfScope),
     /// Already in the seen-set or earlier on the same page.
@@ -75,6 +79,7 @@ impl Refusal {
             Refusal::Nofollow => &counters.links_nofollow,
             Refusal::TooDeep => &counters.links_too_deep,
             Refusal::OverPageCap => &counters.links_over_page_cap,
+            Refusal::NearDuplicate => &counters.links_near_duplicate,
             Refusal::OutOfScope(reason) => return counters.add_out_of_scope(reason, n),
             Refusal::Seen => &counters.links_seen,
             Refusal::OverMaxUrls => &counters.links_over_cap,
@@ -95,6 +100,8 @@ pub(crate) struct Admission {
     max_redirects: u32,
     follow_nofollow: bool,
     follow_canonical: bool,
+    /// Page digests seen per host: the trap rule that replaces depth.
+    near_duplicates: NearDuplicates,
 }
 
 impl Admission {
@@ -114,6 +121,7 @@ impl Admission {
             max_redirects: config.crawl.max_redirects,
             follow_nofollow: config.crawl.follow_nofollow,
             follow_canonical: config.crawl.follow_canonical,
+            near_duplicates: NearDuplicates::default(),
         }
     }
 
@@ -151,13 +159,7 @@ impl Admission {
         scratch: &mut ScreenScratch,
     ) -> Candidates {
         let c = &self.counters;
-        let found = extracted.links.len() as u64;
-        CrawlCounters::add(&c.links_found, found);
-        Refusal::Nofollow.count(c, extracted.nofollow_skipped as u64);
-        Refusal::Invalid.count(c, extracted.invalid as u64);
-        Refusal::OverPageCap.count(c, extracted.over_limit as u64);
-        // Refused before being built, for the same reason the scope would refuse them.
-        Refusal::OutOfScope(OutOfScope::TooLong).count(c, extracted.too_long as u64);
+        let found = self.count_extracted(&extracted);
         let mut candidates = Candidates {
             urls: Vec::new(),
             depth,
@@ -185,6 +187,39 @@ impl Admission {
         Refusal::NotHttp.count(c, not_http);
         Refusal::Seen.count(c, seen);
         candidates
+    }
+
+    /// Counts what extraction found and already refused; returns the resolved links' count.
+    fn count_extracted(&self, extracted: &Extracted) -> u64 {
+        let c = &self.counters;
+        let found = extracted.links.len() as u64;
+        CrawlCounters::add(&c.links_found, found);
+        Refusal::Nofollow.count(c, extracted.nofollow_skipped as u64);
+        Refusal::Invalid.count(c, extracted.invalid as u64);
+        Refusal::OverPageCap.count(c, extracted.over_limit as u64);
+        // Refused before being built, for the same reason the scope would refuse them.
+        Refusal::OutOfScope(OutOfScope::TooLong).count(c, extracted.too_long as u64);
+        found
+    }
+
+    /// The first URL of `page`'s host whose digest was `digest`, when that is another page:
+    /// then `page` is a near-duplicate, counted here, and its links are to be passed to
+    /// [`Self::refuse_near_duplicate`] instead of [`Self::screen_links`].
+    pub(crate) fn near_duplicate_of(&self, page: &Url, digest: u64) -> Option<String> {
+        let first = self.near_duplicates.first_with(
+            page.host_str().unwrap_or_default(),
+            digest,
+            page.as_str(),
+        )?;
+        CrawlCounters::add(&self.counters.near_duplicate_pages, 1);
+        Some(first)
+    }
+
+    /// The links of a near-duplicate page: counted like any page's, none followed.
+    pub(crate) fn refuse_near_duplicate(&self, extracted: Extracted) -> Candidates {
+        let found = self.count_extracted(&extracted);
+        Refusal::NearDuplicate.count(&self.counters, found);
+        Candidates::default()
     }
 
     /// The target of a redirect from `from` (at `depth`, `hops` redirects into its chain) to

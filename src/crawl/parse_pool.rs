@@ -106,20 +106,29 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                 fetched.link_canonical.as_deref(),
                 &mut extracted,
             );
-            let links = extracted.links.len() as u64;
-            let candidates = shared.admission.screen_links(
-                extracted,
-                depth,
-                fetched.header_nofollow,
-                &mut scratch,
-            );
-            (links, candidates, canonical)
+            let links = extracted.found() as u64;
+            // Trap pages are stopped by what they are: a page its host already produced, up
+            // to its digits, leads nowhere new.
+            let duplicate_of = extracted
+                .digest
+                .and_then(|digest| shared.admission.near_duplicate_of(&url, digest));
+            let candidates = match duplicate_of {
+                Some(_) => shared.admission.refuse_near_duplicate(extracted),
+                None => shared.admission.screen_links(
+                    extracted,
+                    depth,
+                    fetched.header_nofollow,
+                    &mut scratch,
+                ),
+            };
+            (links, candidates, canonical, duplicate_of)
         }));
         let candidates = match parsed {
-            Ok((links, candidates, canonical)) => {
+            Ok((links, candidates, canonical, duplicate_of)) => {
                 CrawlCounters::add(&counters.parsed, 1);
                 record.links = links;
                 record.canonical = canonical;
+                record.duplicate_of = duplicate_of;
                 candidates
             }
             Err(payload) => {
