@@ -4,7 +4,9 @@
 //! ([`Graph::head`] for statuses and redirects, [`Graph::links`] for links), so the truth can
 //! never drift from the web. The walk is a shortest-path search on (depth, redirect hops):
 //! a link adds one to the depth, a redirect keeps the depth and adds one hop, exactly as the
-//! crawler counts them; a URL beyond `max_depth` or `max_redirects` is not taken on.
+//! crawler counts them; a URL beyond `max_depth` or `max_redirects` is not taken on, and
+//! the links of a near-duplicate page ([`Graph::near_duplicate`]: a calendar month other
+//! than the first) are not followed.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
@@ -266,6 +268,7 @@ pub fn compute(
             || !is_html
             || depth >= rules.max_depth
             || page_nofollow
+            || graph.near_duplicate(node)
         {
             continue;
         }
@@ -429,7 +432,11 @@ mod tests {
                 }
                 continue;
             }
-            if head.status != 200 || depth >= rules.max_depth || graph.page_nofollow(node) {
+            if head.status != 200
+                || depth >= rules.max_depth
+                || graph.page_nofollow(node)
+                || graph.near_duplicate(node)
+            {
                 continue;
             }
             links.clear();

@@ -147,6 +147,7 @@ fn extract(page: &Url, body: &[u8]) -> Vec<(Url, bool)> {
 fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
     let mut client = Client::connect(addr);
     let mut seen: HashSet<String> = HashSet::new();
+    let mut page_shapes: HashSet<(String, Vec<u8>)> = HashSet::new();
     let mut queue: VecDeque<(Url, u32, u32)> = VecDeque::new();
     for s in seeds {
         let url = Url::parse(s).expect("seed");
@@ -198,6 +199,17 @@ fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
         let html = reply.content_type.starts_with("text/html")
             || reply.content_type.starts_with("application/xhtml+xml");
         if !(200..300).contains(&reply.status) || !html || depth >= rules.max_depth {
+            continue;
+        }
+        // A page its host already served, but for its digits, is a near-duplicate: its
+        // links are not followed (the crawler's trap rule, done the plain way here).
+        let digitless: Vec<u8> = reply
+            .body
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_digit())
+            .collect();
+        if !page_shapes.insert((url.host_str().unwrap_or_default().to_string(), digitless)) {
             continue;
         }
         let cap = (rules.max_body_bytes as usize).min(reply.body.len());
