@@ -33,10 +33,14 @@
 //! by its first page and hit by its next ones; if that entry was evicted before the next page
 //! came (more than [`MAX_ENTRIES`] distinct pages later), that page becomes the first again
 //! and the trap costs one more page per [`MAX_ENTRIES`] distinct pages: bounded, and small
-//! beside the crawl. The memory is not checkpointed: after a resume (or on each machine of a
-//! distributed crawl) every trap costs one more page per host before its digest is known
-//! again; rebuilding it from `pages.jsonl` would cost reading the whole output at every resume
-//! for a few pages saved.
+//! beside the crawl. Each parsed page's record carries its digest (`near_digest`), and a
+//! resumed crawl rebuilds the memory from the tail of `pages.jsonl` ([`TAIL_BYTES`], about
+//! as many records as the memory holds): so a resume after a crash forgets no trap (a page
+//! whose record was lost is fetched and parsed again, which teaches its digest again), and
+//! the resume reads a bounded amount whatever the crawl's size. In a distributed crawl each
+//! process has its own memory (a host is leased to one process at a time, so its pages are
+//! parsed by one process while it has URLs queued); when a host moves to another process
+//! (its holder died), a trap on it costs one more page there.
 //!
 //! # Cost
 //! Leaving digits out means copying the rest: the input is scanned 32 bytes at a time (a
@@ -46,6 +50,8 @@
 //! with and without the digest.
 
 use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 use xxhash_rust::xxh3::{xxh3_64_with_seed, Xxh3};
@@ -113,6 +119,22 @@ impl DigitlessDigest {
 /// Distinct (host, digest) pairs remembered at most.
 pub const MAX_ENTRIES: usize = 200_000;
 
+/// Bytes at the end of `pages.jsonl` a resume reads back: records are ~300 bytes, so about
+/// [`MAX_ENTRIES`] of them.
+pub const TAIL_BYTES: u64 = 64 << 20;
+
+/// What a resume reads of a `pages.jsonl` record (other fields are ignored).
+#[derive(serde::Deserialize)]
+struct DigestLine {
+    url: String,
+    near_digest: Option<String>,
+}
+
+/// The record field for `digest`: 16 hex digits.
+pub fn digest_field(digest: u64) -> String {
+    format!("{digest:016x}")
+}
+
 /// The first URL of each page digest, per host, bounded (see the module doc).
 #[derive(Debug, Default)]
 pub struct NearDuplicates {
@@ -144,6 +166,39 @@ impl NearDuplicates {
         memory.first.insert(key, url.into());
         memory.order.push_back(key);
         None
+    }
+
+    /// Learns the digests recorded in the last [`TAIL_BYTES`] of the records file `path`
+    /// (`pages.jsonl`), in file order, as if those pages had just been parsed; returns how
+    /// many were learnt. A missing file teaches nothing; a line that does not parse (the
+    /// first, cut by the seek, or one of another format) is skipped.
+    pub fn learn_from_records(&self, path: &Path) -> std::io::Result<usize> {
+        let mut file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))?;
+        let mut learnt = 0;
+        for line in BufReader::new(file).split(b'\n') {
+            let line = line?;
+            let Ok(record) = serde_json::from_slice::<DigestLine>(&line) else {
+                continue;
+            };
+            let Some(digest) = record
+                .near_digest
+                .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
+            else {
+                continue;
+            };
+            let Ok(url) = url::Url::parse(&record.url) else {
+                continue;
+            };
+            self.first_with(url.host_str().unwrap_or_default(), digest, url.as_str());
+            learnt += 1;
+        }
+        Ok(learnt)
     }
 
     /// Entries held now.
@@ -213,6 +268,29 @@ mod tests {
         assert_eq!(seen.first_with("b.test", 7, "http://b.test/1"), None);
         assert_eq!(seen.first_with("a.test", 8, "http://a.test/3"), None);
         assert_eq!(seen.len(), 3);
+    }
+
+    #[test]
+    fn a_resume_learns_the_digests_recorded_in_pages_jsonl() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pages.jsonl");
+        let seen = NearDuplicates::default();
+        assert_eq!(seen.learn_from_records(&path).unwrap(), 0);
+        let lines = [
+            format!(
+                r#"{{"url":"http://a.test/cal/1","near_digest":"{}"}}"#,
+                digest_field(7)
+            ),
+            r#"{"url":"http://a.test/robots","status":404}"#.to_string(),
+            "{\"url\":\"http://a.te".to_string(),
+        ];
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        assert_eq!(seen.learn_from_records(&path).unwrap(), 1);
+        assert_eq!(
+            seen.first_with("a.test", 7, "http://a.test/cal/2")
+                .as_deref(),
+            Some("http://a.test/cal/1")
+        );
     }
 
     #[test]

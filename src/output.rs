@@ -75,6 +75,11 @@ pub struct PageRecord {
     /// followed. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate_of: Option<String>,
+    /// For a parsed page, the digest of its bytes without their digits (16 hex digits; see
+    /// `crate::near_duplicate`): what a resumed crawl reads back to remember which pages
+    /// each host produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_digest: Option<String>,
 }
 
 /// What a line of `pages.jsonl` records.

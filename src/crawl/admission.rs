@@ -215,6 +215,18 @@ impl Admission {
         Some(first)
     }
 
+    /// Rebuilds the near-duplicate memory of a resumed crawl from its records.
+    pub(crate) fn learn_near_duplicates(&self, pages: &std::path::Path) {
+        match self.near_duplicates.learn_from_records(pages) {
+            Ok(n) => tracing::debug!(pages = n, "resume: near-duplicate digests read back"),
+            // Costs a few trap pages, not the crawl.
+            Err(err) => tracing::warn!(
+                "resume: cannot read {} back for near-duplicate digests: {err}",
+                pages.display()
+            ),
+        }
+    }
+
     /// The links of a near-duplicate page: counted like any page's, none followed.
     pub(crate) fn refuse_near_duplicate(&self, extracted: Extracted) -> Candidates {
         let found = self.count_extracted(&extracted);

@@ -390,6 +390,11 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         completions_tx,
         archiver,
     )?;
+    if resumed_from.is_some() {
+        fetch
+            .admission
+            .learn_near_duplicates(&out_dir.join("pages.jsonl"));
+    }
 
     let mut dispatcher = Dispatcher {
         acceptance: Acceptance::new(&config, seen_backend.clone(), counters.clone()),

@@ -109,8 +109,8 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
             let links = extracted.found() as u64;
             // Trap pages are stopped by what they are: a page its host already produced, up
             // to its digits, leads nowhere new.
-            let duplicate_of = extracted
-                .digest
+            let extracted_digest = extracted.digest;
+            let duplicate_of = extracted_digest
                 .and_then(|digest| shared.admission.near_duplicate_of(&url, digest));
             let candidates = match duplicate_of {
                 Some(_) => shared.admission.refuse_near_duplicate(extracted),
@@ -121,14 +121,16 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                     &mut scratch,
                 ),
             };
-            (links, candidates, canonical, duplicate_of)
+            let digest = extracted_digest.map(crate::near_duplicate::digest_field);
+            (links, candidates, canonical, (duplicate_of, digest))
         }));
         let candidates = match parsed {
-            Ok((links, candidates, canonical, duplicate_of)) => {
+            Ok((links, candidates, canonical, (duplicate_of, near_digest))) => {
                 CrawlCounters::add(&counters.parsed, 1);
                 record.links = links;
                 record.canonical = canonical;
                 record.duplicate_of = duplicate_of;
+                record.near_digest = near_digest;
                 candidates
             }
             Err(payload) => {
