@@ -125,6 +125,9 @@ pub struct CrawlSection {
     /// Read sitemaps: robots.txt `Sitemap:` lines and each host's `/sitemap.xml`.
     pub sitemaps: bool,
     pub(crate) max_links_per_page: usize,
+    /// Do not follow the links of a page its host already produced but for its digits
+    /// (`crate::near_duplicate`).
+    pub near_duplicates: bool,
     pub(crate) parse_threads: usize,
     pub shutdown_grace_secs: f64,
 }
@@ -146,6 +149,7 @@ impl Default for CrawlSection {
             follow_canonical: true,
             sitemaps: false,
             max_links_per_page: 1_000_000,
+            near_duplicates: true,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
         }
@@ -361,6 +365,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "follow_canonical",
             "sitemaps",
             "max_links_per_page",
+            "near_duplicates",
             "parse_threads",
             "shutdown_grace_secs",
         ],
