@@ -38,9 +38,11 @@
 //! as many records as the memory holds): so a resume after a crash forgets no trap (a page
 //! whose record was lost is fetched and parsed again, which teaches its digest again), and
 //! the resume reads a bounded amount whatever the crawl's size. In a distributed crawl each
-//! process has its own memory (a host is leased to one process at a time, so its pages are
-//! parsed by one process while it has URLs queued); when a host moves to another process
-//! (its holder died), a trap on it costs one more page there.
+//! process has its own memory: a host is leased to one process at a time, but passes to
+//! another when its queue runs dry or its holder dies, and a trap on it then costs the
+//! first page and its neighbours again on each process it passes through (a few pages per
+//! process, not per depth). Sharing the memory in Redis would cost a round trip per parsed
+//! page for those few pages.
 //!
 //! # Cost
 //! Leaving digits out means copying the rest: the input is scanned 32 bytes at a time (a

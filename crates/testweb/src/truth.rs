@@ -37,6 +37,9 @@ pub struct CrawlRules {
     /// the advanced variants of a page are that page. Off: they are distinct URLs, each
     /// fetched once.
     pub full_normalization: bool,
+    /// The crawler stops near-duplicate pages (`crawl.near_duplicates`): the links of a page
+    /// its host already served but for its digits are not followed ([`Graph::near_duplicate`]).
+    pub near_duplicates: bool,
 }
 
 impl Default for CrawlRules {
@@ -50,6 +53,7 @@ impl Default for CrawlRules {
             max_body_bytes: 10 * 1024 * 1024,
             timeout: Duration::from_secs(30),
             full_normalization: false,
+            near_duplicates: true,
         }
     }
 }
@@ -268,7 +272,7 @@ pub fn compute(
             || !is_html
             || depth >= rules.max_depth
             || page_nofollow
-            || graph.near_duplicate(node)
+            || (rules.near_duplicates && graph.near_duplicate(node))
         {
             continue;
         }
@@ -435,7 +439,7 @@ mod tests {
             if head.status != 200
                 || depth >= rules.max_depth
                 || graph.page_nofollow(node)
-                || graph.near_duplicate(node)
+                || (rules.near_duplicates && graph.near_duplicate(node))
             {
                 continue;
             }

@@ -209,7 +209,9 @@ fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
             .copied()
             .filter(|b| !b.is_ascii_digit())
             .collect();
-        if !page_shapes.insert((url.host_str().unwrap_or_default().to_string(), digitless)) {
+        if rules.near_duplicates
+            && !page_shapes.insert((url.host_str().unwrap_or_default().to_string(), digitless))
+        {
             continue;
         }
         let cap = (rules.max_body_bytes as usize).min(reply.body.len());
