@@ -202,17 +202,19 @@ impl Admission {
         found
     }
 
-    /// The first URL of `page`'s host whose digest was `digest`, when that is another page:
-    /// then `page` is a near-duplicate, counted here, and its links are to be passed to
-    /// [`Self::refuse_near_duplicate`] instead of [`Self::screen_links`].
-    pub(crate) fn near_duplicate_of(&self, page: &Url, digest: u64) -> Option<String> {
-        let first = self.near_duplicates.first_with(
-            page.host_str().unwrap_or_default(),
-            digest,
-            page.as_str(),
-        )?;
+    /// `parent`, when the page at `page` (whose digest is `digest`) is the same as that
+    /// page of its host that linked it, but for its digits: then `page` is a near-duplicate,
+    /// counted here, and its links are to be passed to [`Self::refuse_near_duplicate`]
+    /// instead of [`Self::screen_links`].
+    pub(crate) fn near_duplicate_of(
+        &self,
+        page: &Url,
+        parent: Option<&str>,
+        digest: u64,
+    ) -> Option<String> {
+        let parent = self.near_duplicates.check(page.as_str(), parent, digest)?;
         CrawlCounters::add(&self.counters.near_duplicate_pages, 1);
-        Some(first)
+        Some(parent)
     }
 
     /// Rebuilds the near-duplicate memory of a resumed crawl from its records.

@@ -110,8 +110,11 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
             // Trap pages are stopped by what they are: a page its host already produced, up
             // to its digits, leads nowhere new.
             let extracted_digest = extracted.digest;
-            let duplicate_of = extracted_digest
-                .and_then(|digest| shared.admission.near_duplicate_of(&url, digest));
+            let duplicate_of = extracted_digest.and_then(|digest| {
+                shared
+                    .admission
+                    .near_duplicate_of(&url, dispatch.item.parent.as_deref(), digest)
+            });
             let candidates = match duplicate_of {
                 Some(_) => shared.admission.refuse_near_duplicate(extracted),
                 None => shared.admission.screen_links(

@@ -1086,10 +1086,9 @@ impl Graph {
     }
 
     /// Whether a crawler that stops near-duplicate pages follows none of this page's links:
-    /// the page is the same as one its host served earlier, but for its digits. Only the
-    /// calendar's months are (rendered alike, see `render::page_code`): the entry month is
-    /// the first a crawl can reach (the others are linked only from months), so every other
-    /// month is a near-duplicate of it, whatever order a crawl fetches them in.
+    /// the page is the same as the page that linked it (its host's), but for its digits.
+    /// Only the calendar's months are (rendered alike, see `render::page_code`): every month
+    /// but the entry is linked only from months, whatever order a crawl fetches them in.
     pub fn near_duplicate(&self, node: Node) -> bool {
         matches!(node.page, Page::Calendar(m) if m != CALENDAR_ENTRY)
     }

@@ -147,7 +147,9 @@ fn extract(page: &Url, body: &[u8]) -> Vec<(Url, bool)> {
 fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
     let mut client = Client::connect(addr);
     let mut seen: HashSet<String> = HashSet::new();
-    let mut page_shapes: HashSet<(String, Vec<u8>)> = HashSet::new();
+    // Each parsed page's bytes without digits, and each URL's parent (the page that linked it).
+    let mut shapes: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut parents: HashMap<String, String> = HashMap::new();
     let mut queue: VecDeque<(Url, u32, u32)> = VecDeque::new();
     for s in seeds {
         let url = Url::parse(s).expect("seed");
@@ -201,7 +203,7 @@ fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
         if !(200..300).contains(&reply.status) || !html || depth >= rules.max_depth {
             continue;
         }
-        // A page its host already served, but for its digits, is a near-duplicate: its
+        // A page that is its parent (same host) but for its digits is a near-duplicate: its
         // links are not followed (the crawler's trap rule, done the plain way here).
         let digitless: Vec<u8> = reply
             .body
@@ -209,9 +211,12 @@ fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
             .copied()
             .filter(|b| !b.is_ascii_digit())
             .collect();
-        if rules.near_duplicates
-            && !page_shapes.insert((url.host_str().unwrap_or_default().to_string(), digitless))
-        {
+        let like_parent = parents.get(url.as_str()).is_some_and(|parent| {
+            Url::parse(parent).is_ok_and(|p| p.host_str() == url.host_str())
+                && shapes.get(parent) == Some(&digitless)
+        });
+        shapes.insert(url.to_string(), digitless);
+        if rules.near_duplicates && like_parent {
             continue;
         }
         let cap = (rules.max_body_bytes as usize).min(reply.body.len());
@@ -219,6 +224,7 @@ fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
             if (nofollow && !rules.follow_nofollow) || !seen.insert(link.to_string()) {
                 continue;
             }
+            parents.insert(link.to_string(), url.to_string());
             queue.push_back((link, depth + 1, 0));
         }
     }
