@@ -134,6 +134,9 @@ pub struct CrawlSection {
     /// Read sitemaps: robots.txt `Sitemap:` lines and each host's `/sitemap.xml`.
     pub sitemaps: bool,
     pub(crate) max_links_per_page: usize,
+    /// Do not follow the links of a page its host already produced but for its digits
+    /// (`crate::near_duplicate`).
+    pub near_duplicates: bool,
     pub(crate) parse_threads: usize,
     pub shutdown_grace_secs: f64,
 }
@@ -142,7 +145,7 @@ impl Default for CrawlSection {
     fn default() -> Self {
         CrawlSection {
             max_urls: Count(1_000_000),
-            max_depth: 100,
+            max_depth: 1000,
             concurrency: 64,
             user_agent: concat!("crawler/", env!("CARGO_PKG_VERSION")).to_string(),
             max_body_bytes: ByteSize(10 << 20),
@@ -154,7 +157,8 @@ impl Default for CrawlSection {
             follow_nofollow: false,
             follow_canonical: true,
             sitemaps: false,
-            max_links_per_page: 6000,
+            max_links_per_page: 1_000_000,
+            near_duplicates: true,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
         }
@@ -398,6 +402,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "follow_canonical",
             "sitemaps",
             "max_links_per_page",
+            "near_duplicates",
             "parse_threads",
             "shutdown_grace_secs",
         ],

@@ -21,6 +21,7 @@ pub mod extract;
 pub(crate) mod fetch;
 pub mod frontier;
 pub(crate) mod gate;
+pub mod near_duplicate;
 pub mod normalize;
 pub mod output;
 pub mod output_lock;

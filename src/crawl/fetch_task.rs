@@ -425,7 +425,7 @@ async fn fetch_outcome(
             fetched.link_canonical.as_deref(),
             &mut extracted,
         );
-        record.links = extracted.links.len() as u64;
+        record.links = extracted.found() as u64;
         let candidates = shared.admission.screen_links(
             extracted,
             item.depth + 1,

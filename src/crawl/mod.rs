@@ -317,6 +317,7 @@ fn start_workers(
                 follow_nofollow: config.crawl.follow_nofollow,
                 max_links: config.crawl.max_links_per_page,
                 max_url_length: config.scope.max_url_length,
+                digest: config.crawl.near_duplicates,
             },
             archiver: archiver.clone(),
         }),
@@ -421,6 +422,11 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         completions_tx,
         archiver,
     )?;
+    if resumed_from.is_some() {
+        fetch
+            .admission
+            .learn_near_duplicates(&out_dir.join("pages.jsonl"));
+    }
 
     let mut dispatcher = Dispatcher {
         acceptance: Acceptance::new(&config, seen_backend.clone(), counters.clone()),

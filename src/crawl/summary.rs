@@ -212,7 +212,7 @@ impl CrawlSummary {
         );
         let _ = writeln!(
             s,
-            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid, {} out of scope, {} over max_pages_per_host, {} over max_links_per_page; {} URLs disallowed by robots.txt, {} deferred (Crawl-delay over politeness.max_crawl_delay_secs), {} given up (robots.txt unreachable)",
+            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid, {} out of scope, {} over max_pages_per_host, {} over max_links_per_page, {} on {} near-duplicate pages; {} URLs disallowed by robots.txt, {} deferred (Crawl-delay over politeness.max_crawl_delay_secs), {} given up (robots.txt unreachable)",
             c.links_found,
             c.links_seen,
             c.links_too_deep,
@@ -223,6 +223,8 @@ impl CrawlSummary {
             c.out_of_scope.values().sum::<u64>(),
             c.links_host_cap,
             c.links_over_page_cap,
+            c.links_near_duplicate,
+            c.near_duplicate_pages,
             c.disallowed,
             c.deferred,
             c.robots_unavailable

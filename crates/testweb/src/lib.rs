@@ -78,7 +78,9 @@
 //!   holding `<a href="/files/hidden">` text that must not be followed) and
 //!   `/files/page.xhtml` (`application/xhtml+xml`, whose link `/files/xhtml-child` is followed).
 //! - `trap`, on `h{1%n}`: `/calendar/2026/11`, each month linking the previous and next month
-//!   forever (years 1–9999); month `m` sits at layer 1 + |m − Nov 2026|, so `max_depth` bounds it.
+//!   forever (years 1–9999); month `m` sits at layer 1 + |m − Nov 2026|. The months are
+//!   rendered alike but for their numbers, so a crawler that stops near-duplicate pages takes
+//!   the entry month and its two neighbours; `max_depth` bounds it otherwise.
 //! - `robots`: every host serves `/robots.txt` (see `robots.rs`: `BadBot` group, 404,
 //!   503-then-ok, `Allow` override, wildcards; the opt-in `crawl_delay` adds `Crawl-delay: 1`
 //!   on `h3`, `h8`, …) and links `/private/page`, `/private/open`, `/private/doc.html` from its
@@ -109,7 +111,7 @@
 //! - `sitemaps` (opt-in), on the host `sitemaps.test`: robots.txt with a `Sitemap:` line to
 //!   a sitemap index (a gzip child, one over the 50,000-entry limit, a broken one, one
 //!   disallowed by robots.txt), `/sitemap.xml`, and pages listed only there (`sitemaps.rs`).
-//! - `docsite` (opt-in), on the host `docs.test`: a manual whose chapters chain 30 links
+//! - `docsite` (opt-in), on the host `docs.test`: a manual whose chapters chain 500 links
 //!   deep, reference URLs of 2,100–3,350 bytes, and a repeating-path trap (`docsite.rs`).
 //! - `pressure` (opt-in), on the hosts `throttle.test` (429 without `Retry-After` above
 //!   [`THROTTLE_RPS`] requests per sliding second) and `sluggish.test` (answers after
@@ -130,8 +132,10 @@
 //!   and 10,000 relative links), `million-links`, `crawl-delay` (`Crawl-delay: 86400`),
 //!   `retry-after` (503 with `Retry-After: 86400`), `endless-body` (chunked, never ends),
 //!   `gzip-bomb` and `brotli-bomb` (~3.9 GiB decompressed), `endless-redirect`, `shift-jis`
-//!   (invalid bytes), `lying-bom` (UTF-16 BOM on UTF-8), and `many` (links 20,000 hosts
-//!   `h{i}.many.hostile.test`, each a tiny page);
+//!   (invalid bytes), `lying-bom` (UTF-16 BOM on UTF-8), `many` (links 50,000 hosts
+//!   `h{i}.many.hostile.test`, each a tiny page), `wide-index` (80,000 links), and three
+//!   traps ([`Hostile::TRAPS`]): `calendar` (months differing only in their numbers),
+//!   `session-spiral` (a new session id in every link and page) and `repeating-path`;
 //! - on a second listener, the raw-socket responder for `NAME.raw.test`, for what hyper will
 //!   not send: `slowloris` (headers at one byte per second), `garbage-status`
 //!   (`HTTP/1.1 999 ???`), `no-reason`, `bad-header-bytes` (invalid UTF-8 in header values),
@@ -192,7 +196,7 @@ pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
 pub use hostile::{
     Hostile, BOMB_MIB, HOSTILE_DOMAIN, HUGE_BASE_BYTES, HUGE_BASE_LINKS, HUGE_DELAY_SECS,
-    MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN,
+    MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN, WIDE_INDEX_LINKS,
 };
 pub use pressure::{PRESSURE_PAGES, SLUGGISH_HOST, SLUGGISH_STEP, THROTTLE_HOST, THROTTLE_RPS};
 pub use server::{HttpVersion, RequestRecord, ServerOptions, TestWebServer};
@@ -289,7 +293,7 @@ pub struct Features {
     /// pages are mostly listed only in sitemaps (robots.txt `Sitemap:`, `/sitemap.xml`, an
     /// index, a gzip child, a file over the 50,000-entry limit, a broken one).
     pub sitemaps: bool,
-    /// Serves the documentation-site corner on `docs.test` (see `docsite.rs`): a book 30
+    /// Serves the documentation-site corner on `docs.test` (see `docsite.rs`): a book 500
     /// chapters deep, reference URLs over 2,000 bytes, and a repeating-path trap.
     pub docsite: bool,
     /// Tree pages of long-tailed sizes instead of `page_bytes` each (see
