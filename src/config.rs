@@ -134,6 +134,9 @@ pub struct CrawlSection {
     /// Read sitemaps: robots.txt `Sitemap:` lines and each host's `/sitemap.xml`.
     pub sitemaps: bool,
     pub(crate) max_links_per_page: usize,
+    /// Do not follow the links of a page its host already produced but for its digits
+    /// (`crate::near_duplicate`).
+    pub near_duplicates: bool,
     pub(crate) parse_threads: usize,
     pub shutdown_grace_secs: f64,
 }
@@ -142,7 +145,7 @@ impl Default for CrawlSection {
     fn default() -> Self {
         CrawlSection {
             max_urls: Count(1_000_000),
-            max_depth: 100,
+            max_depth: 1000,
             concurrency: 64,
             user_agent: concat!("crawler/", env!("CARGO_PKG_VERSION")).to_string(),
             max_body_bytes: ByteSize(10 << 20),
@@ -154,7 +157,8 @@ impl Default for CrawlSection {
             follow_nofollow: false,
             follow_canonical: true,
             sitemaps: false,
-            max_links_per_page: 6000,
+            max_links_per_page: 1_000_000,
+            near_duplicates: true,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
         }
@@ -176,6 +180,17 @@ pub struct PolitenessSection {
     pub per_ip_rps: f64,
     /// Requests in flight to one server address at once; 0 = no limit.
     pub per_ip_concurrency: u32,
+    /// Slow a host down when it throttles (429/503 without Retry-After) or answers slowly
+    /// (see `frontier/adapt.rs`).
+    pub adaptive: bool,
+    /// The longest interval between requests throttling may reach.
+    pub adaptive_max_interval_secs: f64,
+    /// The share of the configured interval one successful answer takes off a throttled one.
+    pub adaptive_recovery: f64,
+    /// The interval is at least this many times the last fetch's duration.
+    pub adaptive_latency_factor: f64,
+    /// … but never more than this.
+    pub adaptive_max_latency_delay_secs: f64,
 }
 
 impl Default for PolitenessSection {
@@ -190,6 +205,11 @@ impl Default for PolitenessSection {
             enabled: true,
             per_ip_rps: 0.0,
             per_ip_concurrency: 0,
+            adaptive: true,
+            adaptive_max_interval_secs: 60.0,
+            adaptive_recovery: 0.1,
+            adaptive_latency_factor: 5.0,
+            adaptive_max_latency_delay_secs: 30.0,
         }
     }
 }
@@ -366,6 +386,9 @@ pub struct Config {
     pub normalize: NormalizeOptions,
     pub scope: ScopeOptions,
     pub distributed: DistributedSection,
+    /// `[[site]]` sections: per-site settings, first match wins (see [`crate::site`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub site: Vec<crate::site::SiteSection>,
 }
 
 /// The keys of each section, for `--set` errors. A unit test keeps this in step with
@@ -388,6 +411,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "follow_canonical",
             "sitemaps",
             "max_links_per_page",
+            "near_duplicates",
             "parse_threads",
             "shutdown_grace_secs",
         ],
@@ -404,6 +428,11 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "enabled",
             "per_ip_rps",
             "per_ip_concurrency",
+            "adaptive",
+            "adaptive_max_interval_secs",
+            "adaptive_recovery",
+            "adaptive_latency_factor",
+            "adaptive_max_latency_delay_secs",
         ],
     ),
     ("seen", &["fpp", "memory"]),
@@ -467,14 +496,21 @@ impl ResolveRule {
     /// Whether `host` (already lowercase) matches: `*.test` matches `a.test` and
     /// `b.a.test` but not `test` itself.
     pub(crate) fn matches(&self, host: &str) -> bool {
-        match self.pattern.strip_prefix("*.") {
-            Some(suffix) => {
-                host.len() > suffix.len() + 1
-                    && host.ends_with(suffix)
-                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
-            }
-            None => host == self.pattern,
+        host_matches(&self.pattern, host)
+    }
+}
+
+/// Whether `host` (lowercase) matches host pattern `pattern` (lowercase): a name matches
+/// itself, `*.test` matches `a.test` and `b.a.test` but not `test` itself. Shared by
+/// `[network] resolve` and `[[site]]`.
+pub(crate) fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => {
+            host.len() > suffix.len() + 1
+                && host.ends_with(suffix)
+                && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
         }
+        None => host == pattern,
     }
 }
 
@@ -753,6 +789,46 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        for (key, secs) in [
+            (
+                "politeness.adaptive_max_interval_secs",
+                p.adaptive_max_interval_secs,
+            ),
+            (
+                "politeness.adaptive_max_latency_delay_secs",
+                p.adaptive_max_latency_delay_secs,
+            ),
+        ] {
+            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                return Err(invalid(
+                    key,
+                    format!("{secs} is not a number of seconds in (0, 86400]"),
+                ));
+            }
+        }
+        if !(p.adaptive_recovery.is_finite()
+            && p.adaptive_recovery > 0.0
+            && p.adaptive_recovery <= 1.0)
+        {
+            return Err(invalid(
+                "politeness.adaptive_recovery",
+                format!(
+                    "{} is not a share of the interval in (0, 1]",
+                    p.adaptive_recovery
+                ),
+            ));
+        }
+        if !(p.adaptive_latency_factor.is_finite()
+            && (0.0..=1000.0).contains(&p.adaptive_latency_factor))
+        {
+            return Err(invalid(
+                "politeness.adaptive_latency_factor",
+                format!(
+                    "{} is not a factor in [0, 1000] (0 turns the latency delay off)",
+                    p.adaptive_latency_factor
+                ),
+            ));
+        }
         if !(p.per_ip_rps.is_finite() && p.per_ip_rps >= 0.0) {
             return Err(invalid(
                 "politeness.per_ip_rps",
@@ -935,6 +1011,11 @@ impl Config {
             }
             offered.push(coding);
         }
+        crate::site::Sites::new(&self.site).map_err(|e| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: format!("site[{}].{}", e.index, e.key),
+            message: e.message,
+        })?;
         self.resolve_rules_with_origin(origin)?;
         self.extra_root_certificates_with_origin(origin)?;
         Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {

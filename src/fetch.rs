@@ -198,6 +198,9 @@ pub(crate) struct Fetcher {
     content_types: Vec<String>,
     /// The `Accept-Encoding` every request sends, as the archive writes it down.
     accept_encoding: String,
+    /// `[[site]]` settings: a matching host's requests get its user agent, headers and
+    /// credentials.
+    sites: crate::site::Sites,
 }
 
 impl Fetcher {
@@ -212,6 +215,8 @@ impl Fetcher {
             extra_roots,
             max_body_bytes: c.max_body_bytes.0,
             accept_encoding: config.accept_encoding_header(),
+            // Validated with the configuration: a section refused there never gets here.
+            sites: crate::site::Sites::new(&config.site).unwrap_or_default(),
             content_types: c
                 .content_types
                 .iter()
@@ -268,12 +273,12 @@ impl Fetcher {
             message: e.to_string(),
         };
         self.gate.check(url, kind).map_err(refused)?;
-        let mut response = self
-            .client()
-            .get(url.clone())
-            .send()
-            .await
-            .map_err(classify)?;
+        let site = self.sites.for_url(url);
+        let mut request = self.client().get(url.clone());
+        if let Some(site) = site {
+            request = site.apply(request);
+        }
+        let mut response = request.send().await.map_err(classify)?;
         self.gate
             .check_connected(url, response.remote_addr())
             .map_err(refused)?;
@@ -319,8 +324,10 @@ impl Fetcher {
             Box::new(Exchange {
                 request_head: request_head(
                     url,
-                    &self.config.crawl.user_agent,
+                    site.and_then(|s| s.user_agent())
+                        .unwrap_or(&self.config.crawl.user_agent),
                     &self.accept_encoding,
+                    &site.map(|s| s.archived_lines()).unwrap_or_default(),
                 ),
                 response_head: response_head(&response),
                 raw_body: (!same_as_parsed).then(Vec::new),
@@ -392,8 +399,9 @@ impl Fetcher {
 /// configured `Accept-Encoding`.
 const ACCEPT_VALUE: &str = "*/*";
 
-/// The request as the archive records it (HTTP/1.1 form; hyper sends the same fields).
-fn request_head(url: &Url, user_agent: &str, accept_encoding: &str) -> Vec<u8> {
+/// The request as the archive records it (HTTP/1.1 form; hyper sends the same fields), with
+/// a `[[site]]`'s header lines (`site_lines`, credentials redacted: see [`crate::site`]).
+fn request_head(url: &Url, user_agent: &str, accept_encoding: &str, site_lines: &str) -> Vec<u8> {
     let mut target = url.path().to_string();
     if let Some(query) = url.query() {
         target.push('?');
@@ -405,7 +413,7 @@ fn request_head(url: &Url, user_agent: &str, accept_encoding: &str) -> Vec<u8> {
         (None, _) => String::new(),
     };
     format!(
-        "GET {target} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\naccept: {ACCEPT_VALUE}\r\naccept-encoding: {accept_encoding}\r\n\r\n"
+        "GET {target} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\naccept: {ACCEPT_VALUE}\r\naccept-encoding: {accept_encoding}\r\n{site_lines}\r\n"
     )
     .into_bytes()
 }

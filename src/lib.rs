@@ -25,7 +25,9 @@
 //!   output_lock.rs   one crawl per output directory (a flock held for a process's life)
 //!   warc/            the archive: a sink beside the journal
 //!   fetch.rs gate.rs dns.rs  HTTP client, the request gate, name resolution
-//!   robots/ sitemap.rs extract.rs charset.rs canonical.rs content_coding.rs  parsing
+//!   robots/ sitemap.rs extract.rs charset.rs canonical.rs content_coding.rs
+//!   near_duplicate.rs  parsing (near_duplicate: pages identical but for their digits)
+//!   site.rs          [[site]] sections: per-site politeness
 //!   normalize/ scope.rs seeds.rs host.rs  URLs: canonical form, scope rules, seed lists,
 //!                    host identity (one key and one name per host)
 //!   config.rs quantity.rs counters.rs durable.rs descriptors.rs cpu_time.rs allocator.rs
@@ -38,7 +40,7 @@
 //!
 //! 1. Foundations: `config`, `quantity`, `counters`, `durable`, `descriptors`,
 //!    `cpu_time`, `allocator`; URLs: `host`, `normalize`, `scope`, `seeds`; parsing: `extract`,
-//!    `charset`, `canonical`, `content_coding`, `sitemap`.
+//!    `charset`, `canonical`, `content_coding`, `sitemap`, `near_duplicate`, `site`.
 //! 2. Network: `dns`, `gate` (config, dns, scope), `fetch`, `robots`.
 //! 3. State: `seen`, `frontier`, `output` with `warc` (its sink), `output_lock`,
 //!    `checkpoint`.
@@ -70,6 +72,7 @@ pub(crate) mod fetch;
 pub mod frontier;
 pub(crate) mod gate;
 pub mod host;
+pub mod near_duplicate;
 pub mod normalize;
 pub mod output;
 pub mod output_lock;
@@ -78,6 +81,7 @@ pub mod robots;
 pub mod scope;
 pub mod seeds;
 pub mod seen;
+pub mod site;
 pub mod sitemap;
 pub mod warc;
 

@@ -293,6 +293,7 @@ fn start_workers(
                 follow_nofollow: config.crawl.follow_nofollow,
                 max_links: config.crawl.max_links_per_page,
                 max_url_length: config.scope.max_url_length,
+                digest: config.crawl.near_duplicates,
             },
             archiver: archiver.clone(),
         }),

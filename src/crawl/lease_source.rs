@@ -138,8 +138,9 @@ impl LeaseSource {
             .await?;
         let work_dir = crate::output::process_work_dir(out_dir, &process);
         let _ = std::fs::remove_dir_all(&work_dir);
+        let sites = crate::site::Sites::new(&config.site).unwrap_or_default();
         let frontier = Frontier::create(
-            FrontierPolicy::from_config(&config.politeness),
+            FrontierPolicy::from_config(&config.politeness).with_sites(Arc::new(sites)),
             FrontierOptions::from_config(&config.frontier, &work_dir, &config.crawl.user_agent),
         )?;
         let cache = Arc::new(SeenSet::new(plan)?);

@@ -91,7 +91,8 @@ impl LocalSource {
             seeds_xxh3: checkpoint::seeds_hash(seeds),
             seeds: seeds.len() as u64,
         };
-        let policy = FrontierPolicy::from_config(&config.politeness);
+        let sites = crate::site::Sites::new(&config.site).unwrap_or_default();
+        let policy = FrontierPolicy::from_config(&config.politeness).with_sites(Arc::new(sites));
         let frontier_options =
             FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
         let pages = crate::output::journal_path(out_dir);
@@ -284,6 +285,11 @@ impl WorkSource for LocalSource {
         let mut due = tokio::time::interval_at(Instant::now() + interval, interval);
         due.set_missed_tick_behavior(MissedTickBehavior::Delay);
         self.checkpoints = Some((checkpoints, due));
+        if self.resumed_from.is_some() {
+            fetch
+                .admission
+                .learn_near_duplicates(&crate::output::journal_path(&self.config.output.dir));
+        }
         match self.replayed.take() {
             Some((items, recorded)) => {
                 // Queued after the checkpoint, already accepted and in the seen-set:

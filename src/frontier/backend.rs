@@ -124,6 +124,11 @@ pub trait FrontierBackend {
     fn take_lookups(&mut self) -> Vec<AddressLookup>;
     /// The answer to a lookup from [`take_lookups`](Self::take_lookups).
     fn address_resolved(&mut self, lookup: AddressLookup, answer: AddressAnswer);
+    /// The hosts adaptive politeness slowed the most, largest slow-down first (bounded);
+    /// empty for a backend that does not adapt.
+    fn slowed_hosts(&self) -> Vec<super::SlowedHost> {
+        Vec::new()
+    }
 }
 
 impl FrontierBackend for Frontier {
@@ -193,6 +198,9 @@ impl FrontierBackend for Frontier {
     }
     fn busiest_host(&mut self) -> Option<(String, usize, u64)> {
         Frontier::busiest_host(self)
+    }
+    fn slowed_hosts(&self) -> Vec<super::SlowedHost> {
+        Frontier::slowed_hosts(self)
     }
     fn stats(&self) -> FrontierStats {
         Frontier::stats(self)

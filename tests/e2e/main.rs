@@ -2,6 +2,7 @@
 //! against its ground truth and its request log, and the `crawler` binary run as a user runs
 //! it (`cargo test --test e2e`, or `cargo test --test e2e resume` for one subject).
 
+mod adaptive;
 mod cli;
 mod crawl_e2e;
 mod descriptors;
@@ -14,6 +15,7 @@ mod parity;
 mod politeness_e2e;
 mod resume_e2e;
 mod robots_cli;
+mod site_e2e;
 mod support;
 mod tls;
 mod warc;

@@ -71,6 +71,10 @@ pub struct RequestRecord {
     pub accept_encoding: Option<String>,
     /// The content coding the answer was sent in (`gzip`, `br`); `None` for identity.
     pub content_coding: Option<&'static str>,
+    /// The request's `Authorization` header, as sent (per-site basic auth).
+    pub authorization: Option<String>,
+    /// The request's `X-…` headers, names lower-cased, in the order sent (extra headers).
+    pub x_headers: Vec<(String, String)>,
 }
 
 /// The HTTP version a request came in.
@@ -159,6 +163,8 @@ pub(crate) struct Shared {
     max_stall_us: AtomicU64,
     /// Set when the hostile corner is served.
     pub(crate) hostile: Option<HostileState>,
+    /// The pressure corner's windows of arrivals.
+    pressure: super::pressure::PressureState,
 }
 
 /// The hostile corner's shared state: where the canary listens and what it saw.
@@ -194,6 +200,8 @@ impl Shared {
                 body_hash: None,
                 accept_encoding: None,
                 content_coding: None,
+                authorization: None,
+                x_headers: Vec::new(),
             });
             log.len() - 1
         } else {
@@ -317,6 +325,7 @@ impl TestWebServer {
                 canary_port: a.canary.port(),
                 canary_hits: AtomicU64::new(0),
             }),
+            pressure: Default::default(),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let handle = runtime.handle().clone();
@@ -649,6 +658,25 @@ async fn handle(
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let version = HttpVersion::of(req.version());
     let mut completion = shared.log_start(host, path, user_agent, connection, version);
+    let authorization = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let x_headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-"))
+        .map(|(name, v)| {
+            let value = String::from_utf8_lossy(v.as_bytes()).into_owned();
+            (name.as_str().to_string(), value)
+        })
+        .collect();
+    if authorization.is_some() || !x_headers.is_empty() {
+        if let Some(record) = lock(&shared.log).get_mut(completion.index) {
+            record.authorization = authorization;
+            record.x_headers = x_headers;
+        }
+    }
     completion.accept_encoding = req
         .headers()
         .get(hyper::header::ACCEPT_ENCODING)
@@ -785,6 +813,13 @@ async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
     if graph.spec.features.sitemaps {
         let host = strip_port(host_header(req)).to_ascii_lowercase();
         if let Some(response) = super::sitemaps::answer(&host, path) {
+            return response;
+        }
+    }
+    if graph.spec.features.pressure {
+        let host = strip_port(host_header(req)).to_ascii_lowercase();
+        let now = shared.started.elapsed();
+        if let Some(response) = super::pressure::answer(&shared.pressure, &host, path, now).await {
             return response;
         }
     }
