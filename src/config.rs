@@ -1536,4 +1536,48 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn fetch_controls_are_checked_and_a_proxy_password_never_shown() {
+        let load = |toml: &str| Config::from_toml_str(toml, "c.toml");
+        for name in [
+            "Host",
+            "connection",
+            "Accept-Encoding",
+            "Content-Length",
+            "Cookie",
+        ] {
+            let e = load(&format!("[network.headers]\n{name:?} = \"x\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("c.toml") && e.contains(&format!("network.headers.{name:?}")),
+                "{e}"
+            );
+        }
+        let ok = load("[network.headers]\n\"X-Team\" = \"archive\"\n").unwrap();
+        assert_eq!(ok.extra_headers().unwrap()["x-team"], "archive");
+        let e = load("[crawl]\nmax_duration = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("crawl.max_duration") && e.contains("soon"),
+            "{e}"
+        );
+        let limited = load("[crawl]\nmax_duration = \"1h 30m\"\n").unwrap();
+        assert_eq!(
+            limited.max_duration().unwrap(),
+            Some(std::time::Duration::from_secs(5400))
+        );
+        let e = load("[network]\nproxy = \"ftp://u:hunter2@p.example\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.proxy") && !e.contains("hunter2"), "{e}");
+        let proxied = load("[network]\nproxy = \"socks5://u:hunter2@p.example:1080\"\n").unwrap();
+        let shown = proxied.to_toml();
+        assert!(
+            shown.contains("socks5://u:***@p.example:1080") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+    }
 }

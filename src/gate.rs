@@ -85,12 +85,21 @@ pub(crate) struct AddressRule {
 
 impl AddressRule {
     fn new(config: &Config, seeds: &[Url]) -> Result<AddressRule, crate::config::ConfigError> {
+        // The operator's proxy may sit on a private network (it usually does): the client
+        // resolves its name through this rule too, so it is named here like a seed host.
+        let proxy_host = config
+            .network
+            .proxy
+            .as_deref()
+            .and_then(|p| Url::parse(p).ok())
+            .and_then(|u| u.host_str().map(host_name));
         Ok(AddressRule {
             allow_private: config.scope.allow_private,
             private_ok_hosts: seeds
                 .iter()
                 .filter_map(|u| u.host_str())
                 .map(host_name)
+                .chain(proxy_host)
                 .collect(),
             overrides: config.resolve_rules()?,
         })

@@ -168,6 +168,7 @@ mod docsite;
 mod encoding;
 mod graph;
 mod hostile;
+mod proxy;
 mod raw;
 mod render;
 mod robots;
@@ -189,6 +190,7 @@ pub use hostile::{
     Hostile, BOMB_MIB, HOSTILE_DOMAIN, HUGE_BASE_BYTES, HUGE_BASE_LINKS, HUGE_DELAY_SECS,
     MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN,
 };
+pub use proxy::{ProxyRecord, TestProxy};
 pub use server::{HttpVersion, RequestRecord, ServerOptions, TestWebServer};
 pub use sitemaps::{
     sitemap_lastmod, BIG_SITEMAP_ENTRIES, SITEMAPS_HOST, SITEMAP_FILES, SITEMAP_ONLY,
