@@ -73,18 +73,7 @@ fn extra_headers_reach_the_server_on_every_request() {
     assert_ground_truth(&web, &server, &config);
 }
 
-#[test]
-fn a_reserved_header_is_refused_by_name() {
-    let e = Config::from_toml_str("[network.headers]\n\"Host\" = \"x.example\"\n", "c.toml")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("c.toml") && e.contains("network.headers.\"Host\""),
-        "{e}"
-    );
-}
-
-/// The hosts that were sent `Set-Cookie` (answered a request without the cookie).
+/// The cookie the server sets for `host`.
 fn cookie_of(host: &str) -> String {
     format!("testweb={host}")
 }
