@@ -267,3 +267,80 @@ fn max_duration_stops_the_crawl_and_resume_finishes_it_exactly() {
             .finished
     );
 }
+
+/// The binary as an operator runs it: the proxy from `http_proxy` (with a password, never
+/// printed), a time limit that stops the run and says so, then `--resume` finishing it.
+#[test]
+fn the_binary_takes_the_proxy_from_the_environment_and_names_the_time_limit() {
+    let _load = crate::support::ordinary();
+    let web = Arc::new(Web::new(WebSpec::small(61)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let proxy = TestProxy::start(server.addr()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("seeds.txt"), web.seeds().join("\n")).unwrap();
+    let (pattern, addr) = server.resolve_entry();
+    let proxy_url = format!("http://crawler:s3cret@{}", proxy.addr());
+    let run = |extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "--seeds",
+            "seeds.txt",
+            "--max-urls",
+            "1e5",
+            "--out",
+            "out",
+            "--progress",
+            "quiet",
+            "--set",
+            "network.proxy_from_env=true",
+            "--set",
+            "politeness.per_host_rps=20",
+            "--set",
+            "politeness.per_host_burst=1",
+            "--set",
+            "crawl.max_depth=16",
+            "--set",
+            "crawl.retries=1",
+            "--set",
+            "crawl.max_duration=700ms",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.push("--set".into());
+        args.push(format!("network.resolve.\"{pattern}\"={addr}"));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        std::process::Command::new(env!("CARGO_BIN_EXE_crawler"))
+            .args(&args)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "info")
+            .env("http_proxy", &proxy_url)
+            .env_remove("HTTP_PROXY")
+            .env_remove("no_proxy")
+            .env_remove("NO_PROXY")
+            .env_remove("all_proxy")
+            .env_remove("ALL_PROXY")
+            .output()
+            .unwrap()
+    };
+    let first = run(&[]);
+    let e = String::from_utf8_lossy(&first.stderr).into_owned();
+    assert!(matches!(first.status.code(), Some(0 | 1)), "{e}");
+    assert!(
+        e.contains("stopped by the time limit (crawl.max_duration = 700ms, counted per run)")
+            && e.contains("--resume"),
+        "{e}"
+    );
+    assert!(!e.contains("s3cret"), "{e}");
+    let proxied_first = proxy.log().len();
+    assert!(proxied_first > 0, "the environment's proxy was not used");
+    assert_eq!(proxied_first, server.log().len());
+    // Resumed without a limit, it finishes: every request of both runs went through the
+    // proxy, and the web was crawled exactly.
+    let second = run(&["--resume", "--set", "crawl.max_duration=1h"]);
+    let e = String::from_utf8_lossy(&second.stderr).into_owned();
+    assert!(matches!(second.status.code(), Some(0 | 1)), "{e}");
+    assert!(!e.contains("stopped"), "{e}");
+    assert_eq!(proxy.log().len(), server.log().len());
+    let config = config_for(&server, &dir.path().join("out"), true);
+    assert_ground_truth(&web, &server, &config);
+}
