@@ -1306,7 +1306,12 @@ mod tests {
             },
             network: NetworkSection {
                 ca_file: Some(PathBuf::from("ca.pem")),
+                proxy: Some("http://proxy.example:3128".into()),
                 ..NetworkSection::default()
+            },
+            crawl: CrawlSection {
+                max_duration: Some("1h".into()),
+                ..CrawlSection::default()
             },
             ..Config::default()
         })
