@@ -181,6 +181,25 @@ fn a_crawl_through_a_proxy_reaches_the_ground_truth() {
 }
 
 #[test]
+fn a_crawl_through_a_socks5_proxy_reaches_the_ground_truth() {
+    let _load = crate::support::ordinary();
+    let web = Arc::new(Web::new(WebSpec::small(67)));
+    let server = TestWebServer::start(web.clone()).unwrap();
+    let proxy = TestProxy::start(server.addr()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = config_for(&server, out.path(), true);
+    config.network.proxy = Some(proxy.socks5_url());
+    crate::support::crawl(&config, &web.seeds(), ShutdownHandle::new());
+    let via_proxy = proxy.log();
+    assert!(!via_proxy.is_empty());
+    assert!(
+        via_proxy.iter().all(|r| r.method == "SOCKS5"),
+        "{via_proxy:?}"
+    );
+    assert_ground_truth(&web, &server, &config);
+}
+
+#[test]
 fn a_proxy_is_never_handed_a_private_target() {
     let _load = crate::support::ordinary();
     let web = Arc::new(Web::new(WebSpec::small(59)));

@@ -1,6 +1,7 @@
-//! A tiny HTTP proxy for tests: forward (`GET http://host/path`) and tunnel (`CONNECT
-//! host:port`) requests, every one logged with its target, all sent to one upstream (the
-//! synthetic web's listener) whatever host they name.
+//! A tiny proxy for tests: HTTP forward (`GET http://host/path`) and tunnel (`CONNECT
+//! host:port`) requests, and SOCKS5 `CONNECT`s (RFC 1928, no authentication; the first byte
+//! of a connection, 5, tells them apart), every one logged with its target, all sent to one
+//! upstream (the synthetic web's listener) whatever host they name.
 //!
 //! Why one upstream: the proxy itself must never become the way a test reaches anything
 //! but the synthetic web. A request for a private address that gets this far is a request
@@ -12,7 +13,7 @@
 //! sent upstream with `Connection: close`, so each proxy connection carries exactly one
 //! request and every request is logged.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ use std::time::Duration;
 /// One request the proxy received.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProxyRecord {
-    /// `CONNECT` for a tunnel, else the forwarded method (`GET`).
+    /// `CONNECT` for a tunnel, `SOCKS5` for a SOCKS5 connect, else the forwarded method.
     pub method: String,
     /// The request target: an absolute URL when forwarded, `host:port` for a tunnel.
     pub target: String,
@@ -96,6 +97,11 @@ impl TestProxy {
         format!("http://{}", self.addr)
     }
 
+    /// `socks5://127.0.0.1:PORT`: the same proxy spoken to as SOCKS5.
+    pub fn socks5_url(&self) -> String {
+        format!("socks5://{}", self.addr)
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -123,6 +129,10 @@ impl Drop for TestProxy {
 
 /// Serves one client connection: reads the request head, logs it, and relays it upstream.
 fn relay(client: TcpStream, state: &State) -> std::io::Result<()> {
+    let mut first = [0u8; 1];
+    if client.peek(&mut first)? == 1 && first[0] == 5 {
+        return relay_socks5(client, state);
+    }
     let mut reader = BufReader::new(client.try_clone()?);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
@@ -182,6 +192,60 @@ fn relay(client: TcpStream, state: &State) -> std::io::Result<()> {
     });
     let _ = std::io::copy(&mut upstream_in, &mut client_out);
     let _ = client_out.shutdown(Shutdown::Both);
+    let _ = up.join();
+    Ok(())
+}
+
+/// One SOCKS5 connection: greeting (no authentication), a CONNECT logged as
+/// `SOCKS5 host:port`, then bytes both ways with the upstream.
+fn relay_socks5(mut client: TcpStream, state: &State) -> std::io::Result<()> {
+    let mut greeting = [0u8; 2];
+    client.read_exact(&mut greeting)?;
+    let mut methods = vec![0u8; greeting[1] as usize];
+    client.read_exact(&mut methods)?;
+    client.write_all(&[5, 0])?;
+    let mut request = [0u8; 4];
+    client.read_exact(&mut request)?;
+    let host = match request[3] {
+        1 => {
+            let mut v4 = [0u8; 4];
+            client.read_exact(&mut v4)?;
+            std::net::Ipv4Addr::from(v4).to_string()
+        }
+        3 => {
+            let mut len = [0u8; 1];
+            client.read_exact(&mut len)?;
+            let mut name = vec![0u8; len[0] as usize];
+            client.read_exact(&mut name)?;
+            String::from_utf8_lossy(&name).into_owned()
+        }
+        4 => {
+            let mut v6 = [0u8; 16];
+            client.read_exact(&mut v6)?;
+            format!("[{}]", std::net::Ipv6Addr::from(v6))
+        }
+        _ => return Ok(()),
+    };
+    let mut port = [0u8; 2];
+    client.read_exact(&mut port)?;
+    state
+        .log
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(ProxyRecord {
+            method: "SOCKS5".into(),
+            target: format!("{host}:{}", u16::from_be_bytes(port)),
+        });
+    let mut upstream = TcpStream::connect(state.upstream)?;
+    client.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0])?;
+    let mut upstream_in = upstream.try_clone()?;
+    let mut client_in = client.try_clone()?;
+    let up = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut client_in, &mut upstream);
+        let _ = upstream.shutdown(Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut upstream_in, &mut client);
+    let _ = client.shutdown(Shutdown::Both);
     let _ = up.join();
     Ok(())
 }
