@@ -11,6 +11,7 @@ pub mod charset;
 pub mod checkpoint;
 pub mod config;
 pub(crate) mod content_coding;
+pub mod cookie_jar;
 pub mod cpu_time;
 pub mod crawl;
 pub(crate) mod descriptors;

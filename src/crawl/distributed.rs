@@ -289,6 +289,13 @@ pub(crate) async fn run(
         &counters,
         completions_tx,
         archiver,
+        // Each process keeps its own jar, not saved: a host's cookies would have to be
+        // shared through Redis to follow its URLs from process to process.
+        config.network.cookies.then(|| {
+            Arc::new(crate::cookie_jar::CookieJar::new(
+                config.network.max_cookies,
+            ))
+        }),
     )?;
 
     let mut process_loop = Process {

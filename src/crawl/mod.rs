@@ -56,6 +56,7 @@ pub use summary::{CrawlSummary, HostCount};
 
 use crate::checkpoint;
 use crate::config::Config;
+use crate::cookie_jar::CookieJar;
 use crate::descriptors::Descriptors;
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
@@ -108,6 +109,8 @@ pub enum CrawlError {
     NoSeeds,
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Cookies(#[from] crate::cookie_jar::CookieJarError),
     #[error(transparent)]
     Scope(#[from] crate::scope::ScopeError),
     #[error("checkpoint")]
@@ -297,12 +300,13 @@ fn start_workers(
     counters: &Arc<CrawlCounters>,
     completions: mpsc::UnboundedSender<messages::Completion>,
     archiver: Option<Archiver>,
+    cookies: Option<Arc<CookieJar>>,
 ) -> Result<(ParsePool, Arc<FetchShared>), CrawlError> {
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
     let scope = Arc::new(Scope::new(&config.scope, seeds)?);
     let gate = Arc::new(RequestGate::new(config, seeds, scope.clone())?);
     let resolver = gate.resolver();
-    let fetcher = Fetcher::new(config, gate)?;
+    let fetcher = Fetcher::new(config, gate, cookies)?;
     let admission = Arc::new(Admission::new(config, config.normalizer()?, scope, seen));
     let faults = faults::Faults::from_env();
     let parse_pool = ParsePool::start(
@@ -345,6 +349,10 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         shutdown,
         resume,
     } = request;
+    // Counted per run, from here: a resumed crawl gets the whole limit again.
+    let _time_limit = config
+        .max_duration()?
+        .map(|limit| shutdown.stop_after(limit));
     if let Some(settings) = crate::distributed::Settings::from_config(&config)? {
         let request = CrawlRequest {
             config,
@@ -410,6 +418,13 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         archive.map(|writer| (writer, counters.clone())),
     )?;
     let (completions_tx, completions_rx) = mpsc::unbounded_channel();
+    // A resumed crawl goes on with the cookies of its last checkpoint.
+    let cookies = match (config.network.cookies, resumed_from) {
+        (false, _) => None,
+        (true, Some(_)) => Some(CookieJar::load(&out_dir, config.network.max_cookies)?),
+        (true, None) => Some(CookieJar::new(config.network.max_cookies)),
+    }
+    .map(Arc::new);
 
     // The crawl runs on the seen-set through its backend interface; the local set itself
     // is kept for the checkpoints, which persist it.
@@ -421,6 +436,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         &counters,
         completions_tx,
         archiver,
+        cookies.clone(),
     )?;
     if resumed_from.is_some() {
         fetch
@@ -450,6 +466,7 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         descriptors: Descriptors::new(descriptor_limit),
         orphans,
     };
+    dispatcher.checkpoints.keep_cookies(cookies);
     match replayed {
         Some((items, recorded)) => {
             // Queued after the checkpoint, already accepted and in the seen-set: straight
