@@ -139,6 +139,9 @@ pub struct CrawlSection {
     pub near_duplicates: bool,
     pub(crate) parse_threads: usize,
     pub shutdown_grace_secs: f64,
+    /// How long one run may crawl ("2h", "90m"; humantime's forms) before it stops as on
+    /// Ctrl-C; counted per run, so a `--resume` gets the whole limit again. Unset: no limit.
+    pub max_duration: Option<String>,
 }
 
 impl Default for CrawlSection {
@@ -161,6 +164,7 @@ impl Default for CrawlSection {
             near_duplicates: true,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
+            max_duration: None,
         }
     }
 }
@@ -319,6 +323,19 @@ pub struct NetworkSection {
     /// default, as Heritrix does: archived `br` records break common WARC readers (warcio
     /// 1.8.1 with brotli 1.2 fails on every one, and pywb with it).
     pub accept_encoding: Vec<String>,
+    /// Headers sent with every request besides the client's own (see
+    /// [`Config::extra_headers`] for those that may not be set this way).
+    pub headers: BTreeMap<String, String>,
+    /// Keep the cookies hosts set and send them back (RFC 6265), kept across `--resume`.
+    pub cookies: bool,
+    /// The most cookies the jar holds; new ones beyond it are not kept.
+    pub max_cookies: usize,
+    /// Every request goes through this proxy: `http://`, `https://` or `socks5://` (with
+    /// `user:password@` if it needs them; never shown).
+    pub proxy: Option<String>,
+    /// Take the proxy from `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy` (as curl
+    /// does) when `proxy` is not set.
+    pub proxy_from_env: bool,
 }
 
 impl Default for NetworkSection {
@@ -330,6 +347,11 @@ impl Default for NetworkSection {
             dns_min_ttl_secs: 5.0,
             dns_max_ttl_secs: 3600.0,
             accept_encoding: vec!["gzip".into(), "deflate".into()],
+            headers: BTreeMap::new(),
+            cookies: false,
+            max_cookies: 10_000,
+            proxy: None,
+            proxy_from_env: false,
         }
     }
 }
@@ -414,6 +436,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "near_duplicates",
             "parse_threads",
             "shutdown_grace_secs",
+            "max_duration",
         ],
     ),
     (
@@ -460,6 +483,11 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "dns_min_ttl_secs",
             "dns_max_ttl_secs",
             "accept_encoding",
+            "headers",
+            "cookies",
+            "max_cookies",
+            "proxy",
+            "proxy_from_env",
         ],
     ),
     (
@@ -1018,6 +1046,7 @@ impl Config {
         })?;
         self.resolve_rules_with_origin(origin)?;
         self.extra_root_certificates_with_origin(origin)?;
+        self.fetch_controls_with_origin(origin)?;
         Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {
             origin: origin.to_string(),
             key: "normalize.strip_params".into(),
@@ -1123,15 +1152,136 @@ impl Config {
         Ok(rules)
     }
 
-    /// The configuration as TOML, for `crawler config`; a Redis password is shown as `***`.
+    /// The configuration as TOML, for `crawler config`; a Redis or proxy password is shown
+    /// as `***`.
     pub fn to_toml(&self) -> String {
-        // What `crawler config` prints: a Redis password never is.
+        // What `crawler config` prints: a Redis or proxy password never is.
         let mut shown = self.clone();
         shown.distributed.redis = shown
             .distributed
             .redis
             .map(|url| crate::distributed::redacted_url(&url));
+        shown.network.proxy = shown
+            .network
+            .proxy
+            .map(|url| crate::distributed::redacted_url(&url));
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+    }
+}
+
+/// Request headers the client owns: hop-by-hop ones (RFC 9110 §7.6.1), those that describe
+/// the message hyper frames, and those the crawler sets itself (`Accept-Encoding` must match
+/// what it decodes and archives; the user agent is `crawl.user_agent`; cookies come from the
+/// jar, `network.cookies`).
+const RESERVED_HEADERS: [&str; 14] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "accept-encoding",
+    "user-agent",
+    "cookie",
+    "expect",
+];
+
+/// The proxy schemes `network.proxy` accepts (reqwest's `socks` feature gives `socks5`).
+const PROXY_SCHEMES: [&str; 4] = ["http", "https", "socks5", "socks5h"];
+
+impl Config {
+    /// `network.headers` as a header map, checked (see [`RESERVED_HEADERS`]).
+    pub(crate) fn extra_headers(&self) -> Result<reqwest::header::HeaderMap, ConfigError> {
+        self.extra_headers_with_origin("config")
+    }
+
+    fn extra_headers_with_origin(
+        &self,
+        origin: &str,
+    ) -> Result<reqwest::header::HeaderMap, ConfigError> {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in &self.network.headers {
+            let invalid = |message: String| ConfigError::Invalid {
+                origin: origin.to_string(),
+                key: format!("network.headers.{name:?}"),
+                message,
+            };
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| invalid("is not a valid header name".into()))?;
+            if RESERVED_HEADERS.contains(&header.as_str()) {
+                return Err(invalid(
+                    "is set by the crawler itself and may not be overridden here".into(),
+                ));
+            }
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| invalid(format!("{value:?} is not a valid header value")))?;
+            map.insert(header, value);
+        }
+        Ok(map)
+    }
+
+    /// `crawl.max_duration` as a duration (`None`: no limit).
+    pub fn max_duration(&self) -> Result<Option<std::time::Duration>, ConfigError> {
+        self.max_duration_with_origin("config")
+    }
+
+    fn max_duration_with_origin(
+        &self,
+        origin: &str,
+    ) -> Result<Option<std::time::Duration>, ConfigError> {
+        let Some(text) = &self.crawl.max_duration else {
+            return Ok(None);
+        };
+        let invalid = |message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: "crawl.max_duration".into(),
+            message,
+        };
+        let limit = humantime::parse_duration(text).map_err(|e| {
+            invalid(format!(
+                "{text:?} is not a duration like \"2h\" or \"90m\" ({e})"
+            ))
+        })?;
+        if limit.is_zero() {
+            return Err(invalid("must be longer than 0".into()));
+        }
+        Ok(Some(limit))
+    }
+
+    fn fetch_controls_with_origin(&self, origin: &str) -> Result<(), ConfigError> {
+        self.extra_headers_with_origin(origin)?;
+        self.max_duration_with_origin(origin)?;
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        if self.network.cookies && self.network.max_cookies == 0 {
+            return Err(invalid(
+                "network.max_cookies",
+                "must be at least 1 with network.cookies on".into(),
+            ));
+        }
+        if let Some(proxy) = &self.network.proxy {
+            let shown = crate::distributed::redacted_url(proxy);
+            let parsed = url::Url::parse(proxy).map_err(|_| {
+                invalid(
+                    "network.proxy",
+                    format!("{shown:?} is not a URL like \"http://proxy.example:3128\""),
+                )
+            })?;
+            if !PROXY_SCHEMES.contains(&parsed.scheme()) || parsed.host_str().is_none() {
+                return Err(invalid(
+                    "network.proxy",
+                    format!("{shown:?}: use an http://, https:// or socks5:// URL with a host"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1276,7 +1426,12 @@ mod tests {
             },
             network: NetworkSection {
                 ca_file: Some(PathBuf::from("ca.pem")),
+                proxy: Some("http://proxy.example:3128".into()),
                 ..NetworkSection::default()
+            },
+            crawl: CrawlSection {
+                max_duration: Some("1h".into()),
+                ..CrawlSection::default()
             },
             ..Config::default()
         })
@@ -1504,6 +1659,50 @@ mod tests {
         assert!(
             e.contains("network.accept_encoding") && e.contains("listed twice"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn fetch_controls_are_checked_and_a_proxy_password_never_shown() {
+        let load = |toml: &str| Config::from_toml_str(toml, "c.toml");
+        for name in [
+            "Host",
+            "connection",
+            "Accept-Encoding",
+            "Content-Length",
+            "Cookie",
+        ] {
+            let e = load(&format!("[network.headers]\n{name:?} = \"x\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("c.toml") && e.contains(&format!("network.headers.{name:?}")),
+                "{e}"
+            );
+        }
+        let ok = load("[network.headers]\n\"X-Team\" = \"archive\"\n").unwrap();
+        assert_eq!(ok.extra_headers().unwrap()["x-team"], "archive");
+        let e = load("[crawl]\nmax_duration = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("crawl.max_duration") && e.contains("soon"),
+            "{e}"
+        );
+        let limited = load("[crawl]\nmax_duration = \"1h 30m\"\n").unwrap();
+        assert_eq!(
+            limited.max_duration().unwrap(),
+            Some(std::time::Duration::from_secs(5400))
+        );
+        let e = load("[network]\nproxy = \"ftp://u:hunter2@p.example\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.proxy") && !e.contains("hunter2"), "{e}");
+        let proxied = load("[network]\nproxy = \"socks5://u:hunter2@p.example:1080\"\n").unwrap();
+        let shown = proxied.to_toml();
+        assert!(
+            shown.contains("socks5://u:***@p.example:1080") && !shown.contains("hunter2"),
+            "{shown}"
         );
     }
 }

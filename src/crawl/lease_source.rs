@@ -34,6 +34,7 @@ use super::progress::ProgressMode;
 use super::source::{Cx, JournalPlan, WorkSource};
 use super::{seen_plan, CrawlError, CrawlSummary};
 use crate::config::Config;
+use crate::cookie_jar::CookieJar;
 use crate::counters::{CrawlCounters, PageCounts};
 use crate::distributed::leases::{Appetite, Leases};
 use crate::distributed::seal::OutputLock;
@@ -190,6 +191,12 @@ impl LeaseSource {
             // A process never resumes (its id is new): its run is its whole share.
             time: CrawlTime::first_run(started),
             finished_before: 0,
+            // Each process keeps its own jar, not saved: a host's cookies would have to be
+            // shared through Redis to follow its URLs from process to process.
+            cookies: config
+                .network
+                .cookies
+                .then(|| Arc::new(CookieJar::new(config.network.max_cookies))),
         })
     }
 

@@ -9,6 +9,7 @@ mod descriptors;
 mod discovery;
 mod distributed;
 mod faults;
+mod fetch_controls;
 mod hostile;
 mod kill_resume;
 mod parity;

@@ -177,6 +177,7 @@ mod encoding;
 mod graph;
 mod hostile;
 mod pressure;
+mod proxy;
 mod raw;
 mod render;
 mod robots;
@@ -199,6 +200,7 @@ pub use hostile::{
     MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN, WIDE_INDEX_LINKS,
 };
 pub use pressure::{PRESSURE_PAGES, SLUGGISH_HOST, SLUGGISH_STEP, THROTTLE_HOST, THROTTLE_RPS};
+pub use proxy::{ProxyRecord, TestProxy};
 pub use server::{HttpVersion, RequestRecord, ServerOptions, TestWebServer};
 pub use sitemaps::{
     sitemap_lastmod, BIG_SITEMAP_ENTRIES, SITEMAPS_HOST, SITEMAP_FILES, SITEMAP_ONLY,
