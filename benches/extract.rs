@@ -5,6 +5,9 @@
 //! p90 of per-page *thread CPU time* for each extractor (the machine is shared: wall time
 //! would count time spent waiting for a core), measured interleaved in one run so that cache
 //! and frequency noise hits all alike. `EXTRACT_BENCH_ROUNDS` sets the number of pages.
+//! The extractor is timed with and without the near-duplicate digest
+//! (`ExtractOptions::digest`, what the crawl runs), and the digest's share of the parse is
+//! printed: it must stay under 3%.
 
 #[path = "../tests/extract_support/mod.rs"]
 mod extract_support;
@@ -156,10 +159,36 @@ fn main() {
     };
     let mut t_join = Vec::new();
     let mut t_empty = Vec::new();
+    let mut t_digest = Vec::new();
+    let mut t_digest_alone = Vec::new();
+    let with_digest = ExtractOptions {
+        digest: true,
+        ..opts.clone()
+    };
     let wall = Instant::now();
-    for _ in 0..rounds {
-        time(&mut t_fast, || {
-            extract_links(black_box(html.as_bytes()), &url, None, &opts)
+    for round in 0..rounds {
+        // Alternated, so that neither always runs right after the scraper's cache sweep.
+        let mut without = || {
+            time(&mut t_fast, || {
+                extract_links(black_box(html.as_bytes()), &url, None, &opts)
+            })
+        };
+        let mut with = || {
+            time(&mut t_digest, || {
+                extract_links(black_box(html.as_bytes()), &url, None, &with_digest)
+            })
+        };
+        if round % 2 == 0 {
+            without();
+            with();
+        } else {
+            with();
+            without();
+        }
+        time(&mut t_digest_alone, || {
+            let mut digest = crawler::near_duplicate::DigitlessDigest::default();
+            digest.update(black_box(html.as_bytes()));
+            digest.finish()
         });
         time(&mut t_bare, || bare_lol_html(black_box(html.as_bytes())));
         time(&mut t_empty, || {
@@ -180,8 +209,24 @@ fn main() {
         "{rounds} rounds in {:.1} s wall",
         wall.elapsed().as_secs_f64()
     );
+    let (without, _, _) = stats(t_fast.clone());
+    let (with, _, _) = stats(t_digest.clone());
+    let (alone, _, _) = stats(t_digest_alone.clone());
+    let mb_s = |us: f64| html.len() as f64 / us;
+    println!(
+        "near-duplicate digest: extractor {:.1} MB/s without, {:.1} MB/s with (difference \
+         {:.1}%); the digest alone {:.2} µs/page ({:.0} MB/s) = {:.1}% of the extractor's CPU",
+        mb_s(without),
+        mb_s(with),
+        (with - without) / without * 100.0,
+        alone,
+        mb_s(alone),
+        alone / without * 100.0
+    );
     for (name, samples) in [
         ("lol_html extractor (extract_links)", t_fast),
+        ("extract_links with the digest", t_digest),
+        ("the digest alone (DigitlessDigest)", t_digest_alone),
         ("lol_html alone, same selectors, no-op", t_bare),
         ("Url::join of the page's 80 hrefs", t_join),
         ("extract_links on \"<p>\" (fixed cost)", t_empty),

@@ -134,15 +134,21 @@ pub struct CrawlSection {
     /// Read sitemaps: robots.txt `Sitemap:` lines and each host's `/sitemap.xml`.
     pub sitemaps: bool,
     pub(crate) max_links_per_page: usize,
+    /// Do not follow the links of a page its host already produced but for its digits
+    /// (`crate::near_duplicate`).
+    pub near_duplicates: bool,
     pub(crate) parse_threads: usize,
     pub shutdown_grace_secs: f64,
+    /// How long one run may crawl ("2h", "90m"; humantime's forms) before it stops as on
+    /// Ctrl-C; counted per run, so a `--resume` gets the whole limit again. Unset: no limit.
+    pub max_duration: Option<String>,
 }
 
 impl Default for CrawlSection {
     fn default() -> Self {
         CrawlSection {
             max_urls: Count(1_000_000),
-            max_depth: 100,
+            max_depth: 1000,
             concurrency: 64,
             user_agent: concat!("crawler/", env!("CARGO_PKG_VERSION")).to_string(),
             max_body_bytes: ByteSize(10 << 20),
@@ -154,9 +160,11 @@ impl Default for CrawlSection {
             follow_nofollow: false,
             follow_canonical: true,
             sitemaps: false,
-            max_links_per_page: 6000,
+            max_links_per_page: 1_000_000,
+            near_duplicates: true,
             parse_threads: 0,
             shutdown_grace_secs: 5.0,
+            max_duration: None,
         }
     }
 }
@@ -176,6 +184,17 @@ pub struct PolitenessSection {
     pub per_ip_rps: f64,
     /// Requests in flight to one server address at once; 0 = no limit.
     pub per_ip_concurrency: u32,
+    /// Slow a host down when it throttles (429/503 without Retry-After) or answers slowly
+    /// (see `frontier/adapt.rs`).
+    pub adaptive: bool,
+    /// The longest interval between requests throttling may reach.
+    pub adaptive_max_interval_secs: f64,
+    /// The share of the configured interval one successful answer takes off a throttled one.
+    pub adaptive_recovery: f64,
+    /// The interval is at least this many times the last fetch's duration.
+    pub adaptive_latency_factor: f64,
+    /// … but never more than this.
+    pub adaptive_max_latency_delay_secs: f64,
 }
 
 impl Default for PolitenessSection {
@@ -190,6 +209,11 @@ impl Default for PolitenessSection {
             enabled: true,
             per_ip_rps: 0.0,
             per_ip_concurrency: 0,
+            adaptive: true,
+            adaptive_max_interval_secs: 60.0,
+            adaptive_recovery: 0.1,
+            adaptive_latency_factor: 5.0,
+            adaptive_max_latency_delay_secs: 30.0,
         }
     }
 }
@@ -299,6 +323,19 @@ pub struct NetworkSection {
     /// default, as Heritrix does: archived `br` records break common WARC readers (warcio
     /// 1.8.1 with brotli 1.2 fails on every one, and pywb with it).
     pub accept_encoding: Vec<String>,
+    /// Headers sent with every request besides the client's own (see
+    /// [`Config::extra_headers`] for those that may not be set this way).
+    pub headers: BTreeMap<String, String>,
+    /// Keep the cookies hosts set and send them back (RFC 6265), kept across `--resume`.
+    pub cookies: bool,
+    /// The most cookies the jar holds; new ones beyond it are not kept.
+    pub max_cookies: usize,
+    /// Every request goes through this proxy: `http://`, `https://` or `socks5://` (with
+    /// `user:password@` if it needs them; never shown).
+    pub proxy: Option<String>,
+    /// Take the proxy from `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy` (as curl
+    /// does) when `proxy` is not set.
+    pub proxy_from_env: bool,
 }
 
 impl Default for NetworkSection {
@@ -310,6 +347,11 @@ impl Default for NetworkSection {
             dns_min_ttl_secs: 5.0,
             dns_max_ttl_secs: 3600.0,
             accept_encoding: vec!["gzip".into(), "deflate".into()],
+            headers: BTreeMap::new(),
+            cookies: false,
+            max_cookies: 10_000,
+            proxy: None,
+            proxy_from_env: false,
         }
     }
 }
@@ -390,6 +432,9 @@ pub struct Config {
     pub scope: ScopeOptions,
     pub distributed: DistributedSection,
     pub monitor: MonitorSection,
+    /// `[[site]]` sections: per-site settings, first match wins (see [`crate::site`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub site: Vec<crate::site::SiteSection>,
 }
 
 /// The keys of each section, for `--set` errors. A unit test keeps this in step with
@@ -412,8 +457,10 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "follow_canonical",
             "sitemaps",
             "max_links_per_page",
+            "near_duplicates",
             "parse_threads",
             "shutdown_grace_secs",
+            "max_duration",
         ],
     ),
     (
@@ -428,6 +475,11 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "enabled",
             "per_ip_rps",
             "per_ip_concurrency",
+            "adaptive",
+            "adaptive_max_interval_secs",
+            "adaptive_recovery",
+            "adaptive_latency_factor",
+            "adaptive_max_latency_delay_secs",
         ],
     ),
     ("seen", &["fpp", "memory"]),
@@ -455,6 +507,11 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "dns_min_ttl_secs",
             "dns_max_ttl_secs",
             "accept_encoding",
+            "headers",
+            "cookies",
+            "max_cookies",
+            "proxy",
+            "proxy_from_env",
         ],
     ),
     (
@@ -492,14 +549,21 @@ impl ResolveRule {
     /// Whether `host` (already lowercase) matches: `*.test` matches `a.test` and
     /// `b.a.test` but not `test` itself.
     pub(crate) fn matches(&self, host: &str) -> bool {
-        match self.pattern.strip_prefix("*.") {
-            Some(suffix) => {
-                host.len() > suffix.len() + 1
-                    && host.ends_with(suffix)
-                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
-            }
-            None => host == self.pattern,
+        host_matches(&self.pattern, host)
+    }
+}
+
+/// Whether `host` (lowercase) matches host pattern `pattern` (lowercase): a name matches
+/// itself, `*.test` matches `a.test` and `b.a.test` but not `test` itself. Shared by
+/// `[network] resolve` and `[[site]]`.
+pub(crate) fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => {
+            host.len() > suffix.len() + 1
+                && host.ends_with(suffix)
+                && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
         }
+        None => host == pattern,
     }
 }
 
@@ -803,6 +867,46 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        for (key, secs) in [
+            (
+                "politeness.adaptive_max_interval_secs",
+                p.adaptive_max_interval_secs,
+            ),
+            (
+                "politeness.adaptive_max_latency_delay_secs",
+                p.adaptive_max_latency_delay_secs,
+            ),
+        ] {
+            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                return Err(invalid(
+                    key,
+                    format!("{secs} is not a number of seconds in (0, 86400]"),
+                ));
+            }
+        }
+        if !(p.adaptive_recovery.is_finite()
+            && p.adaptive_recovery > 0.0
+            && p.adaptive_recovery <= 1.0)
+        {
+            return Err(invalid(
+                "politeness.adaptive_recovery",
+                format!(
+                    "{} is not a share of the interval in (0, 1]",
+                    p.adaptive_recovery
+                ),
+            ));
+        }
+        if !(p.adaptive_latency_factor.is_finite()
+            && (0.0..=1000.0).contains(&p.adaptive_latency_factor))
+        {
+            return Err(invalid(
+                "politeness.adaptive_latency_factor",
+                format!(
+                    "{} is not a factor in [0, 1000] (0 turns the latency delay off)",
+                    p.adaptive_latency_factor
+                ),
+            ));
+        }
         if !(p.per_ip_rps.is_finite() && p.per_ip_rps >= 0.0) {
             return Err(invalid(
                 "politeness.per_ip_rps",
@@ -985,8 +1089,14 @@ impl Config {
             }
             offered.push(coding);
         }
+        crate::site::Sites::new(&self.site).map_err(|e| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: format!("site[{}].{}", e.index, e.key),
+            message: e.message,
+        })?;
         self.resolve_rules_with_origin(origin)?;
         self.extra_root_certificates_with_origin(origin)?;
+        self.fetch_controls_with_origin(origin)?;
         Normalizer::new(&self.normalize).map_err(|e| ConfigError::Invalid {
             origin: origin.to_string(),
             key: "normalize.strip_params".into(),
@@ -1092,15 +1202,136 @@ impl Config {
         Ok(rules)
     }
 
-    /// The configuration as TOML, for `crawler config`; a Redis password is shown as `***`.
+    /// The configuration as TOML, for `crawler config`; a Redis or proxy password is shown
+    /// as `***`.
     pub fn to_toml(&self) -> String {
-        // What `crawler config` prints: a Redis password never is.
+        // What `crawler config` prints: a Redis or proxy password never is.
         let mut shown = self.clone();
         shown.distributed.redis = shown
             .distributed
             .redis
             .map(|url| crate::distributed::redacted_url(&url));
+        shown.network.proxy = shown
+            .network
+            .proxy
+            .map(|url| crate::distributed::redacted_url(&url));
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+    }
+}
+
+/// Request headers the client owns: hop-by-hop ones (RFC 9110 §7.6.1), those that describe
+/// the message hyper frames, and those the crawler sets itself (`Accept-Encoding` must match
+/// what it decodes and archives; the user agent is `crawl.user_agent`; cookies come from the
+/// jar, `network.cookies`).
+const RESERVED_HEADERS: [&str; 14] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "accept-encoding",
+    "user-agent",
+    "cookie",
+    "expect",
+];
+
+/// The proxy schemes `network.proxy` accepts (reqwest's `socks` feature gives `socks5`).
+const PROXY_SCHEMES: [&str; 4] = ["http", "https", "socks5", "socks5h"];
+
+impl Config {
+    /// `network.headers` as a header map, checked (see [`RESERVED_HEADERS`]).
+    pub(crate) fn extra_headers(&self) -> Result<reqwest::header::HeaderMap, ConfigError> {
+        self.extra_headers_with_origin("config")
+    }
+
+    fn extra_headers_with_origin(
+        &self,
+        origin: &str,
+    ) -> Result<reqwest::header::HeaderMap, ConfigError> {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in &self.network.headers {
+            let invalid = |message: String| ConfigError::Invalid {
+                origin: origin.to_string(),
+                key: format!("network.headers.{name:?}"),
+                message,
+            };
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| invalid("is not a valid header name".into()))?;
+            if RESERVED_HEADERS.contains(&header.as_str()) {
+                return Err(invalid(
+                    "is set by the crawler itself and may not be overridden here".into(),
+                ));
+            }
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| invalid(format!("{value:?} is not a valid header value")))?;
+            map.insert(header, value);
+        }
+        Ok(map)
+    }
+
+    /// `crawl.max_duration` as a duration (`None`: no limit).
+    pub fn max_duration(&self) -> Result<Option<std::time::Duration>, ConfigError> {
+        self.max_duration_with_origin("config")
+    }
+
+    fn max_duration_with_origin(
+        &self,
+        origin: &str,
+    ) -> Result<Option<std::time::Duration>, ConfigError> {
+        let Some(text) = &self.crawl.max_duration else {
+            return Ok(None);
+        };
+        let invalid = |message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: "crawl.max_duration".into(),
+            message,
+        };
+        let limit = humantime::parse_duration(text).map_err(|e| {
+            invalid(format!(
+                "{text:?} is not a duration like \"2h\" or \"90m\" ({e})"
+            ))
+        })?;
+        if limit.is_zero() {
+            return Err(invalid("must be longer than 0".into()));
+        }
+        Ok(Some(limit))
+    }
+
+    fn fetch_controls_with_origin(&self, origin: &str) -> Result<(), ConfigError> {
+        self.extra_headers_with_origin(origin)?;
+        self.max_duration_with_origin(origin)?;
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        if self.network.cookies && self.network.max_cookies == 0 {
+            return Err(invalid(
+                "network.max_cookies",
+                "must be at least 1 with network.cookies on".into(),
+            ));
+        }
+        if let Some(proxy) = &self.network.proxy {
+            let shown = crate::distributed::redacted_url(proxy);
+            let parsed = url::Url::parse(proxy).map_err(|_| {
+                invalid(
+                    "network.proxy",
+                    format!("{shown:?} is not a URL like \"http://proxy.example:3128\""),
+                )
+            })?;
+            if !PROXY_SCHEMES.contains(&parsed.scheme()) || parsed.host_str().is_none() {
+                return Err(invalid(
+                    "network.proxy",
+                    format!("{shown:?}: use an http://, https:// or socks5:// URL with a host"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1264,11 +1495,16 @@ mod tests {
             },
             network: NetworkSection {
                 ca_file: Some(PathBuf::from("ca.pem")),
+                proxy: Some("http://proxy.example:3128".into()),
                 ..NetworkSection::default()
             },
             monitor: MonitorSection {
                 listen: Some("127.0.0.1:9187".into()),
                 ..MonitorSection::default()
+            },
+            crawl: CrawlSection {
+                max_duration: Some("1h".into()),
+                ..CrawlSection::default()
             },
             ..Config::default()
         })
@@ -1496,6 +1732,50 @@ mod tests {
         assert!(
             e.contains("network.accept_encoding") && e.contains("listed twice"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn fetch_controls_are_checked_and_a_proxy_password_never_shown() {
+        let load = |toml: &str| Config::from_toml_str(toml, "c.toml");
+        for name in [
+            "Host",
+            "connection",
+            "Accept-Encoding",
+            "Content-Length",
+            "Cookie",
+        ] {
+            let e = load(&format!("[network.headers]\n{name:?} = \"x\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("c.toml") && e.contains(&format!("network.headers.{name:?}")),
+                "{e}"
+            );
+        }
+        let ok = load("[network.headers]\n\"X-Team\" = \"archive\"\n").unwrap();
+        assert_eq!(ok.extra_headers().unwrap()["x-team"], "archive");
+        let e = load("[crawl]\nmax_duration = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("crawl.max_duration") && e.contains("soon"),
+            "{e}"
+        );
+        let limited = load("[crawl]\nmax_duration = \"1h 30m\"\n").unwrap();
+        assert_eq!(
+            limited.max_duration().unwrap(),
+            Some(std::time::Duration::from_secs(5400))
+        );
+        let e = load("[network]\nproxy = \"ftp://u:hunter2@p.example\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.proxy") && !e.contains("hunter2"), "{e}");
+        let proxied = load("[network]\nproxy = \"socks5://u:hunter2@p.example:1080\"\n").unwrap();
+        let shown = proxied.to_toml();
+        assert!(
+            shown.contains("socks5://u:***@p.example:1080") && !shown.contains("hunter2"),
+            "{shown}"
         );
     }
 }

@@ -203,6 +203,11 @@ counters!(
     /// Links not taken because the page had more than `crawl.max_links_per_page` (or its
     /// resolved links outgrew the page's memory budget).
     links_over_page_cap,
+    /// Pages parsed whose host had already produced a page identical to them but for their
+    /// digits (`crate::near_duplicate`): recorded with `duplicate_of`, links not followed.
+    near_duplicate_pages,
+    /// Links of those pages, not followed.
+    links_near_duplicate,
     /// Links not queued because `max_urls` had been reached.
     links_over_cap,
     /// Redirect chains cut at `max_redirects`.

@@ -16,9 +16,14 @@
 //!   much longer than `max_url_length` is built (an over-long `href` is refused as it is;
 //!   links relative to an over-long `<base>` are refused without copying it; see
 //!   `relative_to_long_base`), and resolved links stop at a budget of
-//!   [`BUDGET_PER_BODY_BYTE`] × body + [`BUDGET_BASE`] bytes. So a 9 MB page with a 4 MB
-//!   `<base href>` and 200,000 links costs about its own size, not 800 GB of URLs. What is
-//!   refused is counted ([`Extracted::over_limit`], [`Extracted::too_long`]).
+//!   [`BUDGET_PER_BODY_BYTE`] × body + [`BUDGET_BASE`] bytes, counting each [`Url`] whole
+//!   (its text and its struct). So a 9 MB page with a 4 MB `<base href>` and 200,000 links
+//!   costs about its own size, not 800 GB of URLs, and a page of a million links holds at
+//!   most 16 times its own size however many links it has. What is refused is counted
+//!   ([`Extracted::over_limit`], [`Extracted::too_long`]); [`Extracted::found`] counts every
+//!   link of the page, taken or not.
+//! - With [`ExtractOptions::digest`], the page's bytes are also hashed with their digits
+//!   left out, as they stream by ([`crate::near_duplicate`]): [`Extracted::digest`].
 //! - Finds exactly what the DOM parser the project was specified with (scraper, i.e. html5ever's
 //!   spec tree builder) finds, up to the documented differences below; a differential test over
 //!   hand-written edge cases and generated tag soup (`tests/api/extract_differential.rs`, and the
@@ -122,6 +127,8 @@ use lol_html::send::{Element, ElementContentHandlers, HtmlRewriter, Settings};
 use lol_html::{AsciiCompatibleEncoding, HandlerResult, OutputSink, Selector};
 use url::Url;
 
+use crate::near_duplicate::DigitlessDigest;
+
 /// How links are chosen. The default skips `rel=nofollow` links.
 #[derive(Debug, Clone, Default)]
 pub struct ExtractOptions {
@@ -135,10 +142,12 @@ pub struct ExtractOptions {
     /// one whose `<base>` is longer than this, is counted in [`Extracted::too_long`] without
     /// being resolved.
     pub max_url_length: usize,
+    /// Compute [`Extracted::digest`], the page's digest for near-duplicate detection.
+    pub digest: bool,
 }
 
-/// With [`ExtractOptions::max_links`] set, resolved links may take this many bytes per
-/// byte of the page's body...
+/// With [`ExtractOptions::max_links`] set, resolved links (text and [`Url`] struct) may
+/// take this many bytes per byte of the page's body...
 pub const BUDGET_PER_BODY_BYTE: usize = 16;
 /// ...plus this many, so that short pages of long relative links still resolve.
 pub const BUDGET_BASE: usize = 1 << 20;
@@ -163,6 +172,17 @@ pub struct Extracted {
     pub base: Option<Url>,
     /// The first `<link rel=canonical href>`, resolved, if the document has one.
     pub canonical: Option<Url>,
+    /// The page's bytes hashed without their ASCII digits ([`crate::near_duplicate`]), when
+    /// [`ExtractOptions::digest`] asked for it.
+    pub digest: Option<u64>,
+}
+
+impl Extracted {
+    /// Every link the page has, followed or not: resolved ([`Self::links`]), skipped for
+    /// `rel=nofollow`, invalid, over the page's limits, or too long.
+    pub fn found(&self) -> usize {
+        self.links.len() + self.nofollow_skipped + self.invalid + self.over_limit + self.too_long
+    }
 }
 
 /// Why streaming extraction stopped early. Links found before the error are still reported
@@ -211,6 +231,8 @@ pub struct LinkExtractor {
     /// `None` before the encoding is decided and after lol_html failed.
     rewriter: Option<HtmlRewriter<'static, Discard>>,
     state: Arc<Mutex<Collector>>,
+    /// The near-duplicate digest, when asked for: fed what lol_html is fed.
+    digest: Option<DigitlessDigest>,
 }
 
 impl std::fmt::Debug for LinkExtractor {
@@ -252,6 +274,7 @@ impl LinkExtractor {
             transcoder: None,
             rewriter: None,
             state: Arc::new(Mutex::new(collector)),
+            digest: opts.digest.then(DigitlessDigest::default),
         }
     }
 
@@ -293,7 +316,8 @@ impl LinkExtractor {
             }
         }
         let collector = std::mem::take(&mut *lock(&self.state));
-        let extracted = collector.resolve(&self.page_url, self.encoding, self.max_url_length);
+        let mut extracted = collector.resolve(&self.page_url, self.encoding, self.max_url_length);
+        extracted.digest = self.digest.take().map(DigitlessDigest::finish);
         Buffers {
             input: collector.input,
             arena: collector.arena,
@@ -353,6 +377,9 @@ impl LinkExtractor {
         };
         // The handlers read attribute values from the copy (see `Collector::input`).
         lock(&self.state).input.extend_from_slice(bytes);
+        if let Some(digest) = self.digest.as_mut() {
+            digest.update(bytes);
+        }
         let result = rewriter.write(bytes);
         result.map_err(|err| {
             // lol_html must not be used after an error; keep what was found.
@@ -489,6 +516,7 @@ impl Collector {
             too_long: 0,
             meta_nofollow: self.meta_nofollow,
             base: None,
+            digest: None,
             canonical: self
                 .canonical
                 .as_deref()
@@ -507,7 +535,7 @@ impl Collector {
             }
             match resolve(effective, href, query_encoding) {
                 Some(url) => {
-                    used = used.saturating_add(url.as_str().len());
+                    used = used.saturating_add(url.as_str().len() + std::mem::size_of::<Url>());
                     if budget.is_some_and(|budget| used > budget) {
                         out.over_limit += self.spans.len() - index;
                         break;
@@ -933,13 +961,86 @@ mod tests {
             ..ExtractOptions::default()
         };
         let out = extract_links(html.as_bytes(), &page, None, &opts);
-        let bytes: usize = out.links.iter().map(|u| u.as_str().len()).sum();
+        let bytes: usize = out
+            .links
+            .iter()
+            .map(|u| u.as_str().len() + std::mem::size_of::<Url>())
+            .sum();
         assert!(
             bytes <= html.len() * BUDGET_PER_BODY_BYTE + BUDGET_BASE,
             "{bytes}"
         );
         assert_eq!(out.links.len() + out.over_limit, 200_000);
         assert!(out.over_limit > 0);
+    }
+
+    #[test]
+    fn found_counts_every_link_taken_or_not() {
+        let mut html: String = (0..10).map(|i| format!("<a href=/p{i}>x</a>")).collect();
+        html.push_str("<a rel=nofollow href=/n>n</a><a href='http://[bad'>i</a>");
+        html.push_str(&format!("<a href='/{}'>long</a>", "l".repeat(100)));
+        let out = limited(&html, 3, 50);
+        assert_eq!(
+            (out.links.len(), out.over_limit, out.nofollow_skipped),
+            (3, 9, 1)
+        );
+        assert_eq!(out.found(), 13);
+    }
+
+    #[test]
+    fn a_page_of_100000_links_is_taken_whole_under_the_default_cap() {
+        let html: String = (0..100_000)
+            .map(|i| format!("<a href=/api/item{i}.html>x</a>"))
+            .collect();
+        let opts = ExtractOptions {
+            max_links: crate::config::Config::default().crawl.max_links_per_page,
+            max_url_length: 8192,
+            ..ExtractOptions::default()
+        };
+        let page = Url::parse("http://example.test/all.html").unwrap();
+        let out = extract_links(html.as_bytes(), &page, None, &opts);
+        assert_eq!((out.links.len(), out.over_limit), (100_000, 0));
+    }
+
+    #[test]
+    fn the_digest_is_the_pages_bytes_without_digits_however_they_arrive() {
+        let page = Url::parse("http://example.test/cal/2026/11").unwrap();
+        let opts = ExtractOptions {
+            digest: true,
+            ..ExtractOptions::default()
+        };
+        let month = |y: u32, m: u32| {
+            format!(
+                "<!doctype html><meta charset=utf-8><h1>{y}-{m}</h1><a href=/cal/{y}/{}>prev</a>\
+                 <a href=/cal/{y}/{}>next</a>{}",
+                m - 1,
+                m + 1,
+                "<td>1</td>".repeat(300)
+            )
+        };
+        let nov = month(2026, 11);
+        let whole = extract_links(nov.as_bytes(), &page, None, &opts).digest;
+        let digitless: Vec<u8> = nov.bytes().filter(|b| !b.is_ascii_digit()).collect();
+        assert_eq!(whole, Some(xxhash_rust::xxh3::xxh3_64(&digitless)));
+        let mut streaming = LinkExtractor::new(page.clone(), Some("utf-8"), &opts);
+        for chunk in nov.as_bytes().chunks(7) {
+            streaming.write(chunk).unwrap();
+        }
+        assert_eq!(streaming.finish().digest, whole);
+        let feb = month(1999, 2);
+        assert_eq!(
+            extract_links(feb.as_bytes(), &page, None, &opts).digest,
+            whole
+        );
+        let other = nov.replace("next", "later");
+        assert_ne!(
+            extract_links(other.as_bytes(), &page, None, &opts).digest,
+            whole
+        );
+        assert_eq!(
+            extract_links(nov.as_bytes(), &page, None, &ExtractOptions::default()).digest,
+            None
+        );
     }
 
     #[test]

@@ -27,6 +27,16 @@
 //! trusts the system's roots plus `network.ca_file`. A certificate it does not accept fails
 //! that URL at once with "certificate rejected: …" (not retried: the same certificate
 //! would come back), never the crawl.
+//!
+//! Fetch controls: `network.headers` go with every request (and into the archived request);
+//! with `network.cookies` the client keeps a jar ([`crate::cookie_jar`]); a proxy comes
+//! from `network.proxy` or, with `network.proxy_from_env`, the standard variables. Through a
+//! proxy the crawler no longer connects to the target, so neither the resolver nor the
+//! connected address would see it: the gate then resolves the target itself and applies the
+//! private-address rule before the request is handed to the proxy
+//! ([`RequestGate::check_resolved`]), and the connected-address check is skipped (the peer
+//! is the proxy the operator chose). A proxy that resolves the name again may get another
+//! answer (DNS rebinding): the gate can only judge the answers it is given.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -40,6 +50,7 @@ use url::Url;
 
 use crate::config::Config;
 use crate::content_coding::{BodyDecoder, Coding};
+use crate::cookie_jar::CookieJar;
 use crate::gate::{RequestGate, RequestKind};
 
 /// The longest an idle keep-alive connection is kept. Idle sockets number about the rate
@@ -84,6 +95,11 @@ pub enum FetchSetupError {
     Config(#[from] crate::config::ConfigError),
     #[error("network.accept_encoding: {0:?} is not a valid header value")]
     AcceptEncoding(String),
+    #[error("network.proxy: {url:?} is not usable as a proxy")]
+    Proxy {
+        /// Shown redacted: a proxy password never reaches a message.
+        url: String,
+    },
 }
 
 /// Why a fetch produced no usable response.
@@ -198,20 +214,43 @@ pub(crate) struct Fetcher {
     content_types: Vec<String>,
     /// The `Accept-Encoding` every request sends, as the archive writes it down.
     accept_encoding: String,
+    /// `[[site]]` settings: a matching host's requests get its user agent, headers and
+    /// credentials.
+    sites: crate::site::Sites,
+    /// `network.headers`, as every request sends them.
+    extra_headers: HeaderMap,
+    /// The cookie jar, with `network.cookies`.
+    cookies: Option<Arc<CookieJar>>,
+    /// Requests may go through a proxy: the gate resolves targets itself (module doc).
+    proxied: bool,
 }
 
 impl Fetcher {
     /// Builds the client; every request it sends passes `gate`.
-    pub(crate) fn new(config: &Config, gate: Arc<RequestGate>) -> Result<Fetcher, FetchSetupError> {
+    pub(crate) fn new(
+        config: &Config,
+        gate: Arc<RequestGate>,
+        cookies: Option<Arc<CookieJar>>,
+    ) -> Result<Fetcher, FetchSetupError> {
         let c = &config.crawl;
         let extra_roots = config.extra_root_certificates()?;
         Ok(Fetcher {
-            client: std::sync::RwLock::new(build_client(config, &gate, &extra_roots)?),
+            client: std::sync::RwLock::new(build_client(
+                config,
+                &gate,
+                &extra_roots,
+                cookies.as_ref(),
+            )?),
+            extra_headers: config.extra_headers()?,
+            proxied: uses_proxy(config),
+            cookies,
             config: config.clone(),
             gate,
             extra_roots,
             max_body_bytes: c.max_body_bytes.0,
             accept_encoding: config.accept_encoding_header(),
+            // Validated with the configuration: a section refused there never gets here.
+            sites: crate::site::Sites::new(&config.site).unwrap_or_default(),
             content_types: c
                 .content_types
                 .iter()
@@ -225,7 +264,12 @@ impl Fetcher {
     /// same configuration, `network.ca_file` included) with an empty pool; the old pool closes its idle connections as soon as the requests in
     /// flight on it are done. Connection reuse starts over, which is the price.
     pub(crate) fn shed_idle_connections(&self) {
-        match build_client(&self.config, &self.gate, &self.extra_roots) {
+        match build_client(
+            &self.config,
+            &self.gate,
+            &self.extra_roots,
+            self.cookies.as_ref(),
+        ) {
             Ok(client) => {
                 let mut current = self.client.write().unwrap_or_else(|e| e.into_inner());
                 *current = client;
@@ -268,15 +312,25 @@ impl Fetcher {
             message: e.to_string(),
         };
         self.gate.check(url, kind).map_err(refused)?;
-        let mut response = self
-            .client()
-            .get(url.clone())
-            .send()
-            .await
-            .map_err(classify)?;
-        self.gate
-            .check_connected(url, response.remote_addr())
-            .map_err(refused)?;
+        if self.proxied {
+            self.gate.check_resolved(url).await.map_err(refused)?;
+        }
+        let site = self.sites.for_url(url);
+        let cookie = self
+            .cookies
+            .as_ref()
+            .filter(|_| self.config.output.warc)
+            .and_then(|jar| reqwest::cookie::CookieStore::cookies(jar.as_ref(), url));
+        let mut request = self.client().get(url.clone());
+        if let Some(site) = site {
+            request = site.apply(request);
+        }
+        let mut response = request.send().await.map_err(classify)?;
+        if !self.proxied {
+            self.gate
+                .check_connected(url, response.remote_addr())
+                .map_err(refused)?;
+        }
         let keep_any_body = matches!(kind, RequestKind::Robots | RequestKind::Sitemap);
         let date = SystemTime::now();
         let status = response.status().as_u16();
@@ -319,8 +373,12 @@ impl Fetcher {
             Box::new(Exchange {
                 request_head: request_head(
                     url,
-                    &self.config.crawl.user_agent,
+                    site.and_then(|s| s.user_agent())
+                        .unwrap_or(&self.config.crawl.user_agent),
                     &self.accept_encoding,
+                    &self.extra_headers,
+                    cookie.as_ref(),
+                    &site.map(|s| s.archived_lines()).unwrap_or_default(),
                 ),
                 response_head: response_head(&response),
                 raw_body: (!same_as_parsed).then(Vec::new),
@@ -392,8 +450,17 @@ impl Fetcher {
 /// configured `Accept-Encoding`.
 const ACCEPT_VALUE: &str = "*/*";
 
-/// The request as the archive records it (HTTP/1.1 form; hyper sends the same fields).
-fn request_head(url: &Url, user_agent: &str, accept_encoding: &str) -> Vec<u8> {
+/// The request as the archive records it (HTTP/1.1 form; hyper sends the same fields): the
+/// crawl's extra headers, the cookie sent, and a `[[site]]`'s header lines (`site_lines`,
+/// credentials redacted: see [`crate::site`]).
+fn request_head(
+    url: &Url,
+    user_agent: &str,
+    accept_encoding: &str,
+    extra: &HeaderMap,
+    cookie: Option<&HeaderValue>,
+    site_lines: &str,
+) -> Vec<u8> {
     let mut target = url.path().to_string();
     if let Some(query) = url.query() {
         target.push('?');
@@ -404,10 +471,39 @@ fn request_head(url: &Url, user_agent: &str, accept_encoding: &str) -> Vec<u8> {
         (Some(host), None) => host.to_string(),
         (None, _) => String::new(),
     };
-    format!(
-        "GET {target} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\naccept: {ACCEPT_VALUE}\r\naccept-encoding: {accept_encoding}\r\n\r\n"
+    let mut head = format!(
+        "GET {target} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\naccept: {ACCEPT_VALUE}\r\naccept-encoding: {accept_encoding}\r\n"
     )
-    .into_bytes()
+    .into_bytes();
+    let cookie = cookie.map(|value| (&reqwest::header::COOKIE, value));
+    for (name, value) in extra.iter().chain(cookie) {
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(site_lines.as_bytes());
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// The proxy variables `network.proxy_from_env` reads (reqwest reads them the same way).
+const PROXY_VARIABLES: [&str; 6] = [
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+];
+
+/// Whether requests may go through a proxy in this crawl.
+fn uses_proxy(config: &Config) -> bool {
+    config.network.proxy.is_some()
+        || (config.network.proxy_from_env
+            && PROXY_VARIABLES
+                .iter()
+                .any(|v| std::env::var_os(v).is_some_and(|value| !value.is_empty())))
 }
 
 /// The response's status line and headers as received, `Transfer-Encoding` renamed (see
@@ -452,6 +548,7 @@ fn build_client(
     config: &Config,
     gate: &RequestGate,
     extra_roots: &[reqwest::Certificate],
+    cookies: Option<&Arc<CookieJar>>,
 ) -> Result<reqwest::Client, FetchSetupError> {
     let c = &config.crawl;
     let mut headers = HeaderMap::new();
@@ -462,7 +559,23 @@ fn build_client(
         HeaderValue::from_str(&accept_encoding)
             .map_err(|_| FetchSetupError::AcceptEncoding(accept_encoding))?,
     );
-    reqwest::Client::builder()
+    headers.extend(config.extra_headers()?);
+    let mut builder = reqwest::Client::builder();
+    builder = match (&config.network.proxy, config.network.proxy_from_env) {
+        (Some(url), _) => {
+            let proxy = reqwest::Proxy::all(url.as_str()).map_err(|_| FetchSetupError::Proxy {
+                url: crate::distributed::redacted_url(url),
+            })?;
+            builder.proxy(proxy)
+        }
+        // reqwest reads http_proxy, https_proxy, all_proxy and no_proxy itself.
+        (None, true) => builder,
+        (None, false) => builder.no_proxy(),
+    };
+    if let Some(jar) = cookies {
+        builder = builder.cookie_provider(jar.clone());
+    }
+    builder
         .user_agent(c.user_agent.clone())
         .default_headers(headers)
         .redirect(reqwest::redirect::Policy::none())
@@ -471,7 +584,6 @@ fn build_client(
         .pool_max_idle_per_host(idle_connections_per_host(config))
         .pool_idle_timeout(idle_connection_timeout(config))
         .tcp_nodelay(true)
-        .no_proxy()
         .dns_resolver(gate.resolver())
         .tls_certs_merge(extra_roots.to_vec())
         .build()

@@ -18,6 +18,10 @@
 //!    first the rule permits, the one the client tries first, from the same cache, see
 //!    [`crate::dns`]); and once more to the peer address of the response
 //!    ([`RequestGate::check_connected`]), which catches any path that bypassed both.
+//!    Through a proxy (`network.proxy`) neither of the last two sees the target: the
+//!    crawler connects to the proxy, which resolves the name itself. So the fetcher first
+//!    has the gate resolve the target ([`RequestGate::check_resolved`]) and refuses it
+//!    unless the rule permits one of its addresses: a proxy is no way into a private network.
 //! 3. **Politeness.** A request is only sent when the frontier hands it out: pages,
 //!    sitemaps and robots.txt are scheduled by the frontier under their host's rate limit and
 //!    concurrency cap. The gate does not keep a second rate limiter, which would count every
@@ -62,6 +66,9 @@ pub(crate) enum Refused {
     Scope(OutOfScope),
     #[error("not requested: {host} is at the private address {ip} (scope.allow_private)")]
     PrivateAddress { host: String, ip: IpAddr },
+    /// Through a proxy: the target's addresses could not be checked.
+    #[error("not requested through the proxy: {reason}")]
+    Unverified { reason: String },
 }
 
 /// Who may be reached on a private address: the same rule for IP literals, resolved names
@@ -70,15 +77,26 @@ pub(crate) struct AddressRule {
     allow_private: bool,
     /// The seeds' hosts are the scope's ([`Scope::is_seed_host`]): one set for both rules.
     scope: Arc<Scope>,
+    /// The proxy's host (`network.proxy`), reached like a seed host.
+    proxy_host: Option<String>,
     /// `[network] resolve`: the operator's own overrides.
     overrides: Vec<ResolveRule>,
 }
 
 impl AddressRule {
     fn new(config: &Config, scope: Arc<Scope>) -> Result<AddressRule, crate::config::ConfigError> {
+        // The operator's proxy may sit on a private network (it usually does): the client
+        // resolves its name through this rule too, so it is named here like a seed host.
+        let proxy_host = config
+            .network
+            .proxy
+            .as_deref()
+            .and_then(|p| Url::parse(p).ok())
+            .and_then(|u| u.host_str().map(|h| host_name(h).into_owned()));
         Ok(AddressRule {
             allow_private: config.scope.allow_private,
             scope,
+            proxy_host,
             overrides: config.resolve_rules()?,
         })
     }
@@ -87,8 +105,13 @@ impl AddressRule {
     pub(crate) fn permits(&self, host: &str, ip: IpAddr) -> bool {
         self.allow_private
             || !is_private_ip(ip.to_canonical())
-            || self.scope.is_seed_host(&host_name(host))
+            || self.is_named(&host_name(host))
             || self.override_for(host).is_some()
+    }
+
+    /// A seed's host or the proxy's.
+    fn is_named(&self, name: &str) -> bool {
+        self.scope.is_seed_host(name) || self.proxy_host.as_deref() == Some(name)
     }
 
     fn override_for(&self, host: &str) -> Option<&ResolveRule> {
@@ -145,6 +168,23 @@ impl RequestGate {
             }
         }
         Ok(())
+    }
+
+    /// For a request sent through a proxy: whether `url`'s host resolves to an address the
+    /// rule permits (an IP literal was judged by [`RequestGate::check`] already). A name
+    /// that does not resolve is refused too: nothing vouches for where the proxy would go.
+    pub(crate) async fn check_resolved(&self, url: &Url) -> Result<(), Refused> {
+        let Some(Host::Domain(host)) = url.host() else {
+            return Ok(());
+        };
+        let host = host.to_ascii_lowercase();
+        self.resolver()
+            .resolve_permitted(&host)
+            .await
+            .map(|_| ())
+            .map_err(|e| Refused::Unverified {
+                reason: e.to_string(),
+            })
     }
 
     /// Whether the address a response came from was allowed for `url`'s host.
@@ -277,6 +317,7 @@ mod tests {
             addresses: Arc::new(AddressRule {
                 allow_private,
                 scope: scope.clone(),
+                proxy_host: None,
                 overrides: rules,
             }),
             scope,

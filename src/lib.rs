@@ -24,8 +24,11 @@
 //!   output.rs        the journal (pages.jsonl) and the output directory's file names
 //!   output_lock.rs   one crawl per output directory (a flock held for a process's life)
 //!   warc/            the archive: a sink beside the journal
-//!   fetch.rs gate.rs dns.rs  HTTP client, the request gate, name resolution
-//!   robots/ sitemap.rs extract.rs charset.rs canonical.rs content_coding.rs  parsing
+//!   fetch.rs gate.rs dns.rs cookie_jar.rs  HTTP client, the request gate, name
+//!                    resolution, the opt-in cookie jar
+//!   robots/ sitemap.rs extract.rs charset.rs canonical.rs content_coding.rs
+//!   near_duplicate.rs  parsing (near_duplicate: pages identical but for their digits)
+//!   site.rs          [[site]] sections: per-site politeness
 //!   normalize/ scope.rs seeds.rs host.rs  URLs: canonical form, scope rules, seed lists,
 //!                    host identity (one key and one name per host)
 //!   config.rs quantity.rs counters.rs durable.rs descriptors.rs cpu_time.rs allocator.rs
@@ -38,8 +41,8 @@
 //!
 //! 1. Foundations: `config`, `quantity`, `counters`, `durable`, `descriptors`,
 //!    `cpu_time`, `allocator`; URLs: `host`, `normalize`, `scope`, `seeds`; parsing: `extract`,
-//!    `charset`, `canonical`, `content_coding`, `sitemap`.
-//! 2. Network: `dns`, `gate` (config, dns, scope), `fetch`, `robots`.
+//!    `charset`, `canonical`, `content_coding`, `sitemap`, `near_duplicate`, `site`.
+//! 2. Network: `dns`, `gate` (config, dns, scope), `cookie_jar`, `fetch`, `robots`.
 //! 3. State: `seen`, `frontier`, `output` with `warc` (its sink), `output_lock`,
 //!    `checkpoint`.
 //! 4. `distributed`: Redis (state kept there instead of on disk).
@@ -58,6 +61,7 @@ pub mod charset;
 pub mod checkpoint;
 pub mod config;
 pub(crate) mod content_coding;
+pub mod cookie_jar;
 pub mod counters;
 pub mod cpu_time;
 pub mod crawl;
@@ -71,6 +75,7 @@ pub mod frontier;
 pub(crate) mod gate;
 pub mod host;
 pub mod monitor;
+pub mod near_duplicate;
 pub mod normalize;
 pub mod output;
 pub mod output_lock;
@@ -79,6 +84,7 @@ pub mod robots;
 pub mod scope;
 pub mod seeds;
 pub mod seen;
+pub mod site;
 pub mod sitemap;
 pub mod warc;
 

@@ -612,6 +612,7 @@ fn run_and_report(
     resume: Option<crawler::checkpoint::Loaded>,
 ) -> anyhow::Result<ExitCode> {
     let shutdown = ShutdownHandle::new();
+    let shutdown_for_limit = shutdown.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -645,6 +646,12 @@ fn run_and_report(
     if summary.stopped && config.distributed.redis.is_some() {
         eprintln!(
             "stopped before the end: this process's unfinished URLs are back in the crawl's queues in Redis, for the other processes or this one started again"
+        );
+    } else if summary.stopped && shutdown_for_limit.stopped_by_time_limit() {
+        eprintln!(
+            "stopped by the time limit (crawl.max_duration = {}, counted per run) with {} URLs queued or in flight, all checkpointed; to go on, run the same command with --resume",
+            config.crawl.max_duration.as_deref().unwrap_or_default(),
+            summary.queued_left
         );
     } else if summary.stopped {
         eprintln!(

@@ -46,7 +46,8 @@ pub struct PageRecord {
     pub bytes: u64,
     pub depth: u32,
     pub parent: Option<String>,
-    /// Links found in the page (after resolving, before deduplication).
+    /// Links found in the page, every one: followed or not (nofollow, invalid, too long, over
+    /// the page's limits, duplicates included).
     pub links: u64,
     /// Links this page added to the frontier.
     pub new_links: u64,
@@ -82,6 +83,16 @@ pub struct PageRecord {
     /// `crate::crawl::counters`).
     #[serde(default)]
     pub counts: PageCounts,
+    /// For a near-duplicate page (`crate::near_duplicate`: its host already produced a page
+    /// identical to it but for its digits), the URL of that first page; its links were not
+    /// followed. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<String>,
+    /// For a parsed page, the digest of its bytes without their digits (16 hex digits; see
+    /// `crate::near_duplicate`): what a resumed crawl reads back to remember which pages
+    /// each host produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_digest: Option<String>,
 }
 
 /// What a line of `pages.jsonl` records.

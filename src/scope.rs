@@ -40,7 +40,8 @@
 //! `db.ignore.external.links.mode` = `byHost` / `byDomain`), `regex-urlfilter.txt` (its
 //! default rule `-.*(/[^/]+)/[^/]+\1/[^/]+\1/` "to break loops") and
 //! `urlfilter.validator` / URL length limits. Calendars are not recognisable from one
-//! URL; `max_depth` and the per-host page cap bound them.
+//! URL: they are recognised by their pages, which differ only in their numbers
+//! ([`crate::near_duplicate`]); `max_depth` and the per-host page cap are the backstops.
 //!
 //! # The rules, exactly
 //! A URL is checked as given (the crawl passes canonical URLs: http(s), lowercase host,

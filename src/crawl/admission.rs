@@ -35,11 +35,13 @@ use super::CrawlFrontier;
 use crate::checkpoint::QueueLog;
 use crate::config::Config;
 use crate::counters::{CrawlCounters, PageCounts};
+use crate::distributed::session::Admitted;
 use crate::extract::Extracted;
 use crate::frontier::QueuedUrl;
+use crate::near_duplicate::NearDuplicates;
 use crate::normalize::{host_key, Normalizer};
 use crate::scope::{OutOfScope, Scope, SiteMemo};
-use crate::seen::SeenBackend;
+use crate::seen::{SeenBackend, SeenSet};
 
 /// Why a discovered URL was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +56,9 @@ pub(crate) enum Refusal {
     TooDeep,
     /// Past `max_links_per_page` or the page's extraction budget.
     OverPageCap,
+    /// On a page that is a near-duplicate of an earlier page of its host
+    /// ([`crate::near_duplicate`]).
+    NearDuplicate,
     /// Broke a scope rule.
     OutOfScope(OutOfScope),
     /// Already in the seen-set or earlier on the same page.
@@ -78,6 +83,7 @@ impl Refusal {
             Refusal::Nofollow => &mut counters.links_nofollow,
             Refusal::TooDeep => &mut counters.links_too_deep,
             Refusal::OverPageCap => &mut counters.links_over_page_cap,
+            Refusal::NearDuplicate => &mut counters.links_near_duplicate,
             Refusal::OutOfScope(reason) => return counters.add_out_of_scope(reason, n),
             Refusal::Seen => &mut counters.links_seen,
             Refusal::OverMaxUrls => &mut counters.links_over_cap,
@@ -97,6 +103,8 @@ pub(crate) struct Admission {
     max_redirects: u32,
     follow_nofollow: bool,
     follow_canonical: bool,
+    /// Page digests seen per host: the trap rule that replaces depth.
+    near_duplicates: NearDuplicates,
 }
 
 impl Admission {
@@ -114,6 +122,7 @@ impl Admission {
             max_redirects: config.crawl.max_redirects,
             follow_nofollow: config.crawl.follow_nofollow,
             follow_canonical: config.crawl.follow_canonical,
+            near_duplicates: NearDuplicates::default(),
         }
     }
 
@@ -151,13 +160,7 @@ impl Admission {
         scratch: &mut ScreenScratch,
         c: &mut PageCounts,
     ) -> Candidates {
-        let found = extracted.links.len() as u64;
-        c.links_found += found;
-        Refusal::Nofollow.count(c, extracted.nofollow_skipped as u64);
-        Refusal::Invalid.count(c, extracted.invalid as u64);
-        Refusal::OverPageCap.count(c, extracted.over_limit as u64);
-        // Refused before being built, for the same reason the scope would refuse them.
-        Refusal::OutOfScope(OutOfScope::TooLong).count(c, extracted.too_long as u64);
+        let found = Self::count_extracted(&extracted, c);
         let mut candidates = Candidates {
             urls: Vec::new(),
             depth,
@@ -185,6 +188,57 @@ impl Admission {
         Refusal::NotHttp.count(c, not_http);
         Refusal::Seen.count(c, seen);
         candidates
+    }
+
+    /// Counts what extraction found and already refused; returns the resolved links' count.
+    fn count_extracted(extracted: &Extracted, c: &mut PageCounts) -> u64 {
+        let found = extracted.links.len() as u64;
+        c.links_found += found;
+        Refusal::Nofollow.count(c, extracted.nofollow_skipped as u64);
+        Refusal::Invalid.count(c, extracted.invalid as u64);
+        Refusal::OverPageCap.count(c, extracted.over_limit as u64);
+        // Refused before being built, for the same reason the scope would refuse them.
+        Refusal::OutOfScope(OutOfScope::TooLong).count(c, extracted.too_long as u64);
+        found
+    }
+
+    /// `parent`, when the page at `page` (whose digest is `digest`) is the same as that
+    /// page of its host that linked it, but for its digits: then `page` is a near-duplicate,
+    /// counted here, and its links are to be passed to [`Self::refuse_near_duplicate`]
+    /// instead of [`Self::screen_links`].
+    pub(crate) fn near_duplicate_of(
+        &self,
+        page: &Url,
+        parent: Option<&str>,
+        digest: u64,
+        c: &mut PageCounts,
+    ) -> Option<String> {
+        let parent = self.near_duplicates.check(page.as_str(), parent, digest)?;
+        c.near_duplicate_pages += 1;
+        Some(parent)
+    }
+
+    /// Rebuilds the near-duplicate memory of a resumed crawl from its records.
+    pub(crate) fn learn_near_duplicates(&self, pages: &std::path::Path) {
+        match self.near_duplicates.learn_from_records(pages) {
+            Ok(n) => tracing::debug!(pages = n, "resume: near-duplicate digests read back"),
+            // Costs a few trap pages, not the crawl.
+            Err(err) => tracing::warn!(
+                "resume: cannot read {} back for near-duplicate digests: {err}",
+                pages.display()
+            ),
+        }
+    }
+
+    /// The links of a near-duplicate page: counted like any page's, none followed.
+    pub(crate) fn refuse_near_duplicate(
+        &self,
+        extracted: Extracted,
+        c: &mut PageCounts,
+    ) -> Candidates {
+        let found = Self::count_extracted(&extracted, c);
+        Refusal::NearDuplicate.count(c, found);
+        Candidates::default()
     }
 
     /// The target of a redirect from `from` (at `depth`, `hops` redirects into its chain) to
@@ -377,6 +431,8 @@ pub(crate) struct Acceptance {
     counters: Arc<CrawlCounters>,
     max_urls: u64,
     max_pages_per_host: u64,
+    /// `[[site]]` sections: a matching host's `max_pages` replaces `max_pages_per_host`.
+    sites: crate::site::Sites,
     /// Reused buffer of the seen-set's batch insert.
     batch_out: Vec<bool>,
 }
@@ -392,6 +448,7 @@ impl Acceptance {
             counters,
             max_urls: config.crawl.max_urls.0,
             max_pages_per_host: config.scope.max_pages_per_host,
+            sites: crate::site::Sites::new(&config.site).unwrap_or_default(),
             batch_out: Vec::new(),
         }
     }
@@ -435,7 +492,14 @@ impl Acceptance {
             Ok::<(), CrawlError>(frontier.push(&host_key(url), item)?)
         };
         let mut queued = 0u64;
-        if room < urls.len() || host_cap > 0 {
+        let sites = &self.sites;
+        let cap_of = |url: &Url| {
+            sites
+                .for_url(url)
+                .and_then(|s| s.max_pages)
+                .unwrap_or(host_cap)
+        };
+        if room < urls.len() || host_cap > 0 || sites.caps_pages() {
             // Where a cap can bind, URLs are taken one by one in page order, each cap
             // checked before the seen-set is touched.
             let mut considered = 0;
@@ -444,7 +508,8 @@ impl Acceptance {
                     break;
                 }
                 considered += 1;
-                if host_cap > 0 && frontier.host_total_queued(&host_key(url)) >= host_cap {
+                let cap = cap_of(url);
+                if cap > 0 && frontier.host_total_queued(&host_key(url)) >= cap {
                     Refusal::HostCap.count(counts, 1);
                     continue;
                 }
@@ -481,6 +546,62 @@ impl Acceptance {
         }
         Ok(queued)
     }
+}
+
+/// The candidates a distributed process's `cache` of the shared seen-set does not know, as
+/// URLs to send to the shared admission (with their host keys); those it knows are counted
+/// as seen in `counts` (the finding page's), as [`Acceptance::accept`] would.
+pub(crate) fn unknown_to(
+    cache: &SeenSet,
+    candidates: Candidates,
+    parent: Option<String>,
+    counts: &mut PageCounts,
+) -> Vec<(String, QueuedUrl)> {
+    let mut items = Vec::new();
+    let mut known = 0;
+    for url in candidates.urls {
+        if cache.contains(url.as_str().as_bytes()) {
+            known += 1;
+            continue;
+        }
+        let item = QueuedUrl::new(
+            String::from(url.clone()),
+            candidates.depth,
+            parent.clone(),
+            candidates.redirect_hops,
+        );
+        items.push((host_key(&url), item));
+    }
+    Refusal::Seen.count(counts, known);
+    items
+}
+
+/// The shared admission's answers (Redis's `admit.lua`, for a distributed process) for a
+/// page's `items`, counted in `counts` as [`Acceptance::accept`] counts its own refusals, and
+/// the URLs the shared seen-set now holds put in the process's `cache` (links to them need no
+/// round trip). Returns how many were queued.
+pub(crate) fn count_shared(
+    cache: &SeenSet,
+    items: &[(String, QueuedUrl)],
+    answers: &[Admitted],
+    counts: &mut PageCounts,
+) -> u64 {
+    let mut queued = 0;
+    for ((_, item), answer) in items.iter().zip(answers) {
+        match answer {
+            Admitted::Queued => {
+                cache.insert_new(item.url.as_bytes());
+                queued += 1;
+            }
+            Admitted::Seen => {
+                cache.insert_new(item.url.as_bytes());
+                Refusal::Seen.count(counts, 1);
+            }
+            Admitted::OverMaxUrls => Refusal::OverMaxUrls.count(counts, 1),
+            Admitted::HostCap => Refusal::HostCap.count(counts, 1),
+        }
+    }
+    queued
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use super::CrawlError;
 use super::CrawlFrontier;
 use crate::checkpoint::{self, CheckpointError, Expectation, Manifest, QueueLog};
+use crate::cookie_jar::CookieJar;
 use crate::counters::CrawlCounters;
 use crate::output::{rfc3339, BackgroundSync, OutputSender};
 use crate::seen::SeenSet;
@@ -94,6 +95,8 @@ pub(crate) struct Checkpoints {
     good: Option<u64>,
     /// Fsyncs the queue log and `pages.jsonl` between checkpoints.
     sync: BackgroundSync,
+    /// `network.cookies`' jar, saved with each checkpoint ([`crate::cookie_jar`]).
+    cookies: Option<Arc<CookieJar>>,
 }
 
 impl Checkpoints {
@@ -120,7 +123,13 @@ impl Checkpoints {
             queue_log: None,
             good: resumed_from,
             sync,
+            cookies: None,
         })
+    }
+
+    /// Saves `cookies` with every checkpoint from now on.
+    pub(crate) fn keep_cookies(&mut self, cookies: Option<Arc<CookieJar>>) {
+        self.cookies = cookies;
     }
 
     /// The log that every URL accepted from now on must be appended to.
@@ -202,7 +211,15 @@ impl Checkpoints {
         );
         let out = self.out_dir.clone();
         let seen = self.seen.clone();
+        // Taken in the pause (a bounded jar: a few hundred KiB at most), written with the rest.
+        let cookies = self.cookies.as_ref().map(|jar| jar.to_json());
         self.pending = Some(tokio::task::spawn_blocking(move || {
+            if let Some(json) = cookies {
+                CookieJar::save(&out, &json).map_err(|e| CheckpointError::Io {
+                    path: e.path,
+                    source: e.source,
+                })?;
+            }
             checkpoint::prepare(
                 &out,
                 checkpoint::Snapshot {

@@ -34,6 +34,7 @@ use super::source::{Cx, JournalPlan, WorkSource};
 use super::summary::{CrawlSummary, Ending};
 use super::CrawlError;
 use crate::config::Config;
+use crate::cookie_jar::CookieJar;
 use crate::counters::{CrawlCounters, PageCounts};
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::extract::ExtractOptions;
@@ -125,6 +126,8 @@ pub(crate) struct Opened<S: WorkSource> {
     /// This run and the runs before it (a resumed crawl's), and the pages they finished.
     pub(crate) time: CrawlTime,
     pub(crate) finished_before: u64,
+    /// `network.cookies`' jar (kept with the checkpoints by a local source).
+    pub(crate) cookies: Option<Arc<CookieJar>>,
 }
 
 /// Runs an opened source to its end (or its stop) and returns the summary.
@@ -144,6 +147,7 @@ pub(crate) async fn drive<S: WorkSource>(
         progress,
         time,
         finished_before,
+        cookies,
     } = opened;
     let archive = crate::warc::sink::open(
         config,
@@ -177,6 +181,7 @@ pub(crate) async fn drive<S: WorkSource>(
         &counters,
         completions_tx,
         archiver,
+        cookies,
     )?;
     let mut out = Recorder {
         sender,
@@ -296,12 +301,13 @@ fn start_workers(
     counters: &Arc<CrawlCounters>,
     completions: mpsc::UnboundedSender<Completion>,
     archiver: Option<Archiver>,
+    cookies: Option<Arc<CookieJar>>,
 ) -> Result<(ParsePool, Arc<FetchShared>), CrawlError> {
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
     let scope = Arc::new(Scope::new(&config.scope, seeds)?);
     let gate = Arc::new(RequestGate::new(config, scope.clone())?);
     let resolver = gate.resolver();
-    let fetcher = Fetcher::new(config, gate)?;
+    let fetcher = Fetcher::new(config, gate, cookies)?;
     let admission = Arc::new(Admission::new(config, config.normalizer()?, scope, seen));
     let faults = faults::Faults::from_env();
     let parse_pool = ParsePool::start(
@@ -316,6 +322,7 @@ fn start_workers(
                 follow_nofollow: config.crawl.follow_nofollow,
                 max_links: config.crawl.max_links_per_page,
                 max_url_length: config.scope.max_url_length,
+                digest: config.crawl.near_duplicates,
             },
             archiver: archiver.clone(),
         }),

@@ -21,7 +21,7 @@ use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::config::Config;
 use crate::counters::CrawlCounters;
 use crate::fetch::{FetchError, Fetched, Fetcher};
-use crate::frontier::{Dispatch, QueuedUrl, RobotsFetch};
+use crate::frontier::{Dispatch, QueuedUrl, RobotsFetch, ServerSignal};
 use crate::output::{rfc3339, PageRecord, RecordKind};
 use crate::robots::{agent_token, robots_outcome, RobotsOutcome, ROBOTS_MAX_BYTES};
 use crate::warc::record::ArchivedFetch;
@@ -91,8 +91,13 @@ async fn catching_panics<T>(work: impl std::future::Future<Output = T>) -> Resul
 /// Fetches one dispatched URL and reports how it ended (directly, or through the parse
 /// pool for a page to parse). A panic while fetching costs this URL only: it is recorded
 /// with the panic's message and counted, and the crawl goes on.
-pub(crate) async fn fetch_task(shared: Arc<FetchShared>, dispatch: Dispatch) {
-    let step = match catching_panics(fetch_outcome(&shared, &dispatch.item)).await {
+pub(crate) async fn fetch_task(shared: Arc<FetchShared>, mut dispatch: Dispatch) {
+    let mut signal = None;
+    let fetching = fetch_outcome(&shared, &dispatch.item, &mut signal);
+    let step = catching_panics(fetching).await;
+    // The frontier's budgets adapt to it when the dispatch is given back.
+    dispatch.signal = signal;
+    let step = match step {
         Ok(step) => step,
         Err(message) => {
             let mut record = base_record(&dispatch.item);
@@ -252,7 +257,11 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(500u64.saturating_mul(1 << attempt.min(10))).min(MAX_RETRY_DELAY)
 }
 
-async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
+async fn fetch_outcome(
+    shared: &FetchShared,
+    item: &QueuedUrl,
+    signal: &mut Option<ServerSignal>,
+) -> FetchStep {
     if shared.faults.panic_fetch.as_deref() == Some(item.url.as_str()) {
         panic!("injected fault: panic while fetching {}", item.url);
     }
@@ -294,6 +303,11 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
         Ok(fetched) => fetched,
         Err(error) => return fetch_failed(error, can_retry, item, record, done),
     };
+    *signal = Some(ServerSignal {
+        status: fetched.status,
+        retry_after: fetched.retry_after.is_some(),
+        elapsed: started.elapsed(),
+    });
     record.counts.bytes += fetched.bytes;
     record.status = Some(fetched.status);
     record.content_type = fetched.content_type.clone();
@@ -405,7 +419,7 @@ async fn fetch_outcome(shared: &FetchShared, item: &QueuedUrl) -> FetchStep {
             fetched.link_canonical.as_deref(),
             &mut extracted,
         );
-        record.links = extracted.links.len() as u64;
+        record.links = extracted.found() as u64;
         let candidates = shared.admission.screen_links(
             extracted,
             item.depth + 1,

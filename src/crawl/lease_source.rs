@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use url::Url;
 
-use super::admission::Refusal;
+use super::admission::{count_shared, unknown_to};
 use super::checkpoints::CrawlTime;
 use super::driver::{Archived, Opened};
 use super::fetch_task::FetchShared;
@@ -34,13 +34,13 @@ use super::progress::ProgressMode;
 use super::source::{Cx, JournalPlan, WorkSource};
 use super::{seen_plan, CrawlError, CrawlSummary};
 use crate::config::Config;
+use crate::cookie_jar::CookieJar;
 use crate::counters::{CrawlCounters, PageCounts};
 use crate::distributed::leases::{Appetite, Leases};
 use crate::distributed::seal::OutputLock;
 use crate::distributed::session::{Admitted, Beside, CounterSums, Session, SyncReply, SyncRequest};
 use crate::distributed::{process_id, DistributedError, Settings};
 use crate::frontier::{key_of, Dispatch, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl};
-use crate::normalize::host_key;
 use crate::output::{BackgroundSync, Handed, OutputError, OutputPosition, PageRecord};
 use crate::seen::SeenSet;
 
@@ -139,8 +139,9 @@ impl LeaseSource {
             .await?;
         let work_dir = crate::output::process_work_dir(out_dir, &process);
         let _ = std::fs::remove_dir_all(&work_dir);
+        let sites = crate::site::Sites::new(&config.site).unwrap_or_default();
         let frontier = Frontier::create(
-            FrontierPolicy::from_config(&config.politeness),
+            FrontierPolicy::from_config(&config.politeness).with_sites(Arc::new(sites)),
             FrontierOptions::from_config(&config.frontier, &work_dir, &config.crawl.user_agent),
         )?;
         let cache = Arc::new(SeenSet::new(plan)?);
@@ -190,6 +191,12 @@ impl LeaseSource {
             // A process never resumes (its id is new): its run is its whole share.
             time: CrawlTime::first_run(started),
             finished_before: 0,
+            // Each process keeps its own jar, not saved: a host's cookies would have to be
+            // shared through Redis to follow its URLs from process to process.
+            cookies: config
+                .network
+                .cookies
+                .then(|| Arc::new(CookieJar::new(config.network.max_cookies))),
         })
     }
 
@@ -202,57 +209,25 @@ impl LeaseSource {
         self.sums.gained(&self.counters, &self.session, stale)
     }
 
-    /// The candidates the local cache does not know, as items to queue (with host keys);
-    /// those it knows are counted as seen in `counts` (the finding page's).
+    /// The candidates the local cache does not know (see [`unknown_to`]).
     fn unknown(
         &self,
         candidates: Candidates,
         parent: Option<String>,
         counts: &mut PageCounts,
     ) -> Vec<(String, QueuedUrl)> {
-        let mut items = Vec::new();
-        let mut known = 0;
-        for url in candidates.urls {
-            if self.cache.contains(url.as_str().as_bytes()) {
-                known += 1;
-                continue;
-            }
-            let item = QueuedUrl::new(
-                String::from(url.clone()),
-                candidates.depth,
-                parent.clone(),
-                candidates.redirect_hops,
-            );
-            items.push((host_key(&url), item));
-        }
-        Refusal::Seen.count(counts, known);
-        items
+        unknown_to(&self.cache, candidates, parent, counts)
     }
 
-    /// Counts the admission's answers for `items` in `counts` the way a local crawl counts
-    /// its own; returns how many were queued (added to `accepted` at once).
+    /// Counts the shared admission's answers (see [`count_shared`]); returns how many were
+    /// queued (added to `accepted` at once).
     fn count_admitted(
         &self,
         items: &[(String, QueuedUrl)],
         answers: &[Admitted],
         counts: &mut PageCounts,
     ) -> u64 {
-        let mut queued = 0;
-        for ((_, item), answer) in items.iter().zip(answers) {
-            match answer {
-                Admitted::Queued => {
-                    // In the shared set now: the cache may say so.
-                    self.cache.insert_new(item.url.as_bytes());
-                    queued += 1;
-                }
-                Admitted::Seen => {
-                    self.cache.insert_new(item.url.as_bytes());
-                    Refusal::Seen.count(counts, 1);
-                }
-                Admitted::OverMaxUrls => Refusal::OverMaxUrls.count(counts, 1),
-                Admitted::HostCap => Refusal::HostCap.count(counts, 1),
-            }
-        }
+        let queued = count_shared(&self.cache, items, answers, counts);
         CrawlCounters::add(&self.counters.accepted, queued);
         queued
     }

@@ -28,6 +28,7 @@ use super::source::{Cx, JournalPlan, WorkSource};
 use super::{seen_plan_for, sitemaps, CrawlError, CrawlSummary};
 use crate::checkpoint;
 use crate::config::Config;
+use crate::cookie_jar::CookieJar;
 use crate::counters::{CrawlCounters, PageCounts};
 use crate::frontier::{Dispatch, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl};
 use crate::output::{BackgroundSync, OutputPosition, PageRecord};
@@ -54,6 +55,8 @@ pub(crate) struct LocalSource {
     /// again, such a page finds those links already seen; they are not counted as seen, so
     /// the figures match an uninterrupted crawl's. Checkpointed until each is fetched.
     orphans: BTreeMap<String, u64>,
+    /// `network.cookies`' jar, saved with each checkpoint.
+    cookies: Option<Arc<CookieJar>>,
     /// Set up by [`WorkSource::begin`].
     checkpoints: Option<(Checkpoints, Interval)>,
 }
@@ -91,7 +94,8 @@ impl LocalSource {
             seeds_xxh3: checkpoint::seeds_hash(seeds),
             seeds: seeds.len() as u64,
         };
-        let policy = FrontierPolicy::from_config(&config.politeness);
+        let sites = crate::site::Sites::new(&config.site).unwrap_or_default();
+        let policy = FrontierPolicy::from_config(&config.politeness).with_sites(Arc::new(sites));
         let frontier_options =
             FrontierOptions::from_config(&config.frontier, out_dir, &config.crawl.user_agent);
         let pages = crate::output::journal_path(out_dir);
@@ -169,6 +173,13 @@ impl LocalSource {
             started,
         };
         let finished_before = CrawlCounters::get(&counters.finished);
+        // A resumed crawl goes on with the cookies of its last checkpoint.
+        let cookies = match (config.network.cookies, resumed_from) {
+            (false, _) => None,
+            (true, Some(_)) => Some(CookieJar::load(out_dir, config.network.max_cookies)?),
+            (true, None) => Some(CookieJar::new(config.network.max_cookies)),
+        }
+        .map(Arc::new);
         let source = LocalSource {
             config: config.clone(),
             seen: seen.clone(),
@@ -180,6 +191,7 @@ impl LocalSource {
             acceptance: Acceptance::new(config, seen_backend, counters.clone()),
             time,
             orphans,
+            cookies: cookies.clone(),
             checkpoints: None,
         };
         Ok(Opened {
@@ -196,6 +208,7 @@ impl LocalSource {
             progress,
             time,
             finished_before,
+            cookies,
         })
     }
 
@@ -280,10 +293,17 @@ impl WorkSource for LocalSource {
             (self.seen.clone(), self.counters.clone()),
             self.time,
         )?;
+        let mut checkpoints = checkpoints;
+        checkpoints.keep_cookies(self.cookies.take());
         let interval = checkpoints.interval;
         let mut due = tokio::time::interval_at(Instant::now() + interval, interval);
         due.set_missed_tick_behavior(MissedTickBehavior::Delay);
         self.checkpoints = Some((checkpoints, due));
+        if self.resumed_from.is_some() {
+            fetch
+                .admission
+                .learn_near_duplicates(&crate::output::journal_path(&self.config.output.dir));
+        }
         match self.replayed.take() {
             Some((items, recorded)) => {
                 // Queued after the checkpoint, already accepted and in the seen-set:

@@ -97,6 +97,8 @@ pub enum CrawlError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
+    Cookies(#[from] crate::cookie_jar::CookieJarError),
+    #[error(transparent)]
     Scope(#[from] crate::scope::ScopeError),
     #[error("checkpoint")]
     Checkpoint(#[from] checkpoint::CheckpointError),
@@ -153,6 +155,10 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
     if seeds.is_empty() {
         return Err(CrawlError::NoSeeds);
     }
+    // Counted per run, from here: a resumed crawl gets the whole limit again.
+    let _time_limit = config
+        .max_duration()?
+        .map(|limit| shutdown.stop_after(limit));
     let started = Instant::now();
     // Raised for either source: a distributed process opens as many sockets as a local crawl.
     let descriptor_limit = crate::descriptors::raise_limit();

@@ -106,21 +106,40 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                 fetched.link_canonical.as_deref(),
                 &mut extracted,
             );
-            let links = extracted.links.len() as u64;
-            let candidates = shared.admission.screen_links(
-                extracted,
-                depth,
-                fetched.header_nofollow,
-                &mut scratch,
-                &mut record.counts,
-            );
-            (links, candidates, canonical)
+            let links = extracted.found() as u64;
+            // Trap pages are stopped by what they are: a page its host already produced, up
+            // to its digits, leads nowhere new.
+            let extracted_digest = extracted.digest;
+            let duplicate_of = extracted_digest.and_then(|digest| {
+                shared.admission.near_duplicate_of(
+                    &url,
+                    dispatch.item.parent.as_deref(),
+                    digest,
+                    &mut record.counts,
+                )
+            });
+            let candidates = match duplicate_of {
+                Some(_) => shared
+                    .admission
+                    .refuse_near_duplicate(extracted, &mut record.counts),
+                None => shared.admission.screen_links(
+                    extracted,
+                    depth,
+                    fetched.header_nofollow,
+                    &mut scratch,
+                    &mut record.counts,
+                ),
+            };
+            let digest = extracted_digest.map(crate::near_duplicate::digest_field);
+            (links, candidates, canonical, (duplicate_of, digest))
         }));
         let candidates = match parsed {
-            Ok((links, candidates, canonical)) => {
+            Ok((links, candidates, canonical, (duplicate_of, near_digest))) => {
                 record.counts.parsed += 1;
                 record.links = links;
                 record.canonical = canonical;
+                record.duplicate_of = duplicate_of;
+                record.near_digest = near_digest;
                 candidates
             }
             Err(payload) => {

@@ -46,6 +46,8 @@ pub struct CrawlSummary {
     pub failures: u64,
     pub hosts: usize,
     pub(crate) top_hosts: Vec<HostCount>,
+    /// The hosts adaptive politeness slowed, and why: the largest slow-downs, at most 20.
+    pub slowed_hosts: Vec<crate::frontier::SlowedHost>,
     /// The frontier's memory and disk at the end, and how often host state was evicted
     /// and restored.
     pub frontier: crate::frontier::FrontierStats,
@@ -126,6 +128,7 @@ impl CrawlSummary {
             failures: counts.failures(),
             hosts: end.frontier.host_count(),
             frontier: end.frontier.stats(),
+            slowed_hosts: end.frontier.slowed_hosts(),
             top_hosts: end
                 .frontier
                 .top_hosts(10)
@@ -209,7 +212,7 @@ impl CrawlSummary {
         );
         let _ = writeln!(
             s,
-            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid, {} out of scope, {} over max_pages_per_host, {} over max_links_per_page; {} URLs disallowed by robots.txt, {} deferred (Crawl-delay over politeness.max_crawl_delay_secs), {} given up (robots.txt unreachable)",
+            "links: {} found, {} already seen, {} too deep, {} over max_urls, {} nofollow, {} not http(s), {} invalid, {} out of scope, {} over max_pages_per_host, {} over max_links_per_page, {} on {} near-duplicate pages; {} URLs disallowed by robots.txt, {} deferred (Crawl-delay over politeness.max_crawl_delay_secs), {} given up (robots.txt unreachable)",
             c.links_found,
             c.links_seen,
             c.links_too_deep,
@@ -220,6 +223,8 @@ impl CrawlSummary {
             c.out_of_scope.values().sum::<u64>(),
             c.links_host_cap,
             c.links_over_page_cap,
+            c.links_near_duplicate,
+            c.near_duplicate_pages,
             c.disallowed,
             c.deferred,
             c.robots_unavailable

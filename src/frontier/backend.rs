@@ -141,6 +141,12 @@ pub trait FrontierBackend {
             })
             .collect()
     }
+
+    /// The hosts adaptive politeness slowed the most, largest slow-down first (bounded);
+    /// empty for a backend that does not adapt.
+    fn slowed_hosts(&self) -> Vec<super::SlowedHost> {
+        Vec::new()
+    }
 }
 
 impl FrontierBackend for Frontier {
@@ -210,6 +216,9 @@ impl FrontierBackend for Frontier {
     }
     fn busiest_host(&mut self) -> Option<(String, usize, u64)> {
         Frontier::busiest_host(self)
+    }
+    fn slowed_hosts(&self) -> Vec<super::SlowedHost> {
+        Frontier::slowed_hosts(self)
     }
     fn stats(&self) -> FrontierStats {
         Frontier::stats(self)

@@ -17,6 +17,12 @@
 //! resident queue uses it or it is not idle (requests in flight, waiters, a rate not full
 //! again): dropping it then loses nothing, since a fresh budget is exactly an idle one.
 //!
+//! A budget also adapts (see [`super::adapt`]): each finished page fetch's [`ServerSignal`]
+//! may lengthen its interval (throttling, slow answers) or bring it back towards the
+//! configured one; a slowed budget is not idle, so its slow-down is not forgotten by dropping
+//! it. A host name's budget may have limits of its own (a `[[site]]` section): given when the
+//! budget is made, by the first queue that joins it.
+//!
 //! Why a hand-written GCRA rather than governor (used before): a request must be checked
 //! against all its budgets before it is charged to any. governor's `check` takes a token as it
 //! tests, so a request refused by its address's budget would still have spent its name's token
@@ -31,6 +37,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::adapt::{note_slowed, AdaptPolicy, ServerSignal, Slowdown, SlowedHost};
 use super::HostId;
 
 /// A GCRA rate: `burst` requests back to back, then one per `period`.
@@ -73,6 +80,20 @@ impl Gcra {
     pub(crate) fn charge(&mut self, now: Instant) {
         let base = self.tat.map_or(now, |tat| tat.max(now));
         self.tat = Some(base + self.period);
+    }
+
+    /// Changes the rate, the request last charged included: the next one is allowed one
+    /// *new* period after it (a slow-down applies at once, not after one more request).
+    pub(crate) fn set_rate(&mut self, rate: Rate) {
+        if let Some(tat) = self.tat {
+            self.tat = if rate.period >= self.period {
+                Some(tat + (rate.period - self.period))
+            } else {
+                tat.checked_sub(self.period - rate.period).or(Some(tat))
+            };
+        }
+        self.period = rate.period;
+        self.tolerance = rate.period * rate.burst.max(1).saturating_sub(1);
     }
 
     /// Whether the rate is as good as new at `now`: a fresh one would behave the same.
@@ -127,6 +148,16 @@ pub(crate) fn name_key(key: &str) -> BudgetKey {
     ))
 }
 
+/// The host name of host key `key` (`scheme://host[:port]`): no scheme, no port.
+pub(crate) fn host_name(key: &str) -> &str {
+    let rest = key.split_once("://").map_or(key, |(_, rest)| rest);
+    // An IPv6 literal keeps its brackets, so the port is what follows `]:`.
+    match rest.rfind(']') {
+        Some(end) => &rest[..=end],
+        None => rest.rsplit_once(':').map_or(rest, |(host, _)| host),
+    }
+}
+
 /// What a kind of budget allows: its rate (none: unlimited) and its cap on requests in flight.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Limits {
@@ -145,6 +176,10 @@ impl Limits {
 #[derive(Debug)]
 pub(crate) struct Budget {
     rate: Option<Gcra>,
+    /// The configured rate, which adaptation never goes faster than.
+    base: Option<Rate>,
+    /// Set once adaptation has slowed it.
+    slowdown: Option<Box<Slowdown>>,
     cap: u32,
     in_flight: u32,
     /// Queues parked until a slot frees, first parked first woken.
@@ -157,6 +192,8 @@ impl Budget {
     fn new(limits: Limits) -> Budget {
         Budget {
             rate: limits.rate.map(Gcra::new),
+            base: limits.rate,
+            slowdown: None,
             cap: limits.concurrency.max(1),
             in_flight: 0,
             waiters: VecDeque::new(),
@@ -168,6 +205,48 @@ impl Budget {
         self.in_flight == 0
             && self.waiters.is_empty()
             && self.rate.as_ref().is_none_or(|r| r.is_full(now))
+            && self
+                .slowdown
+                .as_ref()
+                .is_none_or(|s| !s.is_slowed(self.base_period()))
+    }
+
+    fn base_period(&self) -> Duration {
+        self.base.map_or(Duration::ZERO, |r| r.period)
+    }
+
+    /// Takes a finished fetch's signal into account; the slow-down if it has one.
+    fn adapt(&mut self, signal: &ServerSignal, policy: &AdaptPolicy) -> Option<&Slowdown> {
+        let base = self.base_period();
+        let interval = match self.slowdown.as_mut() {
+            Some(slowdown) => slowdown.observe(signal, base, policy),
+            None => {
+                let mut slowdown = Slowdown::default();
+                let interval = slowdown.observe(signal, base, policy);
+                if interval > base {
+                    self.slowdown = Some(Box::new(slowdown));
+                }
+                interval
+            }
+        };
+        if interval > base {
+            // Slowed: one request per interval, no burst.
+            let rate = Rate {
+                period: interval,
+                burst: 1,
+            };
+            match self.rate.as_mut() {
+                Some(gcra) => gcra.set_rate(rate),
+                None => self.rate = Some(Gcra::new(rate)),
+            }
+        } else {
+            match (self.base, self.rate.as_mut()) {
+                (Some(rate), Some(gcra)) => gcra.set_rate(rate),
+                (Some(rate), None) => self.rate = Some(Gcra::new(rate)),
+                (None, _) => self.rate = None,
+            }
+        }
+        self.slowdown.as_deref()
     }
 }
 
@@ -186,6 +265,9 @@ pub(crate) struct Budgets {
     map: HashMap<BudgetKey, Budget>,
     names: Limits,
     addresses: Limits,
+    adapt: AdaptPolicy,
+    /// The slowed budgets with the largest slow-downs (see [`super::adapt::REPORT_LEN`]).
+    report: Vec<SlowedHost>,
     /// Budgets no resident queue uses that were not idle when the last one left: looked at
     /// again by [`Budgets::sweep`].
     lingering: Vec<BudgetKey>,
@@ -197,6 +279,8 @@ impl Budgets {
             map: HashMap::new(),
             names,
             addresses,
+            adapt: AdaptPolicy::OFF,
+            report: Vec::new(),
             lingering: Vec::new(),
         }
     }
@@ -208,13 +292,52 @@ impl Budgets {
         }
     }
 
+    /// Budgets that adapt to what servers answer (see [`super::adapt`]).
+    pub(crate) fn with_adaptation(mut self, adapt: AdaptPolicy) -> Budgets {
+        self.adapt = adapt;
+        self
+    }
+
     /// A resident queue starts charging `key`.
     pub(crate) fn join(&mut self, key: BudgetKey) {
-        let limits = self.limits(key);
+        self.join_with(key, None);
+    }
+
+    /// [`Budgets::join`], with limits of its own (a `[[site]]`'s) if the budget is new.
+    pub(crate) fn join_with(&mut self, key: BudgetKey, own: Option<Limits>) {
+        let limits = own.unwrap_or_else(|| self.limits(key));
         self.map
             .entry(key)
             .or_insert_with(|| Budget::new(limits))
             .users += 1;
+    }
+
+    /// A page fetch charged to `keys` ended with `signal`: each budget adapts. `name` is
+    /// the host name the name's budget is reported under.
+    pub(crate) fn adapt(&mut self, keys: &[BudgetKey], signal: &ServerSignal, name: &str) {
+        if !self.adapt.enabled {
+            return;
+        }
+        for key in keys {
+            let Some(budget) = self.map.get_mut(key) else {
+                continue;
+            };
+            let base = budget.base_period();
+            let Some(slowdown) = budget.adapt(signal, &self.adapt) else {
+                continue;
+            };
+            let (label, kind) = match key {
+                BudgetKey::Name(_) => (name.to_string(), "name"),
+                BudgetKey::Address(ip) => (ip.to_string(), "address"),
+            };
+            let entry = SlowedHost::new(label, kind, base, slowdown, &self.adapt);
+            note_slowed(&mut self.report, entry);
+        }
+    }
+
+    /// The slowed budgets with the largest slow-downs, largest first.
+    pub(crate) fn slowed(&self) -> &[SlowedHost] {
+        &self.report
     }
 
     /// A queue stops charging `key` (evicted, or its address changed). The budget goes when

@@ -107,6 +107,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::config::{FrontierSection, PolitenessSection};
 use crate::robots::RobotsOutcome;
 
+mod adapt;
 mod address;
 mod backend;
 mod budget;
@@ -121,11 +122,13 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
+pub use adapt::{ServerSignal, SlowedHost};
 pub use address::{AddressAnswer, AddressLookup};
 pub use backend::FrontierBackend;
 pub use report::HostReport;
 pub use snapshot::{FrontierSnapshot, SavedFrontier, SavedHosts};
 
+use adapt::AdaptPolicy;
 use budget::{BudgetKeys, Budgets, Limits, Rate};
 use residency::Residency;
 use robots_cache::{RobotsCache, RobotsCacheError, RobotsCacheOptions};
@@ -199,6 +202,9 @@ pub struct Dispatch {
     /// The budgets it was charged to, released when it is given back.
     budgets: BudgetKeys,
     pub item: QueuedUrl,
+    /// What the server's answer said about it, set by the fetch: the budgets adapt to it
+    /// when the dispatch is given back (see `adapt.rs`). `None`: no answer (network error).
+    pub(crate) signal: Option<ServerSignal>,
 }
 
 /// One request of a host's robots.txt: its first, or a redirect hop. Give it back, once,
@@ -280,6 +286,10 @@ pub struct FrontierPolicy {
     /// A host whose Crawl-delay is longer is not crawled: its URLs come out as
     /// [`Work::Deferred`].
     pub(crate) max_crawl_delay: Duration,
+    /// How budgets adapt to what servers answer (off when politeness is).
+    pub(crate) adapt: AdaptPolicy,
+    /// `[[site]]` sections: a matching name's budget gets the site's rate and cap.
+    pub(crate) sites: std::sync::Arc<crate::site::Sites>,
 }
 
 impl FrontierPolicy {
@@ -294,6 +304,8 @@ impl FrontierPolicy {
                 respect_robots: p.respect_robots,
                 robots_ttl,
                 max_crawl_delay,
+                adapt: AdaptPolicy::OFF,
+                sites: Default::default(),
             };
         }
         let period = Duration::from_secs_f64(1.0 / p.per_host_rps);
@@ -321,7 +333,47 @@ impl FrontierPolicy {
             respect_robots: p.respect_robots,
             robots_ttl,
             max_crawl_delay,
+            adapt: AdaptPolicy {
+                enabled: p.adaptive,
+                max_interval: Duration::from_secs_f64(p.adaptive_max_interval_secs),
+                recovery: p.adaptive_recovery,
+                latency_factor: p.adaptive_latency_factor,
+                max_latency_delay: Duration::from_secs_f64(p.adaptive_max_latency_delay_secs),
+                start: period,
+            },
+            sites: Default::default(),
         }
+    }
+
+    /// The policy with `[[site]]` sections, whose rates and caps override the name budgets
+    /// of the hosts they match.
+    pub fn with_sites(mut self, sites: std::sync::Arc<crate::site::Sites>) -> Self {
+        self.sites = sites;
+        self
+    }
+
+    /// The limits of the name budget of host key `key` when a `[[site]]` sets any.
+    pub(crate) fn site_limits(&self, key: &str) -> Option<Limits> {
+        let site = self.sites.for_host(budget::host_name(key))?;
+        if site.rps.is_none() && site.burst.is_none() && site.concurrency.is_none() {
+            return None;
+        }
+        let base = self.names;
+        let rate = match (site.rps, base.rate) {
+            (Some(rps), rate) => Some(Rate {
+                period: Duration::from_secs_f64(1.0 / rps),
+                burst: site.burst.or(rate.map(|r| r.burst)).unwrap_or(1),
+            }),
+            (None, Some(rate)) => Some(Rate {
+                period: rate.period,
+                burst: site.burst.unwrap_or(rate.burst),
+            }),
+            (None, None) => None,
+        };
+        Some(Limits {
+            rate,
+            concurrency: site.concurrency.unwrap_or(base.concurrency),
+        })
     }
 }
 
@@ -494,7 +546,8 @@ impl Frontier {
             None
         };
         Ok(Frontier {
-            budgets: Budgets::new(policy.names, policy.addresses.unwrap_or(Limits::UNLIMITED)),
+            budgets: Budgets::new(policy.names, policy.addresses.unwrap_or(Limits::UNLIMITED))
+                .with_adaptation(policy.adapt),
             lookups: Vec::new(),
             woken: Vec::new(),
             policy,
@@ -564,6 +617,15 @@ impl Frontier {
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(host) = self.resident.hosts.get_mut(&dispatch.host) {
             host.in_flight = host.in_flight.saturating_sub(1);
+        }
+        if let Some(signal) = &dispatch.signal {
+            let name = self
+                .resident
+                .hosts
+                .get(&dispatch.host)
+                .map_or("", |h| budget::host_name(&h.key));
+            self.budgets
+                .adapt(dispatch.budgets.as_slice(), signal, name);
         }
         self.release(dispatch.budgets, Instant::now());
     }
@@ -686,6 +748,7 @@ impl Frontier {
             host,
             budgets,
             item,
+            signal: None,
         }
     }
 
@@ -772,6 +835,11 @@ impl Frontier {
         };
         let total = self.tallies.get(&id).map_or(0, |t| t.queued_ever as u64);
         Some((key, len as usize, total))
+    }
+
+    /// The hosts (and addresses) adaptation slowed the most, largest slow-down first.
+    pub(crate) fn slowed_hosts(&self) -> Vec<SlowedHost> {
+        self.budgets.slowed().to_vec()
     }
 
     /// Figures for progress and benchmarks.

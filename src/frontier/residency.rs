@@ -174,7 +174,8 @@ impl Frontier {
         let tick = self.resident.tick;
         let (robots, body_len, crawl_delay_rules) = self.restore_robots(id, now);
         let name = name_key(&key);
-        self.budgets.join(name);
+        let own = self.policy.site_limits(&key);
+        self.budgets.join_with(name, own);
         let mut state = HostState {
             bytes: state_bytes(&key, body_len),
             key,

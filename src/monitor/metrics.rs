@@ -142,6 +142,17 @@ pub(crate) const COUNTERS: &[CounterMetric] = &[
         REFUSED,
         ("reason", "over_max_links_per_page"),
     ),
+    labelled(
+        "links_near_duplicate",
+        "crawler_links_refused",
+        REFUSED,
+        ("reason", "on_near_duplicate_page"),
+    ),
+    plain(
+        "near_duplicate_pages",
+        "crawler_pages_near_duplicate",
+        "Pages identical to an earlier page of their host but for their digits (links not followed)",
+    ),
     plain(
         "redirects_over_limit",
         "crawler_redirect_chains_cut",

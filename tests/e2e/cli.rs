@@ -473,7 +473,7 @@ fn the_commonest_errors_read_exactly_so() {
     let keys = "max_urls, max_depth, concurrency, user_agent, max_body_bytes, timeout_secs, \
                 connect_timeout_secs, max_redirects, retries, content_types, follow_nofollow, \
                 follow_canonical, sitemaps, \
-                max_links_per_page, parse_threads, shutdown_grace_secs";
+                max_links_per_page, near_duplicates, parse_threads, shutdown_grace_secs, max_duration";
     let last_line = |args: &[&str]| {
         let o = crawler(args, d);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

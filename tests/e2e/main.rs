@@ -2,12 +2,14 @@
 //! against its ground truth and its request log, and the `crawler` binary run as a user runs
 //! it (`cargo test --test e2e`, or `cargo test --test e2e resume` for one subject).
 
+mod adaptive;
 mod cli;
 mod crawl_e2e;
 mod descriptors;
 mod discovery;
 mod distributed;
 mod faults;
+mod fetch_controls;
 mod hostile;
 mod kill_resume;
 mod monitor;
@@ -15,6 +17,7 @@ mod parity;
 mod politeness_e2e;
 mod resume_e2e;
 mod robots_cli;
+mod site_e2e;
 mod support;
 mod tls;
 mod warc;

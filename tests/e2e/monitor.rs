@@ -255,6 +255,11 @@ const SUMMARY_OF: &[(&str, &str)] = &[
         "crawler_links_refused_total{reason=\"over_max_links_per_page\"}",
         "links_over_page_cap",
     ),
+    (
+        "crawler_links_refused_total{reason=\"on_near_duplicate_page\"}",
+        "links_near_duplicate",
+    ),
+    ("crawler_pages_near_duplicate_total", "near_duplicate_pages"),
     ("crawler_redirect_chains_cut_total", "redirects_over_limit"),
     ("crawler_sitemaps_read_total", "sitemaps_read"),
     ("crawler_sitemap_entries_total", "sitemap_entries"),

@@ -91,6 +91,7 @@ pub fn rules_for(config: &Config) -> CrawlRules {
         // The crawler's normalizer strips tracking/session parameters and decodes
         // unreserved escapes by default.
         full_normalization: true,
+        near_duplicates: config.crawl.near_duplicates,
     }
 }
 

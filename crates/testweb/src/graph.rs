@@ -1085,6 +1085,14 @@ impl Graph {
         )
     }
 
+    /// Whether a crawler that stops near-duplicate pages follows none of this page's links:
+    /// the page is the same as the page that linked it (its host's), but for its digits.
+    /// Only the calendar's months are (rendered alike, see `render::page_code`): every month
+    /// but the entry is linked only from months, whatever order a crawl fetches them in.
+    pub fn near_duplicate(&self, node: Node) -> bool {
+        matches!(node.page, Page::Calendar(m) if m != CALENDAR_ENTRY)
+    }
+
     /// Whether the server must count requests to this node (its answer depends on it).
     pub fn is_stateful(&self, node: Node) -> bool {
         matches!(

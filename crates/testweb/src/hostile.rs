@@ -45,8 +45,13 @@ use super::server::WebBody;
 pub const HOSTILE_DOMAIN: &str = "hostile.test";
 /// Parent domain of the hosts answered by the raw-socket responder.
 pub const RAW_DOMAIN: &str = "raw.test";
-/// Hosts `h0.many.hostile.test` … linked from `many.hostile.test/`.
-pub const MANY_HOSTS: u32 = 20_000;
+/// Hosts `h0.many.hostile.test` … linked from `many.hostile.test/`: a host list as long
+/// as real ones (a directory, a link farm, a "who links here"), far past any count cap
+/// that loses real pages.
+pub const MANY_HOSTS: u32 = 50_000;
+/// Links on `wide-index.hostile.test/`: an API index or source listing (real ones have up
+/// to 75,000).
+pub const WIDE_INDEX_LINKS: u32 = 80_000;
 /// Links on `million-links.hostile.test/`.
 pub const MILLION_LINKS: u32 = 1_000_000;
 /// Length of the `<base href>` of `huge-base.hostile.test/`.
@@ -80,6 +85,10 @@ pub enum Hostile {
     ShiftJis,
     LyingBom,
     ManyHosts,
+    WideIndex,
+    Calendar,
+    SessionSpiral,
+    RepeatingPath,
 }
 
 impl Hostile {
@@ -103,6 +112,18 @@ impl Hostile {
         Hostile::ShiftJis,
         Hostile::LyingBom,
         Hostile::ManyHosts,
+        Hostile::WideIndex,
+        Hostile::Calendar,
+        Hostile::SessionSpiral,
+        Hostile::RepeatingPath,
+    ];
+
+    /// The traps: hosts that make up pages forever, each of whose pages looks like a
+    /// page worth crawling.
+    pub const TRAPS: &'static [Hostile] = &[
+        Hostile::Calendar,
+        Hostile::SessionSpiral,
+        Hostile::RepeatingPath,
     ];
 
     /// The first label of the host name.
@@ -127,6 +148,10 @@ impl Hostile {
             Hostile::ShiftJis => "shift-jis",
             Hostile::LyingBom => "lying-bom",
             Hostile::ManyHosts => "many",
+            Hostile::WideIndex => "wide-index",
+            Hostile::Calendar => "calendar",
+            Hostile::SessionSpiral => "session-spiral",
+            Hostile::RepeatingPath => "repeating-path",
         }
     }
 
@@ -179,7 +204,11 @@ impl Hostile {
             Hostile::NotHttp => "answers an SSH banner instead of HTTP and closes",
             Hostile::ShiftJis => "text/html; charset=Shift_JIS with invalid byte sequences around links /sjis/1, /sjis/2",
             Hostile::LyingBom => "declared UTF-8, body starts with a UTF-16LE BOM, then UTF-8 HTML linking /bom/1",
-            Hostile::ManyHosts => "/ links http://h{i}.many.hostile.test/ for 20,000 hosts, each a tiny page",
+            Hostile::ManyHosts => "/ links http://h{i}.many.hostile.test/ for 50,000 hosts, each a tiny page",
+            Hostile::WideIndex => "/ links /item/{i} for 80,000 items (about 3 MB), each a tiny page",
+            Hostile::Calendar => "/ links /cal/2026/11; /cal/{y}/{m} is a month (a 6 x 7 grid of day numbers) linking the previous and next month, forever",
+            Hostile::SessionSpiral => "/ links /s/1000/; /s/{id}/ greets session {id} and links /s/{id+1}/ and /s/{id+1}/help, /s/{id}/help links /s/{id+1}/: a new session id in every link, forever",
+            Hostile::RepeatingPath => "/ links more/ relatively, and so does /more/…/more/ at any depth (the same page, 200)",
         }
     }
 
@@ -208,7 +237,11 @@ impl Hostile {
             | Hostile::NotHttp => "record the page (or the error) once and go on",
             Hostile::ShiftJis | Hostile::LyingBom => "decode leniently, record the page once",
             Hostile::ManyHosts => {
-                "serve thousands of hosts without running out of file descriptors or memory"
+                "serve thousands of hosts without running out of file descriptors or memory; take every link of the list"
+            }
+            Hostile::WideIndex => "take every link of the page (no count cap below real pages)",
+            Hostile::Calendar | Hostile::SessionSpiral | Hostile::RepeatingPath => {
+                "stop within 10 pages whatever max_depth is (near-duplicate pages, URL-shape limits)"
             }
         }
     }
@@ -322,6 +355,21 @@ fn route(which: Hostile, many: Option<u32>, canary: u16, path: &str) -> Response
         (H::LyingBom, "/bom/1") => tiny(),
         (H::ManyHosts, "/") if many.is_none() => stream_html(many_hosts()),
         (H::ManyHosts, "/") => tiny(),
+        (H::WideIndex, "/") => stream_html(wide_index()),
+        (H::WideIndex, p) if p.starts_with("/item/") => tiny(),
+        (H::Calendar, "/") => html("<html><body><a href=\"/cal/2026/11\">Calendar</a></body></html>".into()),
+        (H::Calendar, p) => match calendar_month(p) {
+            Some((year, month)) => html(calendar_page(year, month)),
+            None => text(StatusCode::NOT_FOUND, "not here\n"),
+        },
+        (H::SessionSpiral, "/") => html("<html><body><a href=\"/s/1000/\">Log in</a></body></html>".into()),
+        (H::SessionSpiral, p) => match session_page(p) {
+            Some(body) => html(body),
+            None => text(StatusCode::NOT_FOUND, "not here\n"),
+        },
+        (H::RepeatingPath, p) if p.split_terminator('/').skip(1).all(|s| s == "more") && p.ends_with('/') => {
+            html("<html><body><h1>Archive</h1><a href=\"more/\">More</a></body></html>".into())
+        }
         _ => text(StatusCode::NOT_FOUND, "not here\n"),
     }
 }
@@ -410,6 +458,69 @@ fn many_hosts() -> impl Iterator<Item = Bytes> + Send {
             "<a href=\"http://h{i}.many.hostile.test/\">h{i}</a>\n"
         ))
     })
+}
+
+/// `<a href="/item/{i}">` for the wide index's items.
+fn wide_index() -> impl Iterator<Item = Bytes> + Send {
+    link_blocks(b"<html><body>\n", WIDE_INDEX_LINKS, |i, s| {
+        s.push_str(&format!("<a href=\"/item/{i}\">item {i}</a>\n"))
+    })
+}
+
+/// `(year, month)` of a calendar path `/cal/{year}/{month}` (any year, month 1 to 12).
+fn calendar_month(path: &str) -> Option<(u32, u32)> {
+    let (year, month) = path.strip_prefix("/cal/")?.split_once('/')?;
+    let (year, month) = (year.parse().ok()?, month.parse().ok()?);
+    (1..=12).contains(&month).then_some((year, month))
+}
+
+/// A month as calendars render it: its number, a 6 x 7 grid of day numbers (the days of
+/// the neighbouring months fill the grid), and the previous and next month. Months differ
+/// only in their digits.
+fn calendar_page(year: u32, month: u32) -> String {
+    let (prev_year, prev_month) = if month == 1 {
+        (year.saturating_sub(1), 12)
+    } else {
+        (year, month - 1)
+    };
+    let (next_year, next_month) = if month == 12 {
+        (year.saturating_add(1), 1)
+    } else {
+        (year, month + 1)
+    };
+    let mut s = format!(
+        "<html><head><title>Events {year}-{month}</title></head><body><h1>{year}-{month}</h1>\
+         <a href=\"/cal/{prev_year}/{prev_month}\">previous</a> <a href=\"/cal/{next_year}/{next_month}\">next</a>\
+         <table>"
+    );
+    let first = (year.wrapping_mul(12).wrapping_add(month)) % 7;
+    for week in 0..6u32 {
+        s.push_str("<tr>");
+        for day in 0..7u32 {
+            let n = (week * 7 + day + 31 - first) % 31 + 1;
+            s.push_str(&format!("<td>{n}</td>"));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table><a href=\"/\">home</a></body></html>");
+    s
+}
+
+/// `/s/{id}/` and `/s/{id}/help` of the session spiral.
+fn session_page(path: &str) -> Option<String> {
+    let (id, page) = path.strip_prefix("/s/")?.split_once('/')?;
+    let id: u64 = id.parse().ok()?;
+    let next = id.saturating_add(1);
+    match page {
+        "" => Some(format!(
+            "<html><body><p>Welcome back, session {id}. You have 0 new messages.</p>\
+             <a href=\"/s/{next}/\">Inbox</a> <a href=\"/s/{next}/help\">Help</a></body></html>"
+        )),
+        "help" => Some(format!(
+            "<html><body><p>Help for session {id}.</p><a href=\"/s/{next}/\">Back</a></body></html>"
+        )),
+        _ => None,
+    }
 }
 
 /// `head`, then `count` links written by `link` in blocks of 2,000, then the closing tags.
@@ -804,10 +915,29 @@ mod tests {
             }
         }
         assert_eq!(
-            Hostile::from_host("h19999.many.hostile.test"),
-            Some((Hostile::ManyHosts, Some(19_999)))
+            Hostile::from_host("h49999.many.hostile.test"),
+            Some((Hostile::ManyHosts, Some(49_999)))
         );
-        assert_eq!(Hostile::from_host("h20000.many.hostile.test"), None);
+        assert_eq!(Hostile::from_host("h50000.many.hostile.test"), None);
         assert_eq!(Hostile::from_host("h07.many.hostile.test"), None);
+    }
+
+    fn digitless(body: &str) -> String {
+        body.replace(|c: char| c.is_ascii_digit(), "")
+    }
+
+    #[test]
+    fn trap_pages_differ_only_in_their_digits() {
+        let months: Vec<String> = [(2026, 11), (2026, 12), (2027, 1), (1999, 2)]
+            .iter()
+            .map(|&(y, m)| digitless(&calendar_page(y, m)))
+            .collect();
+        assert!(months.iter().all(|m| *m == months[0]), "{months:?}");
+        assert_eq!(calendar_month("/cal/2026/12"), Some((2026, 12)));
+        assert_eq!(calendar_month("/cal/2026/13"), None);
+        let inbox = |p: &str| digitless(&session_page(p).unwrap());
+        assert_eq!(inbox("/s/1000/"), inbox("/s/123456/"));
+        assert_eq!(inbox("/s/1000/help"), inbox("/s/99/help"));
+        assert_ne!(inbox("/s/1000/"), inbox("/s/1000/help"));
     }
 }

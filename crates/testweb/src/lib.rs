@@ -78,7 +78,9 @@
 //!   holding `<a href="/files/hidden">` text that must not be followed) and
 //!   `/files/page.xhtml` (`application/xhtml+xml`, whose link `/files/xhtml-child` is followed).
 //! - `trap`, on `h{1%n}`: `/calendar/2026/11`, each month linking the previous and next month
-//!   forever (years 1–9999); month `m` sits at layer 1 + |m − Nov 2026|, so `max_depth` bounds it.
+//!   forever (years 1–9999); month `m` sits at layer 1 + |m − Nov 2026|. The months are
+//!   rendered alike but for their numbers, so a crawler that stops near-duplicate pages takes
+//!   the entry month and its two neighbours; `max_depth` bounds it otherwise.
 //! - `robots`: every host serves `/robots.txt` (see `robots.rs`: `BadBot` group, 404,
 //!   503-then-ok, `Allow` override, wildcards; the opt-in `crawl_delay` adds `Crawl-delay: 1`
 //!   on `h3`, `h8`, …) and links `/private/page`, `/private/open`, `/private/doc.html` from its
@@ -109,8 +111,12 @@
 //! - `sitemaps` (opt-in), on the host `sitemaps.test`: robots.txt with a `Sitemap:` line to
 //!   a sitemap index (a gzip child, one over the 50,000-entry limit, a broken one, one
 //!   disallowed by robots.txt), `/sitemap.xml`, and pages listed only there (`sitemaps.rs`).
-//! - `docsite` (opt-in), on the host `docs.test`: a manual whose chapters chain 30 links
+//! - `docsite` (opt-in), on the host `docs.test`: a manual whose chapters chain 500 links
 //!   deep, reference URLs of 2,100–3,350 bytes, and a repeating-path trap (`docsite.rs`).
+//! - `pressure` (opt-in), on the hosts `throttle.test` (429 without `Retry-After` above
+//!   [`THROTTLE_RPS`] requests per sliding second) and `sluggish.test` (answers after
+//!   [`SLUGGISH_STEP`] × its requests of the last second), each a home page linking
+//!   [`PRESSURE_PAGES`] leaves (`pressure.rs`): for adaptive politeness.
 //! - `advanced_variants` (opt-in, for the normalizer's tests): a quarter of the duplicate
 //!   forward links to `/p/{k}` are spelled `/p/{k}?utm_source=testweb&utm_medium=link`,
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
@@ -126,8 +132,10 @@
 //!   and 10,000 relative links), `million-links`, `crawl-delay` (`Crawl-delay: 86400`),
 //!   `retry-after` (503 with `Retry-After: 86400`), `endless-body` (chunked, never ends),
 //!   `gzip-bomb` and `brotli-bomb` (~3.9 GiB decompressed), `endless-redirect`, `shift-jis`
-//!   (invalid bytes), `lying-bom` (UTF-16 BOM on UTF-8), and `many` (links 20,000 hosts
-//!   `h{i}.many.hostile.test`, each a tiny page);
+//!   (invalid bytes), `lying-bom` (UTF-16 BOM on UTF-8), `many` (links 50,000 hosts
+//!   `h{i}.many.hostile.test`, each a tiny page), `wide-index` (80,000 links), and three
+//!   traps ([`Hostile::TRAPS`]): `calendar` (months differing only in their numbers),
+//!   `session-spiral` (a new session id in every link and page) and `repeating-path`;
 //! - on a second listener, the raw-socket responder for `NAME.raw.test`, for what hyper will
 //!   not send: `slowloris` (headers at one byte per second), `garbage-status`
 //!   (`HTTP/1.1 999 ???`), `no-reason`, `bad-header-bytes` (invalid UTF-8 in header values),
@@ -168,6 +176,8 @@ mod docsite;
 mod encoding;
 mod graph;
 mod hostile;
+mod pressure;
+mod proxy;
 mod raw;
 mod render;
 mod robots;
@@ -187,8 +197,10 @@ pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
 pub use hostile::{
     Hostile, BOMB_MIB, HOSTILE_DOMAIN, HUGE_BASE_BYTES, HUGE_BASE_LINKS, HUGE_DELAY_SECS,
-    MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN,
+    MANY_HOSTS, MILLION_LINKS, RAW_DOMAIN, WIDE_INDEX_LINKS,
 };
+pub use pressure::{PRESSURE_PAGES, SLUGGISH_HOST, SLUGGISH_STEP, THROTTLE_HOST, THROTTLE_RPS};
+pub use proxy::{ProxyRecord, TestProxy};
 pub use server::{HttpVersion, RequestRecord, ServerOptions, TestWebServer};
 pub use sitemaps::{
     sitemap_lastmod, BIG_SITEMAP_ENTRIES, SITEMAPS_HOST, SITEMAP_FILES, SITEMAP_ONLY,
@@ -283,13 +295,16 @@ pub struct Features {
     /// pages are mostly listed only in sitemaps (robots.txt `Sitemap:`, `/sitemap.xml`, an
     /// index, a gzip child, a file over the 50,000-entry limit, a broken one).
     pub sitemaps: bool,
-    /// Serves the documentation-site corner on `docs.test` (see `docsite.rs`): a book 30
+    /// Serves the documentation-site corner on `docs.test` (see `docsite.rs`): a book 500
     /// chapters deep, reference URLs over 2,000 bytes, and a repeating-path trap.
     pub docsite: bool,
     /// Tree pages of long-tailed sizes instead of `page_bytes` each (see
     /// `render::long_tail_bytes`): median ~12 KB, 1% from 500 KB to 2 MB, 0.05% from 5 to 8
     /// MB, as a real site's pages are. For memory benchmarks.
     pub long_tail: bool,
+    /// Serves the pressure corner on `throttle.test` and `sluggish.test` (see
+    /// `pressure.rs`): a host that answers 429 above a rate, one that slows with load.
+    pub pressure: bool,
 }
 
 /// An unknown name in a feature list.
@@ -317,6 +332,7 @@ impl Features {
         "sitemaps",
         "docsite",
         "long_tail",
+        "pressure",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
@@ -344,6 +360,7 @@ impl Features {
             sitemaps: false,
             docsite: false,
             long_tail: false,
+            pressure: false,
         }
     }
 
@@ -371,6 +388,7 @@ impl Features {
             "sitemaps" => &mut self.sitemaps,
             "docsite" => &mut self.docsite,
             "long_tail" | "long-tail" => &mut self.long_tail,
+            "pressure" => &mut self.pressure,
             _ => return None,
         })
     }

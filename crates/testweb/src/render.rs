@@ -39,7 +39,10 @@ pub const TEXT_BODY: &[u8] = b"Plain text is not parsed for links, even when it 
 fn page_code(page: Page) -> u64 {
     match page {
         Page::Tree(k) | Page::TreeVariant(k, _) => u64::from(k),
-        Page::Calendar(m) => (1 << 40) | u64::from(m),
+        // Every month the same: a calendar's months differ only in their numbers (the
+        // same words and markup around other dates), as on real sites. That is what makes
+        // it a trap a crawler can recognise (pages that differ only in their digits).
+        Page::Calendar(_) => 1 << 40,
         Page::Special(s) => (2 << 40) ^ special_code(s),
         Page::Robots => 3 << 40,
     }

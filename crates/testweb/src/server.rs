@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
@@ -71,6 +71,23 @@ pub struct RequestRecord {
     pub accept_encoding: Option<String>,
     /// The content coding the answer was sent in (`gzip`, `br`); `None` for identity.
     pub content_coding: Option<&'static str>,
+    /// The request's `Authorization` header, as sent (per-site basic auth).
+    pub authorization: Option<String>,
+    /// The request's `X-…` headers, names lower-cased, in the order sent (extra headers).
+    pub x_headers: Vec<(String, String)>,
+    /// Every request header as received (names lowercase, in order): what a client sent
+    /// besides the fields above (extra headers, cookies).
+    pub headers: Vec<(String, String)>,
+}
+
+impl RequestRecord {
+    /// The value of the request header `name` (lowercase), if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// The HTTP version a request came in.
@@ -159,6 +176,10 @@ pub(crate) struct Shared {
     max_stall_us: AtomicU64,
     /// Set when the hostile corner is served.
     pub(crate) hostile: Option<HostileState>,
+    /// The pressure corner's windows of arrivals.
+    pressure: super::pressure::PressureState,
+    /// Answers set a cookie (see [`TestWebServer::set_cookies`]).
+    set_cookies: AtomicBool,
 }
 
 /// The hostile corner's shared state: where the canary listens and what it saw.
@@ -194,6 +215,9 @@ impl Shared {
                 body_hash: None,
                 accept_encoding: None,
                 content_coding: None,
+                authorization: None,
+                x_headers: Vec::new(),
+                headers: Vec::new(),
             });
             log.len() - 1
         } else {
@@ -206,6 +230,7 @@ impl Shared {
             body_hash: None,
             accept_encoding: None,
             content_coding: None,
+            headers: Vec::new(),
         }
     }
 }
@@ -317,6 +342,8 @@ impl TestWebServer {
                 canary_port: a.canary.port(),
                 canary_hits: AtomicU64::new(0),
             }),
+            pressure: Default::default(),
+            set_cookies: AtomicBool::new(false),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let handle = runtime.handle().clone();
@@ -458,6 +485,14 @@ impl TestWebServer {
     /// (zero without it).
     pub fn max_stall(&self) -> Duration {
         Duration::from_micros(self.shared.max_stall_us.load(Ordering::Relaxed))
+    }
+
+    /// From now on, every answer to a request that does not carry this server's cookie sets
+    /// it: `Set-Cookie: testweb=<host>; Path=/` (host-only, a session cookie). A client with
+    /// a cookie jar sends it back on every later request to that host; one without never
+    /// does, so the log shows which.
+    pub fn set_cookies(&self) {
+        self.shared.set_cookies.store(true, Ordering::Relaxed);
     }
 
     /// Every request received so far, in arrival order (empty when the log is off).
@@ -608,6 +643,7 @@ pub(crate) struct Completion<'a> {
     pub(crate) body_hash: Option<u64>,
     pub(crate) accept_encoding: Option<String>,
     pub(crate) content_coding: Option<&'static str>,
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Drop for Completion<'_> {
@@ -618,6 +654,7 @@ impl Drop for Completion<'_> {
             record.body_hash = self.body_hash;
             record.accept_encoding = self.accept_encoding.take();
             record.content_coding = self.content_coding;
+            record.headers = std::mem::take(&mut self.headers);
             record.finished = finished;
         }
     }
@@ -649,12 +686,58 @@ async fn handle(
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let version = HttpVersion::of(req.version());
     let mut completion = shared.log_start(host, path, user_agent, connection, version);
+    let authorization = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let x_headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-"))
+        .map(|(name, v)| {
+            let value = String::from_utf8_lossy(v.as_bytes()).into_owned();
+            (name.as_str().to_string(), value)
+        })
+        .collect();
+    if authorization.is_some() || !x_headers.is_empty() {
+        if let Some(record) = lock(&shared.log).get_mut(completion.index) {
+            record.authorization = authorization;
+            record.x_headers = x_headers;
+        }
+    }
     completion.accept_encoding = req
         .headers()
         .get(hyper::header::ACCEPT_ENCODING)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    completion.headers = req
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
     let response = over_tls(&shared, answer(&shared, &req).await);
-    let (response, body_hash) = shape(&shared, &req, response);
+    let (mut response, body_hash) = shape(&shared, &req, response);
+    if shared.set_cookies.load(Ordering::Relaxed) {
+        let has_ours = req
+            .headers()
+            .get_all(hyper::header::COOKIE)
+            .iter()
+            .any(|v| String::from_utf8_lossy(v.as_bytes()).contains("testweb="));
+        if !has_ours {
+            if let Ok(value) = HeaderValue::from_str(&format!(
+                "testweb={}; Path=/",
+                strip_port(host_header(&req)).to_ascii_lowercase()
+            )) {
+                response
+                    .headers_mut()
+                    .insert(hyper::header::SET_COOKIE, value);
+            }
+        }
+    }
     completion.status = response.status().as_u16();
     completion.body_hash = body_hash;
     completion.content_coding = response
@@ -785,6 +868,13 @@ async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
     if graph.spec.features.sitemaps {
         let host = strip_port(host_header(req)).to_ascii_lowercase();
         if let Some(response) = super::sitemaps::answer(&host, path) {
+            return response;
+        }
+    }
+    if graph.spec.features.pressure {
+        let host = strip_port(host_header(req)).to_ascii_lowercase();
+        let now = shared.started.elapsed();
+        if let Some(response) = super::pressure::answer(&shared.pressure, &host, path, now).await {
             return response;
         }
     }

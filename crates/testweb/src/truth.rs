@@ -4,7 +4,9 @@
 //! ([`Graph::head`] for statuses and redirects, [`Graph::links`] for links), so the truth can
 //! never drift from the web. The walk is a shortest-path search on (depth, redirect hops):
 //! a link adds one to the depth, a redirect keeps the depth and adds one hop, exactly as the
-//! crawler counts them; a URL beyond `max_depth` or `max_redirects` is not taken on.
+//! crawler counts them; a URL beyond `max_depth` or `max_redirects` is not taken on, and
+//! the links of a near-duplicate page ([`Graph::near_duplicate`]: a calendar month other
+//! than the first) are not followed.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
@@ -35,6 +37,9 @@ pub struct CrawlRules {
     /// the advanced variants of a page are that page. Off: they are distinct URLs, each
     /// fetched once.
     pub full_normalization: bool,
+    /// The crawler stops near-duplicate pages (`crawl.near_duplicates`): the links of a page
+    /// its host already served but for its digits are not followed ([`Graph::near_duplicate`]).
+    pub near_duplicates: bool,
 }
 
 impl Default for CrawlRules {
@@ -48,6 +53,7 @@ impl Default for CrawlRules {
             max_body_bytes: 10 * 1024 * 1024,
             timeout: Duration::from_secs(30),
             full_normalization: false,
+            near_duplicates: true,
         }
     }
 }
@@ -266,6 +272,7 @@ pub fn compute(
             || !is_html
             || depth >= rules.max_depth
             || page_nofollow
+            || (rules.near_duplicates && graph.near_duplicate(node))
         {
             continue;
         }
@@ -429,7 +436,11 @@ mod tests {
                 }
                 continue;
             }
-            if head.status != 200 || depth >= rules.max_depth || graph.page_nofollow(node) {
+            if head.status != 200
+                || depth >= rules.max_depth
+                || graph.page_nofollow(node)
+                || (rules.near_duplicates && graph.near_duplicate(node))
+            {
                 continue;
             }
             links.clear();

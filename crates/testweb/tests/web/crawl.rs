@@ -147,6 +147,9 @@ fn extract(page: &Url, body: &[u8]) -> Vec<(Url, bool)> {
 fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
     let mut client = Client::connect(addr);
     let mut seen: HashSet<String> = HashSet::new();
+    // Each parsed page's bytes without digits, and each URL's parent (the page that linked it).
+    let mut shapes: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut parents: HashMap<String, String> = HashMap::new();
     let mut queue: VecDeque<(Url, u32, u32)> = VecDeque::new();
     for s in seeds {
         let url = Url::parse(s).expect("seed");
@@ -200,11 +203,28 @@ fn crawl(addr: SocketAddr, seeds: &[String], rules: &CrawlRules) {
         if !(200..300).contains(&reply.status) || !html || depth >= rules.max_depth {
             continue;
         }
+        // A page that is its parent (same host) but for its digits is a near-duplicate: its
+        // links are not followed (the crawler's trap rule, done the plain way here).
+        let digitless: Vec<u8> = reply
+            .body
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_digit())
+            .collect();
+        let like_parent = parents.get(url.as_str()).is_some_and(|parent| {
+            Url::parse(parent).is_ok_and(|p| p.host_str() == url.host_str())
+                && shapes.get(parent) == Some(&digitless)
+        });
+        shapes.insert(url.to_string(), digitless);
+        if rules.near_duplicates && like_parent {
+            continue;
+        }
         let cap = (rules.max_body_bytes as usize).min(reply.body.len());
         for (link, nofollow) in extract(&url, &reply.body[..cap]) {
             if (nofollow && !rules.follow_nofollow) || !seen.insert(link.to_string()) {
                 continue;
             }
+            parents.insert(link.to_string(), url.to_string());
             queue.push_back((link, depth + 1, 0));
         }
     }
