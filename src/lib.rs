@@ -29,6 +29,7 @@
 //!   robots/ sitemap.rs extract.rs charset.rs canonical.rs content_coding.rs
 //!   near_duplicate.rs  parsing (near_duplicate: pages identical but for their digits)
 //!   site.rs          [[site]] sections: per-site politeness
+//!   monitor/         live figures over HTTP: /metrics, /status.json, the status page
 //!   normalize/ scope.rs seeds.rs host.rs  URLs: canonical form, scope rules, seed lists,
 //!                    host identity (one key and one name per host)
 //!   config.rs quantity.rs counters.rs durable.rs descriptors.rs cpu_time.rs allocator.rs
@@ -45,7 +46,8 @@
 //! 2. Network: `dns`, `gate` (config, dns, scope), `cookie_jar`, `fetch`, `robots`.
 //! 3. State: `seen`, `frontier`, `output` with `warc` (its sink), `output_lock`,
 //!    `checkpoint`.
-//! 4. `distributed`: Redis (state kept there instead of on disk).
+//! 4. `distributed`: Redis (state kept there instead of on disk); `monitor`: the figures
+//!    served (counters, frontier reports, handed a snapshot by the driver).
 //! 5. `crawl`: everything above, wired; `main.rs` on top.
 //!
 //! `pub` means "used outside the crate" (the CLI, tests, benches): the `unreachable_pub`
