@@ -106,14 +106,33 @@ impl std::fmt::Debug for DigitlessDigest {
 impl DigitlessDigest {
     /// Feeds the next bytes of the page.
     pub fn update(&mut self, bytes: &[u8]) {
-        #[cfg(target_arch = "x86_64")]
-        let bytes = if has_byte_compress() {
+        let rest = self.update_vectorized(bytes);
+        self.update_portable(rest);
+    }
+
+    /// Digests what it can with the CPU's vector instructions; returns the bytes left.
+    #[rustversion::since(1.89)]
+    #[cfg(target_arch = "x86_64")]
+    fn update_vectorized<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
+        if has_byte_compress() {
             // SAFETY: the CPU has the features `update_avx512` is compiled for.
             unsafe { self.update_avx512(bytes) }
         } else {
             bytes
-        };
-        self.update_portable(bytes);
+        }
+    }
+
+    /// Without AVX-512 (another CPU, or a Rust older than 1.89, where its intrinsics were
+    /// not stable yet), the portable code does everything.
+    #[rustversion::not(since(1.89))]
+    fn update_vectorized<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
+        bytes
+    }
+
+    #[rustversion::since(1.89)]
+    #[cfg(not(target_arch = "x86_64"))]
+    fn update_vectorized<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
+        bytes
     }
 
     /// The digest of everything fed.
@@ -133,8 +152,8 @@ impl DigitlessDigest {
     /// at a time; a block without a digit is copied whole, the words of one with digits
     /// are compacted a run of digits at a time.
     fn update_portable(&mut self, bytes: &[u8]) {
-        let (blocks, rest) = bytes.as_chunks::<32>();
-        for block in blocks {
+        let mut blocks = bytes.chunks_exact(32);
+        for block in &mut blocks {
             let words: [u64; 4] = std::array::from_fn(|i| {
                 let mut word = [0u8; 8];
                 word.copy_from_slice(&block[8 * i..8 * i + 8]);
@@ -156,7 +175,7 @@ impl DigitlessDigest {
             }
             self.flush_if_full();
         }
-        for &b in rest {
+        for &b in blocks.remainder() {
             if !b.is_ascii_digit() {
                 self.kept[self.len] = b;
                 self.len += 1;
@@ -168,6 +187,7 @@ impl DigitlessDigest {
     /// AVX-512 (VBMI2): 64 bytes at a time, one compare for the digits and one
     /// `vpcompressb` that packs the other bytes, no branch on the data. Returns the bytes
     /// left (fewer than 64).
+    #[rustversion::since(1.89)]
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
     fn update_avx512<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
@@ -177,8 +197,8 @@ impl DigitlessDigest {
         };
         let zero = _mm512_set1_epi8(b'0' as i8);
         let ten = _mm512_set1_epi8(10);
-        let (blocks, rest) = bytes.as_chunks::<BLOCK>();
-        for block in blocks {
+        let mut blocks = bytes.chunks_exact(BLOCK);
+        for block in &mut blocks {
             // SAFETY: reads the 64 bytes of `block` (unaligned loads are allowed).
             let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
             // b - '0' < 10, unsigned: the ASCII digits only.
@@ -191,11 +211,12 @@ impl DigitlessDigest {
             self.len = start + BLOCK - digits.count_ones() as usize;
             self.flush_if_full();
         }
-        rest
+        blocks.remainder()
     }
 }
 
 /// Whether the CPU packs bytes under a mask (`vpcompressb`); detected once, cached by std.
+#[rustversion::since(1.89)]
 #[cfg(target_arch = "x86_64")]
 fn has_byte_compress() -> bool {
     std::is_x86_feature_detected!("avx512vbmi2") && std::is_x86_feature_detected!("avx512bw")
@@ -444,9 +465,9 @@ mod tests {
         let page: Vec<u8> = (0..4096u32)
             .flat_map(|i| {
                 let mut word = *b"ab/cd:ef";
-                for bit in 0..8 {
+                for (bit, byte) in word.iter_mut().enumerate() {
                     if (i >> bit) & 1 == 1 {
-                        word[bit] = b'0' + bit as u8;
+                        *byte = b'0' + bit as u8;
                     }
                 }
                 word
