@@ -9,36 +9,11 @@ use std::time::Duration;
 
 use crawler::checkpoint;
 use crawler::config::Config;
-use crawler::crawl::ProgressMode;
-use crawler::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};
+use crawler::ShutdownHandle;
 use testweb::{DnsResponder, TestProxy, TestWebServer, Web, WebSpec};
 use url::Url;
 
 use crate::support::{config_for, records, rules_for};
-
-/// Runs a crawl until it ends or `shutdown` is stopped.
-fn run_until(
-    config: &Config,
-    seeds: &[String],
-    shutdown: ShutdownHandle,
-    resume: Option<checkpoint::Loaded>,
-) -> CrawlSummary {
-    let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime
-        .block_on(run_crawl(CrawlRequest {
-            config: config.clone(),
-            seeds,
-            progress: ProgressMode::Quiet,
-            shutdown,
-            resume,
-        }))
-        .expect("crawl runs")
-}
 
 /// The ground truth reached exactly: every expected request made, nothing else, and each
 /// discovered URL recorded once.
@@ -102,7 +77,7 @@ fn cookies_are_sent_back_and_still_after_resume() {
         }
         stopper.stop();
     });
-    let first = run_until(&config, &web.seeds(), shutdown, None);
+    let first = crate::support::crawl_resuming(&config, &web.seeds(), shutdown, None);
     assert!(first.stopped, "the crawl ended before it was stopped");
     let first_log = server.log();
     // A host's first answer sets the cookie; its later requests carry it back.
@@ -133,7 +108,8 @@ fn cookies_are_sent_back_and_still_after_resume() {
     assert!(sent_back > 0, "no request carried a cookie");
 
     let loaded = checkpoint::load(out.path()).unwrap();
-    let second = run_until(&config, &web.seeds(), ShutdownHandle::new(), Some(loaded));
+    let second =
+        crate::support::crawl_resuming(&config, &web.seeds(), ShutdownHandle::new(), Some(loaded));
     assert!(!second.stopped);
     let log = server.log();
     let after: Vec<_> = log[first_log.len()..].iter().collect();
@@ -262,7 +238,7 @@ fn max_duration_stops_the_crawl_and_resume_finishes_it_exactly() {
     config.checkpoint.interval_secs = 0.2;
     config.crawl.max_duration = Some("700ms".into());
     let shutdown = ShutdownHandle::new();
-    let first = run_until(&config, &web.seeds(), shutdown.clone(), None);
+    let first = crate::support::crawl_resuming(&config, &web.seeds(), shutdown.clone(), None);
     assert!(first.stopped, "the time limit did not stop the crawl");
     assert!(shutdown.stopped_by_time_limit());
     let manifest = checkpoint::current_manifest(out.path()).unwrap().unwrap();
@@ -275,7 +251,12 @@ fn max_duration_stops_the_crawl_and_resume_finishes_it_exactly() {
         runs += 1;
         assert!(runs < 40, "never finished");
         let loaded = checkpoint::load(out.path()).unwrap();
-        summary = run_until(&config, &web.seeds(), ShutdownHandle::new(), Some(loaded));
+        summary = crate::support::crawl_resuming(
+            &config,
+            &web.seeds(),
+            ShutdownHandle::new(),
+            Some(loaded),
+        );
     }
     assert!(runs >= 2);
     assert_ground_truth(&web, &server, &config);

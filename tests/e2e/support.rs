@@ -97,6 +97,16 @@ pub fn rules_for(config: &Config) -> CrawlRules {
 
 /// Runs a crawl of `seeds` on a 2-worker runtime and returns its summary.
 pub fn crawl(config: &Config, seeds: &[String], shutdown: ShutdownHandle) -> CrawlSummary {
+    crawl_resuming(config, seeds, shutdown, None)
+}
+
+/// [`crawl`], going on from `resume` when given (a loaded checkpoint).
+pub fn crawl_resuming(
+    config: &Config,
+    seeds: &[String],
+    shutdown: ShutdownHandle,
+    resume: Option<crawler::checkpoint::Loaded>,
+) -> CrawlSummary {
     let seeds: Vec<Url> = seeds.iter().map(|s| Url::parse(s).unwrap()).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -109,7 +119,7 @@ pub fn crawl(config: &Config, seeds: &[String], shutdown: ShutdownHandle) -> Cra
             seeds,
             progress: ProgressMode::Quiet,
             shutdown,
-            resume: None,
+            resume,
         }))
         .expect("crawl runs")
 }
