@@ -747,4 +747,3 @@ fn build_rewriter(
     }
     HtmlRewriter::new(settings, Discard)
 }
-

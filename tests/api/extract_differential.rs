@@ -7,12 +7,12 @@ use crawler::extract::ExtractOptions;
 use proptest::prelude::*;
 use url::Url;
 
-fn page() -> Url {
+pub(crate) fn page() -> Url {
     Url::parse("http://example.test/dir/page.html?q=1#top").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Hand-written edge cases. Each must agree with the reference, for both option settings.
-const CASES: &[&str] = &[
+pub(crate) const CASES: &[&str] = &[
     // Plain tags, quoting, case.
     r#"<a href="a.html">a</a><a href='b.html'>b</a><a href=c.html>c</a>"#,
     r#"<A HREF="/upper">x</A><AREA HREF=area><IFRAME SRC="if"></IFRAME>"#,
@@ -174,7 +174,7 @@ fn extract_differential_hand_written_cases() {
 
 /// Documented differences (see `crawler::extract`): each must be recognised as such, not
 /// agree silently (then the documentation would be stale) and not fail.
-const KNOWN_DIFFERENCES: &[&str] = &[
+pub(crate) const KNOWN_DIFFERENCES: &[&str] = &[
     // Foreign content that the scanner's namespace stack gets wrong (it keeps no stack of
     // open HTML elements).
     r#"<a href="1">x<svg></a><script><a href="2"></script>"#,
@@ -370,7 +370,7 @@ fn foreign_block() -> impl Strategy<Value = String> {
 }
 
 /// A generated document: tag soup or tidy markup.
-fn document() -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn document() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![2 => soup_document(), 1 => tidy_document()]
 }
 
