@@ -12,15 +12,18 @@
 //! whichever shares more, or as "the same parent as before" in no bytes at all. Integers are
 //! LEB128 varints, and the small fields (depth, whether there are redirects or attempts, how
 //! the parent is coded) share one leading byte, so the common item costs one byte plus its
-//! two suffixes. In the scale bench (`benches/scale.rs`) this took a one-item block's body
-//! from ~140 bytes to ~70, and items of longer blocks to ~25.
+//! two suffixes. For the scale bench's URLs (`benches/scale.rs`, `store::tests`) the first
+//! item of a block takes ~100 bytes (version 1: ~130) and each further link of the same page
+//! ~21; the store went from 192 to 89 bytes per queued URL at 1e7 (figures in `store`'s doc).
 //!
 //! Front coding leaves the repeats *between* suffixes (`.html`, `/article-`, query keys) and
 //! the other host's name in a cross-host parent. A body of at least [`COMPRESS_MIN`] bytes is
-//! then compressed with LZ4 ([`lz4_flex`], pure Rust, safe decoder by default: a corrupt
-//! block is an error, not a crash) and kept compressed only if that saves an eighth: LZ4
-//! costs ~1 µs per KiB either way on this machine, where zstd at level 1 compressed such
-//! bodies ~10–15% smaller at 3–5× the CPU and would have added a C library to the build.
+//! then compressed with LZ4 ([`lz4_flex`], pure Rust, its safe decoder: a corrupt block is
+//! an error, not a crash) and kept compressed only if that saves an eighth. LZ4 was chosen
+//! for its decoding speed (the pop path) and for adding no C library to the build; zstd at a
+//! low level would likely compress somewhat smaller, but that was not measured here, and
+//! neither was how often LZ4 pays on the scale bench's blocks (most are one URL long, under
+//! the threshold): a measurement to make before changing either.
 //! Decoding always validates: lengths against what is left, prefixes against the base,
 //! UTF-8 of the result, so a damaged body that passed its checksum still gives an error
 //! saying what was wrong, never a panic or a half-decoded URL.
