@@ -130,7 +130,12 @@
 //! | version 1 (40-byte headers, strings whole) | 192 bytes | 1661 MiB | 16.1 k (under `perf`) | 593 MiB | 11.9 s |
 //! | version 2 (32-byte headers, front coding, LZ4) | 89 bytes | 805 MiB | 19.9 k | 592 MiB | 8.1 s |
 //!
-//! Same workload in both (8,758,606 URLs queued at the end). What is left per URL: ~30 % of
+//! Same workload in both (8,758,606 URLs queued at the end); the version-2 binary of this row
+//! still allocated a box per one-URL tail. With spare boxes, `SCALE_URLS=2e6`, three runs of
+//! each binary alternated (load average ~22): medians 31.7 k URLs/s (version 1) and 41.3 k
+//! (version 2), 1.30×; disk 212 and 116 bytes per queued URL (at 2e6 the tables, ~40 bytes
+//! per host with something queued, two kept, weigh more per URL); peak RSS 316 and 332 MiB;
+//! resume to the first URL 2.8 and 2.8 s. What is left per URL: ~30 % of
 //! the links go to a host drawn at random out of 1e6, and such a host's tail is written as a
 //! block of one URL (header, whole URL, parent coded against it: ~140 bytes), while a host's
 //! own links come in blocks of ~5–7 at ~25 bytes each; and segments stay while any host has an
