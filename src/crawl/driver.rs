@@ -249,7 +249,12 @@ pub(crate) async fn drive<S: WorkSource>(
     // The last fetch task is gone with the pump: the parse threads' channel closes.
     drop(pump);
     let result = match result {
-        Ok(stopped) => source.end(&mut cx, stopped).await.map(|()| stopped),
+        Ok(stopped) => match source.end(&mut cx, stopped).await {
+            // What the end recorded (a distributed process's last admitted pages) is sent
+            // too; a local source's end has sent everything with its final checkpoint.
+            Ok(()) => cx.out.send_pending().await.map(|()| stopped),
+            Err(e) => Err(e),
+        },
         Err(e) => Err(e),
     };
     parse_pool.join().await;
