@@ -59,6 +59,15 @@
 //! Keeping d a few µs puts the ceiling far above 16 cores' worth of fetching and parsing, and
 //! batching the hand-offs keeps the per-page cost of waking threads (system time, cache
 //! lines moving between cores) from growing with the number of cores that bounce them.
+//!
+//! Measured (`cargo bench --bench crawl --features bench-counters -- --cores N --runs 3`,
+//! medians of 3, 16 KB synthetic web, 2-core machine shared with a load average of ~20, so
+//! the CPU figures are inflated by the machine's contention and are not comparable with
+//! figures taken on a quiet machine): hand-offs 1.16 per page (parse jobs 1.00, completions
+//! 0.07, launcher rounds 0.05, output 0.05; before, by construction of the code, 5 per page:
+//! a spawn, a parse job, a completion, a record, a join), voluntary context switches 0.38 per
+//! page, driver 5.9 µs/page on 2 cores (8.1 on 1), parse threads 95 µs/page, tokio workers
+//! 38 µs/page, the whole crawler 152 µs/page.
 
 mod admission;
 mod checkpoints;
