@@ -327,7 +327,7 @@ impl LeaseSource {
         let Some(claimed) = reply.claimed else {
             return Ok(());
         };
-        let over = claimed.scheduled == 0 && claimed.outstanding == 0;
+        let over = claimed.over;
         let due_in = claimed.due_in;
         let (got, queue) = self
             .leases
