@@ -380,6 +380,9 @@ pub struct DistributedSection {
     pub lease_urls: u32,
     /// How long Redis may stay unreachable before the process stops (resumably).
     pub redis_timeout_secs: f64,
+    /// With `output.warc`: payloads archived in full kept in Redis for the other processes
+    /// to write revisits of (about URL bytes + 110 each); 0 turns sharing off.
+    pub shared_payloads: u64,
 }
 
 impl Default for DistributedSection {
@@ -390,6 +393,7 @@ impl Default for DistributedSection {
             lease_secs: 30.0,
             lease_urls: 32,
             redis_timeout_secs: 60.0,
+            shared_payloads: 4_000_000,
         }
     }
 }
@@ -522,6 +526,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "lease_secs",
             "lease_urls",
             "redis_timeout_secs",
+            "shared_payloads",
         ],
     ),
     ("monitor", &["listen", "linger_secs", "top_hosts"]),

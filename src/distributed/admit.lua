@@ -2,7 +2,8 @@
 -- max_urls budget, the per-host cap and the enqueue, all in one atomic step.
 -- KEYS[1]  the crawl's meta hash (carries the {crawl_id} hash tag; other keys share it)
 -- ARGV[1]  key prefix, ARGV[2] max_urls, ARGV[3] max_pages_per_host (0: none), ARGV[4] k
--- then per URL: host key, seen shard, queued item (JSON), k bit offsets in the shard.
+-- then per URL: host key, seen shard, queued item (packed: queue_item.rs), k bit offsets in
+-- the shard.
 -- Returns one code per URL: 1 queued, 0 already seen, 2 over max_urls, 3 over the host cap.
 if redis.call('HEXISTS', KEYS[1], 'plan') == 0 then
   return redis.error_reply('CRAWLGONE the crawl is not in Redis')

@@ -10,6 +10,8 @@
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
 //! | `renew.lua` | heartbeat: the process registry and the expiry of held leases |
 //! | `session.rs` | every call a crawling process makes: script arguments built, replies parsed |
+//! | `queue_item.rs` | a queued URL's packed bytes in Redis: the parent as the tail it does not share with the URL |
+//! | `payloads.rs` | archive dedup across processes: the payloads archived in full, capped, in `payloads` |
 //! | `leases.rs` | the leases held and which URLs may be acknowledged (no Redis: unit-tested) |
 //! | `seal.rs` | dead processes' output sealed: torn pages line and excess WARC records cut |
 //! | `status.rs` | `crawler status` and the crawl-wide `summary.json`: the whole crawl's figures |
@@ -26,12 +28,15 @@
 //!   ([`crate::seen`]: MurmurHash3 x64_128, the same [`Plan`], 512-bit blocks), split into
 //!   shards of [`BLOCKS_PER_SHARD`] blocks (a Redis string holds at most 2^32 bits). A key's
 //!   k bits are in one block, so in one shard: one `BITFIELD` reads them, one sets them.
-//! - `q:<host>`: each host's queue (a list of JSON [`QueuedUrl`]s); `sched`: a sorted set of
+//! - `q:<host>`: each host's queue (a list of [`queue_item`]s: a [`QueuedUrl`] packed,
+//!   about its URL's bytes); `sched`: a sorted set of
 //!   the hosts that have URLs queued and are not leased, scored by the instant (ms, Redis
 //!   clock) they may next be served; `next`: each host's next-allowed instant.
 //! - `leases` (token → expiry), `lease:<token>` (host, process), `li:<token>` (a set of the
 //!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
 //!   at a time, which tops its lease up while the host has URLs queued.
+//! - `payloads`: the payloads some process archived in full (96 bits of SHA-1 → the
+//!   original's date, record id and URL), at most `distributed.shared_payloads` of them.
 //! - `meta`: accepted (the `max_urls` budget), queued, bits set, the plan, lease numbers;
 //!   `counters`: the crawl's counters summed over processes; `procs`: heartbeats (a process
 //!   registers before it writes any file); `ended`: processes that finished, stopped or
@@ -87,6 +92,8 @@
 
 mod client;
 pub(crate) mod leases;
+pub(crate) mod payloads;
+pub mod queue_item;
 #[cfg(test)]
 mod script_tests;
 pub(crate) mod seal;
@@ -261,8 +268,8 @@ impl Settings {
 pub(crate) struct Lease {
     pub(crate) token: String,
     pub(crate) host: String,
-    /// Each URL with the JSON it was stored as (given back as is when the process stops).
-    pub(crate) items: Vec<(QueuedUrl, String)>,
+    /// Each URL with the item it is stored as ([`queue_item`]; acknowledged by it).
+    pub(crate) items: Vec<(QueuedUrl, Vec<u8>)>,
 }
 
 /// The answer to a claim.
@@ -294,6 +301,14 @@ pub(crate) fn text(v: &redis::Value, what: &'static str) -> Result<String, Distr
         redis::Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
         redis::Value::SimpleString(s) => Ok(s.clone()),
         redis::Value::Int(n) => Ok(n.to_string()),
+        _ => Err(bad(what, v)),
+    }
+}
+
+/// Reads a binary string reply.
+pub(crate) fn blob(v: &redis::Value, what: &'static str) -> Result<Vec<u8>, DistributedError> {
+    match v {
+        redis::Value::BulkString(b) => Ok(b.clone()),
         _ => Err(bad(what, v)),
     }
 }
@@ -334,18 +349,19 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<Claimed, DistributedError>
         let [token, host, items @ ..] = fields else {
             return Err(bad("claim", lease));
         };
+        let host = text(host, "claim")?;
         let mut parsed = Vec::with_capacity(items.len());
         for item in items {
-            let json = text(item, "claim")?;
-            let url = QueuedUrl::from_json(&json).map_err(|e| DistributedError::Reply {
+            let bytes = blob(item, "claim")?;
+            let url = queue_item::decode(&host, &bytes).map_err(|e| DistributedError::Reply {
                 what: "claim",
-                detail: format!("a queued URL that is not one: {e}"),
+                detail: e.to_string(),
             })?;
-            parsed.push((url, json));
+            parsed.push((url, bytes));
         }
         claimed.leases.push(Lease {
             token: text(token, "claim")?,
-            host: text(host, "claim")?,
+            host,
             items: parsed,
         });
     }

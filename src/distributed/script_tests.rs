@@ -75,7 +75,7 @@ async fn admit(redis: &Redis, host: &str, urls: &[&str], max_urls: u64) -> Vec<i
         }
         args.push(host.as_bytes().to_vec());
         args.push(shard.to_string().into_bytes());
-        args.push(item(url).to_json().into_bytes());
+        args.push(super::queue_item::encode(host, &item(url)));
         args.extend(offsets.iter().map(|o| o.to_string().into_bytes()));
     }
     let reply = call(redis, &redis.scripts.admit, args).await;
@@ -100,10 +100,10 @@ async fn claim(redis: &Redis, proc: &str, lease_ms: u64, hosts: u64) -> super::C
 
 /// `release.lua` of one lease by `proc`: acknowledges `acks`, ends it if `end`; the number
 /// of leases refused as not this process's.
-async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[String]) -> i64 {
+async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[Vec<u8>]) -> i64 {
     let mut args = bytes(&[&prefix(ID), proc, token, "0", if end { "1" } else { "0" }]);
     args.push(acks.len().to_string().into_bytes());
-    args.extend(acks.iter().map(|a| a.as_bytes().to_vec()));
+    args.extend(acks.iter().cloned());
     super::int(&call(redis, &redis.scripts.release, args).await, "release").unwrap()
 }
 
@@ -199,7 +199,7 @@ fn the_scripts_keep_their_promises() {
             1,
             "an expired lease acknowledged"
         );
-        let acks: Vec<String> = c.leases[0].items.iter().map(|(_, j)| j.clone()).collect();
+        let acks: Vec<Vec<u8>> = c.leases[0].items.iter().map(|(_, j)| j.clone()).collect();
         assert_eq!(
             release(&redis, "c", &c.leases[0].token, true, &acks).await,
             0

@@ -16,10 +16,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::queue_item;
 use super::seal::{seal_dead, SealScope};
 use super::{
-    array, bad, bloom_bits, int, parse_claim, prefix, status, text, Claimed, DistributedError,
-    Redis, Settings,
+    array, bad, blob, bloom_bits, int, parse_claim, prefix, status, text, Claimed,
+    DistributedError, Redis, Settings,
 };
 use crate::counters::CrawlCounters;
 use crate::frontier::QueuedUrl;
@@ -49,14 +50,14 @@ impl Admitted {
     }
 }
 
-/// One lease's part of a `release.lua` call: the URLs acknowledged (their JSON in the
+/// One lease's part of a `release.lua` call: the URLs acknowledged (their items in the
 /// lease), and whether the lease ends (its host offered again `wait` from now).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Release {
     pub(crate) token: String,
     pub(crate) wait: Duration,
     pub(crate) end: bool,
-    pub(crate) acks: Vec<String>,
+    pub(crate) acks: Vec<Vec<u8>>,
 }
 
 /// A claim: up to `want` new hosts, and top-ups of held leases (token, URLs wanted).
@@ -64,6 +65,15 @@ pub(crate) struct Release {
 pub(crate) struct ClaimRequest {
     pub(crate) want: u64,
     pub(crate) topups: Vec<(String, u64)>,
+}
+
+/// An admission's answers: per batch, per URL; and per payload looked up, its original's
+/// entry if another process published one, with the number of payloads published so far.
+#[derive(Debug, Default)]
+pub(crate) struct Admission {
+    pub(crate) answers: Vec<Vec<Admitted>>,
+    pub(crate) originals: Vec<Option<Vec<u8>>>,
+    pub(crate) payloads: u64,
 }
 
 /// One "sync" round trip: acknowledgements and finished leases, the counters' increments,
@@ -74,6 +84,9 @@ pub(crate) struct SyncRequest {
     pub(crate) increments: Vec<(String, u64)>,
     pub(crate) renew: Option<Vec<String>>,
     pub(crate) claim: Option<ClaimRequest>,
+    /// Payloads this process archived in full (field, entry: [`super::payloads`]), whose
+    /// records are handed to the OS, in record order.
+    pub(crate) publish: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// A sync's answers.
@@ -196,7 +209,7 @@ impl Session {
             }
             args.push(host.clone().into_bytes());
             args.push(shard.to_string().into_bytes());
-            args.push(item.to_json().into_bytes());
+            args.push(queue_item::encode(host, item));
             for o in &offsets {
                 args.push(o.to_string().into_bytes());
             }
@@ -205,14 +218,21 @@ impl Session {
     }
 
     /// Admits batches of URLs (each with its host key) in one round trip, one script per
-    /// non-empty batch; answers batch by batch, URL by URL.
+    /// non-empty batch, and looks up the payloads of `lookups` (fields of
+    /// [`super::payloads`]) in the same; answers batch by batch, URL by URL.
     pub(crate) async fn admit(
         &self,
         batches: &[Vec<(String, QueuedUrl)>],
-    ) -> Result<Vec<Vec<Admitted>>, DistributedError> {
+        lookups: &[Vec<u8>],
+    ) -> Result<Admission, DistributedError> {
         let mut pipe = redis::pipe();
         for items in batches.iter().filter(|items| !items.is_empty()) {
             self.admit_call(&mut pipe, items);
+        }
+        let payloads = format!("{}payloads", self.prefix);
+        if !lookups.is_empty() {
+            pipe.cmd("HMGET").arg(&payloads).arg(lookups);
+            pipe.cmd("HLEN").arg(&payloads);
         }
         let replies = self.redis.run(&pipe).await?;
         let mut replies = replies.iter();
@@ -235,7 +255,29 @@ impl Session {
             }
             answers.push(answer);
         }
-        Ok(answers)
+        let mut admission = Admission {
+            answers,
+            ..Admission::default()
+        };
+        if !lookups.is_empty() {
+            let mut next = || {
+                replies
+                    .next()
+                    .ok_or_else(|| bad("HMGET", &redis::Value::Nil))
+            };
+            let found = array(next()?, "HMGET")?;
+            if found.len() != lookups.len() {
+                return Err(bad("HMGET", &redis::Value::Array(found.to_vec())));
+            }
+            for entry in found {
+                admission.originals.push(match entry {
+                    redis::Value::Nil => None,
+                    entry => Some(blob(entry, "HMGET")?),
+                });
+            }
+            admission.payloads = int(next()?, "HLEN")?.max(0) as u64;
+        }
+        Ok(admission)
     }
 
     /// Adds the `release.lua` call of `releases` (if any) to `pipe`.
@@ -252,8 +294,8 @@ impl Session {
             args.push((r.wait.as_millis() as u64 + 1).to_string().into_bytes());
             args.push(if r.end { b"1".to_vec() } else { b"0".to_vec() });
             args.push(r.acks.len().to_string().into_bytes());
-            for json in &r.acks {
-                args.push(json.as_bytes().to_vec());
+            for item in &r.acks {
+                args.push(item.clone());
             }
         }
         self.redis.scripts.release.call(pipe, &self.meta, &args);
@@ -273,6 +315,14 @@ impl Session {
         let mut pipe = redis::pipe();
         let releasing = self.release_call(&mut pipe, &request.releases);
         self.increments_call(&mut pipe, &request.increments);
+        let payloads = format!("{}payloads", self.prefix);
+        for (field, entry) in &request.publish {
+            pipe.cmd("HSETNX")
+                .arg(&payloads)
+                .arg(field)
+                .arg(entry)
+                .ignore();
+        }
         if let Some(tokens) = &request.renew {
             self.renew_call(&mut pipe, tokens);
         }
