@@ -313,8 +313,8 @@ impl Session {
     /// One sync round trip (see [`SyncRequest`]).
     pub(crate) async fn sync(&self, request: SyncRequest) -> Result<SyncReply, DistributedError> {
         let mut pipe = redis::pipe();
-        let releasing = self.release_call(&mut pipe, &request.releases);
-        self.increments_call(&mut pipe, &request.increments);
+        // Published before the leases end: the next holder of a host then finds every
+        // payload this process archived from it.
         let payloads = format!("{}payloads", self.prefix);
         for (field, entry) in &request.publish {
             pipe.cmd("HSETNX")
@@ -323,6 +323,8 @@ impl Session {
                 .arg(entry)
                 .ignore();
         }
+        let releasing = self.release_call(&mut pipe, &request.releases);
+        self.increments_call(&mut pipe, &request.increments);
         if let Some(tokens) = &request.renew {
             self.renew_call(&mut pipe, tokens);
         }

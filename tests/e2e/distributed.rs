@@ -1484,4 +1484,8 @@ fn three_processes_archive_what_one_archives_within_5_percent() {
         "3 processes wrote {three} bytes, 1 wrote {one}"
     );
     assert!(entries > 0, "no payload shared");
+    assert!(
+        three_revisits > alone_revisits && three < alone,
+        "sharing payloads made no difference: {three_revisits} vs {alone_revisits} revisits"
+    );
 }
