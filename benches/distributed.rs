@@ -143,7 +143,11 @@ fn config(web_port: u16, out: &std::path::Path) -> Config {
 fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = config(web_port, out.path());
-    let crawl_id = format!("bench-{run}");
+    let crawl_id = if run == usize::MAX {
+        "bench-queues".to_string()
+    } else {
+        format!("bench-{run}")
+    };
     let processes = match mode {
         Mode::Local => 1,
         Mode::Redis(n) => {
@@ -218,6 +222,56 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
         admitted,
         claims,
     }
+}
+
+/// Redis memory of the crawl's host queues at their fullest: (URLs queued, bytes by
+/// `MEMORY USAGE`, bytes of those URLs), sampled every 100 ms until `stop`.
+fn sample_queues(
+    port: u16,
+    crawl_id: &str,
+    stop: &std::sync::atomic::AtomicBool,
+) -> (u64, u64, u64) {
+    let mut redis = redis::Client::open(format!("redis://127.0.0.1:{port}/0"))
+        .and_then(|c| c.get_connection())
+        .expect("a connection to the benchmark's redis-server");
+    let mut fullest = (0, 0, 0);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("crawl:*{crawl_id}*:q:*"))
+            .query(&mut redis)
+            .unwrap_or_default();
+        let mut sample = (0, 0, 0);
+        for key in &keys {
+            let Some((_, host)) = key.split_once(":q:") else {
+                continue;
+            };
+            let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+                .arg(key)
+                .arg(0)
+                .arg(-1)
+                .query(&mut redis)
+                .unwrap_or_default();
+            let memory: u64 = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(key)
+                .arg("SAMPLES")
+                .arg(0)
+                .query(&mut redis)
+                .unwrap_or(0);
+            sample.0 += items.len() as u64;
+            sample.1 += memory;
+            sample.2 += items
+                .iter()
+                .filter_map(|i| crawler::distributed::queue_item::decode(host, i).ok())
+                .map(|u| u.url.len() as u64)
+                .sum::<u64>();
+        }
+        if sample.0 > fullest.0 {
+            fullest = sample;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    fullest
 }
 
 fn main() {
@@ -319,6 +373,22 @@ fn main() {
             pages_per_core,
             pages_per_core / rate.max(1e-9),
             rate
+        );
+    }
+    if only.as_deref().is_none_or(|o| o == "queues") {
+        // A run of its own (its sampling would weigh on the timed ones' Redis CPU).
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let (queued, memory, url_bytes) = std::thread::scope(|scope| {
+            let sampler = scope.spawn(|| sample_queues(redis_port, "bench-queues", &stop));
+            crawl_once(Mode::Redis(1), web_port, redis_port, usize::MAX);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            sampler.join().expect("sampler")
+        });
+        let n = queued.max(1) as f64;
+        println!(
+            "Redis queues at their fullest sample: {queued} URLs in {memory} bytes (MEMORY USAGE), {:.1} bytes per queued URL of {:.1} bytes (bound: URL bytes + 24)",
+            memory as f64 / n,
+            url_bytes as f64 / n
         );
     }
     web.stop();
