@@ -385,6 +385,9 @@ pub struct DistributedSection {
     /// Replicas every write waits for (`WAIT`) before its answer is used: 1 on a Redis
     /// Cluster with a replica per primary, so that a failover loses nothing acknowledged.
     pub replicas: u32,
+    /// With `output.warc`: payloads archived in full kept in Redis for the other processes
+    /// to write revisits of (about URL bytes + 110 each); 0 turns sharing off.
+    pub shared_payloads: u64,
 }
 
 impl Default for DistributedSection {
@@ -397,6 +400,7 @@ impl Default for DistributedSection {
             redis_timeout_secs: 60.0,
             shards: crate::distributed::DEFAULT_SHARDS,
             replicas: 0,
+            shared_payloads: 4_000_000,
         }
     }
 }
@@ -531,6 +535,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "redis_timeout_secs",
             "shards",
             "replicas",
+            "shared_payloads",
         ],
     ),
     ("monitor", &["listen", "linger_secs", "top_hosts"]),

@@ -6,7 +6,7 @@
 -- URL its host's queue and its seen part.
 -- ARGV[1] budget inline ('1') or granted (cluster, '0'), [2] max_urls, [3] max_pages_per_host
 -- (0: none), [4] k, [5] this shard's budget granted so far by grant.lua (cluster), then per
--- URL: host, queued item, k bit offsets in the seen part.
+-- URL: host, queued item (packed: queue_item.rs), k bit offsets in the seen part.
 -- Returns one code per URL: 1 queued, 0 already seen, 2 over max_urls, 3 over the host cap,
 -- 4 new but the shard's budget is spent (cluster: ask grant.lua, then admit again).
 local meta = KEYS[1]

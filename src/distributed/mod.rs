@@ -12,6 +12,8 @@
 //! | `renew.lua` | the expiry of held leases, one shard's |
 //! | `beat.lua` | heartbeat: the process registry |
 //! | `session.rs` | every call a crawling process makes: script arguments built, replies parsed |
+//! | `queue_item.rs` | a queued URL's packed bytes in Redis: the parent as the tail it does not share with the URL |
+//! | `payloads.rs` | archive dedup across processes: the payloads archived in full, capped, in `payloads` |
 //! | `leases.rs` | the leases held and which URLs may be acknowledged (no Redis: unit-tested) |
 //! | `seal.rs` | dead processes' output sealed: torn pages line and excess WARC records cut |
 //! | `status.rs` | `crawler status` and the crawl-wide `summary.json`: the whole crawl's figures |
@@ -37,7 +39,8 @@
 //!   plan's blocks split evenly over the shards ([`shard_blocks`]), in strings of at most
 //!   [`BLOCKS_PER_SHARD`] blocks (a Redis string holds at most 2^32 bits). A URL's k bits
 //!   are in one block of its host's shard: one `BITFIELD` reads them, one sets them.
-//! - `q:<host>`: each host's queue (a list of queued items); `sched`: a sorted set of the
+//! - `q:<host>`: each host's queue (a list of [`queue_item`]s: a [`QueuedUrl`] packed,
+//!   about its URL's bytes); `sched`: a sorted set of the
 //!   hosts that have URLs queued and are not leased, scored by the instant (ms, Redis clock)
 //!   they may next be served; `next`: each host's next-allowed instant; `hostn`: URLs per
 //!   host (the host cap).
@@ -51,7 +54,9 @@
 //!
 //! The crawl's own (`crawl:{id}:`): `meta` (the plan, `max_urls`, `shards`, `granted`: the
 //! budget handed out, start and end stamps); `counters`: the crawl's counters summed over
-//! processes; `procs`: heartbeats (a process registers before it writes any file); `ended`:
+//! processes; `payloads`: the payloads some process archived in full (96 bits of SHA-1 →
+//! the original's date, record id and URL), at most `distributed.shared_payloads` of them;
+//! `procs`: heartbeats (a process registers before it writes any file); `ended`:
 //! processes that finished, stopped or were sealed after their death; `seal:<id>`: the lock
 //! of whoever seals a dead one.
 //!
@@ -154,6 +159,8 @@
 
 mod client;
 pub(crate) mod leases;
+pub(crate) mod payloads;
+pub mod queue_item;
 #[cfg(test)]
 mod script_tests;
 pub(crate) mod seal;
@@ -409,8 +416,8 @@ impl Settings {
 pub(crate) struct Lease {
     pub(crate) token: String,
     pub(crate) host: String,
-    /// Each URL with the JSON it was stored as (given back as is when the process stops).
-    pub(crate) items: Vec<(QueuedUrl, String)>,
+    /// Each URL with the item it is stored as ([`queue_item`]; acknowledged by it).
+    pub(crate) items: Vec<(QueuedUrl, Vec<u8>)>,
 }
 
 /// The answer to a claim (summed over the shards asked).
@@ -459,6 +466,14 @@ pub(crate) fn text(v: &redis::Value, what: &'static str) -> Result<String, Distr
     }
 }
 
+/// Reads a binary string reply.
+pub(crate) fn blob(v: &redis::Value, what: &'static str) -> Result<Vec<u8>, DistributedError> {
+    match v {
+        redis::Value::BulkString(b) => Ok(b.clone()),
+        _ => Err(bad(what, v)),
+    }
+}
+
 /// Reads an array reply.
 pub(crate) fn array<'a>(
     v: &'a redis::Value,
@@ -496,18 +511,19 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<ShardClaim, DistributedErr
         let [token, host, items @ ..] = fields else {
             return Err(bad("claim", lease));
         };
+        let host = text(host, "claim")?;
         let mut parsed = Vec::with_capacity(items.len());
         for item in items {
-            let json = text(item, "claim")?;
-            let url = QueuedUrl::from_json(&json).map_err(|e| DistributedError::Reply {
+            let bytes = blob(item, "claim")?;
+            let url = queue_item::decode(&host, &bytes).map_err(|e| DistributedError::Reply {
                 what: "claim",
-                detail: format!("a queued URL that is not one: {e}"),
+                detail: e.to_string(),
             })?;
-            parsed.push((url, json));
+            parsed.push((url, bytes));
         }
         claimed.leases.push(Lease {
             token: text(token, "claim")?,
-            host: text(host, "claim")?,
+            host,
             items: parsed,
         });
     }

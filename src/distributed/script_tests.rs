@@ -112,7 +112,7 @@ async fn admit(
         keys.push(k.queue(host));
         keys.push(k.seen(part));
         args.push(host.as_bytes().to_vec());
-        args.push(item(url).to_json().into_bytes());
+        args.push(super::queue_item::encode(host, &item(url)));
         args.extend(offsets.iter().map(|o| o.to_string().into_bytes()));
     }
     let reply = call(redis, &redis.scripts.admit, &keys, args)
@@ -179,7 +179,7 @@ async fn claim(
 
 /// `release.lua` of one lease by `proc`: acknowledges `acks`, ends it if `end`; the number
 /// of leases refused as not this process's.
-async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[String]) -> i64 {
+async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[Vec<u8>]) -> i64 {
     let k = keys();
     let (_, host) = super::token_parts(token).unwrap();
     let mut keys = lease_keys(&k);
@@ -187,7 +187,7 @@ async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[Stri
     keys.push(k.leased_items(host));
     let mut args = bytes(&[proc, token, host, "0", if end { "1" } else { "0" }]);
     args.push(acks.len().to_string().into_bytes());
-    args.extend(acks.iter().map(|a| a.as_bytes().to_vec()));
+    args.extend(acks.iter().cloned());
     let reply = call(redis, &redis.scripts.release, &keys, args)
         .await
         .unwrap();
@@ -316,7 +316,7 @@ fn the_scripts_keep_their_promises() {
             1,
             "an expired lease acknowledged"
         );
-        let acks: Vec<String> = c.claimed.leases[0]
+        let acks: Vec<Vec<u8>> = c.claimed.leases[0]
             .items
             .iter()
             .map(|(_, j)| j.clone())

@@ -17,14 +17,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::client::Group;
+use super::queue_item;
 use super::seal::{seal_dead, SealScope};
 use super::{
-    array, bad, bloom_bits, int, parse_claim, prefix, shard_of, status, text, token_parts, Claimed,
-    DistributedError, Redis, Settings, ShardKeys,
+    array, bad, blob, bloom_bits, int, parse_claim, prefix, shard_of, status, text, token_parts,
+    Claimed, DistributedError, Redis, Settings, ShardKeys,
 };
 use crate::counters::CrawlCounters;
 use crate::frontier::QueuedUrl;
 use crate::seen::Plan;
+
+/// URLs admitted by one `admit.lua` call at most.
+const ADMIT_CHUNK: usize = 512;
 
 /// What `admit.lua` answered for one URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,14 +58,14 @@ impl Admitted {
     }
 }
 
-/// One lease's part of a `release.lua` call: the URLs acknowledged (their JSON in the
+/// One lease's part of a `release.lua` call: the URLs acknowledged (their items in the
 /// lease), and whether the lease ends (its host offered again `wait` from now).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Release {
     pub(crate) token: String,
     pub(crate) wait: Duration,
     pub(crate) end: bool,
-    pub(crate) acks: Vec<String>,
+    pub(crate) acks: Vec<Vec<u8>>,
 }
 
 /// A claim: up to `want` new hosts, and top-ups of held leases (token, URLs wanted).
@@ -69,6 +73,15 @@ pub(crate) struct Release {
 pub(crate) struct ClaimRequest {
     pub(crate) want: u64,
     pub(crate) topups: Vec<(String, u64)>,
+}
+
+/// An admission's answers: per batch, per URL; and per payload looked up, its original's
+/// entry if another process published one, with the number of payloads published so far.
+#[derive(Debug, Default)]
+pub(crate) struct Admission {
+    pub(crate) answers: Vec<Vec<Admitted>>,
+    pub(crate) originals: Vec<Option<Vec<u8>>>,
+    pub(crate) payloads: u64,
 }
 
 /// One "sync" round trip: acknowledgements and finished leases, the counters' increments,
@@ -79,6 +92,9 @@ pub(crate) struct SyncRequest {
     pub(crate) increments: Vec<(String, u64)>,
     pub(crate) renew: Option<Vec<String>>,
     pub(crate) claim: Option<ClaimRequest>,
+    /// Payloads this process archived in full (field, entry: [`super::payloads`]), whose
+    /// records are handed to the OS, in record order.
+    pub(crate) publish: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// A sync's answers.
@@ -292,7 +308,7 @@ impl Session {
             keys.push(keys_of.queue(host));
             keys.push(keys_of.seen(part));
             args.push(host.clone().into_bytes());
-            args.push(item.to_json().into_bytes());
+            args.push(queue_item::encode(host, item));
             for o in &offsets {
                 args.push(o.to_string().into_bytes());
             }
@@ -302,36 +318,50 @@ impl Session {
 
     /// One round of admissions: per shard, the items at `at` (batch, index) of `batches`;
     /// the codes written into `answers`.
+    /// A shard's URLs go in one script call per ADMIT_CHUNK of them: a script call costs
+    /// Redis a fixed few µs beyond its URLs, and the chunk keeps any one call short for the
+    /// other processes waiting on the node. `extra` (the crawl's own keys) goes in the same
+    /// round; its replies are returned.
     async fn admit_round(
         &self,
         batches: &[Vec<(String, QueuedUrl)>],
         by_shard: &BTreeMap<u32, Vec<(usize, usize)>>,
         answers: &mut [Vec<i64>],
-    ) -> Result<(), DistributedError> {
+        extra: Option<Group>,
+    ) -> Result<Vec<redis::Value>, DistributedError> {
         let granted = self.granted.lock().map(|g| g.clone()).unwrap_or_default();
-        let mut groups = Vec::with_capacity(by_shard.len());
+        let mut groups = Vec::with_capacity(by_shard.len() + 1);
         for (&shard, at) in by_shard {
             let items: Vec<&(String, QueuedUrl)> =
                 at.iter().map(|&(b, i)| &batches[b][i]).collect();
             let mut group = Group::default();
             let total = granted.get(&shard).copied().unwrap_or(0);
-            self.admit_call(&mut group, shard, &items, total);
+            for chunk in items.chunks(ADMIT_CHUNK) {
+                self.admit_call(&mut group, shard, chunk, total);
+            }
             groups.push(group);
         }
-        let replies = self.redis.run_groups(&groups).await?;
-        for (reply, at) in replies.iter().zip(by_shard.values()) {
-            let reply = reply
-                .first()
-                .ok_or_else(|| bad("admit", &redis::Value::Nil))?;
-            let codes = array(reply, "admit")?;
-            if codes.len() != at.len() {
-                return Err(bad("admit", reply));
+        let has_extra = extra.is_some();
+        groups.extend(extra);
+        let mut replies = self.redis.run_groups(&groups).await?;
+        let extra_replies = if has_extra {
+            replies.pop().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for (replies, at) in replies.iter().zip(by_shard.values()) {
+            let mut codes = Vec::with_capacity(at.len());
+            for reply in replies {
+                codes.extend(array(reply, "admit")?.iter().map(|c| int(c, "admit")));
             }
-            for (code, &(b, i)) in codes.iter().zip(at) {
-                answers[b][i] = int(code, "admit")?;
+            if codes.len() != at.len() {
+                return Err(bad("admit", &redis::Value::Array(replies.clone())));
+            }
+            for (code, &(b, i)) in codes.into_iter().zip(at) {
+                answers[b][i] = code?;
             }
         }
-        Ok(())
+        Ok(extra_replies)
     }
 
     /// Asks `grant.lua` for `need` more URLs of budget per shard; records each shard's
@@ -367,14 +397,16 @@ impl Session {
         Ok(())
     }
 
-    /// Admits batches of URLs (each with its host key): per shard one `admit.lua` call,
-    /// all shards in one round; on a cluster, the URLs a shard had no budget for are
-    /// granted some (`grant.lua`, the crawl's own keys) and sent again. Answers batch by
+    /// Admits batches of URLs (each with its host key): per shard `admit.lua` calls, all
+    /// shards in one round; on a cluster, the URLs a shard had no budget for are granted
+    /// some (`grant.lua`, the crawl's own keys) and sent again. Looks up the payloads of
+    /// `lookups` (fields of [`super::payloads`]) in the first round. Answers batch by
     /// batch, URL by URL.
     pub(crate) async fn admit(
         &self,
         batches: &[Vec<(String, QueuedUrl)>],
-    ) -> Result<Vec<Vec<Admitted>>, DistributedError> {
+        lookups: &[Vec<u8>],
+    ) -> Result<Admission, DistributedError> {
         let mut answers: Vec<Vec<i64>> = batches.iter().map(|items| vec![0; items.len()]).collect();
         let mut by_shard: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
         for (b, items) in batches.iter().enumerate() {
@@ -385,10 +417,16 @@ impl Session {
                     .push((b, i));
             }
         }
-        if by_shard.is_empty() {
-            return Ok(batches.iter().map(|_| Vec::new()).collect());
-        }
-        self.admit_round(batches, &by_shard, &mut answers).await?;
+        let lookup = (!lookups.is_empty()).then(|| {
+            let payloads = format!("{}payloads", self.prefix);
+            let mut group = Group::default();
+            group.cmd("HMGET").arg(&payloads).arg(lookups);
+            group.cmd("HLEN").arg(&payloads);
+            group
+        });
+        let found = self
+            .admit_round(batches, &by_shard, &mut answers, lookup)
+            .await?;
         let mut again: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
         for (&shard, at) in &by_shard {
             for &(b, i) in at {
@@ -403,13 +441,34 @@ impl Session {
                 .map(|(&shard, at)| (shard, at.len() as u64))
                 .collect();
             self.grant(&need).await?;
-            self.admit_round(batches, &again, &mut answers).await?;
+            self.admit_round(batches, &again, &mut answers, None)
+                .await?;
         }
         // Still without budget after a grant: max_urls is spent.
-        Ok(answers
-            .iter()
-            .map(|codes| codes.iter().map(|&c| Admitted::from_code(c)).collect())
-            .collect())
+        let mut admission = Admission {
+            answers: answers
+                .iter()
+                .map(|codes| codes.iter().map(|&c| Admitted::from_code(c)).collect())
+                .collect(),
+            ..Admission::default()
+        };
+        if !lookups.is_empty() {
+            let [entries, len] = found.as_slice() else {
+                return Err(bad("HMGET", &redis::Value::Array(found.clone())));
+            };
+            let entries = array(entries, "HMGET")?;
+            if entries.len() != lookups.len() {
+                return Err(bad("HMGET", &redis::Value::Array(entries.to_vec())));
+            }
+            for entry in entries {
+                admission.originals.push(match entry {
+                    redis::Value::Nil => None,
+                    entry => Some(blob(entry, "HMGET")?),
+                });
+            }
+            admission.payloads = int(len, "HLEN")?.max(0) as u64;
+        }
+        Ok(admission)
     }
 
     /// Adds the `release.lua` call of `releases`, all of `shard`, to `group`.
@@ -431,8 +490,8 @@ impl Session {
             args.push((r.wait.as_millis() as u64 + 1).to_string().into_bytes());
             args.push(if r.end { b"1".to_vec() } else { b"0".to_vec() });
             args.push(r.acks.len().to_string().into_bytes());
-            for json in &r.acks {
-                args.push(json.as_bytes().to_vec());
+            for item in &r.acks {
+                args.push(item.clone());
             }
         }
         self.redis.scripts.release.call(group, &keys, &args);
@@ -585,11 +644,21 @@ impl Session {
                 self.claim_call(&mut groups[s], s as u32, wants[s], &topups[s], &views[s]);
             }
         }
+        // Payloads published first: on a single server (one pipeline, in order) before
+        // the leases end, so the next holder of a host finds every payload this process
+        // archived from it; on a cluster at the same time (a holder that claims the host
+        // in between archives a payload in full once more).
+        let mut publish = Group::default();
+        let payloads = format!("{}payloads", self.prefix);
+        for (field, entry) in &request.publish {
+            publish.cmd("HSETNX").arg(&payloads).arg(field).arg(entry);
+        }
+        groups.insert(0, publish);
         let replies = self.redis.run_groups(&groups).await?;
         let mut claimed = Claimed::default();
         let mut new_views = views;
         let mut all_empty_again = true;
-        for (s, group) in replies.iter().take(n).enumerate() {
+        for (s, group) in replies.iter().skip(1).take(n).enumerate() {
             let mut replies = group.iter();
             let mut next = |what| replies.next().ok_or_else(|| bad(what, &redis::Value::Nil));
             if releasing[s] {
