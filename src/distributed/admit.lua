@@ -53,10 +53,12 @@ while i + 1 + k <= #ARGV do
   end
   if clear == 0 then
     out[#out + 1] = 0
+  elseif host_cap > 0 and tonumber(redis.call('HGET', hostn, host) or '0') >= host_cap then
+    -- Before the budget: a URL its host's cap refuses never asks grant.lua for budget it
+    -- would not use.
+    out[#out + 1] = 3
   elseif queued >= avail then
     out[#out + 1] = inline and 2 or 4
-  elseif host_cap > 0 and tonumber(redis.call('HGET', hostn, host) or '0') >= host_cap then
-    out[#out + 1] = 3
   else
     ops = {}
     for j = 1, k do

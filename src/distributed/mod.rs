@@ -82,7 +82,10 @@
 //!   between the two rounds, and it serves that shard's next new URL. Running totals (the
 //!   shard keeps the largest it is given) make a grant whose answer was lost good at the
 //!   next grant for that shard. The cost: two more rounds (one to the node holding the
-//!   crawl's `meta`) for pages with new links, on a cluster only.
+//!   crawl's `meta`) for pages with new links, on a cluster only. A URL over its host's cap
+//!   is refused as such before the budget is looked at (it never asks for budget), and
+//!   within a round the shards' scripts run in shard order, not link order: which new URLs
+//!   take the last of `max_urls` follows that order.
 //! - **Nothing acknowledged is lost; nothing leased is lost.** A host's URLs leave its queue
 //!   only into a lease; a URL leaves its lease only by an acknowledgement carrying the
 //!   lease's token (sent after its record is handed to the OS); a lease ends by its holder
