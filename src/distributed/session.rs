@@ -70,15 +70,6 @@ pub(crate) struct ClaimRequest {
     pub(crate) topups: Vec<(String, u64)>,
 }
 
-/// An admission's answers: per batch, per URL; and per payload looked up, its original's
-/// entry if another process published one, with the number of payloads published so far.
-#[derive(Debug, Default)]
-pub(crate) struct Admission {
-    pub(crate) answers: Vec<Vec<Admitted>>,
-    pub(crate) originals: Vec<Option<Vec<u8>>>,
-    pub(crate) payloads: u64,
-}
-
 /// One "sync" round trip: acknowledgements and finished leases, the counters' increments,
 /// a heartbeat renewing `renew` (when `Some`), and a claim.
 #[derive(Debug, Default)]
@@ -220,14 +211,12 @@ impl Session {
         self.redis.scripts.admit.call(pipe, &self.meta, &args);
     }
 
-    /// Admits batches of URLs (each with its host key) in one round trip, one script per
-    /// non-empty batch, and looks up the payloads of `lookups` (fields of
-    /// [`super::payloads`]) in the same; answers batch by batch, URL by URL.
+    /// Admits batches of URLs (each with its host key) in one round trip; answers batch by
+    /// batch, URL by URL.
     pub(crate) async fn admit(
         &self,
         batches: &[Vec<(String, QueuedUrl)>],
-        lookups: &[Vec<u8>],
-    ) -> Result<Admission, DistributedError> {
+    ) -> Result<Vec<Vec<Admitted>>, DistributedError> {
         let mut pipe = redis::pipe();
         // The pages' URLs go together, a script call per ADMIT_CHUNK of them rather than
         // one per page: a script call costs Redis a fixed few µs beyond its URLs, and the
@@ -236,10 +225,8 @@ impl Session {
         for chunk in all.chunks(ADMIT_CHUNK) {
             self.admit_call(&mut pipe, chunk);
         }
-        let payloads = format!("{}payloads", self.prefix);
-        if !lookups.is_empty() {
-            pipe.cmd("HMGET").arg(&payloads).arg(lookups);
-            pipe.cmd("HLEN").arg(&payloads);
+        if all.is_empty() {
+            return Ok(vec![Vec::new(); batches.len()]);
         }
         let replies = self.redis.run(&pipe).await?;
         let mut replies = replies.iter();
@@ -261,29 +248,39 @@ impl Session {
             .iter()
             .map(|items| codes.by_ref().take(items.len()).collect())
             .collect();
-        let mut admission = Admission {
-            answers,
-            ..Admission::default()
-        };
-        if !lookups.is_empty() {
-            let mut next = || {
-                replies
-                    .next()
-                    .ok_or_else(|| bad("HMGET", &redis::Value::Nil))
-            };
-            let found = array(next()?, "HMGET")?;
-            if found.len() != lookups.len() {
-                return Err(bad("HMGET", &redis::Value::Array(found.to_vec())));
-            }
-            for entry in found {
-                admission.originals.push(match entry {
-                    redis::Value::Nil => None,
-                    entry => Some(blob(entry, "HMGET")?),
-                });
-            }
-            admission.payloads = int(next()?, "HLEN")?.max(0) as u64;
+        Ok(answers)
+    }
+
+    /// The originals other processes published of the payloads `fields` name (see
+    /// [`super::payloads`]), and how many payloads are published: one round trip, which
+    /// runs beside the admission of the same pages.
+    pub(crate) async fn payload_originals(
+        &self,
+        fields: &[Vec<u8>],
+    ) -> Result<(Vec<Option<Vec<u8>>>, u64), DistributedError> {
+        if fields.is_empty() {
+            return Ok((Vec::new(), 0));
         }
-        Ok(admission)
+        let payloads = format!("{}payloads", self.prefix);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HMGET").arg(&payloads).arg(fields);
+        pipe.cmd("HLEN").arg(&payloads);
+        let replies = self.redis.run(&pipe).await?;
+        let [found, count] = replies.as_slice() else {
+            return Err(bad("HMGET", &redis::Value::Array(replies)));
+        };
+        let found = array(found, "HMGET")?;
+        if found.len() != fields.len() {
+            return Err(bad("HMGET", &redis::Value::Array(found.to_vec())));
+        }
+        let mut originals = Vec::with_capacity(found.len());
+        for entry in found {
+            originals.push(match entry {
+                redis::Value::Nil => None,
+                entry => Some(blob(entry, "HMGET")?),
+            });
+        }
+        Ok((originals, int(count, "HLEN")?.max(0) as u64))
     }
 
     /// Adds the `release.lua` call of `releases` (if any) to `pipe`.
