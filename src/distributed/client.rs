@@ -362,7 +362,7 @@ impl Group {
     pub(crate) fn cmd(&mut self, name: &str) -> &mut redis::Cmd {
         self.writes |= !matches!(
             name,
-            "HGETALL" | "HGET" | "HMGET" | "ZCARD" | "TIME" | "LLEN"
+            "HGETALL" | "HGET" | "HMGET" | "HLEN" | "ZCARD" | "TIME" | "LLEN"
         );
         self.cmds.push(redis::cmd(name));
         self.cmds.last_mut().expect("just pushed")

@@ -32,8 +32,9 @@
 //! Each process's own index ([`crate::warc`]'s `digest_index.rs`) confirms a hit against
 //! the full digest in its own `pages.jsonl`; across processes, possibly on other machines,
 //! nothing but Redis is shared, so the entry carries what the revisit needs. The lookup
-//! rides in the admission round trip the page makes anyway (`HMGET`), and the publish in
-//! the sync that acknowledges its URL: no round trip of its own.
+//! (`HMGET` of a batch of pages) runs beside, and at the same time as, the admission of
+//! the same pages, so it adds no wait; the publish rides in the sync that acknowledges
+//! the URL. Only with `output.warc` on.
 
 use std::time::{Duration, SystemTime};
 

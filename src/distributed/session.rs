@@ -75,15 +75,6 @@ pub(crate) struct ClaimRequest {
     pub(crate) topups: Vec<(String, u64)>,
 }
 
-/// An admission's answers: per batch, per URL; and per payload looked up, its original's
-/// entry if another process published one, with the number of payloads published so far.
-#[derive(Debug, Default)]
-pub(crate) struct Admission {
-    pub(crate) answers: Vec<Vec<Admitted>>,
-    pub(crate) originals: Vec<Option<Vec<u8>>>,
-    pub(crate) payloads: u64,
-}
-
 /// One "sync" round trip: acknowledgements and finished leases, the counters' increments,
 /// a heartbeat renewing `renew` (when `Some`), and a claim.
 #[derive(Debug, Default)]
@@ -399,14 +390,12 @@ impl Session {
 
     /// Admits batches of URLs (each with its host key): per shard `admit.lua` calls, all
     /// shards in one round; on a cluster, the URLs a shard had no budget for are granted
-    /// some (`grant.lua`, the crawl's own keys) and sent again. Looks up the payloads of
-    /// `lookups` (fields of [`super::payloads`]) in the first round. Answers batch by
+    /// some (`grant.lua`, the crawl's own keys) and sent again. Answers batch by
     /// batch, URL by URL.
     pub(crate) async fn admit(
         &self,
         batches: &[Vec<(String, QueuedUrl)>],
-        lookups: &[Vec<u8>],
-    ) -> Result<Admission, DistributedError> {
+    ) -> Result<Vec<Vec<Admitted>>, DistributedError> {
         let mut answers: Vec<Vec<i64>> = batches.iter().map(|items| vec![0; items.len()]).collect();
         let mut by_shard: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
         for (b, items) in batches.iter().enumerate() {
@@ -417,15 +406,10 @@ impl Session {
                     .push((b, i));
             }
         }
-        let lookup = (!lookups.is_empty()).then(|| {
-            let payloads = format!("{}payloads", self.prefix);
-            let mut group = Group::default();
-            group.cmd("HMGET").arg(&payloads).arg(lookups);
-            group.cmd("HLEN").arg(&payloads);
-            group
-        });
-        let found = self
-            .admit_round(batches, &by_shard, &mut answers, lookup)
+        if by_shard.is_empty() {
+            return Ok(vec![Vec::new(); batches.len()]);
+        }
+        self.admit_round(batches, &by_shard, &mut answers, None)
             .await?;
         let mut again: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
         for (&shard, at) in &by_shard {
@@ -445,30 +429,42 @@ impl Session {
                 .await?;
         }
         // Still without budget after a grant: max_urls is spent.
-        let mut admission = Admission {
-            answers: answers
-                .iter()
-                .map(|codes| codes.iter().map(|&c| Admitted::from_code(c)).collect())
-                .collect(),
-            ..Admission::default()
-        };
-        if !lookups.is_empty() {
-            let [entries, len] = found.as_slice() else {
-                return Err(bad("HMGET", &redis::Value::Array(found.clone())));
-            };
-            let entries = array(entries, "HMGET")?;
-            if entries.len() != lookups.len() {
-                return Err(bad("HMGET", &redis::Value::Array(entries.to_vec())));
-            }
-            for entry in entries {
-                admission.originals.push(match entry {
-                    redis::Value::Nil => None,
-                    entry => Some(blob(entry, "HMGET")?),
-                });
-            }
-            admission.payloads = int(len, "HLEN")?.max(0) as u64;
+        Ok(answers
+            .iter()
+            .map(|codes| codes.iter().map(|&c| Admitted::from_code(c)).collect())
+            .collect())
+    }
+
+    /// The originals other processes published of the payloads `fields` name (see
+    /// [`super::payloads`]), and how many payloads are published: one round trip (the
+    /// crawl's own keys), which runs beside the admission of the same pages.
+    pub(crate) async fn payload_originals(
+        &self,
+        fields: &[Vec<u8>],
+    ) -> Result<(Vec<Option<Vec<u8>>>, u64), DistributedError> {
+        if fields.is_empty() {
+            return Ok((Vec::new(), 0));
         }
-        Ok(admission)
+        let payloads = format!("{}payloads", self.prefix);
+        let mut group = Group::default();
+        group.cmd("HMGET").arg(&payloads).arg(fields);
+        group.cmd("HLEN").arg(&payloads);
+        let replies = self.redis.run(&group).await?;
+        let [found, count] = replies.as_slice() else {
+            return Err(bad("HMGET", &redis::Value::Array(replies)));
+        };
+        let found = array(found, "HMGET")?;
+        if found.len() != fields.len() {
+            return Err(bad("HMGET", &redis::Value::Array(found.to_vec())));
+        }
+        let mut originals = Vec::with_capacity(found.len());
+        for entry in found {
+            originals.push(match entry {
+                redis::Value::Nil => None,
+                entry => Some(blob(entry, "HMGET")?),
+            });
+        }
+        Ok((originals, int(count, "HLEN")?.max(0) as u64))
     }
 
     /// Adds the `release.lua` call of `releases`, all of `shard`, to `group`.
