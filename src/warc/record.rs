@@ -208,6 +208,10 @@ pub(crate) struct ArchivedFetch {
     pub(crate) payload_bytes: u64,
     pub(crate) peer: Option<IpAddr>,
     pub(crate) http2: bool,
+    /// The original of this payload that another process of a distributed crawl archived
+    /// (from Redis: `crate::distributed`'s `payloads.rs`), for the writer to refer to when
+    /// its own index knows none.
+    pub(crate) shared_original: Option<Original>,
 }
 
 /// Where the original of a duplicate payload is: what a revisit record refers to.
@@ -287,6 +291,7 @@ pub(crate) fn encode_fetch(fetch: FetchParts<'_>, level: u32) -> ArchivedFetch {
         payload_bytes: fetch.payload.len() as u64,
         peer: fetch.peer,
         http2: fetch.http2,
+        shared_original: None,
     }
 }
 

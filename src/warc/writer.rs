@@ -13,7 +13,9 @@
 //! - **A duplicate payload is written once.** The first response with a payload digest is
 //!   archived in full; a later one is a `revisit` referring to it, decided here against the
 //!   digest index, which only this thread writes (so two equal payloads fetched at once
-//!   cannot both become originals or both revisits).
+//!   cannot both become originals or both revisits). In a distributed crawl, a payload
+//!   another process archived comes with its original (`ArchivedFetch::shared_original`,
+//!   from Redis) and is a revisit too.
 //!
 //! `WARC-Warcinfo-ID`: records are built on other threads before the file they land in is
 //! known; they name the `warcinfo` of the file being written when they were built. Across a
@@ -260,8 +262,9 @@ impl ArchiveWriter {
         Ok(tally)
     }
 
-    /// The archived original of `fetch`'s payload, if the index knows one: each candidate
-    /// line is read back from `pages.jsonl` and its full digest compared.
+    /// The archived original of `fetch`'s payload, if the index knows one (each candidate
+    /// line is read back from `pages.jsonl` and its full digest compared), else the one
+    /// another process of a distributed crawl archived, if any.
     fn original_of(
         &mut self,
         fetch: &ArchivedFetch,
@@ -270,7 +273,7 @@ impl ArchiveWriter {
     ) -> Result<Option<Original>, IoAt> {
         let candidates = self.index.candidates(&fetch.payload_digest);
         if candidates.is_empty() {
-            return Ok(None);
+            return Ok(fetch.shared_original.clone());
         }
         // The lines to read back may still be in the output's buffer; the archive goes to the
         // OS first, as always.
@@ -294,7 +297,7 @@ impl ArchiveWriter {
                 }));
             }
         }
-        Ok(None)
+        Ok(fetch.shared_original.clone())
     }
 
     /// The line of `pages.jsonl` starting at `at`, without its newline.
