@@ -176,6 +176,9 @@ pub(crate) struct Exchange {
     pub(crate) raw_body: Option<Vec<u8>>,
     /// The body was cut at the cap (`WARC-Truncated: length`).
     pub(crate) truncated: bool,
+    /// The body was sent content-coded (`Content-Encoding` other than identity): compressed
+    /// already, so the archive stores it rather than deflating it again.
+    pub(crate) content_coded: bool,
     /// The response came over HTTP/2 (its head is written in HTTP/1.1 form).
     pub(crate) http2: bool,
     /// The address the response came from.
@@ -383,6 +386,7 @@ impl Fetcher {
                 response_head: response_head(&response),
                 raw_body: (!same_as_parsed).then(Vec::new),
                 truncated: false,
+                content_coded: coding != Ok(Coding::Identity),
                 http2: response.version() == reqwest::Version::HTTP_2,
                 peer: response.remote_addr().map(|a| a.ip()),
                 date,
