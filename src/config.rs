@@ -284,6 +284,9 @@ pub struct OutputSection {
     pub warc_dedup_memory: ByteSize,
     /// gzip level of the WARC records, 1 (fastest) to 9 (smallest).
     pub warc_gzip_level: u32,
+    /// Records whose payload is compressed already (sent content-coded, or an image, video,
+    /// archive…) are stored in their gzip member rather than deflated again.
+    pub warc_store_compressed: bool,
 }
 
 impl Default for OutputSection {
@@ -297,6 +300,7 @@ impl Default for OutputSection {
             warc_prefix: "crawler".into(),
             warc_dedup_memory: ByteSize(32 << 20),
             warc_gzip_level: 1,
+            warc_store_compressed: true,
         }
     }
 }
@@ -507,6 +511,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "warc_prefix",
             "warc_dedup_memory",
             "warc_gzip_level",
+            "warc_store_compressed",
         ],
     ),
     (
