@@ -135,6 +135,8 @@ pub struct Manifest {
 /// I/O error's cause is its [`source`](std::error::Error::source), not part of its message.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    #[error("seen.exact: the admitted set")]
+    Admitted(#[from] crate::state_store::StateStoreError),
     /// I/O on the checkpoint's files.
     #[error(transparent)]
     File(#[from] IoAt),
@@ -344,6 +346,11 @@ pub(crate) fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, Checkp
     fs::create_dir_all(&dir).at("create", &dir)?;
     let seen_path = dir.join("seen.bin");
     seen.save(&seen_path)?;
+    if let Some(admitted) = seen.exact() {
+        // After the filter's file, with the same invariant: everything admitted before the
+        // snapshot, and perhaps some after it, which the queue log records.
+        admitted.persist(&dir)?;
+    }
     manifest.seen_seed = seen.plan().seed;
     manifest.seen_xxh3 = file_trailer(&seen_path)?;
     manifest.frontier = Some(frontier.write(&dir)?);

@@ -199,6 +199,12 @@ pub(crate) trait Sink: Send {
         line_at: u64,
         flush_journal: &mut dyn FnMut() -> Result<(), IoAt>,
     ) -> Result<(), IoAt>;
+    /// Every record (archived or not), once its line is written with the fields sinks
+    /// filled in; `line_end` is where its line ends in the journal. For a sink kept from the
+    /// journal, like the state store ([`crate::state_store`]).
+    fn recorded(&mut self, _record: &PageRecord, _line_end: u64) -> Result<(), IoAt> {
+        Ok(())
+    }
     /// Hands buffered records to the OS.
     fn flush(&mut self) -> Result<(), IoAt>;
     /// Hands buffered records to the OS and waits for the disk.
@@ -386,6 +392,9 @@ fn write_loop(
                     written += 1;
                     position.records += 1;
                     position.bytes += line.len() as u64;
+                    for sink in &mut sinks {
+                        sink.recorded(&record, position.bytes)?;
+                    }
                 }
                 Message::Flush(reply) => {
                     let archived = sinks.iter_mut().try_for_each(|sink| sink.sync());

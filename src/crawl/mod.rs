@@ -110,6 +110,8 @@ pub enum CrawlError {
     Monitor(#[from] crate::monitor::MonitorError),
     #[error(transparent)]
     Distributed(#[from] crate::distributed::DistributedError),
+    #[error(transparent)]
+    StateStore(#[from] crate::state_store::StateStoreError),
     #[error("{}: cannot write", path.display())]
     Pages {
         path: PathBuf,

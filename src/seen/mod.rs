@@ -181,6 +181,7 @@ mod backend;
 mod blocks;
 mod counters;
 mod error;
+mod exact;
 mod file;
 mod plan;
 mod probe;
@@ -192,6 +193,7 @@ pub(crate) use backend::SeenBackend;
 use blocks::{Block, BlockArray, WordBuffer, LOCK_BIT, LOCK_WORD};
 use counters::LiveCounters;
 pub use error::SeenError;
+pub(crate) use exact::admitted_for_crawl;
 pub use file::SeenSnapshot;
 pub use plan::{
     blocked_fpp, blocked_fpp_at_load, classic_fpp, classic_m_k, machine_memory_bytes, Layout, Plan,
@@ -210,6 +212,8 @@ pub struct SeenSet {
     plan: Plan,
     array: BlockArray,
     counters: LiveCounters,
+    /// With `[seen] exact`, the exact set this filter fronts (see `exact.rs`).
+    exact: std::sync::OnceLock<std::sync::Arc<crate::state_store::AdmittedSet>>,
 }
 
 /// Live figures, summed from the counter shards without touching the bit array.
@@ -245,6 +249,7 @@ impl SeenSet {
             plan,
             array,
             counters,
+            exact: std::sync::OnceLock::new(),
         }
     }
 
