@@ -25,7 +25,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::SeenSet;
+use super::{blocked_fpp, Plan, PlanError, SeenSet, BLOCK_BITS};
 use crate::state_store::{AdmittedSet, StateStoreError, UrlFingerprint};
 
 fn fingerprint(key: &[u8]) -> UrlFingerprint {
@@ -98,6 +98,25 @@ impl SeenSet {
             let fresh: Vec<UrlFingerprint> = admitted.into_iter().collect();
             record_failure(exact.insert_batch(&fresh));
         }
+    }
+}
+
+/// The filter of a crawl with `[seen] exact` and `[seen] memory`: whatever budget is
+/// given, at least one block, however high the false-positive rate it gives. The exact set
+/// answers what the filter cannot; a small filter only costs more lookups (a budget under
+/// `Plan::for_memory`'s fpp = 0.5 floor is refused without `exact`).
+pub(crate) fn front_plan(n: u64, bytes: u64) -> Result<Plan, PlanError> {
+    match Plan::for_memory(n, bytes) {
+        Err(PlanError::BudgetTooSmall { .. }) => {
+            let blocks = (bytes / (BLOCK_BITS / 8)).max(1);
+            let (k, fpp) = (1..=4u32).map(|k| (k, blocked_fpp(n, blocks, k))).fold(
+                (1, f64::INFINITY),
+                |best, cur| if cur.1 < best.1 { cur } else { best },
+            );
+            // The file format keeps the target in (0, 1).
+            Plan::build(n, fpp.min(0.999), blocks, k)
+        }
+        other => other,
     }
 }
 
@@ -180,5 +199,19 @@ mod tests {
         fronted.confirm_seen_batch(&refs, &mut confirmed);
         assert_eq!(confirmed, vec![true, false]);
         assert!(fronted.is_exact() && !bloom_alone.is_exact());
+    }
+
+    #[test]
+    fn a_front_filter_takes_any_budget() {
+        assert!(Plan::for_memory(1_000_000, 64).is_err());
+        let plan = front_plan(1_000_000, 64).unwrap();
+        assert_eq!(plan.blocks, 1);
+        assert!(plan.target_fpp < 1.0);
+        SeenSet::new(plan).unwrap();
+        // A budget that suffices is planned as without `exact`.
+        assert_eq!(
+            front_plan(1_000_000, 4 << 20).unwrap(),
+            Plan::for_memory(1_000_000, 4 << 20).unwrap()
+        );
     }
 }

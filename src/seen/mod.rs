@@ -193,7 +193,7 @@ pub(crate) use backend::SeenBackend;
 use blocks::{Block, BlockArray, WordBuffer, LOCK_BIT, LOCK_WORD};
 use counters::LiveCounters;
 pub use error::SeenError;
-pub(crate) use exact::admitted_for_crawl;
+pub(crate) use exact::{admitted_for_crawl, front_plan};
 pub use file::SeenSnapshot;
 pub use plan::{
     blocked_fpp, blocked_fpp_at_load, classic_fpp, classic_m_k, machine_memory_bytes, Layout, Plan,

@@ -35,7 +35,7 @@ pub struct AdmittedSet {
 impl AdmittedSet {
     /// `OUT/state/admitted/`: where a crawl's admitted set keeps its runs.
     pub fn dir_of(out: &Path) -> PathBuf {
-        super::StateStore::dir_of(out).join("admitted")
+        out.join("state").join("admitted")
     }
 
     /// The manifest of the set in the checkpoint directory `checkpoint`.

@@ -182,7 +182,7 @@ pub(crate) struct StateSink {
 }
 
 impl StateSink {
-    /// The sink of `[state] enabled`: the store in `OUT/state/` brought up to the journal
+    /// The sink of `[state] enabled`: the store in `OUT/state/urls/` brought up to the journal
     /// `pages` as it stands (`journal_len` bytes, already cut back on a resume); a fresh
     /// crawl starts an empty store.
     pub(crate) fn open(

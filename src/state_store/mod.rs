@@ -130,9 +130,10 @@ pub struct StateStore {
 }
 
 impl StateStore {
-    /// `OUT/state/`: where a crawl keeps its state store.
+    /// `OUT/state/urls/`: where a crawl keeps its state store (`OUT/state/` holds the
+    /// admitted set too).
     pub fn dir_of(out: &Path) -> PathBuf {
-        out.join("state")
+        out.join("state").join("urls")
     }
 
     fn manifest(dir: &Path) -> PathBuf {

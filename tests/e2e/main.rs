@@ -18,6 +18,7 @@ mod politeness_e2e;
 mod resume_e2e;
 mod robots_cli;
 mod site_e2e;
+mod state_store;
 mod support;
 mod tls;
 mod warc;
