@@ -32,6 +32,10 @@
 //! per server address, so each figure is the cost of the budgets and address lookups, not a
 //! slower crawl).
 //!
+//! `-- --cores N` runs the crawler pinned to N cores and reports what limits its scaling:
+//! per-thread CPU, context switches and (with `--features bench-counters`) cross-thread
+//! hand-offs per page; see `support/scaling.rs`.
+//!
 //! `-- --monitor` measures what the monitor (`[monitor] listen`) costs: runs interleaved with
 //! the monitor off and on, a scraper thread GETting `/metrics`, `/status.json` and `/` once
 //! a second while the crawl runs (three requests where Prometheus makes one: an upper bound);
@@ -39,6 +43,9 @@
 
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
+
+#[path = "support/scaling.rs"]
+mod scaling;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -259,6 +266,11 @@ fn main() {
     let spec = WebSpec::bench(7);
     if args.iter().any(|a| a == "--tls") {
         transports(&spec, runs);
+        return;
+    }
+    if let Some(cores) = testweb_process::arg_value("--cores") {
+        let cores = cores.parse().expect("--cores N: a number of cores");
+        scaling::report(&spec, FEATURES, cores, runs);
         return;
     }
     if args.iter().any(|a| a == "--monitor") {
