@@ -95,50 +95,47 @@ impl Memtable {
         }
     }
 
-    fn freeze(self) -> Frozen {
+    fn bytes(&self) -> u64 {
         match self {
-            Memtable::Keys(s) => {
-                let mut keys: Vec<u64> = s.into_iter().collect();
-                keys.sort_unstable();
-                Frozen::Keys(keys)
-            }
+            Memtable::Keys(s) => s.capacity() as u64 * 9,
             Memtable::Values(m) => {
-                let mut entries: Vec<(u64, Box<[u8]>)> = m.into_iter().collect();
-                entries.sort_unstable_by_key(|(k, _)| *k);
-                Frozen::Values(entries)
+                m.capacity() as u64 * 25 + m.values().map(|v| v.len() as u64).sum::<u64>()
             }
         }
     }
 }
 
-/// A memtable taken out of service, sorted, until its run is in place.
-pub(crate) enum Frozen {
-    Keys(Vec<u64>),
-    Values(Vec<(u64, Box<[u8]>)>),
-}
+/// A memtable taken out of service until its run is in place: still a hash table (sorting
+/// it is the writer thread's work, so that freezing under the lock is a pointer swap).
+pub(crate) struct Frozen(Memtable);
 
 impl Frozen {
     fn get(&self, key: u64) -> Option<&[u8]> {
-        match self {
-            Frozen::Keys(keys) => keys.binary_search(&key).ok().map(|_| &[][..]),
-            Frozen::Values(entries) => entries
-                .binary_search_by_key(&key, |(k, _)| *k)
-                .ok()
-                .map(|i| &entries[i].1[..]),
-        }
+        self.0.get(key)
     }
 
     fn len(&self) -> usize {
-        match self {
-            Frozen::Keys(k) => k.len(),
-            Frozen::Values(e) => e.len(),
-        }
+        self.0.len()
     }
 
     fn bytes(&self) -> u64 {
-        match self {
-            Frozen::Keys(k) => k.capacity() as u64 * 8,
-            Frozen::Values(e) => e.iter().map(|(_, v)| 24 + v.len() as u64).sum(),
+        self.0.bytes()
+    }
+
+    /// The entries in key order.
+    fn sorted(&self) -> Vec<(u64, &[u8])> {
+        let mut entries: Vec<(u64, &[u8])> = match &self.0 {
+            Memtable::Keys(s) => s.iter().map(|&k| (k, &[][..])).collect(),
+            Memtable::Values(m) => m.iter().map(|(&k, v)| (k, &v[..])).collect(),
+        };
+        entries.sort_unstable_by_key(|(k, _)| *k);
+        entries
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (u64, &[u8])> + '_> {
+        match &self.0 {
+            Memtable::Keys(s) => Box::new(s.iter().map(|&k| (k, &[][..]))),
+            Memtable::Values(m) => Box::new(m.iter().map(|(&k, v)| (k, &v[..]))),
         }
     }
 }
@@ -222,17 +219,8 @@ impl Shared {
     /// Writes a frozen memtable as a run and swaps it in for the frozen one.
     fn write_frozen(&self, frozen: &Arc<Frozen>) -> Result<(), StateStoreError> {
         let mut writer = RunWriter::create(&self.new_run_path(), self.values)?;
-        match &**frozen {
-            Frozen::Keys(keys) => {
-                for &k in keys {
-                    writer.push(k, &[])?;
-                }
-            }
-            Frozen::Values(entries) => {
-                for (k, v) in entries {
-                    writer.push(*k, v)?;
-                }
-            }
+        for (k, v) in frozen.sorted() {
+            writer.push(k, v)?;
         }
         let run = Arc::new(writer.finish()?);
         let mut state = self.write();
@@ -538,7 +526,7 @@ impl Table {
 
     fn freeze(state: &mut TableState, values: bool) -> Arc<Frozen> {
         let memtable = std::mem::replace(&mut state.memtable, Memtable::new(values));
-        let frozen = Arc::new(memtable.freeze());
+        let frozen = Arc::new(Frozen(memtable));
         state.frozen.insert(0, frozen.clone());
         frozen
     }
@@ -603,6 +591,10 @@ impl Table {
             }
             Self::layers(&state)
         };
+        // Membership does not depend on which layer is newest: the largest run, which
+        // holds most keys, is asked first.
+        let mut runs = runs;
+        runs.sort_by_key(|r| std::cmp::Reverse(r.len()));
         for (found, &key) in out.iter_mut().zip(keys) {
             if !*found {
                 *found = frozen.iter().any(|f| f.get(key).is_some())
@@ -659,10 +651,7 @@ impl Table {
                 || runs[..runs_upto].iter().any(|r| r.contains(k))
         };
         for (i, layer) in frozen.iter().enumerate() {
-            let entries: Box<dyn Iterator<Item = (u64, &[u8])>> = match &**layer {
-                Frozen::Keys(keys) => Box::new(keys.iter().map(|&k| (k, &[][..]))),
-                Frozen::Values(e) => Box::new(e.iter().map(|(k, v)| (*k, &v[..]))),
-            };
+            let entries = layer.iter();
             for (k, v) in entries {
                 if !shadowed(k, i, 0) && !f(k, v) {
                     return;
@@ -680,14 +669,13 @@ impl Table {
 
     pub(crate) fn stats(&self) -> TableStats {
         let state = self.shared.read();
-        let per_entry = if self.shared.values { 64 } else { 16 };
         let memtable = state.memtable.len() as u64;
         TableStats {
             entries_in_memory: memtable + state.frozen.iter().map(|f| f.len() as u64).sum::<u64>(),
             runs: state.runs.len() as u64,
             entries_on_disk: state.runs.iter().map(|r| r.len()).sum(),
             bytes_on_disk: state.runs.iter().map(|r| r.bytes()).sum(),
-            memory: memtable * per_entry
+            memory: state.memtable.bytes()
                 + state.frozen.iter().map(|f| f.bytes()).sum::<u64>()
                 + state.runs.iter().map(|r| r.memory()).sum::<u64>(),
         }
