@@ -42,6 +42,9 @@
 //! Layout under `OUT/checkpoint/`:
 //! - `ckpt-<seq>/seen.bin`: the seen-set file (format in [`crate::seen`]);
 //! - `ckpt-<seq>/hosts.bin`: per-host tallies (format in [`crate::frontier`]);
+//! - `ckpt-<seq>/admitted.json`: with `[seen] exact`, the runs of the exact admitted set that
+//!   make its state at this checkpoint (written right after `seen.bin`, under the same
+//!   invariant; the runs live in `OUT/state/admitted/`, see [`crate::state_store`]);
 //! - `manifest.json`: what the current checkpoint is: the counters, the length of
 //!   `pages.jsonl`, the seen-set's parameters (m, k, hash seed) and the checksum trailer of
 //!   its file, and the frontier's [`SavedFrontier`]: the position of the disk queues in

@@ -679,6 +679,11 @@ impl Config {
         lacks
     }
 
+    /// Sets `[seen] exact` (for benches; `--set seen.exact=true` otherwise).
+    pub fn set_seen_exact(&mut self, exact: bool) {
+        self.seen.exact = exact;
+    }
+
     /// Loads `path` (or the defaults when `None`) and applies `--set` overrides.
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
         Config::load_with_flags(path, overrides, &[])

@@ -6,6 +6,11 @@
 //! without a global lock, costs one cache miss per URL, and survives a crash as a checkpoint
 //! file. It is usable on its own: [`Plan`] sizes it, [`SeenSet`] is the filter.
 //!
+//! With `[seen] exact` the filter is the front of an exact set of admitted URLs on disk
+//! ([`crate::state_store::AdmittedSet`]): its "maybe seen" is confirmed there, so no new URL
+//! is skipped as a false positive (see `exact.rs`); the filter then only spares lookups, and
+//! `[seen] memory` may be as small as one block.
+//!
 //! # Guarantees
 //!
 //! - **No false negatives.** A key whose `insert_new` returned (either answer) is reported by
