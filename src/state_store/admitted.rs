@@ -109,6 +109,11 @@ impl AdmittedSet {
     pub fn stats(&self) -> TableStats {
         self.table.stats()
     }
+
+    /// Waits for the background merges to be done (benches; a crawl never waits for them).
+    pub fn compact(&self) -> Result<(), StateStoreError> {
+        self.table.compact()
+    }
 }
 
 #[cfg(test)]

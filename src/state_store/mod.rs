@@ -329,6 +329,11 @@ impl StateStore {
         self.table.stats()
     }
 
+    /// Waits for the background merges to be done (benches; a crawl never waits for them).
+    pub fn compact(&self) -> Result<(), StateStoreError> {
+        self.table.compact()
+    }
+
     /// Waits for the background writer, then stops it (also done on drop).
     pub fn close(&self) -> Result<(), StateStoreError> {
         self.table.close()

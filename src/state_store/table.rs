@@ -27,9 +27,10 @@
 //!   for the memtable only; frozen memtables and runs are searched through `Arc`s taken under
 //!   it. Writers hold the write lock to insert a batch, to freeze, or to swap runs.
 //!
-//! Merge policy: after each new run, while the newest run is at least half the size of the
-//! next, the two are merged (a binary counter: at most log2(n / memtable) runs, each entry
-//! rewritten about that many times; for 10^8 URLs at 10^6 per memtable, 7 runs and 7 writes).
+//! Merge policy: while two adjacent runs have the newer at least half the size of the older,
+//! they are merged (a binary counter: at most log2(n / memtable) runs, each entry rewritten
+//! about that many times; for 10^8 URLs at 10^6 per memtable, 7 runs and 7 writes). Merges
+//! run on the writer thread between its jobs, one at a time, never while a job waits.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -159,6 +160,8 @@ pub(crate) struct TableManifest {
 
 enum Job {
     Write(Arc<Frozen>),
+    /// Merge until the policy is met, then answer.
+    Compact(mpsc::Sender<Result<(), StateStoreError>>),
     Persist {
         frozen: Option<Arc<Frozen>>,
         manifest: PathBuf,
@@ -229,14 +232,20 @@ impl Shared {
         Ok(())
     }
 
-    /// Merges the newest runs while the newest is at least half the next.
-    fn merge(&self) -> Result<(), StateStoreError> {
-        loop {
+    /// Merges the newest two adjacent runs of which the newer is at least half the older;
+    /// whether there were any.
+    fn merge_step(&self) -> Result<bool, StateStoreError> {
+        {
             let (newer, older) = {
                 let state = self.read();
-                match state.runs.as_slice() {
-                    [a, b, ..] if a.len() * 2 >= b.len() => (a.clone(), b.clone()),
-                    _ => return Ok(()),
+                // Adjacent runs only, so that newer still shadows older after the merge.
+                match state
+                    .runs
+                    .windows(2)
+                    .find(|pair| pair[0].len() * 2 >= pair[1].len())
+                {
+                    Some(pair) => (pair[0].clone(), pair[1].clone()),
+                    None => return Ok(false),
                 }
             };
             let mut writer = RunWriter::create(&self.new_run_path(), self.values)?;
@@ -273,6 +282,7 @@ impl Shared {
             }
             self.collect_garbage(&[newer.path(), older.path()]);
         }
+        Ok(true)
     }
 
     /// Deletes `candidates` unless live or named by a kept manifest.
@@ -343,12 +353,37 @@ impl Shared {
     }
 }
 
+/// The writer thread: jobs in order, and merges between them, one merge at a time and only
+/// while no job waits (a checkpoint's persist never waits for more than the merge under way).
 fn writer_loop(shared: Arc<Shared>, jobs: mpsc::Receiver<Job>) {
-    while let Ok(job) = jobs.recv() {
+    let mut merge_due = false;
+    loop {
+        let job = if merge_due {
+            match jobs.try_recv() {
+                Ok(job) => job,
+                Err(mpsc::TryRecvError::Empty) => {
+                    merge_due = match shared.merge_step() {
+                        Ok(merged) => merged,
+                        Err(e) => {
+                            tracing::warn!("state store: {e}");
+                            shared.fail(&e);
+                            false
+                        }
+                    };
+                    continue;
+                }
+                // Closed: runs left unmerged are merged after the next open.
+                Err(mpsc::TryRecvError::Disconnected) => return,
+            }
+        } else {
+            match jobs.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            }
+        };
         match job {
             Job::Write(frozen) => {
-                let result = shared.write_frozen(&frozen).and_then(|()| shared.merge());
-                if let Err(e) = result {
+                if let Err(e) = shared.write_frozen(&frozen) {
                     tracing::warn!("state store: {e}");
                     shared.fail(&e);
                 }
@@ -361,14 +396,29 @@ fn writer_loop(shared: Arc<Shared>, jobs: mpsc::Receiver<Job>) {
             } => {
                 let result = frozen
                     .map_or(Ok(()), |f| shared.write_frozen(&f))
-                    .and_then(|()| shared.write_manifest(&manifest, covers))
-                    .and_then(|()| shared.merge());
+                    .and_then(|()| shared.write_manifest(&manifest, covers));
                 if let Err(e) = &result {
                     shared.fail(e);
                 }
                 let _ = done.send(result);
             }
+            Job::Compact(done) => {
+                let mut result = Ok(());
+                loop {
+                    match shared.merge_step() {
+                        Ok(true) => continue,
+                        Ok(false) => break,
+                        Err(e) => {
+                            shared.fail(&e);
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                let _ = done.send(result);
+            }
         }
+        merge_due = true;
     }
 }
 
@@ -575,6 +625,19 @@ impl Table {
         })
     }
 
+    /// Waits until every merge the policy asks for is done (benches, and a store about to be
+    /// read hard); the writes so far are written as runs first only if a persist asked.
+    pub(crate) fn compact(&self) -> Result<(), StateStoreError> {
+        let (done, wait) = mpsc::channel();
+        self.send(Job::Compact(done))?;
+        wait.recv().unwrap_or_else(|_| {
+            Err(StateStoreError::WriterFailed {
+                dir: self.shared.dir.clone(),
+                reason: "the writer thread is gone".into(),
+            })
+        })
+    }
+
     /// The frozen memtables and runs to search after the memtable, taken under the lock.
     fn layers(state: &TableState) -> (Vec<Arc<Frozen>>, Vec<Arc<Run>>) {
         (state.frozen.clone(), state.runs.clone())
@@ -719,6 +782,7 @@ mod tests {
                 .unwrap();
         }
         table.persist(&manifest, 42).unwrap();
+        table.compact().unwrap();
         let stats = table.stats();
         assert!(stats.runs <= 14, "merged: {stats:?}");
         assert_eq!(stats.entries_in_memory, 0);
