@@ -1,9 +1,10 @@
 //! [`UrlState`] as bytes: a version byte, then the fields in a fixed order, integers as
 //! LEB128 varints and strings as a varint length and UTF-8 (an optional string's length is
-//! stored plus one, 0 meaning absent).
+//! stored plus one, 0 meaning absent); the payload digest and WARC record id in their
+//! binary form when they have the archive's (see `Packed`).
 //!
 //! Why hand-written and not serde: a state is read on every lookup of a recrawl and written
-//! on every record, 10^8 of them on disk, so its size matters (a typical state is ~150 bytes
+//! on every record, 10^8 of them on disk, so its size matters (a typical state is ~120 bytes
 //! here against ~300 as JSON) and it must stay readable as fields are added. The rule that
 //! makes adding a field cheap: **fields are only ever appended**. A value written before a
 //! field existed simply ends earlier, and the decoder gives the missing fields their default;
@@ -37,6 +38,65 @@ fn put_str(out: &mut Vec<u8>, s: Option<&str>) {
     }
 }
 
+/// How a string field that usually has a fixed binary form is stored: its head varint is 0
+/// for none, `2 · len + 1` for the string as it is, and `2` for the binary form (20 bytes of
+/// SHA-1 for `sha1:BASE32`, 16 bytes for `<urn:uuid:…>`), used only when it turns back into
+/// exactly the same string. It saves ~55 of a state's ~180 bytes.
+#[derive(Clone, Copy)]
+enum Packed {
+    Sha1,
+    Uuid,
+}
+
+impl Packed {
+    fn pack(self, s: &str) -> Option<Vec<u8>> {
+        let bytes = match self {
+            Packed::Sha1 => data_encoding::BASE32
+                .decode(s.strip_prefix("sha1:")?.as_bytes())
+                .ok()?,
+            Packed::Uuid => {
+                let inner = s.strip_prefix("<urn:uuid:")?.strip_suffix('>')?;
+                uuid::Uuid::parse_str(inner).ok()?.as_bytes().to_vec()
+            }
+        };
+        (bytes.len() == self.len() && self.unpack(&bytes) == s).then_some(bytes)
+    }
+
+    fn unpack(self, bytes: &[u8]) -> String {
+        match self {
+            Packed::Sha1 => format!("sha1:{}", data_encoding::BASE32.encode(bytes)),
+            Packed::Uuid => {
+                let mut id = [0u8; 16];
+                id.copy_from_slice(&bytes[..16]);
+                format!("<urn:uuid:{}>", uuid::Uuid::from_bytes(id))
+            }
+        }
+    }
+
+    fn len(self) -> usize {
+        match self {
+            Packed::Sha1 => 20,
+            Packed::Uuid => 16,
+        }
+    }
+}
+
+fn put_packed(out: &mut Vec<u8>, s: Option<&str>, form: Packed) {
+    match s {
+        None => put_varint(out, 0),
+        Some(s) => match form.pack(s) {
+            Some(bytes) => {
+                put_varint(out, 2);
+                out.extend_from_slice(&bytes);
+            }
+            None => {
+                put_varint(out, 2 * s.len() as u64 + 1);
+                out.extend_from_slice(s.as_bytes());
+            }
+        },
+    }
+}
+
 /// Appends the encoding of `state` to `out`.
 pub(crate) fn encode(state: &UrlState, out: &mut Vec<u8>) {
     out.push(VERSION);
@@ -46,8 +106,8 @@ pub(crate) fn encode(state: &UrlState, out: &mut Vec<u8>) {
     put_varint(out, state.status.into());
     put_str(out, state.etag.as_deref());
     put_str(out, state.last_modified.as_deref());
-    put_str(out, state.payload_digest.as_deref());
-    put_str(out, state.warc_record_id.as_deref());
+    put_packed(out, state.payload_digest.as_deref(), Packed::Sha1);
+    put_packed(out, state.warc_record_id.as_deref(), Packed::Uuid);
     put_str(out, state.warc_date.as_deref());
     put_varint(out, state.changes.into());
     put_varint(out, state.checks.into());
@@ -90,6 +150,34 @@ impl Reader<'_> {
         T::try_from(n).map_err(|_| format!("{what}: {n} out of range"))
     }
 
+    fn bytes(&mut self, len: usize, what: &str) -> Result<&[u8], String> {
+        let end = self
+            .at
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len())
+            .ok_or_else(|| format!("{what}: {len} bytes, past the end"))?;
+        let bytes = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(bytes)
+    }
+
+    fn packed(&mut self, form: Packed, what: &str) -> Result<Option<String>, String> {
+        if self.at_end() {
+            return Ok(None);
+        }
+        match self.varint(what)? {
+            0 => Ok(None),
+            2 => Ok(Some(form.unpack(self.bytes(form.len(), what)?))),
+            h if h % 2 == 1 => {
+                let len = usize::try_from(h / 2).map_err(|_| format!("{what}: length {h}"))?;
+                let bytes = self.bytes(len, what)?;
+                let s = std::str::from_utf8(bytes).map_err(|_| format!("{what}: not UTF-8"))?;
+                Ok(Some(s.to_string()))
+            }
+            h => Err(format!("{what}: unknown form {h}")),
+        }
+    }
+
     fn string(&mut self, what: &str) -> Result<Option<String>, String> {
         if self.at_end() {
             return Ok(None);
@@ -127,8 +215,8 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<UrlState, String> {
         status: r.number("status")?,
         etag: r.string("etag")?,
         last_modified: r.string("last_modified")?,
-        payload_digest: r.string("payload_digest")?,
-        warc_record_id: r.string("warc_record_id")?,
+        payload_digest: r.packed(Packed::Sha1, "payload_digest")?,
+        warc_record_id: r.packed(Packed::Uuid, "warc_record_id")?,
         warc_date: r.string("warc_date")?,
         changes: r.number("changes")?,
         checks: r.number("checks")?,
@@ -167,7 +255,20 @@ mod tests {
         let mut bytes = Vec::new();
         encode(&full(), &mut bytes);
         assert_eq!(decode(&bytes).unwrap(), full());
-        assert!(bytes.len() < 230, "{} bytes", bytes.len());
+        assert!(bytes.len() < 150, "{} bytes", bytes.len());
+        let packed = bytes.len();
+        // Strings that only look like a digest or a record id are kept as they are.
+        let mut odd = full();
+        odd.payload_digest = Some("sha1:abcdefghijklmnopqrstuvwxyz234567".into());
+        odd.warc_record_id = Some("<urn:uuid:12345678-1234-1234-1234-123456789ABC>".into());
+        bytes.clear();
+        encode(&odd, &mut bytes);
+        assert_eq!(decode(&bytes).unwrap(), odd);
+        assert!(
+            bytes.len() > packed + 40,
+            "{} against {packed}",
+            bytes.len()
+        );
         let empty = UrlState::default();
         bytes.clear();
         encode(&empty, &mut bytes);
