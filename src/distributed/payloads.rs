@@ -96,6 +96,7 @@ mod tests {
                 peer: None,
                 http2: false,
                 truncated: false,
+                payload_compressed: false,
             },
             1,
         );

@@ -19,6 +19,7 @@ mod real_size;
 mod resume_e2e;
 mod robots_cli;
 mod site_e2e;
+mod state_store;
 mod support;
 mod tls;
 mod warc;
