@@ -40,7 +40,9 @@ use crate::counters::{CrawlCounters, PageCounts};
 use crate::distributed::leases::{Appetite, Leases};
 use crate::distributed::payloads;
 use crate::distributed::seal::OutputLock;
-use crate::distributed::session::{Admitted, Beside, CounterSums, Session, SyncReply, SyncRequest};
+use crate::distributed::session::{
+    Admission, Admitted, Beside, CounterSums, Session, SyncReply, SyncRequest,
+};
 use crate::distributed::{process_id, DistributedError, Settings};
 use crate::frontier::{key_of, Dispatch, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl};
 use crate::output::{BackgroundSync, Handed, OutputError, OutputPosition, PageRecord};
@@ -54,16 +56,6 @@ type CallResult<T, C> = (Result<T, DistributedError>, C);
 
 /// A finished page: its URL, record, links and archive records.
 type Page = (String, Box<PageRecord>, Archived);
-
-/// An admission's answers: per page, per URL; and per payload looked up, its original's
-/// entry if another process published one, with the number of payloads published so far
-/// (see [`payloads`]).
-#[derive(Debug, Default)]
-pub(crate) struct Admission {
-    answers: Vec<Vec<Admitted>>,
-    originals: Vec<Option<Vec<u8>>>,
-    payloads: u64,
-}
 
 /// The pages of an admission in flight, the URLs sent for each, and which pages' payloads
 /// were looked up (see [`crate::distributed::payloads`]).
@@ -293,17 +285,7 @@ impl LeaseSource {
         }
         let session = self.session.clone();
         let batches = admitting.sent.clone();
-        // Both round trips at once, on the one connection.
-        let call = async move {
-            let (answers, originals) =
-                tokio::join!(session.admit(&batches), session.payload_originals(&lookups));
-            let (originals, payloads) = originals?;
-            Ok(Admission {
-                answers: answers?,
-                originals,
-                payloads,
-            })
-        };
+        let call = async move { session.admit(&batches, &lookups).await };
         self.admitting = Some(Beside::spawn(call, admitting));
         Ok(())
     }
@@ -419,7 +401,7 @@ impl LeaseSource {
         let Some(claimed) = reply.claimed else {
             return Ok(());
         };
-        let over = claimed.scheduled == 0 && claimed.outstanding == 0;
+        let over = claimed.over;
         let due_in = claimed.due_in;
         let (got, queue) = self
             .leases
@@ -491,9 +473,9 @@ impl WorkSource for LeaseSource {
         let items = self.unknown(seeds, None, &mut counts);
         if !items.is_empty() {
             let batches = [items];
-            let answers = self.session.admit(&batches).await?;
+            let admission = self.session.admit(&batches, &[]).await?;
             let [items] = batches;
-            if let Some(answers) = answers.first() {
+            if let Some(answers) = admission.answers.first() {
                 self.count_admitted(&items, answers, &mut counts);
             }
         }

@@ -32,9 +32,9 @@
 //! Each process's own index ([`crate::warc`]'s `digest_index.rs`) confirms a hit against
 //! the full digest in its own `pages.jsonl`; across processes, possibly on other machines,
 //! nothing but Redis is shared, so the entry carries what the revisit needs. The lookup
-//! (`HMGET` of a batch of pages) runs beside, and at the same time as, the admission of
-//! the same pages, so it adds no wait; the publish rides in the sync that acknowledges
-//! the URL. Only with `output.warc` on.
+//! (`HMGET` of a batch of pages) rides in the first round of the same pages' admission,
+//! and the publish in the sync that acknowledges the URL: no round trip of their own.
+//! Only with `output.warc` on.
 
 use std::time::{Duration, SystemTime};
 

@@ -1,5 +1,5 @@
 //! A queued URL as Redis holds it in a host's queue (`q:<host>`) and in a lease's set
-//! (`li:<token>`): a few packed bytes instead of JSON, so that a queued URL costs about its
+//! (`li:<host>`): a few packed bytes instead of JSON, so that a queued URL costs about its
 //! own bytes (the README's "bytes per queued URL").
 //!
 //! # Layout
