@@ -32,11 +32,17 @@
 //! per server address, so each figure is the cost of the budgets and address lookups, not a
 //! slower crawl).
 //!
+//! `-- --real-size` crawls pages of real size and shape (mean ~240 KB, inline scripts,
+//! styles and JSON) over https with gzip/br, with and without the archive: crawler CPU per
+//! page (user, sys), pages/s, peak RSS (`support/real_size.rs`).
+//!
 //! `-- --monitor` measures what the monitor (`[monitor] listen`) costs: runs interleaved with
 //! the monitor off and on, a scraper thread GETting `/metrics`, `/status.json` and `/` once
 //! a second while the crawl runs (three requests where Prometheus makes one: an upper bound);
 //! the scraper's own CPU (its thread's) is taken out of the crawler's.
 
+#[path = "support/real_size.rs"]
+mod real_size;
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
 
@@ -259,6 +265,10 @@ fn main() {
     let spec = WebSpec::bench(7);
     if args.iter().any(|a| a == "--tls") {
         transports(&spec, runs);
+        return;
+    }
+    if args.iter().any(|a| a == "--real-size") {
+        real_size::real_size(runs);
         return;
     }
     if args.iter().any(|a| a == "--monitor") {

@@ -15,6 +15,7 @@ mod kill_resume;
 mod monitor;
 mod parity;
 mod politeness_e2e;
+mod real_size;
 mod recrawl;
 mod resume_e2e;
 mod robots_cli;

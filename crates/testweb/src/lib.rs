@@ -122,6 +122,11 @@
 //!   `/p/{k}?gclid=abc123`, `/p/{k}?`, `/p/{k}?jsessionid=0123abcd` or `/%70/{k}`; each is
 //!   served with `/p/{k}`'s bytes. With `CrawlRules::full_normalization` they are `/p/{k}`;
 //!   without, each is a URL of its own at `/p/{k}`'s depth.
+//! - `real_size` (opt-in; `testweb --page-size real`, [`WebSpec::real_size`]): tree pages of
+//!   real size and shape (log-normal, median 150 KB, mean ~240 KB, to 6 MB; inline styles,
+//!   scripts and a JSON blob holding link-like text that is not links, long text, nav and
+//!   footer lists of links), the same links as without (`realsize.rs`). Served with
+//!   `encodings` (gzip/br) and `--tls`, it is the web of today's pages.
 //!
 //! # The hostile corner
 //! [`TestWebServer::start_hostile`] (or `testweb --hostile`) also serves hosts that misbehave
@@ -180,6 +185,7 @@ mod hostile;
 mod pressure;
 mod proxy;
 mod raw;
+mod realsize;
 mod render;
 mod robots;
 mod server;
@@ -203,6 +209,7 @@ pub use hostile::{
 };
 pub use pressure::{PRESSURE_PAGES, SLUGGISH_HOST, SLUGGISH_STEP, THROTTLE_HOST, THROTTLE_RPS};
 pub use proxy::{ProxyRecord, TestProxy};
+pub use realsize::page_bytes as real_page_bytes;
 pub use server::{HttpVersion, RequestRecord, ServerOptions, TestWebServer};
 pub use sitemaps::{
     sitemap_lastmod, BIG_SITEMAP_ENTRIES, SITEMAPS_HOST, SITEMAP_FILES, SITEMAP_ONLY,
@@ -262,6 +269,27 @@ impl WebSpec {
     }
 }
 
+impl WebSpec {
+    /// The real-size benchmark's web (`Features::real_size`): 8 hosts, 3,000 pages of
+    /// log-normal sizes (mean ~240 KB) with 160 links each, link spellings and nofollow
+    /// duplicates as in [`WebSpec::bench`].
+    pub fn real_size(seed: u64) -> WebSpec {
+        WebSpec {
+            hosts: 8,
+            pages: 3_000,
+            seed,
+            links_per_page: 160,
+            page_bytes: 240 * 1000,
+            features: Features {
+                variants: true,
+                nofollow: true,
+                real_size: true,
+                ..Features::none()
+            },
+        }
+    }
+}
+
 /// Which special behaviours the web has (see the module doc for what each adds).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Features {
@@ -310,6 +338,11 @@ pub struct Features {
     /// Tree pages carry their host's validators (`ETag`, `Last-Modified`, both or neither)
     /// and conditional requests are answered `304` when they match (see `freshness.rs`).
     pub conditional: bool,
+    /// Tree pages of real size and shape instead of `page_bytes` of links and filler (see
+    /// `realsize.rs`): log-normal sizes, median 150 KB, mean ~240 KB, a tail to 6 MB, with
+    /// inline styles and scripts, a JSON blob, long text, and nav and footer lists holding
+    /// the links. The links are the same. `testweb --page-size real`.
+    pub real_size: bool,
 }
 
 /// An unknown name in a feature list.
@@ -339,6 +372,7 @@ impl Features {
         "long_tail",
         "pressure",
         "conditional",
+        "real_size",
     ];
 
     /// Every feature except the opt-in ones: `too_slow`, `advanced_variants` (needs the
@@ -368,6 +402,7 @@ impl Features {
             long_tail: false,
             pressure: false,
             conditional: false,
+            real_size: false,
         }
     }
 
@@ -397,6 +432,7 @@ impl Features {
             "long_tail" | "long-tail" => &mut self.long_tail,
             "pressure" => &mut self.pressure,
             "conditional" => &mut self.conditional,
+            "real_size" | "real-size" => &mut self.real_size,
             _ => return None,
         })
     }

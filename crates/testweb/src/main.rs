@@ -6,6 +6,7 @@
 //! responder and the canary; see the crate doc) and lists those hosts with what each does.
 //! With `--tls` it serves https (ALPN `h2` and `http/1.1`; `--tls-http1-only` for
 //! `http/1.1` alone) and writes the CA certificate to trust to a file it names (`--ca-out`).
+//! `--page-size real` serves pages of real size and shape (see `realsize.rs`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -38,6 +39,12 @@ struct Args {
     /// Target page size in bytes.
     #[arg(long, default_value_t = 16 * 1024)]
     page_bytes: usize,
+    /// `fixed` (every tree page --page-bytes) or `real`: pages of real size and shape,
+    /// log-normal around a median of 150 KB (mean ~240 KB, a tail to 6 MB) with inline
+    /// styles, scripts and JSON (the `real_size` feature); serve them with --encodings and
+    /// --tls for today's web.
+    #[arg(long, default_value = "fixed", value_parser = ["fixed", "real"])]
+    page_size: String,
     /// Comma-separated features: all, none, names, -name to remove
     /// (redirects, errors, slow, big, non_html, trap, robots, variants, nofollow, too_slow).
     #[arg(long, default_value = "all")]
@@ -141,13 +148,14 @@ fn main() -> ExitCode {
         eprintln!("--change-fraction: {f} is not a fraction between 0 and 1");
         return ExitCode::from(2);
     }
-    let features = match Features::parse(&args.features) {
+    let mut features = match Features::parse(&args.features) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("--features: {e}");
             return ExitCode::from(2);
         }
     };
+    features.real_size |= args.page_size == "real";
     let web = Arc::new(Web::new(WebSpec {
         hosts: args.hosts.max(1),
         pages: args.pages,

@@ -36,7 +36,7 @@ pub const PNG_BODY: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\
 pub const PDF_BODY: &[u8] = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n% <a href=\"/files/hidden\">not a link</a> http://h0.test/files/hidden\ntrailer << /Root 1 0 R >>\n%%EOF\n";
 pub const TEXT_BODY: &[u8] = b"Plain text is not parsed for links, even when it says\n<a href=\"/files/hidden\">this</a> or <a href=\"http://h0.test/files/hidden\">that</a>.\n";
 
-fn page_code(page: Page) -> u64 {
+pub(crate) fn page_code(page: Page) -> u64 {
     match page {
         Page::Tree(k) | Page::TreeVariant(k, _) => u64::from(k),
         // Every month the same: a calendar's months differ only in their numbers (the
@@ -109,6 +109,10 @@ pub fn has_base(graph: &Graph, node: Node) -> bool {
 pub fn html(graph: &Graph, node: Node, links: &[Link], buf: &mut Vec<u8>) {
     // A variant URL serves its page's very bytes.
     let node = graph.content_node(node);
+    if super::realsize::applies(graph, node) {
+        super::realsize::html(graph, node, links, buf);
+        return;
+    }
     let spec = &graph.spec;
     let variants = spec.features.variants;
     let target = if spec.features.long_tail {
@@ -147,9 +151,7 @@ pub fn html(graph: &Graph, node: Node, links: &[Link], buf: &mut Vec<u8>) {
         buf.extend_from_slice(b"<meta name=\"robots\" content=\"noindex, NOFOLLOW\">");
     }
     if base {
-        buf.extend_from_slice(b"<base href=\"");
-        buf.extend_from_slice(BASE_PATH.as_bytes());
-        buf.extend_from_slice(b"\"><base href=\"/wrong/\">");
+        push_base(buf);
     }
     buf.extend_from_slice(b"</head>\n<body>\n<h1>Page ");
     buf.extend_from_slice(path.as_bytes());
@@ -207,9 +209,63 @@ pub fn html(graph: &Graph, node: Node, links: &[Link], buf: &mut Vec<u8>) {
     buf.extend_from_slice(end);
 }
 
+/// The `<base href>` a page of [`has_base`] declares, then a second one that must be ignored.
+pub(crate) fn push_base(buf: &mut Vec<u8>) {
+    buf.extend_from_slice(b"<base href=\"");
+    buf.extend_from_slice(BASE_PATH.as_bytes());
+    buf.extend_from_slice(b"\"><base href=\"/wrong/\">");
+}
+
+/// Writes a page's links one by one as [`html`] does (spelling and tag), for page layouts
+/// of their own (`realsize.rs`).
+pub(crate) struct LinkWriter<'a> {
+    graph: &'a Graph,
+    node: Node,
+    dir_depth: usize,
+    scratch: String,
+    spelled: Vec<u8>,
+}
+
+impl<'a> LinkWriter<'a> {
+    /// For the page `node` at `path`, declaring `<base>` or not.
+    pub(crate) fn new(graph: &'a Graph, node: Node, base: bool, path: &str) -> LinkWriter<'a> {
+        LinkWriter {
+            graph,
+            node,
+            dir_depth: depth_of_dir(if base { BASE_PATH } else { path }),
+            scratch: String::with_capacity(32),
+            spelled: Vec::with_capacity(96),
+        }
+    }
+
+    /// Appends the tag of the page's `index`-th link.
+    pub(crate) fn write(&mut self, buf: &mut Vec<u8>, link: &Link, index: usize) {
+        self.spelled.clear();
+        let index = index as u64;
+        spell(
+            self.graph,
+            self.node,
+            self.dir_depth,
+            link,
+            index,
+            &mut self.scratch,
+            &mut self.spelled,
+        );
+        let spec = &self.graph.spec;
+        write_tag(
+            buf,
+            link,
+            &self.spelled,
+            spec.features.variants,
+            index,
+            spec.seed,
+        );
+    }
+}
+
 /// Things that look like links to a careless extractor but are not links by the HTML rules.
 /// Their targets exist (200), so a crawler that follows them shows it in the request log.
-fn decoys(buf: &mut Vec<u8>) {
+pub(crate) fn decoys(buf: &mut Vec<u8>) {
     buf.extend_from_slice(
         b"<!-- <a href=\"/decoy/comment\">commented out</a> -->\n\
 <script>var s = '<a href=\"/decoy/script\">in a script</a>';</script>\n\
@@ -220,7 +276,7 @@ fn decoys(buf: &mut Vec<u8>) {
     );
 }
 
-fn push_host(buf: &mut Vec<u8>, host: u32, upper: bool) {
+pub(crate) fn push_host(buf: &mut Vec<u8>, host: u32, upper: bool) {
     buf.extend_from_slice(if upper { b"H" } else { b"h" });
     push_u32(buf, host);
     buf.extend_from_slice(if upper { b".TEST" } else { b".test" });

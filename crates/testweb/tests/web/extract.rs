@@ -108,6 +108,25 @@ fn bench_pages_resolve_to_the_generated_targets() {
     }
 }
 
+/// Real-size pages hold link-like text in scripts, styles and JSON: scraper's DOM and
+/// lol_html both find exactly the page's links, no more.
+#[test]
+fn real_size_pages_resolve_to_the_generated_targets() {
+    let mut spec = WebSpec::real_size(8);
+    spec.pages = 300;
+    let web = Web::new(spec);
+    let mut checked = 0;
+    for url in web.tree_urls().iter().step_by(29) {
+        let page = web.render(url, 0).expect("page");
+        assert!(page.body.len() >= 8_000, "{url}: {} bytes", page.body.len());
+        let expected = web.links_of(url);
+        assert_eq!(Some(extract(url, &page.body)), expected, "{url}");
+        assert_eq!(Some(extract_lol_html(url, &page.body)), expected, "{url}");
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked}");
+}
+
 #[test]
 fn non_html_bodies_mention_links_that_are_not_links() {
     let web = Web::new(WebSpec::small(1));
