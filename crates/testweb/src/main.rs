@@ -91,7 +91,10 @@ struct Args {
     ca_out: Option<PathBuf>,
 }
 
-fn record_json(r: &RequestRecord) -> serde_json::Value {
+/// One request of the log; a tree page's also says its revision and change class when the
+/// log is written (the ground truth of a recrawl: which pages changed, how often).
+fn record_json(web: &Web, r: &RequestRecord) -> serde_json::Value {
+    let url = r.url();
     serde_json::json!({
         "host": r.host,
         "path": r.path,
@@ -101,13 +104,16 @@ fn record_json(r: &RequestRecord) -> serde_json::Value {
         "user_agent": r.user_agent,
         "connection": r.connection,
         "version": r.version.as_str(),
+        "revision": web.revision_of(&url),
+        "change_class": web.change_class_of(&url),
+        "conditional": r.header("if-none-match").is_some() || r.header("if-modified-since").is_some(),
     })
 }
 
-fn write_log(path: &PathBuf, log: &[RequestRecord]) -> std::io::Result<()> {
+fn write_log(web: &Web, path: &PathBuf, log: &[RequestRecord]) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     for r in log {
-        writeln!(out, "{}", record_json(r))?;
+        writeln!(out, "{}", record_json(web, r))?;
     }
     out.flush()
 }
@@ -302,7 +308,7 @@ fn main() -> ExitCode {
         println!("testweb: the canary saw {canary} connections");
     }
     if let Some(path) = &args.log {
-        if let Err(e) = write_log(path, &log) {
+        if let Err(e) = write_log(&web, path, &log) {
             eprintln!("{}: cannot write the request log: {e}", path.display());
             return ExitCode::from(2);
         }
