@@ -36,6 +36,10 @@
 //! styles and JSON) over https with gzip/br, with and without the archive: crawler CPU per
 //! page (user, sys), pages/s, peak RSS (`support/real_size.rs`).
 //!
+//! `-- --cores N` runs the crawler pinned to N cores and reports what limits its scaling:
+//! per-thread CPU, context switches and (with `--features bench-counters`) cross-thread
+//! hand-offs per page; see `support/scaling.rs`.
+//!
 //! `-- --monitor` measures what the monitor (`[monitor] listen`) costs: runs interleaved with
 //! the monitor off and on, a scraper thread GETting `/metrics`, `/status.json` and `/` once
 //! a second while the crawl runs (three requests where Prometheus makes one: an upper bound);
@@ -45,6 +49,9 @@
 mod real_size;
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
+
+#[path = "support/scaling.rs"]
+mod scaling;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -269,6 +276,11 @@ fn main() {
     }
     if args.iter().any(|a| a == "--real-size") {
         real_size::real_size(runs);
+        return;
+    }
+    if let Some(cores) = testweb_process::arg_value("--cores") {
+        let cores = cores.parse().expect("--cores N: a number of cores");
+        scaling::report(&spec, FEATURES, cores, runs);
         return;
     }
     if args.iter().any(|a| a == "--monitor") {

@@ -87,6 +87,11 @@ impl ServerProcess {
         }
     }
 
+    /// The server process's id (to pin it to cores of its own).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// [`bench_config`] for this server: its port, and its CA trusted when it serves TLS.
     pub fn config(&self, out: &std::path::Path) -> crawler::config::Config {
         let mut config = bench_config(self.port, out);

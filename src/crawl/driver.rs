@@ -26,6 +26,7 @@ use super::admission::Admission;
 use super::checkpoints::CrawlTime;
 use super::faults;
 use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
+use super::handoffs::{self, Handoff};
 use super::messages::{Completion, Outcome, ParseJob};
 use super::parse_pool::{ParsePool, ParseShared};
 use super::progress::{Progress, ProgressFigures, ProgressMode};
@@ -73,6 +74,7 @@ impl Recorder {
         record: Box<PageRecord>,
         archive: Archived,
     ) -> Result<u64, CrawlError> {
+        handoffs::count(Handoff::Output, 1);
         self.sender.send_archived(record, archive).await?;
         self.sent += 1;
         Ok(self.sent)
@@ -417,11 +419,13 @@ impl Pump<'_> {
                         None => break,
                         Some(Work::Fetch(dispatch)) => {
                             self.descriptors.dispatched();
+                            handoffs::count(Handoff::Spawn, 1);
                             tasks.spawn(fetch_task(fetch.clone(), dispatch));
                         }
                         Some(Work::Robots(robots)) => {
                             CrawlCounters::add(&self.counters.robots_fetches, 1);
                             self.descriptors.dispatched();
+                            handoffs::count(Handoff::Spawn, 1);
                             tasks.spawn(robots_task(fetch.clone(), robots));
                         }
                         Some(Work::Disallowed(item)) => {
@@ -504,7 +508,9 @@ impl Pump<'_> {
                         tracing::info!("stopping: waiting for {} fetches in flight", cx.frontier.in_flight());
                     }
                 }
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                    handoffs::count(Handoff::Join, 1);
+                }
                 event = source.next_event(stopping) => {
                     source.on_event(cx, event).await?;
                 }

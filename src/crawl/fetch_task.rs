@@ -17,6 +17,7 @@ use url::Url;
 
 use super::admission::Admission;
 use super::faults::{panic_message, Faults};
+use super::handoffs::{self, Handoff};
 use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::config::Config;
 use crate::counters::CrawlCounters;
@@ -115,6 +116,7 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, mut dispatch: Dispatch)
     };
     match step {
         FetchStep::Finished(outcome) => {
+            handoffs::count(Handoff::Completion, 1);
             let _ = shared
                 .completions
                 .send(Completion::Page { dispatch, outcome });
@@ -132,6 +134,7 @@ pub(crate) async fn fetch_task(shared: Arc<FetchShared>, mut dispatch: Dispatch)
                 fetched,
                 record,
             };
+            handoffs::count(Handoff::ParseJob, 1);
             if let Err(crossbeam_channel::SendError(job)) = shared.parse_jobs.send(job) {
                 let mut record = job.record;
                 record.error = Some("crawl shutting down before the page was parsed".into());
@@ -181,6 +184,7 @@ pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
                     if let Some(found) =
                         super::sitemaps::from_robots(&inner.admission, &url, hops, rules)
                     {
+                        handoffs::count(Handoff::Completion, 1);
                         let _ = inner.completions.send(found);
                     }
                 }
@@ -206,6 +210,7 @@ pub(crate) async fn robots_task(shared: Arc<FetchShared>, fetch: RobotsFetch) {
             None,
         ),
     };
+    handoffs::count(Handoff::Completion, 1);
     let _ = shared.completions.send(Completion::Robots {
         fetch,
         outcome,

@@ -20,6 +20,7 @@
 //! | [`progress`] | the live display |
 //! | `shutdown.rs` | stopping from outside |
 //! | `messages.rs` | what the tasks send each other |
+//! | [`handoffs`] | counts of what crosses threads per page (the crawl bench's, behind a feature) |
 //!
 //! The driver's one task owns the frontier, and the local source, on that task, is the only
 //! writer of the seen-set and of the accepted-URL count. That makes the two promises of the
@@ -35,6 +36,7 @@ mod checkpoints;
 mod driver;
 mod faults;
 mod fetch_task;
+pub mod handoffs;
 mod lease_source;
 mod local_source;
 mod messages;

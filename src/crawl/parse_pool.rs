@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::admission::{Admission, ScreenScratch};
 use super::faults::{panic_message, Faults};
+use super::handoffs::{self, Handoff};
 use super::messages::{Candidates, Completion, Outcome, ParseJob};
 use crate::counters::CrawlCounters;
 use crate::cpu_time::thread_cpu_ns;
@@ -111,6 +112,8 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
             // to its digits, leads nowhere new.
             let extracted_digest = extracted.digest;
             let duplicate_of = extracted_digest.and_then(|digest| {
+                // The near-duplicate memory is one map behind a mutex, shared by the pool.
+                handoffs::count(Handoff::Lock, 1);
                 shared.admission.near_duplicate_of(
                     &url,
                     dispatch.item.parent.as_deref(),
@@ -157,6 +160,7 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
             .archiver
             .as_ref()
             .and_then(|archiver| archiver.archive(&dispatch.item.url, &fetched));
+        handoffs::count(Handoff::Completion, 1);
         let _ = shared.completions.send(Completion::Page {
             dispatch,
             outcome: Outcome::Done {
