@@ -765,9 +765,10 @@ fn run_and_report(
         );
     } else if summary.stopped && shutdown_for_limit.stopped_by_time_limit() {
         eprintln!(
-            "stopped by the time limit (crawl.max_duration = {}, counted per run) with {} URLs queued or in flight, all checkpointed; to go on, run the same command with --resume",
+            "stopped by the time limit (crawl.max_duration = {}, counted per run) with {} URLs queued or in flight, all checkpointed; to go on, run the same command {}",
             config.crawl.max_duration.as_deref().unwrap_or_default(),
-            summary.queued_left
+            summary.queued_left,
+            if config.recrawl.active { "again" } else { "with --resume" }
         );
     } else if summary.stopped && config.recrawl.active {
         eprintln!(

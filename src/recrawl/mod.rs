@@ -41,6 +41,22 @@
 //! them, verbatim (`If-None-Match`, `If-Modified-Since`); a `304` refers (in the archive)
 //! to the record holding the payload it stands for: see `crate::warc`.
 
+//!
+//! # Measured (2026-11-26, debug build on the shared 2-core machine; `scripts/recrawl-measure`)
+//! - 30,000 pages (20 hosts, 16 KiB synthetic pages), crawl, 10% changed, recrawl: 3,088
+//!   changed pages all fetched whole (200); of the 26,912 unchanged, 25,578 answered 304
+//!   (95.0%; the rest are the host that sends no validator). Crawl 214 s, recrawl 186 s.
+//! - What a 304 costs in the archive: ~1,500 bytes (its request and revisit records). Pages
+//!   of real size (`real_size`, mean ~240 KB): 53-55x fewer archive bytes for the pages
+//!   answered 304 than the first crawl wrote for them (300 and 200 pages); the plain 16 KiB
+//!   synthetic pages compress to ~2.4 KB, so there a revisit saves only 1.6x.
+//! - `--continuous` for 600 s over 3,000 pages (10% changing every 20 s, 10% every 120 s,
+//!   80% never; min_interval 10 s, max_interval 600 s): 21.9, 5.9 and 3.5 requests a page
+//!   (the first crawl's included).
+//! - pywb 2.10 replays the original response and an identical-payload revisit (200, the
+//!   page), and a server-not-modified revisit as a 304 without body: it takes status and
+//!   headers from the revisit record, whose block is the 304's head as WARC 1.1 says.
+
 pub mod schedule;
 
 use std::collections::HashMap;
