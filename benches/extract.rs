@@ -1,24 +1,73 @@
-//! Link extraction micro-benchmark: the streaming extractor (`crawler::extract`, lol_html)
-//! against the scraper reference, on a synthetic ~16 KB page with 80 links.
+//! Link extraction benchmark: the scanner-based extractor (`crawler::extract`) against the
+//! lol_html extractor it replaced (`benches/extract_baseline/`, the old code verbatim) and
+//! the scraper reference, on the extractor's ~16 KB documentation page (80 links) and on
+//! real-size pages (long-tailed sizes, mean ~240 KB: inline CSS, scripts full of markup-like
+//! strings, JSON blobs, inline SVG, long text).
 //!
-//! Run: `cargo bench --bench extract` (release profile, fat LTO). Prints the median, p10 and
-//! p90 of per-page *thread CPU time* for each extractor (the machine is shared: wall time
-//! would count time spent waiting for a core), measured interleaved in one run so that cache
-//! and frequency noise hits all alike. `EXTRACT_BENCH_ROUNDS` sets the number of pages.
-//! The extractor is timed with and without the near-duplicate digest
-//! (`ExtractOptions::digest`, what the crawl runs), and the digest's share of the
-//! extractor's CPU is printed: it must stay under 3% of parse CPU. The extractor (lol_html
-//! and resolving the links) is the larger part of a page's parse; the crawl's parse threads
-//! also normalize and screen the links, so the share of their CPU is lower than printed.
+//! Run: `cargo bench --bench extract` (release profile, fat LTO). Prints MB/s per core from
+//! *thread CPU time* (the machine is shared: wall time would count time spent waiting for a
+//! core), old and new interleaved page by page in one run, in three trials and their
+//! median; then allocations per link (a counting allocator wraps the system one) for the
+//! whole extraction, for resolving alone (`Url::join`) and for normalizing
+//! (`Normalizer::canonicalize`). Every page is first checked against the scraper reference
+//! (`tests/extract_support`): the bench refuses to time extractors that disagree.
+//! `EXTRACT_BENCH_ROUNDS` sets the rounds of the 16 KB page (the real-size set gets 1/40 of
+//! them, each round all its pages); `EXTRACT_BENCH_PROFILE=1` runs only the new extractor,
+//! for `perf record`. The extractor is also timed with the near-duplicate digest
+//! (`ExtractOptions::digest`, what the crawl runs): its share must stay under 3%.
 
 #[path = "../tests/extract_support/mod.rs"]
 mod extract_support;
 
+#[path = "extract_baseline/mod.rs"]
+mod extract_baseline;
+
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crawler::extract::{extract_links, ExtractOptions};
+use crawler::extract::{extract_links, ExtractOptions, Extracted};
+use crawler::normalize::Normalizer;
 use url::Url;
+
+/// Counts allocations (and reallocations, which allocate too), for allocations per link.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only a counter is added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on as it is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made while `f` runs (this bench is single-threaded).
+fn allocations<T>(f: impl FnOnce() -> T) -> (u64, T) {
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let out = f();
+    (ALLOCATIONS.load(Ordering::Relaxed) - before, out)
+}
 
 /// A documentation-like page: head with meta, style and script, a nav, paragraphs of text,
 /// 80 links of several shapes (relative, absolute, entities, nofollow), ~16 KB.
@@ -82,6 +131,182 @@ fn page(links: usize, target_bytes: usize) -> String {
     html
 }
 
+/// Deterministic pseudo-random numbers (xorshift), so that every run times the same pages.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "crawler",
+    "reads",
+    "pages",
+    "of",
+    "real",
+    "size",
+    "with",
+    "inline",
+    "scripts",
+    "and",
+    "styles",
+    "long",
+    "text",
+    "paragraphs",
+    "about",
+    "everything",
+    "a",
+    "site",
+    "says",
+    "measured",
+    "throughput",
+    "per",
+    "core",
+    "links",
+    "extraction",
+    "memory",
+    "speed",
+];
+
+fn words(rng: &mut Rng, out: &mut String, n: usize) {
+    for _ in 0..n {
+        out.push_str(WORDS[rng.below(WORDS.len())]);
+        out.push(' ');
+    }
+}
+
+/// A real-size page of about `target` bytes, shaped like today's web pages: a head with
+/// metadata and preloads, a large inline style sheet, inline scripts (markup in strings,
+/// comparisons, comments), a JSON data blob with escaped HTML and URLs, inline SVG icons,
+/// navigation, an article of long text with a link every few hundred bytes, a footer.
+fn real_page(seed: u64, target: usize) -> String {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut h = String::with_capacity(target + 4096);
+    h.push_str(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>Real-size page &ndash; example</title>\
+         <link rel=\"canonical\" href=\"https://www.example.test/news/article-title\">\
+         <link rel=\"preconnect\" href=\"https://fonts.example.net\">\
+         <link rel=\"stylesheet\" href=\"/assets/app.3f9a2c.css\">\
+         <meta property=\"og:image\" content=\"https://cdn.example.test/og/image.jpg\">\
+         <meta name=\"robots\" content=\"index, follow, max-image-preview:large\">",
+    );
+    // Inline style sheet: ~12%.
+    h.push_str("<style>");
+    while h.len() < target * 14 / 100 {
+        let i = rng.below(10_000);
+        h.push_str(&format!(
+            ".c-{i}{{display:flex;margin:0 auto;padding:{}px;color:#{:06x}}}\
+             .c-{i}>a[href^=\"http\"]::after{{content:\"\\2197\"}}\
+             @media (max-width:{}px){{.c-{i} .item{{width:calc(100% - 2rem)}}}}",
+            rng.below(40),
+            rng.below(0xff_ffff),
+            600 + rng.below(800)
+        ));
+    }
+    h.push_str("</style>");
+    // Inline scripts: ~25%, markup in strings, comparisons, comments.
+    h.push_str("<script>");
+    while h.len() < target * 40 / 100 {
+        let i = rng.below(100_000);
+        h.push_str(&format!(
+            "function render{i}(items){{var out='';for(var k=0;k<items.length&&k<{};k++){{\
+             if(items[k].n<{}&&items[k].m>0){{out+='<li class=\"item\"><a href=\"'+items[k].url+'\">'\
+             +items[k].title+'</a></li>';}}}}/* render <div> list */ return '<ul>'+out+'</ul>';}}\n\
+             // keep in sync with </div> templates\n\
+             document.addEventListener('click',function(e){{if(e.target.closest('a[data-id=\"{i}\"]'))\
+             {{track('click',{{id:{i},ts:Date.now()-{}}});}}}});\n",
+            rng.below(50),
+            rng.below(1000),
+            rng.below(100_000)
+        ));
+    }
+    h.push_str("</script>");
+    // A JSON data blob: ~15%, escaped HTML and URLs.
+    h.push_str("<script id=\"__DATA__\" type=\"application/json\">{\"items\":[");
+    while h.len() < target * 55 / 100 {
+        let i = rng.below(1_000_000);
+        h.push_str(&format!(
+            "{{\"id\":{i},\"url\":\"/items/{i}/detail?ref=feed\",\"title\":\"Item {i}\",\
+             \"html\":\"\\u003ca href=\\\"/items/{i}\\\"\\u003eItem\\u003c/a\\u003e\",\
+             \"image\":\"https://cdn.example.test/img/{i}.webp\",\"score\":{}.{}}},",
+            rng.below(100),
+            rng.below(100)
+        ));
+    }
+    h.push_str("{}]}</script></head><body class=\"page\">");
+    // Navigation: 40 links.
+    h.push_str("<header class=\"site-header\"><nav aria-label=\"main\"><ul>");
+    for i in 0..40 {
+        h.push_str(&format!(
+            "<li class=\"nav-item\"><a class=\"nav-link\" href=\"/section/{i}/\" \
+             data-track=\"nav-{i}\">Section {i}</a></li>"
+        ));
+    }
+    h.push_str("</ul></nav></header>");
+    // Inline SVG icons: ~3%.
+    while h.len() < target * 58 / 100 {
+        h.push_str("<svg class=\"icon\" viewBox=\"0 0 24 24\" aria-hidden=\"true\"><path d=\"");
+        for _ in 0..20 {
+            h.push_str(&format!(
+                "M{} {}l{} {}",
+                rng.below(24),
+                rng.below(24),
+                rng.below(9),
+                rng.below(9)
+            ));
+        }
+        h.push_str("\"/></svg>");
+    }
+    // The article: long text with links, images, wrappers.
+    h.push_str("<main><article class=\"article\"><h1>A long article</h1>");
+    let footer_at = target * 96 / 100;
+    while h.len() < footer_at {
+        h.push_str("<div class=\"block\" data-block=\"text\"><p>");
+        for _ in 0..3 {
+            let n = 40 + rng.below(60);
+            words(&mut rng, &mut h, n);
+            let i = rng.below(100_000);
+            match rng.below(6) {
+                0 => h.push_str(&format!("<a href=\"https://other{}.example.org/story/{i}\">story</a> ", rng.below(50))),
+                1 => h.push_str(&format!("<a href=\"../related/{i}.html\" title=\"Related {i}\">related</a> ")),
+                2 => h.push_str(&format!("<a href=\"/tag/{i}?page=2&amp;sort=new\" rel=\"nofollow\">tag</a> ")),
+                3 => h.push_str(&format!("<a href=\"/news/2025/{i}/article-title\" class=\"inline\">news</a> ")),
+                4 => h.push_str(&format!("<img src=\"/img/{i}.jpg\" srcset=\"/img/{i}@2x.jpg 2x\" alt=\"image {i}\" loading=\"lazy\"> ")),
+                _ => h.push_str(&format!("<a href=\"article-{i}\">more</a> ")),
+            }
+        }
+        h.push_str("</p></div>");
+    }
+    h.push_str("</article></main><footer><ul>");
+    for i in 0..30 {
+        h.push_str(&format!(
+            "<li><a href=\"/about/page-{i}\">About {i}</a></li>"
+        ));
+    }
+    h.push_str("</ul><!-- <a href=\"/commented-out\"> --></footer></body></html>\n");
+    h
+}
+
+/// The real-size set: long-tailed sizes, mean 240 KB.
+fn real_pages() -> Vec<String> {
+    [40, 60, 90, 120, 150, 180, 220, 260, 300, 380, 480, 600]
+        .iter()
+        .enumerate()
+        .map(|(i, kb)| real_page(i as u64 + 1, kb * 1000))
+        .collect()
+}
+
 /// CPU time of the calling thread.
 fn thread_cpu() -> Duration {
     Duration::from_nanos(crawler::cpu_time::thread_cpu_ns())
@@ -93,65 +318,210 @@ fn time<T>(samples: &mut Vec<Duration>, f: impl FnOnce() -> T) {
     samples.push(thread_cpu().saturating_sub(t));
 }
 
-/// lol_html alone, with the extractor's selectors and handlers that do nothing: the floor
-/// under any lol_html-based extractor.
-fn bare_lol_html(html: &[u8]) -> bool {
-    use lol_html::{element, HtmlRewriter, Settings};
-    let noop = |_el: &mut lol_html::html_content::Element<'_, '_>| Ok(());
-    let settings = Settings::new()
-        .with_strict(false)
-        .append_element_content_handler(element!("a[href]", noop))
-        .append_element_content_handler(element!("area[href]", noop))
-        .append_element_content_handler(element!("iframe[src]", noop))
-        .append_element_content_handler(element!("frameset", noop))
-        .append_element_content_handler(element!("frame[src]", noop))
-        .append_element_content_handler(element!("base[href]", noop))
-        .append_element_content_handler(element!("meta[name]", noop));
-    let mut rw = HtmlRewriter::new(settings, |_: &[u8]| {});
-    rw.write(html).is_ok() && rw.end().is_ok()
-}
-
 fn stats(mut samples: Vec<Duration>) -> (f64, f64, f64) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
     (at(0.5), at(0.1), at(0.9))
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Extracts with the old (lol_html) extractor, converted to today's result type's fields
+/// that the comparison reads.
+fn old_extract(html: &[u8], url: &Url, opts: &ExtractOptions) -> Extracted {
+    let old_opts = extract_baseline::ExtractOptions {
+        follow_nofollow: opts.follow_nofollow,
+        max_links: opts.max_links,
+        max_url_length: opts.max_url_length,
+        digest: opts.digest,
+    };
+    let old = extract_baseline::extract_links(html, url, None, &old_opts);
+    Extracted {
+        links: old.links,
+        nofollow_skipped: old.nofollow_skipped,
+        invalid: old.invalid,
+        over_limit: old.over_limit,
+        too_long: old.too_long,
+        meta_nofollow: old.meta_nofollow,
+        base: old.base,
+        canonical: old.canonical,
+        digest: old.digest,
+    }
+}
+
+/// MB/s of old and new on `pages`, interleaved page by page: three trials of `rounds`.
+fn throughput(
+    name: &str,
+    pages: &[String],
+    url: &Url,
+    opts: &ExtractOptions,
+    rounds: usize,
+) -> (f64, f64) {
+    let bytes: usize = pages.iter().map(String::len).sum();
+    let (mut new_trials, mut old_trials) = (Vec::new(), Vec::new());
+    for trial in 0..3 {
+        let (mut new, mut old) = (Duration::ZERO, Duration::ZERO);
+        for round in 0..rounds {
+            for page in pages {
+                let html = black_box(page.as_bytes());
+                let run_new = |total: &mut Duration| {
+                    let t = thread_cpu();
+                    black_box(extract_links(html, url, None, opts));
+                    *total += thread_cpu().saturating_sub(t);
+                };
+                let run_old = |total: &mut Duration| {
+                    let t = thread_cpu();
+                    black_box(old_extract(html, url, opts));
+                    *total += thread_cpu().saturating_sub(t);
+                };
+                // Alternated, so that neither always runs with the other's cache leftovers.
+                if (round + trial) % 2 == 0 {
+                    run_new(&mut new);
+                    run_old(&mut old);
+                } else {
+                    run_old(&mut old);
+                    run_new(&mut new);
+                }
+            }
+        }
+        let mb_s = |t: Duration| (bytes * rounds) as f64 / t.as_secs_f64().max(1e-9) / 1e6;
+        println!(
+            "{name}: trial {}: scanner {:7.0} MB/s, lol_html {:6.0} MB/s ({:.1}x)",
+            trial + 1,
+            mb_s(new),
+            mb_s(old),
+            mb_s(new) / mb_s(old)
+        );
+        new_trials.push(mb_s(new));
+        old_trials.push(mb_s(old));
+    }
+    let (new, old) = (median(new_trials), median(old_trials));
+    println!(
+        "{name}: median of 3: scanner {new:.0} MB/s per core, lol_html {old:.0} MB/s ({:.1}x)",
+        new / old
+    );
+    (new, old)
+}
+
+/// Allocations per link: the whole extraction (new and old), resolving alone, normalizing.
+fn allocations_per_link(name: &str, pages: &[String], url: &Url, opts: &ExtractOptions) {
+    let normalizer = Normalizer::default();
+    let (mut links, mut new, mut old, mut join, mut canon, mut hrefs_n) = (0, 0, 0, 0, 0, 0);
+    for page in pages {
+        // Warm: the thread's spare buffers exist after the first page, as in a crawl.
+        black_box(extract_links(page.as_bytes(), url, None, opts));
+        let (n, out) = allocations(|| extract_links(page.as_bytes(), url, None, opts));
+        new += n;
+        links += out.links.len();
+        old += allocations(|| old_extract(page.as_bytes(), url, opts)).0;
+        let hrefs: Vec<String> = {
+            let doc = scraper::Html::parse_document(page);
+            let sel = scraper::Selector::parse("a[href]").expect("static selector");
+            doc.select(&sel)
+                .filter_map(|a| a.value().attr("href").map(str::to_owned))
+                .collect()
+        };
+        hrefs_n += hrefs.len();
+        join += allocations(|| {
+            for h in &hrefs {
+                black_box(url.join(h).ok());
+            }
+        })
+        .0;
+        let mut resolved = out.links.clone();
+        canon += allocations(|| {
+            for u in &mut resolved {
+                black_box(normalizer.canonicalize(u).ok());
+            }
+        })
+        .0;
+    }
+    let per = |n: u64, d: usize| n as f64 / d.max(1) as f64;
+    println!(
+        "{name}: allocations per link: extract_links {:.2} (lol_html extractor {:.2}); \
+         Url::join alone {:.2}; canonicalize {:.2}",
+        per(new, links),
+        per(old, links),
+        per(join, hrefs_n),
+        per(canon, links),
+    );
+}
+
 fn main() {
+    crawler::allocator::limit_malloc_arenas();
     let html = page(80, 16 * 1024);
     let url = Url::parse("https://docs.example.test/crate/module/index.html").expect("static URL");
+    let real_url =
+        Url::parse("https://www.example.test/news/2025/article-title").expect("static URL");
     let opts = ExtractOptions::default();
+    let real = real_pages();
+    // Both extractors must find what the reference finds, on every page timed.
     let fast = extract_links(html.as_bytes(), &url, None, &opts);
     let reference = extract_support::reference_extract(html.as_bytes(), &url, None, &opts);
-    extract_support::compare(&fast, &reference).expect("bench page: extractors disagree");
-    let plain_scraper = || {
-        let doc = scraper::Html::parse_document(&html);
-        let sel = scraper::Selector::parse("a[href]").expect("static selector");
-        doc.select(&sel)
-            .filter_map(|a| a.value().attr("href").and_then(|h| url.join(h).ok()))
-            .count()
-    };
+    extract_support::compare(&fast, &reference).expect("16 KB page: scanner disagrees");
+    extract_support::compare(&old_extract(html.as_bytes(), &url, &opts), &reference)
+        .expect("16 KB page: lol_html extractor disagrees");
+    let (mut real_bytes, mut real_links) = (0, 0);
+    for page in &real {
+        let fast = extract_links(page.as_bytes(), &real_url, None, &opts);
+        let reference = extract_support::reference_extract(page.as_bytes(), &real_url, None, &opts);
+        extract_support::compare(&fast, &reference).expect("real-size page: scanner disagrees");
+        extract_support::compare(&old_extract(page.as_bytes(), &real_url, &opts), &reference)
+            .expect("real-size page: lol_html extractor disagrees");
+        real_bytes += page.len();
+        real_links += fast.found();
+    }
     println!(
-        "page: {} bytes, {} links found + {} nofollow skipped (scraper a[href]: {})",
+        "16 KB page: {} bytes, {} links + {} nofollow skipped; real-size set: {} pages, \
+         mean {} bytes, {:.0} links per page (all three extractors agree on every page)",
         html.len(),
         fast.links.len(),
         fast.nofollow_skipped,
-        plain_scraper()
+        real.len(),
+        real_bytes / real.len(),
+        real_links as f64 / real.len() as f64
     );
 
     let rounds: usize = std::env::var("EXTRACT_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
-    let (mut t_fast, mut t_ref, mut t_plain, mut t_bare) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     if std::env::var_os("EXTRACT_BENCH_PROFILE").is_some() {
-        // Only the fast extractor, for `perf record`.
-        for _ in 0..rounds {
-            black_box(extract_links(black_box(html.as_bytes()), &url, None, &opts));
+        // Only the new extractor, for `perf record`.
+        for _ in 0..rounds / 40 {
+            for page in &real {
+                black_box(extract_links(
+                    black_box(page.as_bytes()),
+                    &real_url,
+                    None,
+                    &opts,
+                ));
+            }
         }
         return;
     }
+    let wall = Instant::now();
+    throughput(
+        "16 KB page",
+        std::slice::from_ref(&html),
+        &url,
+        &opts,
+        rounds,
+    );
+    throughput(
+        "real-size pages",
+        &real,
+        &real_url,
+        &opts,
+        (rounds / 40).max(1),
+    );
+    allocations_per_link("16 KB page", std::slice::from_ref(&html), &url, &opts);
+    allocations_per_link("real-size pages", &real, &real_url, &opts);
+
+    // The rest of the picture on the 16 KB page: the digest, resolving, scraper.
     let hrefs: Vec<String> = {
         let doc = scraper::Html::parse_document(&html);
         let sel = scraper::Selector::parse("a[href]").expect("static selector");
@@ -159,40 +529,19 @@ fn main() {
             .filter_map(|a| a.value().attr("href").map(str::to_owned))
             .collect()
     };
-    let mut t_join = Vec::new();
-    let mut t_empty = Vec::new();
-    let mut t_digest = Vec::new();
-    let mut t_digest_alone = Vec::new();
     let with_digest = ExtractOptions {
         digest: true,
         ..opts.clone()
     };
-    let wall = Instant::now();
-    for round in 0..rounds {
-        // Alternated, so that neither always runs right after the scraper's cache sweep.
-        let mut without = || {
-            time(&mut t_fast, || {
-                extract_links(black_box(html.as_bytes()), &url, None, &opts)
-            })
-        };
-        let mut with = || {
-            time(&mut t_digest, || {
-                extract_links(black_box(html.as_bytes()), &url, None, &with_digest)
-            })
-        };
-        if round % 2 == 0 {
-            without();
-            with();
-        } else {
-            with();
-            without();
-        }
-        time(&mut t_digest_alone, || {
-            let mut digest = crawler::near_duplicate::DigitlessDigest::default();
-            digest.update(black_box(html.as_bytes()));
-            digest.finish()
+    let (mut t_fast, mut t_digest, mut t_join, mut t_empty, mut t_ref) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds / 4 {
+        time(&mut t_fast, || {
+            extract_links(black_box(html.as_bytes()), &url, None, &opts)
         });
-        time(&mut t_bare, || bare_lol_html(black_box(html.as_bytes())));
+        time(&mut t_digest, || {
+            extract_links(black_box(html.as_bytes()), &url, None, &with_digest)
+        });
         time(&mut t_empty, || {
             extract_links(black_box(b"<p>"), &url, None, &opts)
         });
@@ -202,40 +551,25 @@ fn main() {
                 .filter_map(|h| url.join(black_box(h)).ok())
                 .collect::<Vec<_>>()
         });
-        time(&mut t_plain, plain_scraper);
         time(&mut t_ref, || {
             extract_support::reference_extract(html.as_bytes(), &url, None, &opts)
         });
     }
-    println!(
-        "{rounds} rounds in {:.1} s wall",
-        wall.elapsed().as_secs_f64()
-    );
     let (without, _, _) = stats(t_fast.clone());
     let (with, _, _) = stats(t_digest.clone());
-    let (alone, _, _) = stats(t_digest_alone.clone());
-    let mb_s = |us: f64| html.len() as f64 / us;
     println!(
-        "near-duplicate digest: extractor {:.1} MB/s without, {:.1} MB/s with (difference \
-         {:.1}%); the digest alone {:.2} µs/page ({:.0} MB/s) = {:.1}% of the extractor's CPU",
-        mb_s(without),
-        mb_s(with),
-        (with - without) / without * 100.0,
-        alone,
-        mb_s(alone),
-        alone / without * 100.0
+        "near-duplicate digest: extractor {:.1}% slower with it",
+        (with - without) / without * 100.0
     );
     for (name, samples) in [
-        ("lol_html extractor (extract_links)", t_fast),
+        ("extract_links (scanner)", t_fast),
         ("extract_links with the digest", t_digest),
-        ("the digest alone (DigitlessDigest)", t_digest_alone),
-        ("lol_html alone, same selectors, no-op", t_bare),
-        ("Url::join of the page's 80 hrefs", t_join),
+        ("Url::join of the page's hrefs", t_join),
         ("extract_links on \"<p>\" (fixed cost)", t_empty),
-        ("scraper parse + a[href] + join", t_plain),
         ("scraper reference_extract", t_ref),
     ] {
         let (median, p10, p90) = stats(samples);
         println!("{name:38} median {median:7.1} µs/page  (p10 {p10:.1}, p90 {p90:.1})");
     }
+    println!("{:.1} s wall", wall.elapsed().as_secs_f64());
 }

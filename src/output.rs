@@ -149,6 +149,8 @@ pub enum OutputError {
 
 enum Message {
     Record(Box<PageRecord>, Option<Box<ArchivedFetch>>),
+    /// Records sent together (the driver's burst), written in order.
+    Records(Vec<(Box<PageRecord>, Option<Box<ArchivedFetch>>)>),
     Flush(oneshot::Sender<Result<OutputPosition, IoAt>>),
     /// Hand everything before to the OS, without waiting for the disk.
     Handed(oneshot::Sender<Result<(), IoAt>>),
@@ -260,6 +262,18 @@ impl OutputSender {
             .map_err(|_| OutputError::Stopped)
     }
 
+    /// Queues records (each with the archive's records of its fetch) in one message,
+    /// written in order.
+    pub(crate) async fn send_batch(
+        &self,
+        records: Vec<(Box<PageRecord>, Option<Box<ArchivedFetch>>)>,
+    ) -> Result<(), OutputError> {
+        self.tx
+            .send(Message::Records(records))
+            .await
+            .map_err(|_| OutputError::Stopped)
+    }
+
     /// How many records the writer has handed to the OS, and a wake-up when that grows.
     pub(crate) fn progress(&self) -> std::sync::Arc<Handed> {
         self.handed.clone()
@@ -343,6 +357,51 @@ impl OutputWriter {
 /// `--resume`), and a checkpoint's flush may wait as long.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Where the writer thread puts a record: the pages file's buffer, the archive's sinks
+/// (each fetch's records just before its line), and a line buffer reused.
+struct RecordTarget<'a> {
+    out: &'a mut BufWriter<File>,
+    path: &'a Path,
+    sinks: &'a mut Vec<Box<dyn Sink>>,
+    line: &'a mut Vec<u8>,
+}
+
+impl RecordTarget<'_> {
+    fn write(
+        &mut self,
+        mut record: Box<PageRecord>,
+        fetch: Option<Box<ArchivedFetch>>,
+        position: &mut OutputPosition,
+    ) -> Result<(), OutputError> {
+        let (out, path, line) = (&mut *self.out, self.path, &mut *self.line);
+        if let Some(fetch) = fetch {
+            for sink in self.sinks.iter_mut() {
+                let mut flush_pages = || out.flush().at("write", path);
+                sink.write(&fetch, &mut record, position.bytes, &mut flush_pages)?;
+            }
+        }
+        line.clear();
+        serde_json::to_writer(&mut *line, &record)
+            .map_err(std::io::Error::other)
+            .at("encode a record for", path)?;
+        line.push(b'\n');
+        if out.capacity() - out.buffer().len() < line.len() {
+            for sink in self.sinks.iter_mut() {
+                sink.flush()?;
+            }
+        }
+        let appended = if crate::checkpoint::fault::hit("pages") {
+            Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+        } else {
+            out.write_all(line)
+        };
+        appended.at("write", path)?;
+        position.records += 1;
+        position.bytes += line.len() as u64;
+        Ok(())
+    }
+}
+
 fn write_loop(
     file: File,
     path: PathBuf,
@@ -370,32 +429,27 @@ fn write_loop(
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
-                Message::Record(mut record, fetch) => {
-                    if let Some(fetch) = fetch {
-                        for sink in &mut sinks {
-                            let mut flush_pages = || out.flush().at("write", &path);
-                            sink.write(&fetch, &mut record, position.bytes, &mut flush_pages)?;
-                        }
-                    }
-                    line.clear();
-                    serde_json::to_writer(&mut line, &record)
-                        .map_err(std::io::Error::other)
-                        .at("encode a record for", &path)?;
-                    line.push(b'\n');
-                    if out.capacity() - out.buffer().len() < line.len() {
-                        for sink in &mut sinks {
-                            sink.flush()?;
-                        }
-                    }
-                    let appended = if crate::checkpoint::fault::hit("pages") {
-                        Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
-                    } else {
-                        out.write_all(&line)
+                Message::Record(record, fetch) => {
+                    let mut to = RecordTarget {
+                        out: &mut out,
+                        path: &path,
+                        sinks: &mut sinks,
+                        line: &mut line,
                     };
-                    appended.at("write", &path)?;
+                    to.write(record, fetch, &mut position)?;
                     written += 1;
-                    position.records += 1;
-                    position.bytes += line.len() as u64;
+                }
+                Message::Records(records) => {
+                    let mut to = RecordTarget {
+                        out: &mut out,
+                        path: &path,
+                        sinks: &mut sinks,
+                        line: &mut line,
+                    };
+                    for (record, fetch) in records {
+                        to.write(record, fetch, &mut position)?;
+                        written += 1;
+                    }
                 }
                 Message::Flush(reply) => {
                     let archived = sinks.iter_mut().try_for_each(|sink| sink.sync());

@@ -118,9 +118,10 @@ fn read_threads(skip: Option<i64>) -> BTreeMap<i64, ThreadReading> {
 
 /// Reads every thread every 10 ms and keeps each one's last reading, so threads that end
 /// during the crawl (parse threads, the output thread) are counted up to their last 10 ms.
+/// Its own CPU (a few % of the crawl's) is taken out of the process's figures.
 struct Sampler {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<BTreeMap<i64, ThreadReading>>,
+    thread: std::thread::JoinHandle<(BTreeMap<i64, ThreadReading>, libc::rusage)>,
 }
 
 impl Sampler {
@@ -138,7 +139,8 @@ impl Sampler {
                         last.insert(tid, reading);
                     }
                     if stopping.load(Ordering::Relaxed) {
-                        return last;
+                        // Its own CPU, which the process's figures must not count.
+                        return (last, rusage(libc::RUSAGE_THREAD));
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -147,7 +149,7 @@ impl Sampler {
         Sampler { stop, thread }
     }
 
-    fn stop(self) -> BTreeMap<i64, ThreadReading> {
+    fn stop(self) -> (BTreeMap<i64, ThreadReading>, libc::rusage) {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().expect("sampler")
     }
@@ -219,7 +221,7 @@ fn crawl_pinned(spec: &WebSpec, server: &ServerProcess, cores: usize) -> PinnedR
     let secs = started.elapsed().as_secs_f64();
     let driver_exact = (thread_cpu_ns() - main_before) as f64 / 1e9;
     let handoffs_after = handoffs::snapshot();
-    let last = sampler.stop();
+    let (last, sampler_cpu) = sampler.stop();
     drop(runtime);
     let after = rusage(libc::RUSAGE_SELF);
     assert_eq!(summary.failures, 0, "{}", summary.human());
@@ -236,8 +238,8 @@ fn crawl_pinned(spec: &WebSpec, server: &ServerProcess, cores: usize) -> PinnedR
     PinnedRun {
         pages: summary.counts.finished,
         secs,
-        user: tv(after.ru_utime) - tv(before.ru_utime),
-        sys: tv(after.ru_stime) - tv(before.ru_stime),
+        user: tv(after.ru_utime) - tv(before.ru_utime) - tv(sampler_cpu.ru_utime),
+        sys: tv(after.ru_stime) - tv(before.ru_stime) - tv(sampler_cpu.ru_stime),
         voluntary: (after.ru_nvcsw - before.ru_nvcsw) as u64,
         involuntary: (after.ru_nivcsw - before.ru_nivcsw) as u64,
         by_kind,

@@ -1,5 +1,5 @@
 //! Differential fuzzing of the link extractor: for any bytes, the streaming extractor
-//! (`crawler::extract`, lol_html) must find what the scraper reference finds, whole and
+//! (`crawler::extract`, its scanner) must find what the scraper reference finds, whole and
 //! streamed in chunks, or differ only in a documented way (`Outcome::KnownDifference`), and
 //! must never panic.
 //!

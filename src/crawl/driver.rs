@@ -40,7 +40,7 @@ use crate::counters::{CrawlCounters, PageCounts};
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
-use crate::frontier::{FrontierBackend, QueuedUrl, Work};
+use crate::frontier::{Dispatch, FrontierBackend, QueuedUrl, RobotsFetch, Work};
 use crate::gate::RequestGate;
 use crate::monitor::Monitor;
 use crate::output::{rfc3339, BackgroundSync, OutputError, OutputSender, OutputWriter, PageRecord};
@@ -55,42 +55,66 @@ use crate::warc::Archiver;
 pub(crate) type Archived = Option<Box<ArchivedFetch>>;
 
 /// The one way records reach the output thread. Each record gets a number (1, 2, … in the
-/// order sent), which the output thread's count of records handed to the OS is compared
+/// order numbered), which the output thread's count of records handed to the OS is compared
 /// with: a distributed process acknowledges a URL once its number is handed.
+///
+/// Records are numbered at once but sent together, once per step of the driver's loop
+/// ([`Recorder::send_pending`], after the source's [`WorkSource::drained`] has put the
+/// step's links where a crash keeps them): one message to the output thread per burst, not
+/// one per page. Whatever reads the output's position or waits for it
+/// ([`Recorder::flushed_sender`]) sends the pending records first.
 pub(crate) struct Recorder {
     sender: OutputSender,
     counters: Arc<CrawlCounters>,
     sent: u64,
+    pending: Vec<(Box<PageRecord>, Archived)>,
 }
 
 impl Recorder {
-    pub(crate) fn sender(&self) -> &OutputSender {
-        &self.sender
+    /// How many records the output thread has handed to the OS (it never waits).
+    pub(crate) fn progress(&self) -> Arc<crate::output::Handed> {
+        self.sender.progress()
+    }
+
+    /// The output's sender, once every record numbered so far is sent to it: what a
+    /// checkpoint's flush or a wait for the records to be handed needs. A source with links
+    /// to log first logs them before it calls this.
+    pub(crate) async fn flushed_sender(&mut self) -> Result<&OutputSender, CrawlError> {
+        self.send_pending().await?;
+        Ok(&self.sender)
+    }
+
+    /// Sends the records numbered since the last call, in order, in one message.
+    pub(crate) async fn send_pending(&mut self) -> Result<(), CrawlError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        handoffs::count(Handoff::Output, 1);
+        if self.pending.len() == 1 {
+            if let Some((record, archive)) = self.pending.pop() {
+                self.sender.send_archived(record, archive).await?;
+            }
+            return Ok(());
+        }
+        let records = std::mem::take(&mut self.pending);
+        self.sender.send_batch(records).await?;
+        Ok(())
     }
 
     /// A record that ends no queued URL (a robots.txt fetch's, with the archive on).
-    pub(crate) async fn other(
-        &mut self,
-        record: Box<PageRecord>,
-        archive: Archived,
-    ) -> Result<u64, CrawlError> {
-        handoffs::count(Handoff::Output, 1);
-        self.sender.send_archived(record, archive).await?;
+    pub(crate) fn other(&mut self, record: Box<PageRecord>, archive: Archived) -> u64 {
+        self.pending.push((record, archive));
         self.sent += 1;
-        Ok(self.sent)
+        self.sent
     }
 
     /// The record of a queued URL's end, its counts added to the crawl's counters in the
     /// same step (so a checkpoint, taken between two steps, holds exactly the counts of the
     /// records it covers: see `crate::counters`): one more URL finished.
-    pub(crate) async fn finished(
-        &mut self,
-        record: Box<PageRecord>,
-        archive: Archived,
-    ) -> Result<u64, CrawlError> {
+    pub(crate) fn finished(&mut self, record: Box<PageRecord>, archive: Archived) -> u64 {
         self.counters.add_page(&record.counts);
         CrawlCounters::add(&self.counters.finished, 1);
-        self.other(record, archive).await
+        self.other(record, archive)
     }
 }
 
@@ -109,7 +133,7 @@ async fn record_unfetched<S: WorkSource>(
     record.error = Some(reason.to_string());
     record.fetched_at = rfc3339(SystemTime::now());
     source.recording(&mut record);
-    let number = cx.out.finished(record, None).await?;
+    let number = cx.out.finished(record, None);
     source.recorded(&item.url, number);
     Ok(())
 }
@@ -188,6 +212,7 @@ pub(crate) async fn drive<S: WorkSource>(
         sender,
         counters: counters.clone(),
         sent: 0,
+        pending: Vec::new(),
     };
     let mut cx = Cx {
         frontier: &mut frontier,
@@ -223,7 +248,12 @@ pub(crate) async fn drive<S: WorkSource>(
     // The last fetch task is gone with the pump: the parse threads' channel closes.
     drop(pump);
     let result = match result {
-        Ok(stopped) => source.end(&mut cx, stopped).await.map(|()| stopped),
+        Ok(stopped) => match source.end(&mut cx, stopped).await {
+            // What the end recorded (a distributed process's last admitted pages) is sent
+            // too; a local source's end has sent everything with its final checkpoint.
+            Ok(()) => cx.out.send_pending().await.map(|()| stopped),
+            Err(e) => Err(e),
+        },
         Err(e) => Err(e),
     };
     parse_pool.join().await;
@@ -401,7 +431,11 @@ impl Pump<'_> {
         let mut stop_rx = self.shutdown.subscribe();
         let mut stopping = self.shutdown.is_stopping();
         let mut grace_deadline: Option<Instant> = None;
-        let mut tasks = tokio::task::JoinSet::new();
+        // Fetch tasks are started by a launcher task on the runtime, a round of hand-outs
+        // at a time (see `launch`); dropping `launches` (returning) aborts those in flight.
+        let (launches, launch_rx) = mpsc::unbounded_channel();
+        tokio::spawn(launch(fetch.clone(), launch_rx));
+        let mut round = Vec::new();
         let mut tick = tokio::time::interval(self.display.interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut monitor_tick = tokio::time::interval(crate::monitor::REFRESH);
@@ -419,14 +453,12 @@ impl Pump<'_> {
                         None => break,
                         Some(Work::Fetch(dispatch)) => {
                             self.descriptors.dispatched();
-                            handoffs::count(Handoff::Spawn, 1);
-                            tasks.spawn(fetch_task(fetch.clone(), dispatch));
+                            round.push(Launch::Fetch(dispatch));
                         }
                         Some(Work::Robots(robots)) => {
                             CrawlCounters::add(&self.counters.robots_fetches, 1);
                             self.descriptors.dispatched();
-                            handoffs::count(Handoff::Spawn, 1);
-                            tasks.spawn(robots_task(fetch.clone(), robots));
+                            round.push(Launch::Robots(robots));
                         }
                         Some(Work::Disallowed(item)) => {
                             let reason = "disallowed by robots.txt";
@@ -444,6 +476,12 @@ impl Pump<'_> {
                         }
                     }
                 }
+                if !round.is_empty() {
+                    handoffs::count(Handoff::Spawn, 1);
+                    // The launcher ends only with the crawl (or a panic: then the fetches
+                    // never come back and the stop's grace ends the crawl).
+                    let _ = launches.send(std::mem::take(&mut round));
+                }
                 for lookup in cx.frontier.take_lookups() {
                     let resolver = fetch.resolver.clone();
                     let answers = answers_tx.clone();
@@ -454,6 +492,10 @@ impl Pump<'_> {
                     });
                 }
             }
+            // The step's links go where a crash keeps them (the local source's queue log),
+            // then the step's records to the output thread, in one message.
+            source.drained(cx).await?;
+            cx.out.send_pending().await?;
             if source.is_over(cx.frontier) {
                 return Ok(false);
             }
@@ -490,16 +532,15 @@ impl Pump<'_> {
                     while let Ok(completion) = self.completions.try_recv() {
                         self.take(source, cx, completion).await?;
                     }
-                    source.drained(cx).await?;
                 }
                 Some((lookup, answer)) = answers.recv() => {
                     cx.frontier.address_resolved(lookup, answer);
                 }
                 _ = sleep_until_opt(wake) => {}
                 _ = sleep_until_opt(grace_deadline) => {
-                    // In-flight fetches did not finish in time: abandon them. Their URLs
-                    // are not recorded, so they are fetched again.
-                    tasks.abort_all();
+                    // In-flight fetches did not finish in time: abandon them (the launcher
+                    // aborts them when `launches` is dropped). Their URLs are not recorded,
+                    // so they are fetched again.
                     return Ok(true);
                 }
                 changed = stop_rx.changed(), if !stopping => {
@@ -507,9 +548,6 @@ impl Pump<'_> {
                         stopping = true;
                         tracing::info!("stopping: waiting for {} fetches in flight", cx.frontier.in_flight());
                     }
-                }
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {
-                    handoffs::count(Handoff::Join, 1);
                 }
                 event = source.next_event(stopping) => {
                     source.on_event(cx, event).await?;
@@ -550,7 +588,7 @@ impl Pump<'_> {
             } => {
                 // With the archive on, the robots.txt fetch has its line and records.
                 if let Some((record, archive)) = archived {
-                    cx.out.other(record, Some(archive)).await?;
+                    cx.out.other(record, Some(archive));
                 }
                 if let RobotsOutcome::Unavailable { reason, .. } = &outcome {
                     tracing::debug!("{}: {reason}", fetch.url);
@@ -559,6 +597,12 @@ impl Pump<'_> {
                 for item in cx.frontier.robots_done(fetch, outcome)? {
                     record_unfetched(source, cx, &item, &reason, |c| c.robots_unavailable += 1)
                         .await?;
+                }
+            }
+            Completion::Batch(completions) => {
+                for completion in completions {
+                    // Batches are never nested; boxed only because `take` is async.
+                    Box::pin(self.take(source, cx, completion)).await?;
                 }
             }
             Completion::Discovered {
@@ -595,6 +639,41 @@ impl Pump<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A dispatched URL for the launcher to start a task for.
+enum Launch {
+    Fetch(Dispatch),
+    Robots(RobotsFetch),
+}
+
+/// The launcher: starts a task for each URL of each round of hand-outs the driver sends,
+/// and keeps them until they end. One message per round rather than one spawn per URL:
+/// a spawn from the driver's thread goes through the runtime's shared injection queue
+/// (a lock) and wakes a worker, once per page; the launcher runs on a worker, so its
+/// spawns go to that worker's own queue, where the others steal them when idle. When the
+/// driver drops its sender (the crawl is over, or a stop's grace ran out) the launcher
+/// ends, and the tasks still running are aborted with its set.
+async fn launch(fetch: Arc<FetchShared>, mut rounds: mpsc::UnboundedReceiver<Vec<Launch>>) {
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            round = rounds.recv() => {
+                let Some(round) = round else { break };
+                for launch in round {
+                    // The set's bookkeeping takes its mutex, on this worker.
+                    handoffs::count(Handoff::Lock, 1);
+                    match launch {
+                        Launch::Fetch(dispatch) => tasks.spawn(fetch_task(fetch.clone(), dispatch)),
+                        Launch::Robots(robots) => tasks.spawn(robots_task(fetch.clone(), robots)),
+                    };
+                }
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                handoffs::count(Handoff::Lock, 1);
+            }
+        }
     }
 }
 

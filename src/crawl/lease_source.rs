@@ -268,7 +268,7 @@ impl LeaseSource {
             pages.into_iter().zip(sent).zip(answers)
         {
             record.new_links = self.count_admitted(&items, &answers, &mut record.counts);
-            let number = cx.out.finished(record, archive).await?;
+            let number = cx.out.finished(record, archive);
             self.leases.recorded(&key_of(&url), &url, number);
         }
         Ok(())
@@ -389,7 +389,7 @@ impl WorkSource for LeaseSource {
         sync: BackgroundSync,
     ) -> Result<(), CrawlError> {
         self.sync = Some(sync);
-        self.handed = Some(cx.out.sender().progress());
+        self.handed = Some(cx.out.progress());
         let seeds = Candidates {
             urls: seeds,
             depth: 0,
@@ -557,7 +557,7 @@ impl WorkSource for LeaseSource {
             return self.finish_calls(cx).await;
         }
         self.finish_calls(cx).await?;
-        cx.out.sender().handed().await?;
+        cx.out.flushed_sender().await?.handed().await?;
         let now = Instant::now();
         let frontier = &*cx.frontier;
         let releases = self

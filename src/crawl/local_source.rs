@@ -4,9 +4,9 @@
 //! Being the only writer of the frontier and the seen-set (through
 //! [`Acceptance`](super::admission::Acceptance)), on the driver's one task, is what makes
 //! the crawl's promises exact: no URL queued twice, never more than `max_urls` accepted, and
-//! a checkpoint that is one consistent state taken between two completions. A page's new
-//! links reach the queue log (and the OS) before its record is sent, so a crash never
-//! leaves a page done and its links forgotten.
+//! a checkpoint that is one consistent state taken between two steps of the driver's loop.
+//! A page's new links reach the queue log (and the OS, once per step) before its record is
+//! sent, so a crash never leaves a page done and its links forgotten.
 //!
 //! The crawl is over when the frontier has nothing queued and nothing in flight; its end
 //! (or stop) takes a final checkpoint, what a resume starts from.
@@ -59,6 +59,8 @@ pub(crate) struct LocalSource {
     cookies: Option<Arc<CookieJar>>,
     /// Set up by [`WorkSource::begin`].
     checkpoints: Option<(Checkpoints, Interval)>,
+    /// Links were appended to the queue log since it was last handed to the OS.
+    links_unflushed: bool,
 }
 
 /// What the local source's own work says to the loop.
@@ -198,6 +200,7 @@ impl LocalSource {
             orphans,
             cookies: cookies.clone(),
             checkpoints: None,
+            links_unflushed: false,
         };
         Ok(Opened {
             source,
@@ -227,7 +230,7 @@ impl LocalSource {
     }
 
     /// Accepts `candidates` found by `parent` (`None` for seeds), counting in `counts`.
-    /// Returns how many were queued.
+    /// Returns how many were queued (and logged, to be flushed by [`Self::flush_links`]).
     fn accept(
         &mut self,
         frontier: &mut Frontier,
@@ -235,8 +238,11 @@ impl LocalSource {
         counts: &mut PageCounts,
     ) -> Result<u64, CrawlError> {
         let log = self.checkpoints.as_mut().and_then(|(c, _)| c.queue_log());
-        self.acceptance
-            .accept(frontier, log, (candidates, parent), counts)
+        let queued = self
+            .acceptance
+            .accept(frontier, log, (candidates, parent), counts)?;
+        self.links_unflushed |= queued > 0;
+        Ok(queued)
     }
 
     /// Accepts what no record carries (seeds, a robots.txt's sitemaps), counted at once.
@@ -260,13 +266,30 @@ impl LocalSource {
         }
     }
 
+    /// Hands the links logged since the last call to the OS: the driver sends the records
+    /// of the pages that found them only after this (see [`WorkSource::drained`]), so a
+    /// crash can never leave a page done and its links forgotten. One write per step of the
+    /// driver's loop, not one per page.
+    fn flush_links(&mut self) -> Result<(), CrawlError> {
+        if !std::mem::take(&mut self.links_unflushed) {
+            return Ok(());
+        }
+        if let Some(log) = self.checkpoints()?.queue_log() {
+            log.flush()?;
+        }
+        crate::checkpoint::fault::crash_at("links-logged");
+        Ok(())
+    }
+
     /// Starts a checkpoint of the current state.
     async fn checkpoint(
         &mut self,
         cx: &mut Cx<'_, Frontier>,
         finished: bool,
     ) -> Result<(), CrawlError> {
-        let sender = cx.out.sender();
+        // The links logged so far reach the OS before the records that found them do.
+        self.flush_links()?;
+        let sender = cx.out.flushed_sender().await?;
         let Some((checkpoints, _)) = self.checkpoints.as_mut() else {
             return Err(CrawlError::Output(crate::output::OutputError::Stopped));
         };
@@ -367,18 +390,12 @@ impl WorkSource for LocalSource {
     ) -> Result<(), CrawlError> {
         let parent = dispatch.item.url.clone();
         let new = self.accept(cx.frontier, (candidates, Some(parent)), &mut record.counts)?;
-        if new > 0 {
-            // The new links reach the OS before the page's record does, so a crash can
-            // never leave the page done and its links forgotten.
-            if let Some(log) = self.checkpoints()?.queue_log() {
-                log.flush()?;
-            }
-            crate::checkpoint::fault::crash_at("links-logged");
-        }
+        // The new links reach the OS (`drained`, at the end of the step) before the page's
+        // record is sent.
         record.new_links = new;
         cx.frontier.complete(dispatch);
         self.correct_orphan(&mut record);
-        cx.out.finished(record, archive).await?;
+        cx.out.finished(record, archive);
         Ok(())
     }
 
@@ -399,7 +416,7 @@ impl WorkSource for LocalSource {
     fn recorded(&mut self, _url: &str, _number: u64) {}
 
     async fn drained(&mut self, _cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
-        Ok(())
+        self.flush_links()
     }
 
     fn poll(

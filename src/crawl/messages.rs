@@ -34,6 +34,9 @@ pub(crate) enum Completion {
         parent: String,
         counts: Box<crate::crawl::PageCounts>,
     },
+    /// Completions made one after another by one parse thread, handed over in one message
+    /// (see `parse_pool.rs`): one wake-up of the driver for a burst, not one per page.
+    Batch(Vec<Completion>),
 }
 
 pub(crate) enum Outcome {

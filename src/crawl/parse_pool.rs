@@ -5,8 +5,9 @@
 //! core) fed by a crossbeam channel. Each thread extracts a page's links (a streaming
 //! extractor, see [`crate::extract`]), screens them through [`Admission`], builds the page's
 //! archive records when the crawl archives ([`crate::warc`]) and reports the completion to
-//! the dispatcher itself. The channel closes when the last fetch task is
-//! gone, which is how the threads know to stop.
+//! the dispatcher itself: the completions of jobs it finds waiting back to back go in one
+//! message, so a busy pool wakes the dispatcher once per burst, not once per page. The
+//! channel closes when the last fetch task is gone, which is how the threads know to stop.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -78,13 +79,32 @@ impl ParsePool {
     }
 }
 
-/// A parse thread: extracts a page's links, screens them, and reports the completion to
-/// the dispatcher.
+/// A parse thread: extracts a page's links, screens them, and reports the completions to
+/// the dispatcher, those of back-to-back jobs in one message.
 fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShared>) {
     let started_cpu = thread_cpu_ns();
     let counters = &shared.counters;
     let mut scratch = ScreenScratch::default();
-    while let Ok(job) = jobs.recv() {
+    let mut done = Vec::with_capacity(MAX_BATCH);
+    loop {
+        // While jobs are waiting, completions gather; they go to the driver when the queue
+        // runs dry or the batch is full (see `MAX_BATCH`).
+        let next = if done.is_empty() {
+            jobs.recv().ok()
+        } else {
+            match jobs.try_recv() {
+                Ok(job) => Some(job),
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    hand_over(&shared, &mut done);
+                    continue;
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => None,
+            }
+        };
+        let Some(job) = next else {
+            hand_over(&shared, &mut done);
+            break;
+        };
         let ParseJob {
             dispatch,
             url,
@@ -160,8 +180,7 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
             .archiver
             .as_ref()
             .and_then(|archiver| archiver.archive(&dispatch.item.url, &fetched));
-        handoffs::count(Handoff::Completion, 1);
-        let _ = shared.completions.send(Completion::Page {
+        done.push(Completion::Page {
             dispatch,
             outcome: Outcome::Done {
                 record,
@@ -169,9 +188,34 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
                 archive,
             },
         });
+        if done.len() >= MAX_BATCH {
+            hand_over(&shared, &mut done);
+        }
     }
     CrawlCounters::add(
         &counters.parse_cpu_ns,
         thread_cpu_ns().saturating_sub(started_cpu),
     );
+}
+
+/// The most completions a parse thread holds before handing them over: a page's
+/// completion waits at most for this many pages' parsing on its thread (16 × ~50 µs at
+/// 16 KB) while its fetch slot stays taken, and the driver is woken once per batch.
+const MAX_BATCH: usize = 16;
+
+/// Hands the gathered completions to the driver in one message.
+fn hand_over(shared: &ParseShared, done: &mut Vec<Completion>) {
+    let message = match done.len() {
+        0 => return,
+        1 => done.pop(),
+        _ => Some(Completion::Batch(std::mem::replace(
+            done,
+            Vec::with_capacity(MAX_BATCH),
+        ))),
+    };
+    if let Some(message) = message {
+        handoffs::count(Handoff::Completion, 1);
+        // The driver is gone only when the crawl is over.
+        let _ = shared.completions.send(message);
+    }
 }

@@ -12,6 +12,7 @@
 mod extract_corpus;
 mod extract_differential;
 mod extract_semantics;
+mod extract_soak;
 #[path = "../extract_support/mod.rs"]
 mod extract_support;
 mod normalize_props;

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use crawler::frontier::store::{QueueStore, StoreError, StoreOptions};
 use crawler::frontier::QueuedUrl;
 
+/// Bytes of a block's header (format version 2: `next` at 24..32).
+const BLOCK_HEADER: u64 = 32;
+
 fn item(host: u64, i: u64) -> QueuedUrl {
     QueuedUrl {
         url: format!("https://www.host{host}.example.com/path/to/article-{i}?id={i}"),
@@ -268,10 +271,11 @@ fn store_flipped_byte_in_synced_block_is_an_error_naming_file_and_offset() {
     // its body.
     let mut len = [0u8; 4];
     f.read_exact_at(&mut len, 16).unwrap();
-    let second = 16 + (40 + u32::from_le_bytes(len) as u64).next_multiple_of(8);
+    let second = 16 + (BLOCK_HEADER + u32::from_le_bytes(len) as u64).next_multiple_of(8);
     let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, second + 50).unwrap();
-    f.write_all_at(&[b[0] ^ 0x10], second + 50).unwrap();
+    f.read_exact_at(&mut b, second + BLOCK_HEADER + 2).unwrap();
+    f.write_all_at(&[b[0] ^ 0x10], second + BLOCK_HEADER + 2)
+        .unwrap();
     drop(f);
     let mut s = QueueStore::open(dir.path(), opts).unwrap();
     for i in 0..4 {
@@ -315,8 +319,11 @@ fn store_flipped_byte_after_position_cuts_the_log() {
         .unwrap();
     let mut len = [0u8; 4];
     f.read_exact_at(&mut len, 16).unwrap();
-    let second = 16 + (40 + u32::from_le_bytes(len) as u64).next_multiple_of(8);
-    f.write_all_at(&[0xAA], second + 45).unwrap();
+    let second = 16 + (BLOCK_HEADER + u32::from_le_bytes(len) as u64).next_multiple_of(8);
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, second + BLOCK_HEADER + 2).unwrap();
+    f.write_all_at(&[b[0] ^ 0x55], second + BLOCK_HEADER + 2)
+        .unwrap();
     drop(f);
     let mut s = QueueStore::reopen_at(dir.path(), opts, pos).unwrap();
     let (path, offset, why) = s.recovery().cut.clone().unwrap();
@@ -355,6 +362,62 @@ fn store_truncated_synced_segment_is_refused() {
         msg.contains("seg-00000001.log") && msg.contains("log end"),
         "{msg}"
     );
+}
+
+/// A store written by the previous format (version 1: 40-byte headers, items stored whole) is
+/// refused with its version named and what to do, by `open` and `reopen_at` alike, and
+/// whether it is the table or a segment that says so; nothing of it is read as this version.
+#[test]
+fn store_of_an_older_format_version_is_refused_with_the_version_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = QueueStore::open(dir.path(), tiny()).unwrap();
+    for i in 0..6 {
+        s.push(1, &item(1, i)).unwrap();
+    }
+    let pos = s.sync().unwrap();
+    drop(s);
+    let table = dir.path().join(format!("table-{:016}.bin", pos.generation));
+    let seg = segments(dir.path()).pop().unwrap();
+    let set_version = |path: &Path, version: u32, fix_checksum: bool| {
+        let mut bytes = fs::read(path).unwrap();
+        bytes[8..12].copy_from_slice(&version.to_le_bytes());
+        if fix_checksum {
+            let n = bytes.len() - 8;
+            let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..n]);
+            bytes[n..].copy_from_slice(&sum.to_le_bytes());
+        }
+        fs::write(path, bytes).unwrap();
+    };
+    // An old segment under a current table: named when opened.
+    set_version(&seg, 1, false);
+    let msg = QueueStore::reopen_at(dir.path(), tiny(), pos)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains(&seg.file_name().unwrap().to_string_lossy().to_string())
+            && msg.contains("format version 1")
+            && msg.contains("--fresh"),
+        "{msg}"
+    );
+    // An old table, whole (its checksum right for its bytes): named before anything else.
+    set_version(&table, 1, true);
+    for msg in [
+        QueueStore::open(dir.path(), tiny())
+            .err()
+            .unwrap()
+            .to_string(),
+        QueueStore::reopen_discarding_after(dir.path(), tiny(), pos)
+            .err()
+            .unwrap()
+            .to_string(),
+    ] {
+        assert!(
+            msg.contains("table-") && msg.contains("format version 1") && msg.contains("--fresh"),
+            "{msg}"
+        );
+    }
+    assert!(seg.exists(), "a refused store is left as it was");
 }
 
 #[test]
@@ -405,7 +468,8 @@ fn store_reopen_at_previous_position() {
 fn store_disk_is_reclaimed() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = QueueStore::open(dir.path(), tiny()).unwrap();
-    for i in 0..400 {
+    // Enough for a dozen 2 KiB segments of compact blocks.
+    for i in 0..1000 {
         s.push(i % 3, &item(i % 3, i)).unwrap();
     }
     s.sync().unwrap();
@@ -544,9 +608,9 @@ fn links_past(dir: &Path, log_end: u64) -> usize {
     let mut n = 0;
     while at < end {
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        let next = u64::from_le_bytes(bytes[at + 32..at + 40].try_into().unwrap());
+        let next = u64::from_le_bytes(bytes[at + 24..at + 32].try_into().unwrap());
         n += (next >= log_end) as usize;
-        at += (40 + len).next_multiple_of(8);
+        at += (BLOCK_HEADER as usize + len).next_multiple_of(8);
     }
     n
 }

@@ -144,18 +144,17 @@ pub fn reference_extract(
     extract_from_dom(&parse(&text), page_url, enc, opts)
 }
 
-/// lol_html does not keep a stack of open elements. It approximates the tree builder's
-/// namespace with a stack of namespace *changes* (`<svg>`, `<math>`, integration points), and
-/// the approximation is exact only for well-formed foreign content. Malformed foreign content
-/// leaves it believing it is in SVG when the tree builder is back in HTML (or the other way
+/// The scanner (`crawler::extract`'s) does not keep a stack of open elements. It approximates
+/// the tree builder's namespace with a stack of namespace *changes* (`<svg>`, `<math>`,
+/// integration points), exact for well-formed foreign content. Malformed foreign content can
+/// leave it believing it is in SVG when the tree builder is back in HTML (or the other way
 /// round), and then `<script>`/`<style>`/`<title>`… content is tokenized differently:
-/// - a tag that breaks out of foreign content (`<p>`, `<div>`, `<b>` …) pops one namespace
-///   change, where the tree builder pops every foreign element (`<svg><svg><p>`);
 /// - an end tag of an HTML ancestor (`<a><svg></a>`, `<button><svg></button>`) closes the
-///   foreign content in the tree builder, not in lol_html;
+///   foreign content in the tree builder, not in the scanner;
 /// - `</title>` inside `<svg><title><a>` is ignored by the tree builder (SVG `title` is
-///   special) but leaves the integration point in lol_html.
-const FOREIGN_CONTENT: &str = "malformed <svg>/<math> foreign content (lol_html approximates it)";
+///   special) but leaves the integration point in the scanner.
+const FOREIGN_CONTENT: &str =
+    "malformed <svg>/<math> foreign content (the scanner approximates it)";
 
 /// In `<frameset>` documents the tree builder drops what a frameset cannot hold (an `<a>`
 /// inside or after it), and ignores a `<frameset>` that comes after body content, frames
@@ -290,7 +289,7 @@ fn extract_from_dom(
 }
 
 /// How the fast extractor and the reference disagree on one document.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Mismatch {
     pub what: Vec<String>,
 }
@@ -420,7 +419,8 @@ pub fn differential(
             reference,
         });
     }
-    // Chunk boundaries must not matter: split everywhere lol_html could be caught mid-token.
+    // Chunk boundaries must not matter: split everywhere a streaming parser could be caught
+    // mid-token.
     for chunk_len in [1, 7, 4096] {
         let mut streaming = crawler::extract::LinkExtractor::new(page_url.clone(), encoding, opts);
         for chunk in html.chunks(chunk_len) {

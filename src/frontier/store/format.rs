@@ -12,7 +12,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `CRWLFQSG` |
-//! | 8 | 4 | format version, 1 |
+//! | 8 | 4 | format version, 2 |
 //! | 12 | 4 | segment number |
 //!
 //! Block, at an 8-aligned offset `o` of a segment; its *location* is `segment << 32 | o`:
@@ -20,23 +20,36 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 4 | body length `L` in bytes (1 ..= 64 MiB) |
-//! | 4 | 4 | item count (≥ 1) |
+//! | 4 | 2 | item count (≥ 1) |
+//! | 6 | 1 | flags: bit 0, the body is LZ4-compressed; the other bits are zero |
+//! | 7 | 1 | zero |
 //! | 8 | 8 | host id |
-//! | 16 | 8 | block sequence number, strictly increasing along the log |
-//! | 24 | 8 | XXH3-64 of bytes 0..24 followed by the body |
-//! | 32 | 8 | `next`: location of the host's next block, 0 if none yet (patched later; not checksummed) |
-//! | 40 | `L` | body: the items, one after another |
-//! | 40+`L` | 0–7 | zero padding to a multiple of 8 |
+//! | 16 | 4 | block sequence number (wrapping): each block's is the previous block's plus one along the log |
+//! | 20 | 4 | the low 32 bits of the XXH3-64 of bytes 0..20 followed by the body |
+//! | 24 | 8 | `next`: location of the host's next block, 0 if none yet (patched later; not checksummed) |
+//! | 32 | `L` | body: the items, front-coded (layout in `codec.rs`), compressed if flag 0 |
+//! | 32+`L` | 0–7 | zero padding to a multiple of 8 |
 //!
-//! Item (a [`QueuedUrl`]): `u32` URL length, URL bytes (UTF-8), `u32` depth, `u32` parent length
-//! or `0xFFFF_FFFF` for no parent, parent bytes, `u32` redirect hops, `u32` attempts.
+//! Version 1 (until the frontier's disk format was made compact) had a 40-byte header with a
+//! 64-bit sequence and checksum and stored each item's strings whole; a store of that version
+//! is refused with its version named (see [`version_error`]), never read as this one.
+//!
+//! Why 32 bits of sequence and checksum: the sequence only has to tell the block that follows
+//! from stale bytes of an earlier one (it is checked for equality with the expected number,
+//! so wrapping is harmless), and the checksum only has to catch torn writes and flipped bits,
+//! where a miss has a chance of 2⁻³² per damaged block; eight bytes per block are ~10% of a
+//! one-URL block.
+//!
+//! Item in a table (a [`QueuedUrl`] recorded at the front of its queue): `u32` URL length, URL
+//! bytes (UTF-8), `u32` depth, `u32` parent length or `0xFFFF_FFFF` for no parent, parent
+//! bytes, `u32` redirect hops, `u32` attempts.
 //!
 //! Table:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `CRWLFQTB` |
-//! | 8 | 4 | format version, 1 |
+//! | 8 | 4 | format version, 2 |
 //! | 12 | 4 | zero |
 //! | 16 | 8 | generation |
 //! | 24 | 8 | log end: location just past the last block written before the sync |
@@ -55,10 +68,16 @@ use crate::durable::{checksum_of, Cursor, FileError, Header, TRAILER_LEN};
 
 pub(super) const SEGMENT_MAGIC: [u8; 8] = *b"CRWLFQSG";
 pub(super) const TABLE_MAGIC: [u8; 8] = *b"CRWLFQTB";
-pub(super) const VERSION: u32 = 1;
+pub(super) const VERSION: u32 = 2;
 pub(super) const SEGMENT_HEADER: u64 = 16;
-pub(super) const BLOCK_HEADER: usize = 40;
-pub(super) const NEXT_FIELD: u64 = 32;
+pub(super) const BLOCK_HEADER: usize = 32;
+/// The bytes of a block's header that its checksum covers.
+const CHECKED_HEADER: usize = 20;
+pub(super) const NEXT_FIELD: u64 = 24;
+/// Block flag: the body is LZ4-compressed.
+pub(super) const FLAG_LZ4: u8 = 1;
+/// Most items in one block (the header's count is 16 bits).
+pub(super) const MAX_BLOCK_ITEMS: usize = u16::MAX as usize;
 pub(super) const MAX_BODY: u32 = 64 << 20;
 pub(super) const NO_PARENT: u32 = u32::MAX;
 /// Bytes of a table's header, and of the shortest table (a header and its trailer).
@@ -80,6 +99,15 @@ pub(super) fn segment_path(dir: &Path, segment: u32) -> PathBuf {
 }
 pub(super) fn table_path(dir: &Path, generation: u64) -> PathBuf {
     dir.join(format!("table-{generation:016}.bin"))
+}
+
+/// What a file of another version of the format is told: which version it is and what to do.
+pub(super) fn version_error(version: u32) -> String {
+    format!(
+        "frontier format version {version}, this crawler reads version {VERSION} only (a crawl \
+         written by another version of the crawler: resume it with that version, or start \
+         again with --fresh)"
+    )
 }
 
 pub(super) fn encode_item(out: &mut Vec<u8>, item: &QueuedUrl) {
@@ -133,9 +161,12 @@ pub(super) fn decode_item(c: &mut Cursor) -> Result<QueuedUrl, String> {
 pub(super) struct BlockHeader {
     pub(super) body_len: u32,
     pub(super) count: u32,
+    pub(super) flags: u8,
+    /// Byte 7, zero in a block this version wrote.
+    pub(super) reserved: u8,
     pub(super) host: u64,
-    pub(super) seq: u64,
-    pub(super) checksum: u64,
+    pub(super) seq: u32,
+    pub(super) checksum: u32,
     pub(super) next: u64,
 }
 
@@ -144,12 +175,36 @@ impl BlockHeader {
         let h = Header::new(h);
         BlockHeader {
             body_len: h.u32(0),
-            count: h.u32(4),
+            count: u16::from_le_bytes(h.array(4)) as u32,
+            flags: h.u8(6),
+            reserved: h.u8(7),
             host: h.u64(8),
-            seq: h.u64(16),
-            checksum: h.u64(24),
-            next: h.u64(32),
+            seq: h.u32(16),
+            checksum: h.u32(20),
+            next: h.u64(24),
         }
+    }
+
+    /// The header of a block about to be written (its checksum and `next` still zero).
+    pub(super) fn encode(
+        body_len: usize,
+        count: usize,
+        flags: u8,
+        host: u64,
+        seq: u64,
+    ) -> [u8; BLOCK_HEADER] {
+        let mut h = [0u8; BLOCK_HEADER];
+        h[0..4].copy_from_slice(&(body_len as u32).to_le_bytes());
+        h[4..6].copy_from_slice(&(count as u16).to_le_bytes());
+        h[6] = flags;
+        h[8..16].copy_from_slice(&host.to_le_bytes());
+        h[16..20].copy_from_slice(&(seq as u32).to_le_bytes());
+        h
+    }
+
+    /// Whether the body is LZ4-compressed.
+    pub(super) fn compressed(&self) -> bool {
+        self.flags & FLAG_LZ4 != 0
     }
     /// Bytes the block takes in its segment, padding included.
     pub(super) fn span(&self) -> u64 {
@@ -157,9 +212,9 @@ impl BlockHeader {
     }
 }
 
-/// The checksum of a block: bytes 0..24 of its header, then its body.
-pub(super) fn block_checksum(header: &[u8; BLOCK_HEADER], body: &[u8]) -> u64 {
-    checksum_of(&[&header[..24], body])
+/// The checksum of a block: bytes 0..20 of its header, then its body.
+pub(super) fn block_checksum(header: &[u8; BLOCK_HEADER], body: &[u8]) -> u32 {
+    checksum_of(&[&header[..CHECKED_HEADER], body]) as u32
 }
 
 #[derive(Debug, Clone)]
@@ -192,11 +247,7 @@ pub(super) fn parse_table_header(path: &Path, bytes: &[u8]) -> Result<TableHeade
     }
     let version = h.u32(8);
     if version != VERSION {
-        return Err(FileError::corrupt(
-            path,
-            8,
-            format!("format version {version}"),
-        ));
+        return Err(FileError::corrupt(path, 8, version_error(version)));
     }
     Ok(TableHeader {
         generation: h.u64(16),

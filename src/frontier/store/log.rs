@@ -2,16 +2,16 @@
 //! block (in the write buffer, or deferred), a block read back into a host's window, and the
 //! segment files (started, sealed, opened).
 
-use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 
+use super::codec;
 use super::format::{
-    block_checksum, decode_item, encode_item, loc, loc_offset, loc_segment, segment_path,
-    BlockHeader, BLOCK_HEADER, MAX_BODY, NEXT_FIELD, SEGMENT_HEADER, SEGMENT_MAGIC, VERSION,
+    block_checksum, loc, loc_offset, loc_segment, segment_path, version_error, BlockHeader,
+    BLOCK_HEADER, FLAG_LZ4, MAX_BODY, NEXT_FIELD, SEGMENT_HEADER, SEGMENT_MAGIC, VERSION,
 };
 use super::{item_bytes, QueueStore, StoreError, Window, PATCH_BYTES};
-use crate::durable::{self, At, Cursor, FileError, Header};
+use crate::durable::{self, At, FileError, Header};
 
 impl QueueStore {
     pub(super) fn write_all_tails(&mut self) -> Result<(), StoreError> {
@@ -38,23 +38,23 @@ impl QueueStore {
         if mem.tail.is_empty() {
             return Ok(());
         }
-        let items = std::mem::take(&mut mem.tail);
         let mut body = std::mem::take(&mut self.scratch);
-        body.clear();
-        for item in &items {
-            encode_item(&mut body, item);
+        let compressed = codec::encode_body(&mem.tail, &mut body, &mut self.raw_scratch);
+        for item in &mem.tail {
             self.item_mem -= item_bytes(item);
             self.tail_mem -= item_bytes(item);
         }
-        let count = items.len() as u32;
-        drop(items);
-        let mut header = [0u8; BLOCK_HEADER];
-        header[0..4].copy_from_slice(&(body.len() as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&count.to_le_bytes());
-        header[8..16].copy_from_slice(&host.to_le_bytes());
-        header[16..24].copy_from_slice(&self.next_seq.to_le_bytes());
+        let count = mem.tail.len() as u32;
+        // Cleared, not dropped, when small: it goes on serving this host, or a spare box.
+        mem.tail.clear();
+        if mem.tail.capacity() > super::SPARE_TAIL {
+            mem.tail = Vec::new();
+        }
+        let flags = if compressed { FLAG_LZ4 } else { 0 };
+        let mut header =
+            BlockHeader::encode(body.len(), count as usize, flags, host, self.next_seq);
         let checksum = block_checksum(&header, &body);
-        header[24..32].copy_from_slice(&checksum.to_le_bytes());
+        header[20..24].copy_from_slice(&checksum.to_le_bytes());
         self.next_seq += 1;
         let span = (BLOCK_HEADER + body.len()).next_multiple_of(8);
         if self.wbuf_start + self.wbuf.len() as u64 + span as u64 > self.options.segment_bytes
@@ -76,7 +76,7 @@ impl QueueStore {
         self.link(host, at, count)?;
         let entry = self.hosts.get_mut(&host).expect("host present");
         if entry.mem.as_ref().is_some_and(|m| m.is_empty()) {
-            entry.mem = None;
+            super::recycle(&mut self.spare, entry.mem.take());
             self.boxes -= 1;
         }
         Ok(())
@@ -196,7 +196,7 @@ impl QueueStore {
                 &path,
                 off,
                 format!(
-                    "block checksum {:#018x}, contents hash to {computed:#018x}",
+                    "block checksum {:#010x}, contents hash to {computed:#010x}",
                     h.checksum
                 ),
             ));
@@ -218,15 +218,15 @@ impl QueueStore {
                 format!("block holds {} items, {skip} said popped", h.count),
             ));
         }
-        let mut r = Cursor::new(&body, 0);
-        let mut items = VecDeque::with_capacity((h.count - skip) as usize);
-        for i in 0..h.count {
-            let item = decode_item(&mut r)
-                .map_err(|e| FileError::corrupt(&path, off, format!("item {i}: {e}")))?;
-            if i >= skip {
-                items.push_back(item);
-            }
+        if h.flags & !FLAG_LZ4 != 0 || h.reserved != 0 {
+            return Err(FileError::corrupt(
+                &path,
+                off,
+                format!("unknown block flags {:#04x} {:#04x}", h.flags, h.reserved),
+            ));
         }
+        let items = codec::decode_body(&body, h.compressed(), h.count, skip, &mut self.raw_scratch)
+            .map_err(|e| FileError::corrupt(&path, off, e))?;
         self.scratch = body;
         Ok(Window {
             items,
@@ -299,11 +299,7 @@ impl QueueStore {
         }
         let version = header.u32(8);
         if version != VERSION {
-            return Err(FileError::corrupt(
-                &path,
-                8,
-                format!("format version {version}"),
-            ));
+            return Err(FileError::corrupt(&path, 8, version_error(version)));
         }
         let number = header.u32(12);
         if number != s {

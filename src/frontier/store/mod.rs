@@ -4,7 +4,7 @@
 //!
 //! A crawl of 1e8 URLs over 1e6 or more hosts, in a process whose whole peak RSS stays under
 //! 1 GiB with a ~190 MiB seen-set. The frontier gets a few hundred MiB at most, so queued URLs
-//! (~230 bytes each in memory as [`QueuedUrl`], ~100 on disk) must live on disk, and what is
+//! (~230 bytes each in memory as [`QueuedUrl`], ~90 on disk) must live on disk, and what is
 //! kept per host must be a few dozen bytes, not a list that grows with the host's queue.
 //!
 //! # Design
@@ -12,7 +12,7 @@
 //! One global append-only log, cut into segment files, holds *blocks*; a block holds 1 to
 //! `block_items` consecutive URLs of one host. Each host's blocks form a singly linked list on
 //! disk, oldest first: every block header has a `next` field pointing at the host's next block.
-//! In memory a host costs one fixed-size [`HashMap`] entry (head block, items already popped from
+//! In memory a host costs one fixed-size hash-map entry (head block, items already popped from
 //! it, tail block, unread count on disk, and an optional boxed window): 48 bytes of entry, ~56–110
 //! bytes with the map's slack, whatever the length of its queue. So a pop is one positioned read
 //! (of a block, cached as the host's window until used up), and a push is an append.
@@ -101,13 +101,17 @@
 //!
 //! # On-disk format
 //!
-//! Segments, blocks, items and tables are laid out byte by byte in the doc of the `format`
-//! module (`format.rs`).
+//! Segments, blocks and tables are laid out byte by byte in the doc of the `format` module
+//! (`format.rs`); a block's body (front-coded items, LZ4 when it pays) in `codec.rs`, which
+//! says why that coding. Version 2 (this one) stores a queued URL in ~89 bytes at 1e7 URLs of
+//! the scale bench where version 1 took ~192 (measured below); a store of another version is
+//! refused, naming the file and its version, never read as this one.
 //!
 //! # Where things are
 //!
 //! - `mod.rs`: the [`QueueStore`] type, its per-host bookkeeping, and pushes and pops;
 //! - `format.rs`: the byte formats and file names;
+//! - `codec.rs`: a block's body (front coding, varints, LZ4);
 //! - `log.rs`: writing tails as blocks, linking them, reading a block back, segment files;
 //! - `sync.rs`: [`QueueStore::begin_sync`], `PendingSync`, [`QueueStore::finish_sync`];
 //! - `recovery.rs`: opening, reopening at a position (replaying or discarding what follows),
@@ -116,6 +120,27 @@
 //!   trailers, errors naming the file) come from [`crate::durable`].
 //!
 //! # Measured
+//!
+//! The compact blocks (format version 2), `SCALE_URLS=1e7 cargo bench --bench scale`, run
+//! directly after building, the version-1 binary and this one back to back on a machine whose
+//! load average was 20–26 (eight builds at once on 2 cores; so the rates are only a ratio):
+//!
+//! | format | disk per queued URL | disk at end | URLs/s | peak RSS | resume to 1st URL |
+//! |---|---|---|---|---|---|
+//! | version 1 (40-byte headers, strings whole) | 192 bytes | 1661 MiB | 16.1 k (under `perf`) | 593 MiB | 11.9 s |
+//! | version 2 (32-byte headers, front coding, LZ4) | 89 bytes | 805 MiB | 19.9 k | 592 MiB | 8.1 s |
+//!
+//! Same workload in both (8,758,606 URLs queued at the end); the version-2 binary of this row
+//! still allocated a box per one-URL tail. With spare boxes, `SCALE_URLS=2e6`, three runs of
+//! each binary alternated (load average ~22): medians 31.7 k URLs/s (version 1) and 41.3 k
+//! (version 2), 1.30×; disk 212 and 116 bytes per queued URL (at 2e6 the tables, ~40 bytes
+//! per host with something queued, two kept, weigh more per URL); peak RSS 316 and 332 MiB;
+//! resume to the first URL 2.8 and 2.8 s. What is left per URL: ~30 % of
+//! the links go to a host drawn at random out of 1e6, and such a host's tail is written as a
+//! block of one URL (header, whole URL, parent coded against it: ~140 bytes), while a host's
+//! own links come in blocks of ~5–7 at ~25 bytes each; and segments stay while any host has an
+//! unread block in them, so popped URLs' bytes are still counted. The older figures below are
+//! of version 1.
 //!
 //! `STORE_BENCH_KINDS=store,memory cargo bench --bench frontier_store` (2 cores shared with
 //! other builds, load average ~4, so wall-clock rates are pessimistic and noisy). N URLs
@@ -156,21 +181,25 @@
 //! is left is mostly waiting for memory: the map's array (~96 MB at 1e6 hosts, 48-byte
 //! buckets at half load after its last doubling) is read once per sync.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::QueuedUrl;
 use crate::durable::FileError;
 use format::loc_segment;
 
+mod codec;
 mod format;
 mod log;
 mod recovery;
 mod sync;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use sync::PendingSync;
 
@@ -247,6 +276,29 @@ fn item_bytes(item: &QueuedUrl) -> u64 {
         + item.parent.as_ref().map_or(0, |p| p.capacity())) as u64
 }
 
+/// Most empty boxes kept in [`QueueStore`]'s `spare`.
+const SPARE_BOXES: usize = 1024;
+/// Tails of at most this capacity keep it when their box is kept for reuse.
+const SPARE_TAIL: usize = 8;
+
+/// Keeps an emptied box for the next host that needs one. A host that is pushed one URL at a
+/// time (30 % of links go to a host at random, in the scale bench) otherwise allocates a box
+/// and its tail's vector at each push and frees both when the tail is written. (The allocator
+/// took ~21 % of the scale bench's CPU samples under `perf` before this change; this churn is
+/// a part of that, not measured alone.)
+#[allow(clippy::vec_box)] // The boxes themselves are what is reused: they move into entries.
+fn recycle(spare: &mut Vec<Box<HostMem>>, mem: Option<Box<HostMem>>) {
+    let Some(mut mem) = mem else { return };
+    if spare.len() < SPARE_BOXES {
+        debug_assert!(mem.is_empty());
+        if mem.tail.capacity() > SPARE_TAIL {
+            mem.tail = Vec::new();
+        }
+        mem.front = VecDeque::new();
+        spare.push(mem);
+    }
+}
+
 /// The decoded items of a host's head block, from the first one not popped yet.
 #[derive(Debug)]
 struct Window {
@@ -302,7 +354,9 @@ impl HostEntry {
 pub struct QueueStore {
     dir: PathBuf,
     options: StoreOptions,
-    hosts: HashMap<u64, HostEntry>,
+    /// By host id: ids are XXH3 hashes already, so the map's own hash is FxHash (one
+    /// multiply), not SipHash; it is looked up several times per push and pop.
+    hosts: FxHashMap<u64, HostEntry>,
     total: u64,
     /// Bytes of items held in memory (tails, windows, fronts), see [`item_bytes`].
     item_mem: u64,
@@ -313,6 +367,10 @@ pub struct QueueStore {
     boxes: u64,
     /// Hosts with a non-empty tail (may hold stale entries or duplicates).
     tails: Vec<u64>,
+    /// Empty boxes kept for the next host that needs one (see [`recycle`]).
+    #[allow(clippy::vec_box)]
+    // The boxes themselves are what is reused: they move into entries.
+    spare: Vec<Box<HostMem>>,
     /// Open segment files.
     files: BTreeMap<u32, File>,
     /// Bytes of each segment on disk (the active one: up to `wbuf_start`).
@@ -334,31 +392,36 @@ pub struct QueueStore {
     /// finished.
     pending: Option<(u64, u32, u64, u64)>,
     /// Links to write into blocks already handed to the OS: block → (next, epoch).
-    patches: HashMap<u64, (u64, u64)>,
+    patches: FxHashMap<u64, (u64, u64)>,
     /// Incremented at each sync: the patches a sync writes are those of earlier epochs.
     patch_epoch: u64,
     /// Set while `begin_sync` writes the tails.
     in_begin_sync: bool,
     recovery: RecoveryReport,
+    /// A block's body as written or read (compressed or not).
     scratch: Vec<u8>,
+    /// A body before compression, or after decompression.
+    raw_scratch: Vec<u8>,
     /// The buffer of the last table written, handed back by [`PendingSync::write`] for the
     /// next sync to encode into: a fresh one costs a page fault every 4 KiB in the pause.
     table_buf: Arc<Mutex<Vec<u8>>>,
 }
 
 impl QueueStore {
-    fn empty(dir: &Path, options: StoreOptions) -> QueueStore {
+    fn empty(dir: &Path, mut options: StoreOptions) -> QueueStore {
+        options.block_items = options.block_items.clamp(1, format::MAX_BLOCK_ITEMS);
         QueueStore {
             dir: dir.to_path_buf(),
             wbuf: Vec::with_capacity(options.write_buffer),
             options,
-            hosts: HashMap::new(),
+            hosts: FxHashMap::default(),
             total: 0,
             item_mem: 0,
             tail_mem: 0,
             boxed: VecDeque::new(),
             boxes: 0,
             tails: Vec::new(),
+            spare: Vec::new(),
             files: BTreeMap::new(),
             seg_len: BTreeMap::new(),
             live: BTreeMap::new(),
@@ -370,11 +433,12 @@ impl QueueStore {
             retained: VecDeque::new(),
             table_bytes: 0,
             pending: None,
-            patches: HashMap::new(),
+            patches: FxHashMap::default(),
             patch_epoch: 0,
             in_begin_sync: false,
             recovery: RecoveryReport::default(),
             scratch: Vec::new(),
+            raw_scratch: Vec::new(),
             table_buf: Arc::default(),
         }
     }
@@ -384,9 +448,13 @@ impl QueueStore {
         &self.recovery
     }
 
-    /// Queues `item` at the back of `host`'s queue.
+    /// Queues a copy of `item` at the back of `host`'s queue.
     pub fn push(&mut self, host: u64, item: &QueuedUrl) -> Result<(), StoreError> {
-        let item = item.clone();
+        self.push_owned(host, item.clone())
+    }
+
+    /// Queues `item` at the back of `host`'s queue (no copy made: the admission path).
+    pub fn push_owned(&mut self, host: u64, item: QueuedUrl) -> Result<(), StoreError> {
         let bytes = item_bytes(&item);
         self.item_mem += bytes;
         self.tail_mem += bytes;
@@ -521,7 +589,7 @@ impl QueueStore {
             return;
         };
         if entry.mem.as_ref().is_some_and(|m| m.is_empty()) {
-            entry.mem = None;
+            recycle(&mut self.spare, entry.mem.take());
             self.boxes -= 1;
         }
         if entry.disk_unread == 0 && entry.mem.is_none() {
@@ -560,6 +628,9 @@ impl QueueStore {
             + self.item_mem
             + self.wbuf.capacity() as u64
             + (self.boxed.capacity() + self.tails.capacity()) as u64 * 8
+            + self.spare.len() as u64
+                * (std::mem::size_of::<HostMem>() + SPARE_TAIL * std::mem::size_of::<QueuedUrl>())
+                    as u64
             + self.patches.capacity() as u64 * PATCH_BYTES
             + self.table_buf.lock().map_or(0, |b| b.capacity()) as u64
     }
@@ -605,7 +676,7 @@ impl QueueStore {
                 self.item_mem -= w.items.iter().map(item_bytes).sum::<u64>();
             }
             if mem.is_empty() {
-                entry.mem = None;
+                recycle(&mut self.spare, entry.mem.take());
                 self.boxes -= 1;
             } else {
                 // Only pushed-to-front items left: they stay, at the back of the line.
@@ -625,7 +696,7 @@ impl QueueStore {
         if entry.mem.is_none() {
             self.boxes += 1;
             self.boxed.push_back(host);
-            entry.mem = Some(Box::default());
+            entry.mem = Some(self.spare.pop().unwrap_or_default());
         }
         entry.mem.as_mut().expect("just boxed")
     }

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use super::format::{
     block_checksum, decode_item, loc, loc_offset, loc_segment, parse_table_header, segment_path,
-    table_path, BlockHeader, TableHeader, BLOCK_HEADER, MAX_BODY, SEGMENT_HEADER, TABLE_HEADER,
-    TABLE_MIN,
+    table_path, BlockHeader, TableHeader, BLOCK_HEADER, FLAG_LZ4, MAX_BODY, SEGMENT_HEADER,
+    TABLE_HEADER, TABLE_MIN,
 };
 use super::item_bytes;
 use super::{HostEntry, HostMem, QueueStore, StoreError, StoreOptions, StorePosition};
@@ -80,6 +80,8 @@ impl QueueStore {
             let what = "checksum mismatch; the table was damaged or is not this position's";
             return Err(FileError::corrupt(&path, 0, what));
         }
+        // A whole table of another format version is named as such, not used.
+        parse_table_header(&path, &bytes)?;
         Ok(())
     }
 
@@ -267,7 +269,7 @@ impl QueueStore {
                 match self.check_block(&bytes[at..]) {
                     Ok(h) => {
                         let span = h.span() as usize;
-                        self.next_seq = h.seq + 1;
+                        self.next_seq += 1;
                         *self.live.entry(s).or_default() += h.count as u64;
                         self.recovery.blocks_replayed += 1;
                         self.recovery.items_replayed += h.count as u64;
@@ -324,6 +326,12 @@ impl QueueStore {
                 h.body_len, h.count
             ));
         }
+        if h.flags & !FLAG_LZ4 != 0 || h.reserved != 0 {
+            return Err(format!(
+                "unknown block flags {:#04x} {:#04x}",
+                h.flags, h.reserved
+            ));
+        }
         let span = h.span() as usize;
         if bytes.len() < span {
             return Err(format!("block of {span} bytes, {} left", bytes.len()));
@@ -332,14 +340,14 @@ impl QueueStore {
         let computed = block_checksum(header, body);
         if computed != h.checksum {
             return Err(format!(
-                "block checksum {:#018x}, contents hash to {computed:#018x}",
+                "block checksum {:#010x}, contents hash to {computed:#010x}",
                 h.checksum
             ));
         }
-        if h.seq < self.next_seq {
+        if h.seq != self.next_seq as u32 {
             return Err(format!(
-                "block sequence {} where {} or more was expected",
-                h.seq, self.next_seq
+                "block sequence {} where {} was expected",
+                h.seq, self.next_seq as u32
             ));
         }
         Ok(h)

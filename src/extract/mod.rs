@@ -63,8 +63,7 @@
 //!   the first 1,024 bytes (the HTML prescan), else UTF-8. Without a usable transport label
 //!   the extractor holds back the first 1,024 bytes (or the whole body if shorter) to
 //!   prescan them; with one, only the 3 a byte-order mark needs. ASCII-compatible encodings
-//!   are handed to lol_html directly; UTF-16 and ISO-2022-JP are transcoded to UTF-8 on the
-//!   way in. Query strings are encoded with the document's encoding when resolving, as the
+//!   are scanned as they are; UTF-16 and ISO-2022-JP are transcoded to UTF-8 on the way in. Query strings are encoded with the document's encoding when resolving, as the
 //!   URL standard asks.
 //!
 //! - **Canonical**: the first HTML `<link>` whose `rel` tokens include `canonical` (ASCII
@@ -88,46 +87,48 @@
 //!   once, which is what the page says. This one is not a difference in the differential
 //!   test: the reference collapses clones by numbering source start tags before tree
 //!   building.
-//! - **Malformed foreign content**: lol_html tracks `<svg>`/`<math>` with a stack of
+//! - **Malformed foreign content**: the scanner tracks `<svg>`/`<math>` with a stack of
 //!   namespace changes, not the tree builder's stack of open elements. For well-formed SVG
-//!   and MathML it is exact; after `<svg><svg><p>`, `<a><svg></a>`, `<button><svg></button>`
+//!   and MathML it is exact (breakout tags such as `<svg><svg><p>` close every foreign
+//!   element, as in the tree builder); after `<a><svg></a>`, `<button><svg></button>`
 //!   or `<svg><title>…</title>` it can disagree with the tree builder about whether the
 //!   following `<script>`/`<style>`/`<textarea>`… content is raw text, so a link-like string
 //!   in such a script is reported or a link after such a `<style>` is missed.
 //! - **`<frameset>` documents**: the tree builder drops what a frameset cannot hold (an `<a>`
 //!   inside or after it) and ignores a `<frameset>` that follows body content, frames and
 //!   all; we report what the tags say. Framesets are obsolete and these are real URLs.
-//! - lol_html runs with `strict` off, so it never refuses a page over a parsing ambiguity; it
-//!   takes the common reading, which the differential test has not caught disagreeing
-//!   outside the cases above.
+//! - The scanner never refuses a page over a parsing ambiguity: it takes the reading above,
+//!   which the differential test has not caught disagreeing outside these cases.
 //!
 //! # Why built this way
-//! A crawl has about 330 µs of CPU per page for everything, so the hot path streams with
-//! lol_html instead of building a DOM. Measured on this machine on 4,863 real documentation
-//! pages (mean 12 KB, 295,149 links): scraper (parse + select) 223 µs per page, html5ever's
-//! tokenizer alone 151 µs, lol_html 49 µs, all finding the same links; `Url::join` adds about
-//! 0.2 µs per link. lol_html only fully lexes tags its selectors could match, which is why it
-//! is fast; the selectors are parsed once ([`LazyLock`]), not per page, and there is no
-//! descendant combinator (`frameset frame[src]` makes lol_html track every element: ~7% slower
-//! on pages without frames, so the frameset depth is counted by hand).
-//! lol_html hands attribute values over raw, so entities are decoded here with
+//! A crawl has little CPU per page for everything (`cargo bench --bench crawl`), and real
+//! pages average ~240 KB, so extraction must run at memory speed. It does not build a DOM
+//! (scraper: ~220 µs per 12 KB page) and no longer streams through lol_html (~250 MB/s: a
+//! rewriter lexes every tag and runs its selectors on it): [`scanner`] is a purpose-built
+//! tokenizer for the few link-carrying tags, which crosses scripts, styles and text with
+//! `memchr` and does not allocate. Its module doc says what it follows of the HTML rules and
+//! what it approximates; the differential test keeps it honest against scraper, and
+//! `benches/extract.rs` times it against the lol_html extractor it replaced
+//! (`benches/extract_baseline/`) on the same pages in one run.
+//! Attribute values come out raw, so entities are decoded here with
 //! `htmlize::unescape_attribute`, which implements the HTML5 attribute-value rules (and
-//! borrows when there is no `&`, the common case). lol_html's attribute accessors allocate
-//! two or three strings per call, so values are sliced out of a copy of the input through
-//! their source locations instead (the copy costs a memcpy and one page of memory).
-//! `benches/extract.rs` measures all of this side by side: lol_html alone is the floor,
-//! `Url::join` the other big part; what this module adds on top is small.
+//! borrows when there is no `&`, the common case). A whole document is scanned in place;
+//! a streamed one is gathered first (a late `<base>` decides how every link resolves, so
+//! nothing can be resolved before the end anyway). Link values are decoded into one arena
+//! and resolved with `Url::join` at the end.
+
+mod scanner;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::ops::Range;
 
 use encoding_rs::{Decoder, Encoding, UTF_8};
-use lol_html::send::{Element, ElementContentHandlers, HtmlRewriter, Settings};
-use lol_html::{AsciiCompatibleEncoding, HandlerResult, OutputSink, Selector};
 use url::Url;
 
 use crate::near_duplicate::DigitlessDigest;
+
+use self::scanner::{Attrs, LinkTag, TagSink};
 
 /// How links are chosen. The default skips `rel=nofollow` links.
 #[derive(Debug, Clone, Default)]
@@ -189,10 +190,10 @@ impl Extracted {
 /// by [`LinkExtractor::finish`].
 #[derive(Debug, thiserror::Error)]
 pub enum ExtractError {
-    /// lol_html gave up on the document (it does not in the configuration used here: no
-    /// memory limit, non-strict parsing; kept so that a future lol_html cannot make us panic).
-    #[error("HTML rewriter stopped: {0}")]
-    Rewriter(String),
+    /// The document is larger than the extractor can hold (its length overflowed `usize`);
+    /// what came before is still scanned.
+    #[error("document too large to extract links from: over {bytes} bytes")]
+    TooLarge { bytes: usize },
 }
 
 /// Extracts the links of a whole document held in memory.
@@ -204,20 +205,38 @@ pub fn extract_links(
     encoding: Option<&str>,
     opts: &ExtractOptions,
 ) -> Extracted {
-    let mut extractor = LinkExtractor::new(page_url.clone(), encoding, opts);
-    if let Err(err) = extractor.write(html) {
-        // The links found before the error are still worth having.
-        tracing::debug!(url = %page_url, %err, "link extraction stopped early");
-    }
-    extractor.finish()
+    let label_encoding = crate::charset::transport_encoding(encoding);
+    let sniffed = crate::charset::sniff(html, label_encoding);
+    let body = html.get(sniffed.bom_len..).unwrap_or_default();
+    let mut buffers = Buffers::take_spare();
+    let mut transcoded = std::mem::take(&mut buffers.input);
+    let text: &[u8] = if is_ascii_compatible(sniffed.encoding) {
+        // The common case: scanned in place, no copy.
+        body
+    } else {
+        let mut decoder = sniffed.encoding.new_decoder_without_bom_handling();
+        transcode(&mut decoder, body, &mut transcoded, true);
+        &transcoded
+    };
+    let digest = opts.digest.then(|| {
+        let mut digest = DigitlessDigest::default();
+        digest.update(text);
+        digest.finish()
+    });
+    let mut extracted = collect(text, page_url, sniffed.encoding, opts, &mut buffers);
+    extracted.digest = digest;
+    buffers.input = transcoded;
+    buffers.keep_spare();
+    extracted
 }
 
 /// Streaming link extraction: feed the body chunk by chunk as it arrives, then
-/// [`finish`](Self::finish). `Send`, so it can live in a fetch task between chunks.
+/// [`finish`](Self::finish). `Send`, so it can live in a fetch task between chunks. The
+/// chunks are gathered (the scanner reads the whole document at the end, as a `<base>` late
+/// in the page decides how every link resolves anyway), so chunk boundaries never matter.
 pub struct LinkExtractor {
     page_url: Url,
-    follow_nofollow: bool,
-    max_url_length: usize,
+    opts: ExtractOptions,
     /// Encoding named by the caller (the transport label), if it names one; a byte-order
     /// mark overrides it, and without it a `<meta>` declaration may decide.
     label_encoding: Option<&'static Encoding>,
@@ -226,12 +245,11 @@ pub struct LinkExtractor {
     sniff: Option<Vec<u8>>,
     /// The document's encoding once decided (used to encode query strings).
     encoding: &'static Encoding,
-    /// For encodings lol_html cannot read (UTF-16, ISO-2022-JP): transcode to UTF-8 first.
-    transcoder: Option<(Decoder, String)>,
-    /// `None` before the encoding is decided and after lol_html failed.
-    rewriter: Option<HtmlRewriter<'static, Discard>>,
-    state: Arc<Mutex<Collector>>,
-    /// The near-duplicate digest, when asked for: fed what lol_html is fed.
+    /// For encodings the scanner cannot read (UTF-16, ISO-2022-JP): transcode to UTF-8.
+    transcoder: Option<Decoder>,
+    /// The document so far, in an ASCII-compatible encoding.
+    buffers: Buffers,
+    /// The near-duplicate digest, when asked for: fed what the scanner reads.
     digest: Option<DigitlessDigest>,
 }
 
@@ -252,28 +270,14 @@ impl LinkExtractor {
     /// label; `None` or an unknown label means UTF-8.
     pub fn new(page_url: Url, encoding: Option<&str>, opts: &ExtractOptions) -> Self {
         let label_encoding = crate::charset::transport_encoding(encoding);
-        let Buffers {
-            input,
-            arena,
-            spans,
-        } = Buffers::take_spare();
-        let collector = Collector {
-            input,
-            arena,
-            spans,
-            max_links: opts.max_links,
-            ..Collector::default()
-        };
         Self {
             page_url,
-            follow_nofollow: opts.follow_nofollow,
-            max_url_length: opts.max_url_length,
+            opts: opts.clone(),
             label_encoding,
             sniff: Some(Vec::new()),
             encoding: label_encoding.unwrap_or(UTF_8),
             transcoder: None,
-            rewriter: None,
-            state: Arc::new(Mutex::new(collector)),
+            buffers: Buffers::take_spare(),
             digest: opts.digest.then(DigitlessDigest::default),
         }
     }
@@ -310,20 +314,18 @@ impl LinkExtractor {
         if let Err(err) = self.feed(&[], true) {
             tracing::debug!(url = %self.page_url, %err, "link extraction stopped early");
         }
-        if let Some(rewriter) = self.rewriter.take() {
-            if let Err(err) = rewriter.end() {
-                tracing::debug!(url = %self.page_url, %err, "link extraction stopped early");
-            }
-        }
-        let collector = std::mem::take(&mut *lock(&self.state));
-        let mut extracted = collector.resolve(&self.page_url, self.encoding, self.max_url_length);
+        let mut buffers = std::mem::take(&mut self.buffers);
+        let input = std::mem::take(&mut buffers.input);
+        let mut extracted = collect(
+            &input,
+            &self.page_url,
+            self.encoding,
+            &self.opts,
+            &mut buffers,
+        );
         extracted.digest = self.digest.take().map(DigitlessDigest::finish);
-        Buffers {
-            input: collector.input,
-            arena: collector.arena,
-            spans: collector.spans,
-        }
-        .keep_spare();
+        buffers.input = input;
+        buffers.keep_spare();
         extracted
     }
 
@@ -335,72 +337,99 @@ impl LinkExtractor {
         }
     }
 
-    /// Decides the encoding from the first bytes, builds the rewriter and feeds `data`.
+    /// Decides the encoding from the first bytes and feeds `data`.
     fn start(&mut self, data: &[u8]) -> Result<(), ExtractError> {
         // A byte-order mark overrides the transport label, which overrides `<meta>`, as in
         // the HTML spec.
         let sniffed = crate::charset::sniff(data, self.label_encoding);
-        let (encoding, bom_len) = (sniffed.encoding, sniffed.bom_len);
-        self.encoding = encoding;
-        let lol_encoding = match AsciiCompatibleEncoding::new(encoding) {
-            Some(ascii_compatible) => ascii_compatible,
-            None => {
-                self.transcoder =
-                    Some((encoding.new_decoder_without_bom_handling(), String::new()));
-                AsciiCompatibleEncoding::utf_8()
-            }
-        };
-        self.rewriter = Some(build_rewriter(
-            lol_encoding,
-            Arc::clone(&self.state),
-            self.follow_nofollow,
-        ));
-        self.feed(data.get(bom_len..).unwrap_or_default(), false)
+        self.encoding = sniffed.encoding;
+        if !is_ascii_compatible(sniffed.encoding) {
+            self.transcoder = Some(sniffed.encoding.new_decoder_without_bom_handling());
+        }
+        self.feed(data.get(sniffed.bom_len..).unwrap_or_default(), false)
     }
 
     fn feed(&mut self, data: &[u8], last: bool) -> Result<(), ExtractError> {
-        let Some(rewriter) = self.rewriter.as_mut() else {
+        if self.sniff.is_some() {
             return Ok(());
-        };
-        let bytes = match self.transcoder.as_mut() {
-            None => data,
-            Some((decoder, buf)) => {
-                buf.clear();
-                let needed = decoder
-                    .max_utf8_buffer_length(data.len())
-                    .unwrap_or(data.len().saturating_mul(3).saturating_add(16));
-                buf.reserve(needed);
-                // With the buffer reserved to the decoder's maximum, one call consumes all.
-                let _ = decoder.decode_to_string(data, buf, last);
-                buf.as_bytes()
-            }
-        };
-        // The handlers read attribute values from the copy (see `Collector::input`).
-        lock(&self.state).input.extend_from_slice(bytes);
-        if let Some(digest) = self.digest.as_mut() {
-            digest.update(bytes);
         }
-        let result = rewriter.write(bytes);
-        result.map_err(|err| {
-            // lol_html must not be used after an error; keep what was found.
-            self.rewriter = None;
-            ExtractError::Rewriter(err.to_string())
-        })
+        let input = &mut self.buffers.input;
+        let before = input.len();
+        if before.checked_add(data.len()).is_none() {
+            return Err(ExtractError::TooLarge { bytes: before });
+        }
+        match self.transcoder.as_mut() {
+            None => input.extend_from_slice(data),
+            Some(decoder) => transcode(decoder, data, input, last),
+        }
+        if let Some(digest) = self.digest.as_mut() {
+            digest.update(input.get(before..).unwrap_or_default());
+        }
+        Ok(())
     }
 }
 
-/// The growable buffers of one extraction (a copy of the input, the decoded link values
-/// and their ranges). Each thread keeps those of its last finished extraction for its next
-/// one: the parse threads extract page after page, and growing these from empty cost about
-/// twenty allocations and copies per page (the crawl bench's profile showed the
-/// reallocations under `push_decoded` and `Vec::push`, and a page-sized allocation for the
-/// input). Buffers that grew past [`SPARE_MAX_BYTES`] are freed, not kept, so that one huge
-/// page does not pin its memory in every thread.
+/// Whether the scanner can read this encoding's bytes as they are: every encoding but
+/// UTF-16 and ISO-2022-JP (the ones whose ASCII bytes may not be ASCII characters).
+fn is_ascii_compatible(encoding: &'static Encoding) -> bool {
+    encoding.is_ascii_compatible() && encoding != encoding_rs::ISO_2022_JP
+}
+
+/// Appends `data`, decoded to UTF-8, to `out`.
+fn transcode(decoder: &mut Decoder, data: &[u8], out: &mut Vec<u8>, last: bool) {
+    let needed = decoder
+        .max_utf8_buffer_length(data.len())
+        .unwrap_or(data.len().saturating_mul(3).saturating_add(16));
+    let start = out.len();
+    out.resize(start.saturating_add(needed), 0);
+    let Some(room) = out.get_mut(start..) else {
+        return;
+    };
+    // With room for the decoder's maximum, one call consumes all.
+    let (_, _, written, _) = decoder.decode_to_utf8(data, room, last);
+    out.truncate(start + written);
+}
+
+/// Scans `text` and resolves what it links to.
+fn collect(
+    text: &[u8],
+    page_url: &Url,
+    encoding: &'static Encoding,
+    opts: &ExtractOptions,
+    buffers: &mut Buffers,
+) -> Extracted {
+    let mut collector = Collector {
+        input: text,
+        encoding,
+        follow_nofollow: opts.follow_nofollow,
+        arena: std::mem::take(&mut buffers.arena),
+        spans: std::mem::take(&mut buffers.spans),
+        nofollow_skipped: 0,
+        meta_nofollow: false,
+        base: None,
+        canonical: None,
+        max_links: opts.max_links,
+        over_limit: 0,
+    };
+    scanner::scan(text, &mut collector);
+    let extracted = collector.resolve(page_url, text.len(), opts.max_url_length);
+    buffers.arena = collector.arena;
+    buffers.spans = collector.spans;
+    extracted
+}
+
+/// The growable buffers of one extraction (the document when it had to be gathered or
+/// transcoded, the decoded link values and their ranges). Each thread keeps those of its
+/// last finished extraction for its next one: the parse threads extract page after page,
+/// and growing these from empty cost about twenty allocations and copies per page (the crawl
+/// bench's profile showed the reallocations under `push_decoded` and `Vec::push`). Buffers
+/// that grew past [`SPARE_MAX_BYTES`] are freed, not kept, so that one huge page does not
+/// pin its memory in every thread.
 #[derive(Default)]
 struct Buffers {
     input: Vec<u8>,
     arena: String,
-    spans: Vec<(usize, usize)>,
+    spans: Vec<Range<usize>>,
 }
 
 /// The largest buffers a thread keeps between extractions, in bytes (each of the three).
@@ -426,7 +455,7 @@ impl Buffers {
         let bytes = |capacity: usize, item: usize| capacity.saturating_mul(item);
         if bytes(self.input.capacity(), 1) > SPARE_MAX_BYTES
             || bytes(self.arena.capacity(), 1) > SPARE_MAX_BYTES
-            || bytes(self.spans.capacity(), std::mem::size_of::<(usize, usize)>()) > SPARE_MAX_BYTES
+            || bytes(self.spans.capacity(), std::mem::size_of::<Range<usize>>()) > SPARE_MAX_BYTES
         {
             return;
         }
@@ -437,27 +466,19 @@ impl Buffers {
     }
 }
 
-/// lol_html is a rewriter; extraction throws its output away.
-struct Discard;
-
-impl OutputSink for Discard {
-    fn handle_chunk(&mut self, _chunk: &[u8]) {}
-}
-
-/// What the element handlers gather while the document streams by.
-#[derive(Debug, Default)]
-struct Collector {
-    /// Every byte given to lol_html so far: attribute values are sliced from here by their
-    /// source locations (no allocation per attribute).
-    input: Vec<u8>,
-    /// Decoded link values, back to back: one allocation for the whole page.
+/// What the scanner's tags add up to while the document is scanned.
+struct Collector<'a> {
+    /// The scanned document: attribute values are sliced from it.
+    input: &'a [u8],
+    encoding: &'static Encoding,
+    follow_nofollow: bool,
+    /// Decoded link values, back to back: one allocation for the whole page (kept across
+    /// pages, see [`Buffers`]).
     arena: String,
     /// `arena` ranges, one per link, in document order.
-    spans: Vec<(usize, usize)>,
+    spans: Vec<Range<usize>>,
     nofollow_skipped: usize,
     meta_nofollow: bool,
-    /// Open `<frameset>` elements.
-    frameset_depth: usize,
     /// Decoded value of the first `<base href>`.
     base: Option<String>,
     /// Decoded `href` of the first `<link rel=canonical>`.
@@ -468,31 +489,86 @@ struct Collector {
     over_limit: usize,
 }
 
-/// Buffers one link value, entity-decoded, for resolution at the end, unless `max_links`
-/// are buffered already.
-fn push_link(
-    arena: &mut String,
-    spans: &mut Vec<(usize, usize)>,
-    (max_links, over_limit): (usize, &mut usize),
-    raw: &str,
-) {
-    if max_links > 0 && spans.len() >= max_links {
-        *over_limit += 1;
-        return;
+impl TagSink for Collector<'_> {
+    fn tag(&mut self, tag: LinkTag, attrs: &Attrs) {
+        let (input, encoding) = (self.input, self.encoding);
+        let attr = |range: &Option<Range<usize>>| {
+            range
+                .clone()
+                .map(|range| text(input.get(range).unwrap_or_default(), encoding))
+        };
+        match tag {
+            LinkTag::A | LinkTag::Area => {
+                let Some(href) = attr(&attrs.href) else {
+                    return;
+                };
+                if !self.follow_nofollow
+                    && attr(&attrs.rel).is_some_and(|rel| rel_has_nofollow(&rel))
+                {
+                    self.nofollow_skipped += 1;
+                } else {
+                    self.push_link(&href);
+                }
+            }
+            LinkTag::Iframe | LinkTag::Frame => {
+                if let Some(src) = attr(&attrs.src) {
+                    self.push_link(&src);
+                }
+            }
+            LinkTag::Base => {
+                if self.base.is_none() {
+                    if let Some(href) = attr(&attrs.href) {
+                        let mut decoded = String::new();
+                        push_decoded(&mut decoded, &href);
+                        self.base = Some(decoded);
+                    }
+                }
+            }
+            LinkTag::Meta => {
+                if let (Some(name), Some(content)) = (attr(&attrs.name), attr(&attrs.content)) {
+                    if meta_robots_nofollow(&name, &content) {
+                        self.meta_nofollow = true;
+                    }
+                }
+            }
+            LinkTag::Link => {
+                if self.canonical.is_none()
+                    && attr(&attrs.rel).is_some_and(|rel| {
+                        decode(&rel)
+                            .split_ascii_whitespace()
+                            .any(|t| t.eq_ignore_ascii_case("canonical"))
+                    })
+                {
+                    if let Some(href) = attr(&attrs.href) {
+                        let mut decoded = String::new();
+                        push_decoded(&mut decoded, &href);
+                        self.canonical = Some(decoded);
+                    }
+                }
+            }
+        }
     }
-    let start = arena.len();
-    push_decoded(arena, raw);
-    spans.push((start, arena.len()));
 }
 
-impl Collector {
+impl Collector<'_> {
+    /// Buffers one link value, entity-decoded, for resolution at the end, unless
+    /// `max_links` are buffered already.
+    fn push_link(&mut self, raw: &str) {
+        if self.max_links > 0 && self.spans.len() >= self.max_links {
+            self.over_limit += 1;
+            return;
+        }
+        let start = self.arena.len();
+        push_decoded(&mut self.arena, raw);
+        self.spans.push(start..self.arena.len());
+    }
+
     /// Resolves the buffered links. With `max_len` set, no URL much longer than it is ever
     /// built: an `href` longer than `max_len` is refused as it is, and a `<base>` longer
     /// than `max_len` only serves links whose result does not start with it (absolute,
     /// scheme-relative and root-relative ones; see [`relative_to_long_base`]).
-    fn resolve(&self, page_url: &Url, encoding: &'static Encoding, max_len: usize) -> Extracted {
-        let body_len = self.input.len();
-        let query_encoding = encoding.output_encoding();
+    fn resolve(&self, page_url: &Url, body_len: usize, max_len: usize) -> Extracted {
+        let query_encoding = self.encoding.output_encoding();
         let too_long = |text: &str| max_len > 0 && text.len() > max_len;
         let base = self
             .base
@@ -524,8 +600,8 @@ impl Collector {
                 .and_then(|href| resolve(effective, href, query_encoding))
                 .filter(|url| !too_long(url.as_str())),
         };
-        for (index, &(start, end)) in self.spans.iter().enumerate() {
-            let Some(href) = self.arena.get(start..end) else {
+        for (index, span) in self.spans.iter().enumerate() {
+            let Some(href) = self.arena.get(span.clone()) else {
                 out.invalid += 1;
                 continue;
             };
@@ -576,7 +652,14 @@ fn relative_to_long_base(href: &str) -> bool {
 /// Resolves `href` against `base` as the URL standard does for a document in `encoding`.
 fn resolve(base: &Url, href: &str, encoding: &'static Encoding) -> Option<Url> {
     if encoding == UTF_8 {
-        return base.join(href).ok();
+        return SCRATCH
+            .try_with(|scratch| {
+                let mut scratch = scratch.try_borrow_mut().ok()?;
+                resolve_plain(base, href, &mut scratch)
+            })
+            .ok()
+            .flatten()
+            .or_else(|| base.join(href).ok());
     }
     let encode = encoder(encoding);
     Url::options()
@@ -584,6 +667,122 @@ fn resolve(base: &Url, href: &str, encoding: &'static Encoding) -> Option<Url> {
         .encoding_override(Some(&encode))
         .parse(href)
         .ok()
+}
+
+thread_local! {
+    /// Where [`resolve_plain`] writes the absolute form of a link before parsing it.
+    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// The common case of resolving, without the allocations of `Url::join` (which grows its
+/// output string from the href's length, two or three allocations per link): an href of
+/// only characters the URL parser copies as they are (ASCII letters and digits,
+/// `-._~!$&()*+,;=:@/?#`), no dot segment but leading `../` and `./`, and not
+/// scheme-relative or with a scheme, is
+/// resolved textually, as the URL standard's relative resolution does for such input (base
+/// up to the path, the query or the fragment, or up to the last `/` of its path; then the
+/// href), and the result parsed once: one allocation, the URL's own. `None` for anything
+/// else, which `Url::join` resolves; a result that does not parse (none should) goes there
+/// too. Equal to `Url::join` on every link of the differential tests (which resolve their
+/// reference with `join`) and on the unit test's table.
+fn resolve_plain(base: &Url, href: &str, scratch: &mut String) -> Option<Url> {
+    use url::Position;
+    let first = *href.as_bytes().first()?;
+    if !matches!(base.scheme(), "http" | "https")
+        || !href.bytes().all(plain_href_byte)
+        || href.starts_with("//")
+    {
+        return None;
+    }
+    // Leading `../` and `./` of a relative path climb the base's directories (the common
+    // dot segments); any other dot segment goes to `Url::join`.
+    let mut rest = href;
+    let mut up = 0usize;
+    if first != b'/' {
+        loop {
+            if let Some(after) = rest.strip_prefix("../") {
+                up += 1;
+                rest = after;
+            } else if let Some(after) = rest.strip_prefix("./") {
+                rest = after;
+            } else {
+                break;
+            }
+        }
+    }
+    let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let path = rest.get(..path_end)?;
+    if path
+        .split('/')
+        .any(|segment| segment == "." || segment == "..")
+    {
+        return None;
+    }
+    let whole = base.as_str();
+    let climbed = rest.len() != href.len();
+    let prefix = match rest.as_bytes().first() {
+        // `./?q`, `../#f`, `..//x` and the like: rare, left to `Url::join`.
+        Some(b'/' | b'?' | b'#') if climbed => return None,
+        Some(b'/') => &base[..Position::BeforePath],
+        Some(b'?') => &base[..Position::AfterPath],
+        Some(b'#') => &base[..Position::AfterQuery],
+        _ => {
+            // A relative path: a `:` in its first segment would make it a scheme.
+            if path
+                .split('/')
+                .next()
+                .is_some_and(|first| first.contains(':'))
+            {
+                return None;
+            }
+            let path_start = base[..Position::BeforePath].len();
+            let base_path = whole.get(path_start..base[..Position::AfterPath].len())?;
+            // The base's directory, less one segment per `../` (never above the root).
+            let mut dir_end = base_path.rfind('/')?;
+            for _ in 0..up {
+                dir_end = base_path.get(..dir_end)?.rfind('/').unwrap_or(0);
+            }
+            whole.get(..path_start + dir_end + 1)?
+        }
+    };
+    if prefix.len() + rest.len() > PLAIN_MAX {
+        // Rare, and the thread's scratch string should stay small.
+        return None;
+    }
+    scratch.clear();
+    scratch.push_str(prefix);
+    scratch.push_str(rest);
+    Url::parse(scratch).ok()
+}
+
+/// The longest link [`resolve_plain`] builds in its scratch string.
+const PLAIN_MAX: usize = 4096;
+
+/// Bytes the URL parser keeps as they are in a path, query and fragment of an http(s) URL
+/// (not `'`, which it escapes in a query; not `%`, `\`, spaces and controls).
+fn plain_href_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'-' | b'.'
+                | b'_'
+                | b'~'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'@'
+                | b'/'
+                | b'?'
+                | b'#'
+        )
 }
 
 /// The query-string encoder the URL parser needs for a non-UTF-8 document.
@@ -626,113 +825,12 @@ fn meta_robots_nofollow(name: &str, content: &str) -> bool {
         .any(|token| token.eq_ignore_ascii_case("nofollow") || token.eq_ignore_ascii_case("none"))
 }
 
-fn lock(state: &Mutex<Collector>) -> MutexGuard<'_, Collector> {
-    // A handler never panics while holding the lock; if one ever did, the data is still
-    // consistent enough to report.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Parses a selector that is a constant of this module (not input). Never panics: a typo
-/// here would leave its elements unreported, which every test notices at once.
-fn selector(source: &str) -> Option<Selector> {
-    source
-        .parse()
-        .map_err(|err| tracing::error!(source, %err, "invalid built-in selector"))
-        .ok()
-}
-
-static SEL_A: LazyLock<Option<Selector>> = LazyLock::new(|| selector("a[href]"));
-static SEL_AREA: LazyLock<Option<Selector>> = LazyLock::new(|| selector("area[href]"));
-static SEL_IFRAME: LazyLock<Option<Selector>> = LazyLock::new(|| selector("iframe[src]"));
-// Not `frameset frame[src]`: a descendant combinator makes lol_html track every element's
-// nesting, about 7% slower on ordinary pages that have no frames; the frameset depth is
-// counted by hand instead (see `build_rewriter`).
-static SEL_FRAME: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frame[src]"));
-static SEL_FRAMESET: LazyLock<Option<Selector>> = LazyLock::new(|| selector("frameset"));
-static SEL_BASE: LazyLock<Option<Selector>> = LazyLock::new(|| selector("base[href]"));
-static SEL_META: LazyLock<Option<Selector>> = LazyLock::new(|| selector("meta[name]"));
-static SEL_LINK: LazyLock<Option<Selector>> = LazyLock::new(|| selector("link[rel]"));
-
-type El<'r, 't> = Element<'r, 't>;
-
-const HTML_NS: &str = "http://www.w3.org/1999/xhtml";
-
-/// The elements the rewriter reports, one handler each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// `a[href]`: a link in any namespace (SVG has links too, and scraper's `a[href]`
-    /// matches them all); obeys `rel`.
-    A,
-    /// `area[href]`: obeys `rel`.
-    Area,
-    /// `iframe[src]`.
-    Iframe,
-    /// `frame[src]`: only inside a `<frameset>`.
-    Frame,
-    /// `frameset`: counted, for `Frame`.
-    Frameset,
-    /// `base[href]`: the first one sets the base.
-    Base,
-    /// `meta[name]`: robots directives.
-    Meta,
-    /// `link[rel]`: the first `rel=canonical` one names the canonical URL.
-    Link,
-}
-
-impl Kind {
-    const ALL: [Kind; 8] = [
-        Kind::A,
-        Kind::Area,
-        Kind::Iframe,
-        Kind::Frameset,
-        Kind::Frame,
-        Kind::Base,
-        Kind::Meta,
-        Kind::Link,
-    ];
-
-    fn selector(self) -> Option<&'static Selector> {
-        let selector: &'static LazyLock<Option<Selector>> = match self {
-            Kind::A => &SEL_A,
-            Kind::Area => &SEL_AREA,
-            Kind::Iframe => &SEL_IFRAME,
-            Kind::Frame => &SEL_FRAME,
-            Kind::Frameset => &SEL_FRAMESET,
-            Kind::Base => &SEL_BASE,
-            Kind::Meta => &SEL_META,
-            Kind::Link => &SEL_LINK,
-        };
-        selector.as_ref()
-    }
-}
-
-/// The raw value of attribute `name` (first occurrence, as in HTML), read from the input
-/// through lol_html's source locations: lol_html's own accessors allocate two or three
-/// strings per call, and this runs for every link. A valueless attribute (`<a href>`) is "".
-fn raw_attr<'i>(el: &El<'_, '_>, input: &'i [u8], name: &[u8]) -> Option<&'i [u8]> {
-    for attr in el.attributes() {
-        let Some(attr_name) = attr
-            .name_source_location()
-            .and_then(|loc| input.get(loc.bytes()))
-        else {
-            continue;
-        };
-        if attr_name.eq_ignore_ascii_case(name) {
-            return match attr.value_source_location() {
-                Some(loc) => input.get(loc.bytes()),
-                None => Some(&[]),
-            };
-        }
-    }
-    None
-}
-
-/// Raw attribute bytes as text, in the encoding lol_html was given.
+/// Raw attribute bytes as text, in the document's encoding.
 fn text<'a>(raw: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
-    if encoding == UTF_8 {
-        // `from_utf8` first: its validation is several times faster than the chunk by chunk
-        // walk of `from_utf8_lossy` (1% of the crawl's instructions), and gives the same
-        // text for the valid UTF-8 that nearly every attribute is.
+    if encoding == UTF_8 || !is_ascii_compatible(encoding) {
+        // UTF-8, or transcoded to it. `from_utf8` first: its validation is several times
+        // faster than the chunk by chunk walk of `from_utf8_lossy`, and gives the same text
+        // for the valid UTF-8 that nearly every attribute is.
         match std::str::from_utf8(raw) {
             Ok(valid) => Cow::Borrowed(valid),
             Err(_) => String::from_utf8_lossy(raw),
@@ -740,125 +838,6 @@ fn text<'a>(raw: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
     } else {
         encoding.decode_without_bom_handling(raw).0
     }
-}
-
-fn element_handler(
-    kind: Kind,
-    state: Arc<Mutex<Collector>>,
-    encoding: &'static Encoding,
-    follow_nofollow: bool,
-) -> impl FnMut(&mut El<'_, '_>) -> HandlerResult + Send + 'static {
-    move |el| {
-        // Only `<a>` is a link outside HTML: an SVG element called `iframe` is not a frame.
-        if kind != Kind::A && el.namespace_uri() != HTML_NS {
-            return Ok(());
-        }
-        let mut guard = lock(&state);
-        // Disjoint borrows: attribute values are read from `input` into the other fields.
-        let Collector {
-            input,
-            arena,
-            spans,
-            nofollow_skipped,
-            meta_nofollow,
-            frameset_depth,
-            base,
-            canonical,
-            max_links,
-            over_limit,
-        } = &mut *guard;
-        let limit = (*max_links, over_limit);
-        let input: &[u8] = input;
-        let attr = |name: &[u8]| raw_attr(el, input, name).map(|raw| text(raw, encoding));
-        match kind {
-            Kind::A | Kind::Area => {
-                if !follow_nofollow && attr(b"rel").is_some_and(|rel| rel_has_nofollow(&rel)) {
-                    *nofollow_skipped += 1;
-                } else if let Some(href) = attr(b"href") {
-                    push_link(arena, spans, limit, &href);
-                }
-            }
-            Kind::Iframe => {
-                if let Some(src) = attr(b"src") {
-                    push_link(arena, spans, limit, &src);
-                }
-            }
-            Kind::Frame => {
-                if *frameset_depth > 0 {
-                    if let Some(src) = attr(b"src") {
-                        push_link(arena, spans, limit, &src);
-                    }
-                }
-            }
-            Kind::Base => {
-                if base.is_none() {
-                    if let Some(href) = attr(b"href") {
-                        let mut decoded = String::new();
-                        push_decoded(&mut decoded, &href);
-                        *base = Some(decoded);
-                    }
-                }
-            }
-            Kind::Meta => {
-                if let (Some(name), Some(content)) = (attr(b"name"), attr(b"content")) {
-                    if meta_robots_nofollow(&name, &content) {
-                        *meta_nofollow = true;
-                    }
-                }
-            }
-            Kind::Link => {
-                if canonical.is_none()
-                    && attr(b"rel").is_some_and(|rel| {
-                        decode(&rel)
-                            .split_ascii_whitespace()
-                            .any(|t| t.eq_ignore_ascii_case("canonical"))
-                    })
-                {
-                    if let Some(href) = attr(b"href") {
-                        let mut decoded = String::new();
-                        push_decoded(&mut decoded, &href);
-                        *canonical = Some(decoded);
-                    }
-                }
-            }
-            Kind::Frameset => {
-                *frameset_depth += 1;
-                drop(guard);
-                let end_state = Arc::clone(&state);
-                // Fails only for `<frameset/>`, which the tree builder leaves open too.
-                let _ = el.on_end_tag(Box::new(move |_end| {
-                    let mut st = lock(&end_state);
-                    st.frameset_depth = st.frameset_depth.saturating_sub(1);
-                    Ok(())
-                }));
-            }
-        }
-        Ok(())
-    }
-}
-
-fn build_rewriter(
-    encoding: AsciiCompatibleEncoding,
-    state: Arc<Mutex<Collector>>,
-    follow_nofollow: bool,
-) -> HtmlRewriter<'static, Discard> {
-    let mut settings = Settings::new_send()
-        .with_encoding(encoding)
-        // Never refuse a page over a parsing ambiguity: take lol_html's best guess.
-        .with_strict(false);
-    for kind in Kind::ALL {
-        let Some(selector) = kind.selector() else {
-            continue;
-        };
-        let handlers = ElementContentHandlers::default().element(element_handler(
-            kind,
-            Arc::clone(&state),
-            <&'static Encoding>::from(encoding),
-            follow_nofollow,
-        ));
-        settings = settings.append_element_content_handler((Cow::Borrowed(selector), handlers));
-    }
-    HtmlRewriter::new(settings, Discard)
 }
 
 #[cfg(test)]
@@ -873,13 +852,6 @@ mod tests {
             .iter()
             .map(|u| u.to_string())
             .collect()
-    }
-
-    #[test]
-    fn extract_selectors_parse() {
-        for kind in Kind::ALL {
-            assert!(kind.selector().is_some(), "{kind:?}");
-        }
     }
 
     #[test]
@@ -1128,6 +1100,71 @@ mod tests {
         let spare = Buffers::take_spare();
         assert!(spare.input.is_empty() && spare.arena.is_empty() && spare.spans.is_empty());
         assert!(spare.input.capacity() <= SPARE_MAX_BYTES);
+    }
+
+    #[test]
+    fn plain_links_resolve_as_url_join_does() {
+        let bases = [
+            "http://example.test/dir/page.html",
+            "https://user:pw@example.test:8443/a/b/?q=1#f",
+            "http://127.0.0.1/",
+            "https://example.test",
+            "http://example.test/dir/?x",
+            "http://xn--bcher-kva.test/a;b/c",
+            "http://example.test/a/b/c/d/e.html",
+            "http://example.test/a//b/",
+        ];
+        let hrefs = [
+            "a",
+            "a/b.html",
+            "/root",
+            "/root?x=1&y=2",
+            "?q",
+            "?",
+            "#",
+            "#frag",
+            "x?y#z",
+            "a:b",
+            "a/b:c",
+            "//other.test/p",
+            "../up",
+            "./here",
+            "a/./b",
+            "a/..",
+            ".",
+            "..",
+            ".hidden",
+            "a..b",
+            "http://abs.test/x",
+            "/a;jsessionid=1",
+            "~user/",
+            "a@b",
+            "&x=1",
+            "/p(1)*!$,",
+            "Upper/CASE",
+            "a#b?c",
+            "/#",
+            "/?",
+            "'q'",
+            "%41",
+            "a b",
+            "\\x",
+        ];
+        let mut scratch = String::new();
+        let mut plain = 0;
+        for base in bases {
+            let base = Url::parse(base).unwrap();
+            for href in hrefs {
+                let joined = base.join(href).ok();
+                if let Some(fast) = resolve_plain(&base, href, &mut scratch) {
+                    plain += 1;
+                    assert_eq!(Some(&fast), joined.as_ref(), "{base} + {href:?}");
+                    assert_eq!(fast.as_str(), joined.as_ref().unwrap().as_str());
+                }
+                assert_eq!(resolve(&base, href, UTF_8), joined, "{base} + {href:?}");
+            }
+        }
+        assert!(plain > 60, "the fast path took only {plain} of them");
     }
 
     #[test]
