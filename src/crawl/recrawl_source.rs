@@ -97,11 +97,16 @@ impl RecrawlSource {
                     Some(started) if started > history.generation => started,
                     _ => history.generation + 1,
                 };
-                let due: Vec<Url> = history
+                let mut due: Vec<Url> = history
                     .due(SystemTime::now(), min)
                     .into_iter()
                     .filter_map(|u| Url::parse(u).ok())
                     .collect();
+                if due.is_empty() && config.recrawl.continuous {
+                    // Nothing due yet: the URL due first starts the run (a little early),
+                    // the others wait for their time in the heap.
+                    due.extend(history.first_due().and_then(|u| Url::parse(u).ok()));
+                }
                 if due.is_empty() {
                     return Err(history
                         .nothing_due(out_dir, min, &config.recrawl.min_interval)

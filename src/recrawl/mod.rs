@@ -393,6 +393,15 @@ impl History {
         }
     }
 
+    /// The URL not retired whose last fetch is the oldest: the one due first.
+    pub(crate) fn first_due(&self) -> Option<&str> {
+        self.urls
+            .iter()
+            .filter(|(_, s)| !s.retired())
+            .min_by(|a, b| a.1.fetched_at.total_cmp(&b.1.fetched_at))
+            .map(|(url, _)| url.as_str())
+    }
+
     /// Why a one-shot recrawl of `dir` has nothing to do now.
     pub(crate) fn nothing_due(&self, dir: &Path, min: Duration, min_text: &str) -> RecrawlError {
         let now = epoch_secs(SystemTime::now());
