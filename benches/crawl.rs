@@ -32,13 +32,13 @@
 //! per server address, so each figure is the cost of the budgets and address lookups, not a
 //! slower crawl).
 //!
-//! `-- --real-size` crawls pages of real size and shape (mean ~240 KB, inline scripts,
-//! styles and JSON) over https with gzip/br, with and without the archive: crawler CPU per
-//! page (user, sys), pages/s, peak RSS (`support/real_size.rs`).
-//!
 //! `-- --cores N` runs the crawler pinned to N cores and reports what limits its scaling:
 //! per-thread CPU, context switches and (with `--features bench-counters`) cross-thread
 //! hand-offs per page; see `support/scaling.rs`.
+//!
+//! `-- --real-size` crawls pages of real size and shape (mean ~240 KB, inline scripts,
+//! styles and JSON) over https with gzip/br, with and without the archive: crawler CPU per
+//! page (user, sys), pages/s, peak RSS (`support/real_size.rs`).
 //!
 //! `-- --monitor` measures what the monitor (`[monitor] listen`) costs: runs interleaved with
 //! the monitor off and on, a scraper thread GETting `/metrics`, `/status.json` and `/` once
@@ -274,13 +274,13 @@ fn main() {
         transports(&spec, runs);
         return;
     }
-    if args.iter().any(|a| a == "--real-size") {
-        real_size::real_size(runs);
-        return;
-    }
     if let Some(cores) = testweb_process::arg_value("--cores") {
         let cores = cores.parse().expect("--cores N: a number of cores");
         scaling::report(&spec, FEATURES, cores, runs);
+        return;
+    }
+    if args.iter().any(|a| a == "--real-size") {
+        real_size::real_size(runs);
         return;
     }
     if args.iter().any(|a| a == "--monitor") {

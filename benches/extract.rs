@@ -11,6 +11,8 @@
 //! whole extraction, for resolving alone (`Url::join`) and for normalizing
 //! (`Normalizer::canonicalize`). Every page is first checked against the scraper reference
 //! (`tests/extract_support`): the bench refuses to time extractors that disagree.
+//! `-- --soak SECS [--seed N]` runs the differential soak of `tests/api/extract_soak.rs`
+//! instead (optimized, so many more inputs per second than the ignored test).
 //! `EXTRACT_BENCH_ROUNDS` sets the rounds of the 16 KB page (the real-size set gets 1/40 of
 //! them, each round all its pages); `EXTRACT_BENCH_PROFILE=1` runs only the new extractor,
 //! for `perf record`. The extractor is also timed with the near-duplicate digest
@@ -21,6 +23,14 @@ mod extract_support;
 
 #[path = "extract_baseline/mod.rs"]
 mod extract_baseline;
+
+// The differential test's cases and generators, and its soak (`-- --soak SECS`).
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/api/extract_differential.rs"]
+mod extract_differential;
+#[allow(dead_code)]
+#[path = "../tests/api/extract_soak.rs"]
+mod extract_soak;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -452,6 +462,25 @@ fn allocations_per_link(name: &str, pages: &[String], url: &Url, opts: &ExtractO
 
 fn main() {
     crawler::allocator::limit_malloc_arenas();
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    if let Some(secs) = arg("--soak") {
+        let seed = arg("--seed").unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+        let report = extract_soak::soak(Duration::from_secs(secs), seed);
+        if report.mismatches > 0 {
+            std::process::exit(1);
+        }
+        return;
+    }
     let html = page(80, 16 * 1024);
     let url = Url::parse("https://docs.example.test/crate/module/index.html").expect("static URL");
     let real_url =

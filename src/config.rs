@@ -313,6 +313,9 @@ pub struct OutputSection {
     pub warc_dedup_memory: ByteSize,
     /// gzip level of the WARC records, 1 (fastest) to 9 (smallest).
     pub warc_gzip_level: u32,
+    /// Records whose payload is compressed already (sent content-coded, or an image, video,
+    /// archive…) are stored in their gzip member rather than deflated again.
+    pub warc_store_compressed: bool,
 }
 
 impl Default for OutputSection {
@@ -326,6 +329,7 @@ impl Default for OutputSection {
             warc_prefix: "crawler".into(),
             warc_dedup_memory: ByteSize(32 << 20),
             warc_gzip_level: 1,
+            warc_store_compressed: true,
         }
     }
 }
@@ -409,6 +413,14 @@ pub struct DistributedSection {
     pub lease_urls: u32,
     /// How long Redis may stay unreachable before the process stops (resumably).
     pub redis_timeout_secs: f64,
+    /// Host shards (Redis hash tags) the crawl's queues and seen-set are spread over.
+    pub shards: u32,
+    /// Replicas every write waits for (`WAIT`) before its answer is used: 1 on a Redis
+    /// Cluster with a replica per primary, so that a failover loses nothing acknowledged.
+    pub replicas: u32,
+    /// With `output.warc`: payloads archived in full kept in Redis for the other processes
+    /// to write revisits of (about URL bytes + 110 each); 0 turns sharing off.
+    pub shared_payloads: u64,
 }
 
 impl Default for DistributedSection {
@@ -419,6 +431,9 @@ impl Default for DistributedSection {
             lease_secs: 30.0,
             lease_urls: 32,
             redis_timeout_secs: 60.0,
+            shards: crate::distributed::DEFAULT_SHARDS,
+            replicas: 0,
+            shared_payloads: 4_000_000,
         }
     }
 }
@@ -527,6 +542,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "warc_prefix",
             "warc_dedup_memory",
             "warc_gzip_level",
+            "warc_store_compressed",
         ],
     ),
     (
@@ -553,6 +569,9 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "lease_secs",
             "lease_urls",
             "redis_timeout_secs",
+            "shards",
+            "replicas",
+            "shared_payloads",
         ],
     ),
     ("monitor", &["listen", "linger_secs", "top_hosts"]),
@@ -1052,6 +1071,21 @@ impl Config {
             if !(secs.is_finite() && secs > 0.0) {
                 return Err(invalid(key, "must be a positive number of seconds".into()));
             }
+        }
+        if !(1..=16384).contains(&d.shards) {
+            return Err(invalid(
+                "distributed.shards",
+                format!(
+                    "{} is out of range 1..=16384 (Redis Cluster's hash slots)",
+                    d.shards
+                ),
+            ));
+        }
+        if d.replicas > 16 {
+            return Err(invalid(
+                "distributed.replicas",
+                format!("{} is out of range 0..=16", d.replicas),
+            ));
         }
         if !(1..=1000).contains(&d.lease_urls) {
             return Err(invalid(

@@ -215,6 +215,9 @@ pub(crate) struct Exchange {
     pub(crate) raw_body: Option<Vec<u8>>,
     /// The body was cut at the cap (`WARC-Truncated: length`).
     pub(crate) truncated: bool,
+    /// The body was sent content-coded (`Content-Encoding` other than identity): compressed
+    /// already, so the archive stores it rather than deflating it again.
+    pub(crate) content_coded: bool,
     /// The response came over HTTP/2 (its head is written in HTTP/1.1 form).
     pub(crate) http2: bool,
     /// The address the response came from.
@@ -451,8 +454,10 @@ impl Fetcher {
                         + &condition_lines(&conditions)),
                 ),
                 response_head: response_head(&response),
-                raw_body: (!same_as_parsed).then(Vec::new),
+                raw_body: (!same_as_parsed)
+                    .then(|| raw_body_buffer(response.content_length(), cap)),
                 truncated: false,
+                content_coded: coding != Ok(Coding::Identity),
                 http2: response.version() == reqwest::Version::HTTP_2,
                 peer: response.remote_addr().map(|a| a.ip()),
                 date,
@@ -527,6 +532,18 @@ fn condition_lines(conditions: &[(reqwest::header::HeaderName, HeaderValue)]) ->
         lines.push_str("\r\n");
     }
     lines
+}
+
+/// The most [`raw_body_buffer`] reserves ahead of the bytes.
+const RAW_RESERVE_MAX: u64 = 1 << 20;
+
+/// The buffer an archived body as sent is received into: room for its `Content-Length`
+/// (within the cap and [`RAW_RESERVE_MAX`]: the header is the server's word), so a coded
+/// page is held in one allocation of its size rather than grown by doubling (a copy per
+/// doubling, and up to twice its size held).
+fn raw_body_buffer(content_length: Option<u64>, cap: u64) -> Vec<u8> {
+    let room = content_length.unwrap_or(0).min(cap).min(RAW_RESERVE_MAX);
+    Vec::with_capacity(usize::try_from(room).unwrap_or(0))
 }
 
 /// The client's fixed `Accept` header: what [`request_head`] writes down as sent, with the
@@ -783,6 +800,14 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn an_archived_body_is_received_into_room_for_its_announced_length_within_bounds() {
+        assert!(raw_body_buffer(Some(50_000), 10 << 20).capacity() >= 50_000);
+        assert!(raw_body_buffer(Some(50_000), 1_000).capacity() < 50_000);
+        assert!(raw_body_buffer(Some(u64::MAX), u64::MAX).capacity() <= 2 << 20);
+        assert_eq!(raw_body_buffer(None, 10 << 20).capacity(), 0);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! leases expire and others take their unacknowledged URLs over). What this mode does not
 //! do is refused at start by [`crate::config::Config::distributed_lacks`].
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,7 @@ use crate::config::Config;
 use crate::cookie_jar::CookieJar;
 use crate::counters::{CrawlCounters, PageCounts};
 use crate::distributed::leases::{Appetite, Leases};
+use crate::distributed::payloads;
 use crate::distributed::seal::OutputLock;
 use crate::distributed::session::{Admitted, Beside, CounterSums, Session, SyncReply, SyncRequest};
 use crate::distributed::{process_id, DistributedError, Settings};
@@ -53,10 +55,22 @@ type CallResult<T, C> = (Result<T, DistributedError>, C);
 /// A finished page: its URL, record, links and archive records.
 type Page = (String, Box<PageRecord>, Archived);
 
-/// The pages of an admission in flight and the URLs sent for each.
+/// An admission's answers: per page, per URL; and per payload looked up, its original's
+/// entry if another process published one, with the number of payloads published so far
+/// (see [`payloads`]).
+#[derive(Debug, Default)]
+pub(crate) struct Admission {
+    answers: Vec<Vec<Admitted>>,
+    originals: Vec<Option<Vec<u8>>>,
+    payloads: u64,
+}
+
+/// The pages of an admission in flight, the URLs sent for each, and which pages' payloads
+/// were looked up (see [`crate::distributed::payloads`]).
 pub(crate) struct Admitting {
     pages: Vec<Page>,
     sent: Vec<Vec<(String, QueuedUrl)>>,
+    looked_up: Vec<bool>,
 }
 
 /// What a sync in flight carries, to read its answer.
@@ -68,7 +82,7 @@ pub(crate) struct Syncing {
 
 /// What the process's round trips say to the loop.
 pub(crate) enum LeaseEvent {
-    Admitted(Option<CallResult<Vec<Vec<Admitted>>, Admitting>>),
+    Admitted(Option<CallResult<Admission, Admitting>>),
     Synced(Option<CallResult<SyncReply, Syncing>>),
     /// The output thread handed more records to the OS.
     Handed,
@@ -96,7 +110,14 @@ pub(crate) struct LeaseSource {
     handed: Option<Arc<Handed>>,
     /// Finished pages whose links wait for the admission in flight.
     waiting: Vec<(String, Box<PageRecord>, Candidates, Archived)>,
-    admitting: Option<Beside<Vec<Vec<Admitted>>, Admitting>>,
+    admitting: Option<Beside<Admission, Admitting>>,
+    /// `distributed.shared_payloads`: the cap of the crawl's shared payload index (0: off).
+    shared_payloads: u64,
+    /// Payloads in the shared index, as last read.
+    payloads_known: u64,
+    /// Payloads this process archived, to publish once their records are handed to the OS:
+    /// (record number, field, entry), in record order.
+    to_publish: VecDeque<(u64, Vec<u8>, Vec<u8>)>,
     syncing: Option<Beside<SyncReply, Syncing>>,
     next_claim: Instant,
     next_beat: Instant,
@@ -167,6 +188,13 @@ impl LeaseSource {
             handed: None,
             waiting: Vec::new(),
             admitting: None,
+            shared_payloads: if config.output.warc {
+                config.distributed.shared_payloads
+            } else {
+                0
+            },
+            payloads_known: 0,
+            to_publish: VecDeque::new(),
             syncing: None,
             next_claim: now,
             next_beat: now,
@@ -240,38 +268,101 @@ impl LeaseSource {
         }
         let mut pages = Vec::new();
         let mut sent = Vec::new();
+        let mut looked_up = Vec::new();
+        let mut lookups = Vec::new();
         for (url, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
             sent.push(self.unknown(candidates, Some(url.clone()), &mut record.counts));
+            let lookup = archive.as_ref().filter(|_| self.shared_payloads > 0);
+            if let Some(fetch) = lookup {
+                lookups.push(payloads::field(&fetch.payload_digest));
+            }
+            looked_up.push(lookup.is_some());
             pages.push((url, record, archive));
         }
-        let admitting = Admitting { pages, sent };
-        if admitting.sent.iter().all(Vec::is_empty) {
-            let answers = vec![Vec::new(); admitting.sent.len()];
+        let admitting = Admitting {
+            pages,
+            sent,
+            looked_up,
+        };
+        if admitting.sent.iter().all(Vec::is_empty) && lookups.is_empty() {
+            let answers = Admission {
+                answers: vec![Vec::new(); admitting.sent.len()],
+                ..Admission::default()
+            };
             return self.apply_admit(cx, admitting, answers).await;
         }
         let session = self.session.clone();
         let batches = admitting.sent.clone();
-        let call = async move { session.admit(&batches).await };
+        // Both round trips at once, on the one connection.
+        let call = async move {
+            let (answers, originals) =
+                tokio::join!(session.admit(&batches), session.payload_originals(&lookups));
+            let (originals, payloads) = originals?;
+            Ok(Admission {
+                answers: answers?,
+                originals,
+                payloads,
+            })
+        };
         self.admitting = Some(Beside::spawn(call, admitting));
         Ok(())
     }
 
-    /// The admission's answers: counts, the cache, then the pages' records.
+    /// The admission's answers: counts, the cache, payloads another process archived, then
+    /// the pages' records (and the payloads to publish once they are handed to the OS).
     async fn apply_admit(
         &mut self,
         cx: &mut Cx<'_, Frontier>,
         admitting: Admitting,
-        answers: Vec<Vec<Admitted>>,
+        admission: Admission,
     ) -> Result<(), CrawlError> {
-        let Admitting { pages, sent } = admitting;
-        for (((url, mut record, archive), items), answers) in
-            pages.into_iter().zip(sent).zip(answers)
+        let Admitting {
+            pages,
+            sent,
+            looked_up,
+        } = admitting;
+        self.payloads_known = self.payloads_known.max(admission.payloads);
+        let mut originals = admission.originals.into_iter();
+        for ((((url, mut record, mut archive), items), answers), looked_up) in pages
+            .into_iter()
+            .zip(sent)
+            .zip(admission.answers)
+            .zip(looked_up)
         {
             record.new_links = self.count_admitted(&items, &answers, &mut record.counts);
+            let mut publish = None;
+            if let (true, Some(fetch)) = (looked_up, archive.as_mut()) {
+                match originals.next().flatten() {
+                    Some(entry) => fetch.shared_original = payloads::original(&entry),
+                    None => {
+                        publish = payloads::entry(fetch)
+                            .map(|entry| (payloads::field(&fetch.payload_digest), entry));
+                    }
+                }
+            }
             let number = cx.out.finished(record, archive);
+            if let Some((field, entry)) = publish {
+                self.to_publish.push_back((number, field, entry));
+            }
             self.leases.recorded(&key_of(&url), &url, number);
         }
         Ok(())
+    }
+
+    /// The payloads to publish whose records are among the first `handed`, while the shared
+    /// index is under its cap.
+    fn publishable(&mut self, handed: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        while self.to_publish.front().is_some_and(|(n, ..)| *n <= handed) {
+            let Some((_, field, entry)) = self.to_publish.pop_front() else {
+                break;
+            };
+            if self.payloads_known < self.shared_payloads {
+                self.payloads_known += 1;
+                out.push((field, entry));
+            }
+        }
+        out
     }
 
     /// Starts one sync beside the loop: acknowledgements of the URLs whose records the
@@ -302,6 +393,7 @@ impl LeaseSource {
             increments,
             renew: beat.then(|| self.leases.tokens()),
             claim,
+            publish: self.publishable(handed),
         };
         let session = self.session.clone();
         let call = async move { session.sync(request).await };
@@ -327,7 +419,7 @@ impl LeaseSource {
         let Some(claimed) = reply.claimed else {
             return Ok(());
         };
-        let over = claimed.scheduled == 0 && claimed.outstanding == 0;
+        let over = claimed.over;
         let due_in = claimed.due_in;
         let (got, queue) = self
             .leases
@@ -367,7 +459,7 @@ impl LeaseSource {
     async fn finish_admit(
         &mut self,
         cx: &mut Cx<'_, Frontier>,
-        reply: Option<CallResult<Vec<Vec<Admitted>>, Admitting>>,
+        reply: Option<CallResult<Admission, Admitting>>,
     ) -> Result<(), CrawlError> {
         let Some((answers, admitting)) = reply else {
             return Ok(());

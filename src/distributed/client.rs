@@ -1,15 +1,25 @@
-//! The crawl's connection to Redis: one auto-reconnecting connection, the four Lua scripts,
-//! a retry loop with backoff around every round trip, and the round-trip count.
+//! The crawl's connection to Redis: one auto-reconnecting connection to a single server, or
+//! the redis crate's cluster client (`cluster-async`: slot map, `MOVED`, failover) to a
+//! Redis Cluster; the Lua scripts; a retry loop with backoff around every request; and the
+//! round-trip count.
 //!
-//! Guarantees: every call is one round trip (a pipeline counts once), counted in
-//! [`Redis::round_trips`]. A call that fails because the connection dropped or Redis is
-//! restarting is sent again after a backoff (50 ms doubling to 1 s) until
-//! `redis_timeout_secs` have passed without an answer; then it fails with
-//! [`DistributedError::Unreachable`]. Sending again is safe because every call is idempotent in
-//! effect (see each script): an admission answered twice finds its bits set and queues
-//! nothing twice, a release of a released lease is a no-op, and a claim whose answer was
-//! lost leaves a lease that expires and is reclaimed. A script unknown to the server (a
-//! restarted Redis forgets them) is loaded again and the call re-sent.
+//! Guarantees: every call is one round of [`Group`]s, one group per hash tag (a shard, or
+//! the crawl's own keys): to a single server one pipeline, to a cluster one pipeline per
+//! group, all sent at once (a cluster pipeline must stay in one slot; the crate refuses a
+//! cross-slot one). A round counts once in [`Redis::round_trips`]. With
+//! `distributed.replicas` set, each writing group on a cluster ends with `WAIT`, and
+//! writes a replica did not confirm are counted ([`Redis::unreplicated`]).
+//!
+//! A request that fails because the connection dropped, Redis is restarting or a cluster
+//! is failing over (`CLUSTERDOWN`, `TRYAGAIN`, `MOVED`, a primary refusing connections) is
+//! sent again after a backoff (50 ms doubling to 1 s) until `redis_timeout_secs` have
+//! passed without an answer; then it fails with [`DistributedError::Unreachable`]. Sending
+//! again is safe because every call is idempotent in effect (see each script): an admission
+//! answered twice finds its bits set and queues nothing twice, a grant hands out running
+//! totals, a release of a released lease is a no-op, and a claim whose answer was lost
+//! leaves a lease that expires and is reclaimed. A script unknown to the server (a
+//! restarted Redis forgets them; a promoted replica may not have them) is loaded again (on
+//! a cluster into every primary) and the call re-sent.
 //!
 //! Why `EVALSHA` with our own reload rather than the crate's `Script::invoke`: the calls are
 //! pipelined (a page's admission with the acknowledgements), and `invoke` works only alone.
@@ -38,6 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
 use redis::{Pipeline, Value};
 
 use super::DistributedError;
@@ -59,18 +70,22 @@ impl RedisUrl {
         }
     }
 
+    /// The URLs given: one, or a cluster's seed nodes separated by commas.
+    fn seeds(&self) -> Vec<&str> {
+        self.text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
     fn is_tls(&self) -> bool {
         let scheme = self.text.split(':').next().unwrap_or_default();
         scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
     }
 
-    /// The client for this URL: with TLS and `ca_file`, a root store of the system's roots
-    /// and the file's.
-    fn client(&self) -> Result<redis::Client, DistributedError> {
-        let invalid = |source| DistributedError::Url {
-            url: self.to_string(),
-            source,
-        };
+    /// With TLS and `ca_file`, a root store of the system's roots and the file's.
+    fn roots(&self) -> Result<Option<Vec<u8>>, DistributedError> {
         match &self.ca_file {
             Some(path) if self.is_tls() => {
                 let extra = std::fs::read(path).map_err(|source| DistributedError::CaFile {
@@ -79,30 +94,104 @@ impl RedisUrl {
                 })?;
                 let mut roots = system_roots_pem();
                 roots.extend_from_slice(&extra);
-                redis::Client::build_with_tls(
-                    self.text.as_str(),
-                    redis::TlsCertificates {
-                        client_tls: None,
-                        root_cert: Some(roots),
-                    },
-                )
-                .map_err(invalid)
+                Ok(Some(roots))
             }
-            _ => redis::Client::open(self.text.as_str()).map_err(invalid),
+            _ => Ok(None),
         }
+    }
+
+    fn invalid(&self, source: redis::RedisError) -> DistributedError {
+        DistributedError::Url {
+            url: self.to_string(),
+            source,
+        }
+    }
+
+    /// The client for a single server.
+    fn client(&self, url: &str) -> Result<redis::Client, DistributedError> {
+        match self.roots()? {
+            Some(roots) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(roots),
+                },
+            )
+            .map_err(|e| self.invalid(e)),
+            None => redis::Client::open(url).map_err(|e| self.invalid(e)),
+        }
+    }
+
+    /// The client for a cluster known by `seeds`.
+    fn cluster_client(
+        &self,
+        seeds: &[&str],
+    ) -> Result<redis::cluster::ClusterClient, DistributedError> {
+        let mut builder =
+            redis::cluster::ClusterClient::builder(seeds.iter().map(|s| s.to_string()))
+                .connection_timeout(Duration::from_secs(2))
+                .response_timeout(Duration::from_secs(10))
+                .retries(2)
+                .max_retry_wait(500);
+        if let Some(roots) = self.roots()? {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(roots),
+            });
+        }
+        builder.build().map_err(|e| self.invalid(e))
+    }
+
+    /// A connection: to a cluster when several seed nodes are given or the one given says
+    /// it is in one (`INFO cluster`), to a single server otherwise. The outer error is a
+    /// URL or file that will never do; the inner one Redis's answer.
+    async fn connect(&self) -> Result<redis::RedisResult<Connection>, DistributedError> {
+        let seeds = self.seeds();
+        if seeds.len() > 1 {
+            let client = self.cluster_client(&seeds)?;
+            return Ok(client.get_async_connection().await.map(Connection::Cluster));
+        }
+        let url = seeds.first().copied().unwrap_or(self.text.as_str());
+        let client = self.client(url)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let mut conn = match client.get_connection_manager_with_config(config).await {
+            Ok(conn) => conn,
+            Err(e) => return Ok(Err(e)),
+        };
+        // An ACL user without `INFO` (the README's rule refuses @dangerous commands) is
+        // taken to be on a single server: on a cluster, give several seed nodes.
+        let info: String = match redis::cmd("INFO")
+            .arg("cluster")
+            .query_async(&mut conn)
+            .await
+        {
+            Ok(info) => info,
+            Err(e) if has_code(&e, "NOPERM") => String::new(),
+            Err(e) => return Ok(Err(e)),
+        };
+        if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
+            let client = self.cluster_client(&[url])?;
+            return Ok(client.get_async_connection().await.map(Connection::Cluster));
+        }
+        Ok(Ok(Connection::Single(conn)))
     }
 }
 
 impl fmt::Display for RedisUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&redacted_url(&self.text))
+        let shown: Vec<String> = self.text.split(',').map(redacted_url).collect();
+        f.write_str(&shown.join(","))
     }
 }
 
 impl fmt::Debug for RedisUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisUrl")
-            .field("url", &redacted_url(&self.text))
+            .field("url", &self.to_string())
             .field("ca_file", &self.ca_file)
             .finish()
     }
@@ -182,78 +271,172 @@ fn system_roots_pem() -> Vec<u8> {
 /// One of the crawl's Lua scripts: its text and SHA-1.
 pub(crate) struct Script {
     name: &'static str,
-    code: &'static str,
+    code: String,
     sha: String,
 }
 
 impl Script {
     fn new(name: &'static str, code: &'static str) -> Script {
-        let sha = redis::Script::new(code).get_hash().to_string();
+        let code = checked(code);
+        let sha = redis::Script::new(&code).get_hash().to_string();
         Script { name, code, sha }
     }
 
-    /// An `EVALSHA` of this script with one key (the crawl's meta hash) and `args`.
-    pub(crate) fn call(&self, pipe: &mut Pipeline, key: &str, args: &[Vec<u8>]) {
-        let cmd = pipe.cmd("EVALSHA").arg(&self.sha).arg(1).arg(key);
+    /// An `EVALSHA` of this script with `keys` (every key it touches: Redis Cluster's rule)
+    /// and `args`.
+    pub(crate) fn call(&self, group: &mut Group, keys: &[String], args: &[Vec<u8>]) {
+        let cmd = group.cmd("EVALSHA").arg(&self.sha).arg(keys.len());
+        for key in keys {
+            cmd.arg(key.as_str());
+        }
         for a in args {
             cmd.arg(a.as_slice());
         }
     }
 }
 
-/// The scripts, loaded on connect and again after a Redis restart.
+/// In the unit tests every script runs with each key it touches checked against its
+/// `KEYS` (Redis Cluster's rule, which a single server does not enforce): a key not
+/// declared is an `UNDECLARED` error, so the script tests prove the rule. Outside tests the
+/// script as written.
+pub(crate) fn checked(code: &str) -> String {
+    if cfg!(test) {
+        const CHECK: &str = "local declared__ = {}\n\
+            for _, k in ipairs(KEYS) do declared__[k] = true end\n\
+            local function checked__(cmd, ...)\n\
+              if cmd ~= 'TIME' and not declared__[(select(1, ...))] then\n\
+                return error('UNDECLARED key ' .. tostring((select(1, ...))) .. ' in ' .. cmd)\n\
+              end\n\
+              return redis.call(cmd, ...)\n\
+            end\n";
+        format!("{CHECK}{}", code.replace("redis.call(", "checked__("))
+    } else {
+        code.to_string()
+    }
+}
+
+/// The scripts, loaded on connect and again after a Redis restart or failover.
 pub(crate) struct Scripts {
     pub(crate) admit: Script,
+    pub(crate) grant: Script,
     pub(crate) claim: Script,
     pub(crate) release: Script,
     pub(crate) renew: Script,
+    pub(crate) beat: Script,
 }
 
 impl Scripts {
     fn new() -> Scripts {
         Scripts {
             admit: Script::new("admit", include_str!("admit.lua")),
+            grant: Script::new("grant", include_str!("grant.lua")),
             claim: Script::new("claim", include_str!("claim.lua")),
             release: Script::new("release", include_str!("release.lua")),
             renew: Script::new("renew", include_str!("renew.lua")),
+            beat: Script::new("beat", include_str!("beat.lua")),
         }
     }
 
-    fn all(&self) -> [&Script; 4] {
-        [&self.admit, &self.claim, &self.release, &self.renew]
+    fn all(&self) -> [&Script; 6] {
+        [
+            &self.admit,
+            &self.grant,
+            &self.claim,
+            &self.release,
+            &self.renew,
+            &self.beat,
+        ]
     }
+}
+
+/// The commands of one round for the keys of one hash tag (one slot: a shard, or the
+/// crawl's own keys), answered one reply per command.
+#[derive(Default)]
+pub(crate) struct Group {
+    cmds: Vec<redis::Cmd>,
+    writes: bool,
+}
+
+impl Group {
+    /// Adds a command; its reply comes back in order.
+    pub(crate) fn cmd(&mut self, name: &str) -> &mut redis::Cmd {
+        self.writes |= !matches!(
+            name,
+            "HGETALL" | "HGET" | "HMGET" | "HLEN" | "ZCARD" | "TIME" | "LLEN"
+        );
+        self.cmds.push(redis::cmd(name));
+        self.cmds.last_mut().expect("just pushed")
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.cmds.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.cmds.is_empty()
+    }
+
+    fn pipeline(&self) -> Pipeline {
+        let mut pipe = redis::pipe();
+        for cmd in &self.cmds {
+            pipe.add_command(cmd.clone());
+        }
+        pipe
+    }
+}
+
+/// A single server or a cluster.
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
 }
 
 /// The connection, the scripts and the figures.
 pub(crate) struct Redis {
     /// The URL as shown: redacted.
     shown: String,
-    conn: ConnectionManager,
+    url: RedisUrl,
+    /// Replaced when a cluster's client stays stuck on a topology that changed (see
+    /// [`Redis::with_retries`]).
+    conn: std::sync::RwLock<Connection>,
+    cluster: bool,
     pub(crate) scripts: Scripts,
     timeout: Duration,
+    /// Replicas a round's writes wait for (cluster only; 0: none).
+    replicas: u32,
     round_trips: AtomicU64,
+    unreplicated: AtomicU64,
+    wait_paused_until: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long a round's `WAIT` waits for replicas before the process goes on (counted).
+const REPLICA_WAIT_MS: u64 = 100;
+/// How long rounds go without `WAIT` after one a replica did not confirm.
+const REPLICA_WAIT_PAUSE: Duration = Duration::from_secs(5);
 
 impl Redis {
     /// Connects (retrying for up to `timeout` while Redis is unreachable; at once failing
-    /// on a refused password or certificate) and loads the scripts.
+    /// on a refused password or certificate) and loads the scripts. Several URLs (seed
+    /// nodes, comma-separated), or one naming a node with `cluster_enabled:1`, make a
+    /// cluster connection.
     pub(crate) async fn connect(
         url: &RedisUrl,
         timeout: Duration,
     ) -> Result<Redis, DistributedError> {
-        let client = url.client()?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
+        Redis::connect_with(url, timeout, 0).await
+    }
+
+    /// [`Redis::connect`], with every writing round of a cluster waiting for `replicas`.
+    pub(crate) async fn connect_with(
+        url: &RedisUrl,
+        timeout: Duration,
+        replicas: u32,
+    ) -> Result<Redis, DistributedError> {
         let started = tokio::time::Instant::now();
         let mut delay = Duration::from_millis(50);
         let conn = loop {
-            match client
-                .get_connection_manager_with_config(config.clone())
-                .await
-            {
+            match url.connect().await? {
                 Ok(conn) => break conn,
                 Err(source) => {
                     if let Some(error) = refusal(&url.to_string(), &source) {
@@ -274,28 +457,44 @@ impl Redis {
         };
         let redis = Redis {
             shown: url.to_string(),
-            conn,
+            url: url.clone(),
+            cluster: matches!(conn, Connection::Cluster(_)),
+            conn: std::sync::RwLock::new(conn),
             scripts: Scripts::new(),
             timeout,
+            replicas,
             round_trips: AtomicU64::new(0),
+            unreplicated: AtomicU64::new(0),
+            wait_paused_until: std::sync::Mutex::new(None),
         };
         redis.load_scripts().await?;
         Ok(redis)
     }
 
-    /// Round trips made so far.
+    /// Whether this is a Redis Cluster (a script then reaches one shard's keys only).
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// Round trips made so far (a round sent to several nodes at once counts once).
     pub(crate) fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
     }
 
+    /// Writes whose `WAIT` saw fewer replicas than asked (a primary without its replica).
+    pub(crate) fn unreplicated(&self) -> u64 {
+        self.unreplicated.load(Ordering::Relaxed)
+    }
+
     async fn load_scripts(&self) -> Result<(), DistributedError> {
-        let mut pipe = redis::pipe();
         for script in self.scripts.all() {
-            pipe.cmd("SCRIPT").arg("LOAD").arg(script.code);
-        }
-        let shas: Vec<String> = self.raw(&pipe).await?;
-        for (script, sha) in self.scripts.all().iter().zip(&shas) {
-            if *sha != script.sha {
+            // On a cluster `SCRIPT LOAD` goes to every primary (the crate routes it so).
+            let mut cmd = redis::cmd("SCRIPT");
+            cmd.arg("LOAD").arg(&script.code);
+            let sha: String = self
+                .with_retries(|conn| cmd.clone().query_owned(conn))
+                .await?;
+            if sha != script.sha {
                 return Err(DistributedError::Reply {
                     what: script.name,
                     detail: format!("SCRIPT LOAD answered {sha}, expected {}", script.sha),
@@ -305,14 +504,96 @@ impl Redis {
         Ok(())
     }
 
-    /// Sends `pipe` until it is answered (see the module doc), reloading the scripts if
-    /// Redis forgot them. Returns the replies, one per command.
-    pub(crate) async fn run(&self, pipe: &Pipeline) -> Result<Vec<Value>, DistributedError> {
+    /// One group's round (see [`Redis::run_groups`]).
+    pub(crate) async fn run(&self, group: &Group) -> Result<Vec<Value>, DistributedError> {
+        let mut replies = self.run_groups(std::slice::from_ref(group)).await?;
+        Ok(replies.pop().unwrap_or_default())
+    }
+
+    /// Sends the groups until answered (see the module doc), reloading the scripts if
+    /// Redis forgot them: one pipeline to a single server; one per group, all at once, to
+    /// a cluster (a pipeline there must stay in one slot). Returns each group's replies.
+    pub(crate) async fn run_groups(
+        &self,
+        groups: &[Group],
+    ) -> Result<Vec<Vec<Value>>, DistributedError> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        if !self.cluster {
+            let mut merged = Group::default();
+            for group in groups {
+                merged.cmds.extend(group.cmds.iter().cloned());
+            }
+            let mut replies = self.run_pipeline(&merged.pipeline()).await?.into_iter();
+            return Ok(groups
+                .iter()
+                .map(|g| replies.by_ref().take(g.len()).collect())
+                .collect());
+        }
+        let calls = groups.iter().map(|group| async move {
+            if group.is_empty() {
+                return Ok(Vec::new());
+            }
+            self.run_pipeline(&group.pipeline()).await
+        });
+        let replies: Vec<Vec<Value>> = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        if self.replicas > 0 && groups.iter().any(|g| g.writes) {
+            self.wait_for_replicas().await?;
+        }
+        Ok(replies)
+    }
+
+    /// After a round's writes: `WAIT` on every primary (the crate sends it to all and
+    /// answers the least), on the connections that carried them, so a replica holds them
+    /// before their answers are used. A primary without its replica (after a failover)
+    /// would make every round wait the whole timeout: after one short answer the rounds of
+    /// the next [`REPLICA_WAIT_PAUSE`] do not wait, and all are counted unreplicated.
+    async fn wait_for_replicas(&self) -> Result<(), DistributedError> {
+        let paused = self
+            .wait_paused_until
+            .lock()
+            .map(|until| until.is_some_and(|t| t > std::time::Instant::now()))
+            .unwrap_or(false);
+        if paused {
+            self.unreplicated.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(self.replicas).arg(REPLICA_WAIT_MS);
+        let acked: Value = self
+            .with_retries(|conn| {
+                let cmd = cmd.clone();
+                async move { conn.query_cmd(&cmd).await }
+            })
+            .await?;
+        if super::int(&acked, "WAIT")? < i64::from(self.replicas) {
+            self.unreplicated.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut until) = self.wait_paused_until.lock() {
+                *until = Some(std::time::Instant::now() + REPLICA_WAIT_PAUSE);
+            }
+            tracing::warn!(
+                "redis {}: a primary has no replica confirming writes (a failover?); counted as unreplicated_writes",
+                self.shown
+            );
+        }
+        Ok(())
+    }
+
+    /// One pipeline until answered, reloading the scripts if Redis forgot them.
+    async fn run_pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>, DistributedError> {
         for _ in 0..3 {
-            match self.raw::<Vec<Value>>(pipe).await {
+            match self
+                .with_retries(|conn| {
+                    let pipe = pipe.clone();
+                    async move { conn.query_pipeline(&pipe).await }
+                })
+                .await
+            {
                 Err(DistributedError::Command { source, .. }) if has_code(&source, "NOSCRIPT") => {
                     tracing::info!(
-                        "redis {}: scripts unknown (a restart?); loading them",
+                        "redis {}: scripts unknown (a restart or a failover?); loading them",
                         self.shown
                     );
                     self.load_scripts().await?;
@@ -331,15 +612,22 @@ impl Redis {
         })
     }
 
-    /// One round trip, retried while Redis is unreachable.
-    async fn raw<T: redis::FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, DistributedError> {
+    /// One request, retried while Redis is unreachable (or a cluster fails over).
+    async fn with_retries<T, F, Fut>(&self, request: F) -> Result<T, DistributedError>
+    where
+        F: Fn(Connection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
         let started = tokio::time::Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut warned = false;
+        let mut failures = 0;
         loop {
-            self.round_trips.fetch_add(1, Ordering::Relaxed);
-            let mut conn = self.conn.clone();
-            match pipe.query_async::<T>(&mut conn).await {
+            let conn = match self.conn.read() {
+                Ok(conn) => conn.clone(),
+                Err(poisoned) => poisoned.into_inner().clone(),
+            };
+            match request(conn).await {
                 Ok(value) => {
                     if warned {
                         tracing::warn!("redis {}: reachable again", self.shown);
@@ -367,10 +655,62 @@ impl Redis {
                         tracing::warn!("redis {}: {source}; retrying", self.shown);
                         warned = true;
                     }
+                    failures += 1;
+                    if self.cluster && failures % 4 == 0 {
+                        self.reconnect().await;
+                    }
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
                 }
             }
+        }
+    }
+}
+
+impl Redis {
+    /// A new cluster client, which reads the topology afresh from the seed nodes: the
+    /// crate's own client, after a primary died, was seen to keep sending to it until its
+    /// requests timed out, for longer than any failover takes.
+    async fn reconnect(&self) {
+        match self.url.connect().await {
+            Ok(Ok(conn)) => {
+                if let Ok(mut current) = self.conn.write() {
+                    *current = conn;
+                }
+                tracing::info!("redis {}: reconnected to the cluster", self.shown);
+            }
+            Ok(Err(e)) => tracing::debug!("redis {}: reconnecting: {e}", self.shown),
+            Err(e) => tracing::debug!("redis {}: reconnecting: {e}", self.shown),
+        }
+    }
+}
+
+impl Connection {
+    async fn query_cmd(self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
+        match self {
+            Connection::Single(mut conn) => cmd.query_async(&mut conn).await,
+            Connection::Cluster(mut conn) => cmd.query_async(&mut conn).await,
+        }
+    }
+
+    async fn query_pipeline(self, pipe: &Pipeline) -> redis::RedisResult<Vec<Value>> {
+        match self {
+            Connection::Single(mut conn) => pipe.query_async(&mut conn).await,
+            Connection::Cluster(mut conn) => pipe.query_async(&mut conn).await,
+        }
+    }
+}
+
+/// A command that can be sent on either kind of connection, owning what it needs.
+trait QueryOwned {
+    async fn query_owned(self, conn: Connection) -> redis::RedisResult<String>;
+}
+
+impl QueryOwned for redis::Cmd {
+    async fn query_owned(self, conn: Connection) -> redis::RedisResult<String> {
+        match conn {
+            Connection::Single(mut conn) => self.query_async(&mut conn).await,
+            Connection::Cluster(mut conn) => self.query_async(&mut conn).await,
         }
     }
 }
@@ -434,12 +774,20 @@ fn certificate_error(e: &redis::RedisError) -> Option<String> {
 /// its data after a restart.
 fn transient(e: &redis::RedisError) -> bool {
     e.is_io_error()
+        || e.is_cluster_error()
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
-        || ["LOADING", "TRYAGAIN", "BUSY"]
-            .iter()
-            .any(|code| has_code(e, code))
+        || [
+            "LOADING",
+            "TRYAGAIN",
+            "BUSY",
+            "CLUSTERDOWN",
+            "MASTERDOWN",
+            "READONLY",
+        ]
+        .iter()
+        .any(|code| has_code(e, code))
 }
 
 /// Whether Redis answered with the error `code`, alone or for any command of a pipeline

@@ -29,15 +29,15 @@ const TOPUP_RETRY: Duration = Duration::from_millis(100);
 const ACK_DELAY: Duration = Duration::from_millis(50);
 const ACK_BATCH: usize = 64;
 
-/// A recorded URL to acknowledge: its record's number in the output and its JSON in the
+/// A recorded URL to acknowledge: its record's number in the output and its item in the
 /// lease.
-type Ack = (u64, String);
+type Ack = (u64, Vec<u8>);
 
 /// A lease this process holds.
 struct Held {
     token: String,
-    /// URLs not yet recorded, with the JSON they are stored as in the lease.
-    open: HashMap<String, String>,
+    /// URLs not yet recorded, with the item they are stored as in the lease.
+    open: HashMap<String, Vec<u8>>,
     /// Recorded URLs not yet acknowledged, in the order recorded.
     acks: Vec<Ack>,
     /// No top-up before this instant (the host's queue was empty).
@@ -131,8 +131,8 @@ impl Leases {
         let Some(held) = self.held.get_mut(host) else {
             return;
         };
-        if let Some(json) = held.open.remove(url) {
-            held.acks.push((number, json));
+        if let Some(item) = held.open.remove(url) {
+            held.acks.push((number, item));
             self.pending_acks += 1;
             self.acks_since.get_or_insert_with(Instant::now);
             self.oldest_unacked.get_or_insert(number);
@@ -350,8 +350,8 @@ impl Leases {
                 continue;
             };
             held.dry_until = sent_at;
-            for (item, json) in lease.items {
-                held.open.insert(item.url.clone(), json);
+            for (item, bytes) in lease.items {
+                held.open.insert(item.url.clone(), bytes);
                 queue.push((lease.host.clone(), item));
             }
         }
@@ -377,7 +377,7 @@ fn release(token: &str, wait: Duration, end: bool, acks: Vec<Ack>) -> Release {
         token: token.to_string(),
         wait,
         end,
-        acks: acks.into_iter().map(|(_, json)| json).collect(),
+        acks: acks.into_iter().map(|(_, item)| item).collect(),
     }
 }
 
@@ -395,14 +395,14 @@ mod tests {
 
     #[test]
     fn only_acknowledgements_of_handed_records_go() {
-        let mut acks: Vec<Ack> = (1..=5).map(|n| (n * 10, format!("u{n}"))).collect();
+        let mut acks: Vec<Ack> = (1..=5).map(|n| (n * 10, vec![n as u8])).collect();
         let later = not_handed(&mut acks, 30);
         assert_eq!(
             acks.iter().map(|a| a.0).collect::<Vec<_>>(),
             vec![10, 20, 30]
         );
         assert_eq!(later.iter().map(|a| a.0).collect::<Vec<_>>(), vec![40, 50]);
-        let mut none: Vec<Ack> = vec![(7, "x".into())];
+        let mut none: Vec<Ack> = vec![(7, b"x".to_vec())];
         assert_eq!(not_handed(&mut none, 6).len(), 1);
         assert!(none.is_empty());
     }
@@ -415,8 +415,8 @@ mod tests {
                 .iter()
                 .map(|u| {
                     let item = QueuedUrl::new(u.to_string(), 1, None, 0);
-                    let json = item.to_json();
-                    (item, json)
+                    let bytes = crate::distributed::queue_item::encode(host, &item);
+                    (item, bytes)
                 })
                 .collect(),
         }

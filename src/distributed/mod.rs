@@ -4,12 +4,16 @@
 //! | file | job |
 //! |---|---|
 //! | `mod.rs` | the crawl's keys, the shared Bloom filter's layout, the calls the crawl makes |
-//! | `client.rs` | the connection: TLS, credentials kept out of sight, retries with backoff, script loading, round-trip count |
-//! | `admit.lua` | a page's candidates: test-and-set bits, `max_urls`, host cap, enqueue |
-//! | `claim.lua` | reclaim expired leases, lease ready hosts' URLs, report what is left |
+//! | `client.rs` | the connection (one server or a cluster): TLS, credentials kept out of sight, retries with backoff, rounds sent to every shard at once, `WAIT` for replicas, script loading, round-trip count |
+//! | `admit.lua` | one shard's candidates: test-and-set bits, `max_urls` budget, host cap, enqueue |
+//! | `grant.lua` | a cluster's `max_urls` budget handed to shards, as running totals |
+//! | `claim.lua` | one shard: reclaim expired leases, lease ready hosts' URLs, name the hosts due next |
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
-//! | `renew.lua` | heartbeat: the process registry and the expiry of held leases |
+//! | `renew.lua` | the expiry of held leases, one shard's |
+//! | `beat.lua` | heartbeat: the process registry |
 //! | `session.rs` | every call a crawling process makes: script arguments built, replies parsed |
+//! | `queue_item.rs` | a queued URL's packed bytes in Redis: the parent as the tail it does not share with the URL |
+//! | `payloads.rs` | archive dedup across processes: the payloads archived in full, capped, in `payloads` |
 //! | `leases.rs` | the leases held and which URLs may be acknowledged (no Redis: unit-tested) |
 //! | `seal.rs` | dead processes' output sealed: torn pages line and excess WARC records cut |
 //! | `status.rs` | `crawler status` and the crawl-wide `summary.json`: the whole crawl's figures |
@@ -20,28 +24,68 @@
 //! [`crate::frontier::Frontier`] as a single-process crawl, the local frontier holding only
 //! the URLs of the hosts this process has leased. This folder holds all of the Redis side.
 //!
-//! # What is in Redis (all keys of a crawl share the hash tag `{crawl_id}`)
+//! # What is in Redis: the crawl's own keys, and its hosts' keys in shards
 //!
-//! - `seen:<shard>`: the Bloom filter, laid out and hashed exactly as the local one
-//!   ([`crate::seen`]: MurmurHash3 x64_128, the same [`Plan`], 512-bit blocks), split into
-//!   shards of [`BLOCKS_PER_SHARD`] blocks (a Redis string holds at most 2^32 bits). A key's
-//!   k bits are in one block, so in one shard: one `BITFIELD` reads them, one sets them.
-//! - `q:<host>`: each host's queue (a list of JSON [`QueuedUrl`]s); `sched`: a sorted set of
-//!   the hosts that have URLs queued and are not leased, scored by the instant (ms, Redis
-//!   clock) they may next be served; `next`: each host's next-allowed instant.
-//! - `leases` (token → expiry), `lease:<token>` (host, process), `li:<token>` (a set of the
+//! A host belongs to one of `distributed.shards` shards (MurmurHash3 of its key, [`shard_of`]);
+//! every key of a shard carries the hash tag `{crawl_id:shard}` (so a Redis Cluster puts
+//! each shard in one slot and spreads the shards over its primaries), the crawl's own keys
+//! the tag `{crawl_id}`. Every script declares each key it touches in `KEYS` (Redis
+//! Cluster's rule; servers such as Dragonfly refuse undeclared keys), and touches the keys
+//! of one tag only: a script runs atomically on the one node holding its slot.
+//!
+//! Per shard (`crawl:{id:shard}:`):
+//! - `seen:<part>`: the shard's part of the Bloom filter, laid out and hashed as the local
+//!   one ([`crate::seen`]: MurmurHash3 x64_128, the same [`Plan`], 512-bit blocks) with the
+//!   plan's blocks split evenly over the shards ([`shard_blocks`]), in strings of at most
+//!   [`BLOCKS_PER_SHARD`] blocks (a Redis string holds at most 2^32 bits). A URL's k bits
+//!   are in one block of its host's shard: one `BITFIELD` reads them, one sets them.
+//! - `q:<host>`: each host's queue (a list of [`queue_item`]s: a [`QueuedUrl`] packed,
+//!   about its URL's bytes); `sched`: a sorted set of the
+//!   hosts that have URLs queued and are not leased, scored by the instant (ms, Redis clock)
+//!   they may next be served; `next`: each host's next-allowed instant; `hostn`: URLs per
+//!   host (the host cap).
+//! - `leases` (token → expiry), `lease` (token → process), `li:<host>` (a set of the
 //!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
-//!   at a time, which tops its lease up while the host has URLs queued.
-//! - `meta`: accepted (the `max_urls` budget), queued, bits set, the plan, lease numbers;
-//!   `counters`: the crawl's counters summed over processes; `procs`: heartbeats (a process
-//!   registers before it writes any file); `ended`: processes that finished, stopped or
-//!   were sealed after their death; `seal:<id>`: the lock of whoever seals a dead one.
+//!   at a time, which tops its lease up while the host has URLs queued. A token is
+//!   `<shard>/<sequence>/<host>` ([`token_parts`]): the keys of a lease held follow from it.
+//! - `meta`: the plan (every script checks it is there), accepted, queued, bits set, lease
+//!   numbers, `budget` (a cluster's: what `grant.lua` gave the shard), `ver` (grows with
+//!   every change of the shard's queues or leases: see Termination).
+//!
+//! The crawl's own (`crawl:{id}:`): `meta` (the plan, `max_urls`, `shards`, `granted`: the
+//! budget handed out, start and end stamps); `counters`: the crawl's counters summed over
+//! processes; `payloads`: the payloads some process archived in full (96 bits of SHA-1 →
+//! the original's date, record id and URL), at most `distributed.shared_payloads` of them;
+//! `procs`: heartbeats (a process registers before it writes any file); `ended`:
+//! processes that finished, stopped or were sealed after their death; `seal:<id>`: the lock
+//! of whoever seals a dead one.
 //!
 //! # Guarantees
 //!
 //! - **Exactly-once admission across processes.** `admit.lua` tests a URL's bits, checks
-//!   `max_urls` and the host cap, sets the bits and pushes the URL in one atomic script:
-//!   no URL is queued twice, and `max_urls` is exact over all processes.
+//!   the budget and the host cap, sets the bits and pushes the URL in one atomic script on
+//!   the URL's host's shard, where all of its URL's bits and queue are: no URL is queued
+//!   twice. A page's links go to their shards' scripts in one round (a pipeline per shard,
+//!   all sent at once).
+//! - **`max_urls` exact over all processes: one counter.** On a single server `admit.lua`
+//!   also declares the crawl's `meta` and takes each URL from its `granted` counter in the
+//!   same atomic step (one round per page, as before shards). On a cluster one script
+//!   cannot reach both, so a shard admits only up to the budget `grant.lua` gave it: a new
+//!   URL beyond it is answered "needs budget" with its bits left clear, the process asks
+//!   `grant.lua` (the crawl's `meta`, atomic) for exactly what its shards lacked, and sends
+//!   those URLs again with each shard's running total granted. Why one counter rather than
+//!   `max_urls` split across shards up front: hosts are not spread evenly, so a fixed split
+//!   refuses URLs of a busy shard while others never use their share, and the crawl ends
+//!   short of `max_urls` with URLs left to take. Granting exactly what is needed strands no
+//!   budget, so `accepted` reaches `max_urls` exactly when the web has that many URLs; the
+//!   only budget that can sit unused in a shard is that of a URL another process queued
+//!   between the two rounds, and it serves that shard's next new URL. Running totals (the
+//!   shard keeps the largest it is given) make a grant whose answer was lost good at the
+//!   next grant for that shard. The cost: two more rounds (one to the node holding the
+//!   crawl's `meta`) for pages with new links, on a cluster only. A URL over its host's cap
+//!   is refused as such before the budget is looked at (it never asks for budget), and
+//!   within a round the shards' scripts run in shard order, not link order: which new URLs
+//!   take the last of `max_urls` follows that order.
 //! - **Nothing acknowledged is lost; nothing leased is lost.** A host's URLs leave its queue
 //!   only into a lease; a URL leaves its lease only by an acknowledgement carrying the
 //!   lease's token (sent after its record is handed to the OS); a lease ends by its holder
@@ -59,7 +103,25 @@
 //!   and process but would put a second copy of the robots cache's format in Redis.
 //! - **Termination.** The crawl is over when no host is scheduled and no lease is
 //!   outstanding (expired leases are reclaimed first); a process with nothing to do waits
-//!   while others hold leases, since their pages may add URLs.
+//!   while others hold leases, since their pages may add URLs. The shards are read one by
+//!   one, not at one instant, so a claim that finds them all empty concludes only if the
+//!   previous claim did too with every shard's `ver` unchanged: then each shard was empty
+//!   and untouched from its first reading to its second, so all were empty at one instant
+//!   between the two rounds (after every first reading, before every second), and an empty
+//!   crawl stays empty (only a lease adds URLs).
+//! - **A primary's failure (a cluster with a replica per primary).** With
+//!   `distributed.replicas = 1` every round that writes is followed by `WAIT 1 100` on
+//!   every primary (the connections that carried the writes): the process uses an answer (records a page, acknowledges its URL, crawls a lease) only
+//!   once a replica holds what produced it, so a primary killed and replaced by its replica
+//!   loses nothing acknowledged. What it may lose is a round in flight at the kill, which
+//!   the process sends again (every call is idempotent in effect, see `client.rs`): an
+//!   admission finds its bits set or not and queues nothing twice, a claim whose effect
+//!   survived but whose answer did not leaves a lease that expires and is reclaimed
+//!   (counted, `reclaimed_urls`). Re-fetches are therefore at most the URLs reclaimed from
+//!   expired leases, plus `lease_urls` for each write a replica did not confirm within
+//!   100 ms (counted per process, `unreplicated_writes`: a primary left without its replica
+//!   after a failover, where AOF `everysec` is what remains). Redis away longer than
+//!   `redis_timeout_secs` stops the processes as on a single server, resumably.
 //!
 //! # Why this design
 //!
@@ -80,13 +142,28 @@
 //! [`DistributedError::Gone`] instead of starting the crawl again, from the links of their
 //! last pages, into an empty seen-set.
 //!
-//! Redis Cluster: every key of a crawl carries the hash tag `{crawl_id}`, so one crawl lives
-//! in one slot (one node) and its scripts are atomic there; several crawls spread over the
-//! cluster's nodes. The scripts name only the meta key in `KEYS` and build the others from
-//! the prefix, which a cluster accepts for keys of the same slot.
+//! # Redis Cluster
+//!
+//! `--redis redis://10.0.0.5:7000,redis://10.0.0.6:7000` (seed nodes; one seed node of a
+//! cluster also does, found by its `INFO cluster`) connects through the redis crate's
+//! cluster client (`cluster-async`), which follows the slots' owners and `MOVED` answers
+//! after a failover. The same calls as on a single server: a round is a group of commands
+//! per hash tag, sent as one pipeline to a single server and as one pipeline per shard,
+//! all at once, to a cluster (a cluster pipeline must stay in one slot).
+//!
+//! Why 64 shards by default: shards ≫ primaries spreads the keys evenly (3 primaries get
+//! 21 ± 4 shards each; by hash-slot arithmetic a primary's share of keys is its share of
+//! shards when hosts are many), while a claim asks every shard (each claim a round of
+//! `shards` small scripts) and every shard holds a few fixed keys. For 8 or more primaries
+//! take 256. The seen-set is split the same way, so its false-positive rate holds per
+//! shard when a shard's hosts bring about their share of URLs; a shard whose hosts bring k
+//! times their share has the fpp of a filter k times too full (a crawl of few, huge hosts
+//! should size the filter with that in mind, or use fewer shards).
 
 mod client;
 pub(crate) mod leases;
+pub(crate) mod payloads;
+pub mod queue_item;
 #[cfg(test)]
 mod script_tests;
 pub(crate) mod seal;
@@ -165,9 +242,76 @@ pub enum DistributedError {
     Gone { url: String },
 }
 
-/// The key prefix of a crawl: `crawl:{<id>}:`; the braces are the Cluster hash tag.
+/// The key prefix of a crawl's own keys (its meta hash, counters, processes): `crawl:{<id>}:`;
+/// the braces are the Cluster hash tag.
 pub fn prefix(crawl_id: &str) -> String {
     format!("crawl:{{{crawl_id}}}:")
+}
+
+/// The key prefix of one shard of a crawl: `crawl:{<id>:<shard>}:`, a hash tag of its own,
+/// so that a Redis Cluster spreads the shards over its primaries.
+pub fn shard_prefix(crawl_id: &str, shard: u32) -> String {
+    format!("crawl:{{{crawl_id}:{shard}}}:")
+}
+
+/// The shard of a host (its key: scheme, name and port), one of `shards`: the host's queue,
+/// lease and seen-set part live there. MurmurHash3 of the key, as the seen-set's.
+pub fn shard_of(host: &str, shards: u32) -> u32 {
+    let (h1, _) = crate::seen::murmur3_halves(host.as_bytes(), 0x5348_4152);
+    (h1 % u64::from(shards.max(1))) as u32
+}
+
+/// The keys of one shard, named once; every script is given the ones it touches.
+#[derive(Debug, Clone)]
+pub(crate) struct ShardKeys {
+    prefix: String,
+    pub(crate) meta: String,
+    pub(crate) sched: String,
+    pub(crate) next: String,
+    pub(crate) leased: String,
+    pub(crate) hostn: String,
+    pub(crate) leases: String,
+    pub(crate) lease: String,
+}
+
+impl ShardKeys {
+    pub(crate) fn new(crawl_id: &str, shard: u32) -> ShardKeys {
+        let prefix = shard_prefix(crawl_id, shard);
+        let key = |name: &str| format!("{prefix}{name}");
+        ShardKeys {
+            meta: key("meta"),
+            sched: key("sched"),
+            next: key("next"),
+            leased: key("leased"),
+            hostn: key("hostn"),
+            leases: key("leases"),
+            lease: key("lease"),
+            prefix,
+        }
+    }
+
+    /// A host's queue.
+    pub(crate) fn queue(&self, host: &str) -> String {
+        format!("{}q:{host}", self.prefix)
+    }
+
+    /// The URLs of the lease on a host (one lease per host at a time).
+    pub(crate) fn leased_items(&self, host: &str) -> String {
+        format!("{}li:{host}", self.prefix)
+    }
+
+    /// A part of the shard's seen-set.
+    pub(crate) fn seen(&self, part: u64) -> String {
+        format!("{}seen:{part}", self.prefix)
+    }
+}
+
+/// A lease's token: `<shard>/<sequence>/<host>`, so that the shard and host of a lease held
+/// are known from its token alone.
+pub(crate) fn token_parts(token: &str) -> Option<(u32, &str)> {
+    let (shard, rest) = token.split_once('/')?;
+    let (_, host) = rest.split_once('/')?;
+    Some((shard.parse().ok()?, host))
 }
 
 /// A stable id for this process: host name, pid and start time (nanoseconds within the
@@ -199,10 +343,16 @@ pub fn process_id() -> String {
     }
 }
 
-/// A key's place in the shared filter: its shard and the bit offsets of its k bits in it.
-pub(crate) fn bloom_bits(plan: &Plan, key: &[u8], offsets: &mut Vec<u64>) -> u64 {
+/// 512-bit blocks of one shard's part of the filter: the plan's blocks split evenly.
+pub(crate) fn shard_blocks(plan: &Plan, shards: u32) -> u64 {
+    plan.blocks.div_ceil(u64::from(shards.max(1))).max(1)
+}
+
+/// A key's place in its shard's part of the shared filter: the part (string key) and the
+/// bit offsets of its k bits in it.
+pub(crate) fn bloom_bits(plan: &Plan, shards: u32, key: &[u8], offsets: &mut Vec<u64>) -> u64 {
     let (h1, h2) = crate::seen::murmur3_halves(key, plan.seed);
-    let block = crate::seen::block_of(h1, plan.blocks) as u64;
+    let block = crate::seen::block_of(h1, shard_blocks(plan, shards)) as u64;
     let masks = crate::seen::masks_of(h1, h2, plan.k);
     let base = (block % BLOCKS_PER_SHARD) * 512;
     offsets.clear();
@@ -217,12 +367,14 @@ pub(crate) fn bloom_bits(plan: &Plan, key: &[u8], offsets: &mut Vec<u64>) -> u64
     block / BLOCKS_PER_SHARD
 }
 
+/// Host shards of a crawl unless `distributed.shards` says otherwise (see the module doc).
+pub const DEFAULT_SHARDS: u32 = 64;
+
 /// How the seen-set of `plan` is laid out in Redis, for `crawler plan`.
 pub fn redis_layout(plan: &Plan) -> String {
-    let blocks = plan.m_bits / 512;
-    let shards = blocks.div_ceil(BLOCKS_PER_SHARD).max(1);
+    let parts = shard_blocks(plan, DEFAULT_SHARDS).div_ceil(BLOCKS_PER_SHARD);
     format!(
-        "in Redis (distributed mode): the same {:.1} MiB in {shards} string key(s) of at most {} MiB (seen:<shard>), one BITFIELD read and at most one write per new URL",
+        "in Redis (distributed mode): the same {:.1} MiB split over the crawl's {DEFAULT_SHARDS} host shards (distributed.shards), {parts} string key(s) of at most {} MiB each (seen:<part>), one BITFIELD read and at most one write per new URL",
         plan.bytes as f64 / (1 << 20) as f64,
         (BLOCKS_PER_SHARD * 64) >> 20
     )
@@ -236,6 +388,10 @@ pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) lease_urls: u32,
     pub(crate) timeout: Duration,
+    /// Host shards (hash tags) the crawl's keys are spread over.
+    pub(crate) shards: u32,
+    /// Replicas each round's writes wait for (`WAIT`) before their answers are used.
+    pub(crate) replicas: u32,
 }
 
 impl Settings {
@@ -252,6 +408,8 @@ impl Settings {
             lease: Duration::from_secs_f64(d.lease_secs),
             lease_urls: d.lease_urls,
             timeout: Duration::from_secs_f64(d.redis_timeout_secs),
+            shards: d.shards,
+            replicas: d.replicas,
         }))
     }
 }
@@ -261,11 +419,11 @@ impl Settings {
 pub(crate) struct Lease {
     pub(crate) token: String,
     pub(crate) host: String,
-    /// Each URL with the JSON it was stored as (given back as is when the process stops).
-    pub(crate) items: Vec<(QueuedUrl, String)>,
+    /// Each URL with the item it is stored as ([`queue_item`]; acknowledged by it).
+    pub(crate) items: Vec<(QueuedUrl, Vec<u8>)>,
 }
 
-/// The answer to a claim.
+/// The answer to a claim (summed over the shards asked).
 #[derive(Debug, Default)]
 pub(crate) struct Claimed {
     pub(crate) leases: Vec<Lease>,
@@ -273,6 +431,19 @@ pub(crate) struct Claimed {
     pub(crate) outstanding: u64,
     /// When the next scheduled host is due, if one is.
     pub(crate) due_in: Option<Duration>,
+    /// The crawl is over: every shard empty, and unchanged since the previous claim that
+    /// found them all empty (see [`session`]).
+    pub(crate) over: bool,
+}
+
+/// One shard's answer to `claim.lua`: the claim, the shard's version, the hosts due soon
+/// and the expired leases' tokens (named in the next claim: see the script).
+#[derive(Debug, Default)]
+pub(crate) struct ShardClaim {
+    pub(crate) claimed: Claimed,
+    pub(crate) version: i64,
+    pub(crate) due_hosts: Vec<String>,
+    pub(crate) expired: Vec<String>,
 }
 
 /// Reads an integer reply.
@@ -298,6 +469,14 @@ pub(crate) fn text(v: &redis::Value, what: &'static str) -> Result<String, Distr
     }
 }
 
+/// Reads a binary string reply.
+pub(crate) fn blob(v: &redis::Value, what: &'static str) -> Result<Vec<u8>, DistributedError> {
+    match v {
+        redis::Value::BulkString(b) => Ok(b.clone()),
+        _ => Err(bad(what, v)),
+    }
+}
+
 /// Reads an array reply.
 pub(crate) fn array<'a>(
     v: &'a redis::Value,
@@ -315,10 +494,10 @@ pub(crate) fn bad(what: &'static str, v: &redis::Value) -> DistributedError {
     DistributedError::Reply { what, detail }
 }
 
-/// Parses `claim.lua`'s answer.
-pub(crate) fn parse_claim(v: &redis::Value) -> Result<Claimed, DistributedError> {
+/// Parses one shard's `claim.lua` answer.
+pub(crate) fn parse_claim(v: &redis::Value) -> Result<ShardClaim, DistributedError> {
     let parts = array(v, "claim")?;
-    let [leases, scheduled, outstanding, _queued, due] = parts else {
+    let [leases, scheduled, outstanding, _queued, due, version, due_hosts, expired] = parts else {
         return Err(bad("claim", v));
     };
     let mut claimed = Claimed {
@@ -328,28 +507,41 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<Claimed, DistributedError>
         due_in: u64::try_from(int(due, "claim")?)
             .ok()
             .map(Duration::from_millis),
+        over: false,
     };
     for lease in array(leases, "claim")? {
         let fields = array(lease, "claim")?;
         let [token, host, items @ ..] = fields else {
             return Err(bad("claim", lease));
         };
+        let host = text(host, "claim")?;
         let mut parsed = Vec::with_capacity(items.len());
         for item in items {
-            let json = text(item, "claim")?;
-            let url = QueuedUrl::from_json(&json).map_err(|e| DistributedError::Reply {
+            let bytes = blob(item, "claim")?;
+            let url = queue_item::decode(&host, &bytes).map_err(|e| DistributedError::Reply {
                 what: "claim",
-                detail: format!("a queued URL that is not one: {e}"),
+                detail: e.to_string(),
             })?;
-            parsed.push((url, json));
+            parsed.push((url, bytes));
         }
         claimed.leases.push(Lease {
             token: text(token, "claim")?,
-            host: text(host, "claim")?,
+            host,
             items: parsed,
         });
     }
-    Ok(claimed)
+    let strings = |v: &redis::Value| -> Result<Vec<String>, DistributedError> {
+        array(v, "claim")?
+            .iter()
+            .map(|h| text(h, "claim"))
+            .collect()
+    };
+    Ok(ShardClaim {
+        claimed,
+        version: int(version, "claim")?,
+        due_hosts: strings(due_hosts)?,
+        expired: strings(expired)?,
+    })
 }
 
 #[cfg(test)]
@@ -370,7 +562,7 @@ mod tests {
             let mut offsets = Vec::new();
             for i in 0..20_000 {
                 let key = format!("http://h{}.test/page/{i}", i % 7);
-                let shard = bloom_bits(&plan, key.as_bytes(), &mut offsets);
+                let shard = bloom_bits(&plan, 1, key.as_bytes(), &mut offsets);
                 assert!(shard < shards, "shard {shard} of {shards}");
                 seen_shards.insert(shard);
                 assert!(!offsets.is_empty() && offsets.len() <= plan.k as usize);
@@ -389,6 +581,29 @@ mod tests {
     #[test]
     fn crawl_keys_share_one_cluster_hash_tag() {
         assert_eq!(prefix("news-2026"), "crawl:{news-2026}:");
+        assert_eq!(shard_prefix("news-2026", 7), "crawl:{news-2026:7}:");
         assert!(redis_layout(&Plan::for_fpp(100_000_000, 0.001).unwrap()).contains("1 string key"));
+    }
+
+    /// Hosts spread over the shards, each always to the same one, and a token names its
+    /// lease's shard and host.
+    #[test]
+    fn hosts_spread_over_shards_and_tokens_name_theirs() {
+        let mut per_shard = vec![0u32; 64];
+        for i in 0..6400 {
+            let host = format!("https://h{i}.example");
+            let shard = shard_of(&host, 64);
+            assert_eq!(shard, shard_of(&host, 64));
+            per_shard[shard as usize] += 1;
+        }
+        assert!(
+            per_shard.iter().all(|&n| (50..=150).contains(&n)),
+            "{per_shard:?}"
+        );
+        assert_eq!(
+            token_parts("12/345/http://h.test:8080"),
+            Some((12, "http://h.test:8080"))
+        );
+        assert_eq!(token_parts("nonsense"), None);
     }
 }

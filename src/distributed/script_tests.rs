@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{parse_claim, prefix, Redis};
+use super::client::Group;
+use super::{parse_claim, prefix, Redis, ShardKeys};
 use crate::frontier::QueuedUrl;
 
 /// The server, its port, and its directory (removed when dropped).
@@ -48,6 +49,11 @@ impl Drop for Server {
 
 const ID: &str = "unit";
 
+/// The shard every test URL's host is in (shard 0 of one; the layout is the same with many).
+fn keys() -> ShardKeys {
+    ShardKeys::new(ID, 0)
+}
+
 fn item(url: &str) -> QueuedUrl {
     QueuedUrl::new(url.into(), 1, None, 0)
 }
@@ -57,28 +63,61 @@ fn bytes(args: &[&str]) -> Vec<Vec<u8>> {
 }
 
 /// Runs one script call and returns its reply.
-async fn call(redis: &Redis, script: &super::client::Script, args: Vec<Vec<u8>>) -> Value {
-    let mut pipe = redis::pipe();
-    script.call(&mut pipe, &format!("{}meta", prefix(ID)), &args);
-    redis.run(&pipe).await.unwrap().remove(0)
+async fn call(
+    redis: &Redis,
+    script: &super::client::Script,
+    keys: &[String],
+    args: Vec<Vec<u8>>,
+) -> Result<Value, super::DistributedError> {
+    let mut group = Group::default();
+    script.call(&mut group, keys, &args);
+    Ok(redis.run(&group).await?.remove(0))
 }
 
-/// `admit.lua` for `urls` of host `host`, with `max_urls`; the codes.
-async fn admit(redis: &Redis, host: &str, urls: &[&str], max_urls: u64) -> Vec<i64> {
+/// `admit.lua` for `urls` of host `host`, with `max_urls`: inline (the budget taken from the
+/// crawl's counter) or, with `granted`, a cluster's shard budget. The codes.
+async fn admit(
+    redis: &Redis,
+    host: &str,
+    urls: &[&str],
+    max_urls: u64,
+    granted: Option<i64>,
+) -> Vec<i64> {
     let plan = crate::seen::Plan::for_fpp(10_000, 0.001).unwrap();
-    let mut args = bytes(&[&prefix(ID), &max_urls.to_string(), "0", &plan.k.to_string()]);
+    let k = keys();
+    let mut keys = vec![
+        k.meta.clone(),
+        k.sched.clone(),
+        k.next.clone(),
+        k.leased.clone(),
+        k.hostn.clone(),
+    ];
+    let inline = granted.is_none();
+    if inline {
+        keys.push(format!("{}meta", prefix(ID)));
+    }
+    let mut args = bytes(&[
+        if inline { "1" } else { "0" },
+        &max_urls.to_string(),
+        "0",
+        &plan.k.to_string(),
+        &granted.unwrap_or(0).to_string(),
+    ]);
     let mut offsets = Vec::new();
     for url in urls {
-        let shard = super::bloom_bits(&plan, url.as_bytes(), &mut offsets);
+        let part = super::bloom_bits(&plan, 1, url.as_bytes(), &mut offsets);
         while offsets.len() < plan.k as usize {
             offsets.push(offsets[0]);
         }
+        keys.push(k.queue(host));
+        keys.push(k.seen(part));
         args.push(host.as_bytes().to_vec());
-        args.push(shard.to_string().into_bytes());
-        args.push(item(url).to_json().into_bytes());
+        args.push(super::queue_item::encode(host, &item(url)));
         args.extend(offsets.iter().map(|o| o.to_string().into_bytes()));
     }
-    let reply = call(redis, &redis.scripts.admit, args).await;
+    let reply = call(redis, &redis.scripts.admit, &keys, args)
+        .await
+        .unwrap();
     super::array(&reply, "admit")
         .unwrap()
         .iter()
@@ -86,56 +125,114 @@ async fn admit(redis: &Redis, host: &str, urls: &[&str], max_urls: u64) -> Vec<i
         .collect()
 }
 
-async fn claim(redis: &Redis, proc: &str, lease_ms: u64, hosts: u64) -> super::Claimed {
-    let args = bytes(&[
-        &prefix(ID),
+fn lease_keys(k: &ShardKeys) -> Vec<String> {
+    vec![
+        k.meta.clone(),
+        k.sched.clone(),
+        k.next.clone(),
+        k.leased.clone(),
+        k.leases.clone(),
+        k.lease.clone(),
+    ]
+}
+
+/// `claim.lua` by `proc` of up to `hosts` of the `candidates`, reclaiming the `expired`
+/// tokens named.
+async fn claim(
+    redis: &Redis,
+    proc: &str,
+    lease_ms: u64,
+    hosts: u64,
+    candidates: &[&str],
+    expired: &[&str],
+) -> super::ShardClaim {
+    let k = keys();
+    let mut keys = lease_keys(&k);
+    let mut args = bytes(&[
+        "0",
         proc,
         &lease_ms.to_string(),
         &hosts.to_string(),
         "10",
+        "16",
+        "100",
+        &expired.len().to_string(),
         "0",
+        &candidates.len().to_string(),
     ]);
-    parse_claim(&call(redis, &redis.scripts.claim, args).await).unwrap()
+    for token in expired {
+        let (_, host) = super::token_parts(token).unwrap();
+        keys.push(k.queue(host));
+        keys.push(k.leased_items(host));
+        args.extend(bytes(&[token, host]));
+    }
+    for host in candidates {
+        keys.push(k.queue(host));
+        keys.push(k.leased_items(host));
+        args.push(host.as_bytes().to_vec());
+    }
+    let reply = call(redis, &redis.scripts.claim, &keys, args)
+        .await
+        .unwrap();
+    parse_claim(&reply).unwrap()
 }
 
 /// `release.lua` of one lease by `proc`: acknowledges `acks`, ends it if `end`; the number
 /// of leases refused as not this process's.
-async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[String]) -> i64 {
-    let mut args = bytes(&[&prefix(ID), proc, token, "0", if end { "1" } else { "0" }]);
+async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[Vec<u8>]) -> i64 {
+    let k = keys();
+    let (_, host) = super::token_parts(token).unwrap();
+    let mut keys = lease_keys(&k);
+    keys.push(k.queue(host));
+    keys.push(k.leased_items(host));
+    let mut args = bytes(&[proc, token, host, "0", if end { "1" } else { "0" }]);
     args.push(acks.len().to_string().into_bytes());
-    args.extend(acks.iter().map(|a| a.as_bytes().to_vec()));
-    super::int(&call(redis, &redis.scripts.release, args).await, "release").unwrap()
+    args.extend(acks.iter().cloned());
+    let reply = call(redis, &redis.scripts.release, &keys, args)
+        .await
+        .unwrap();
+    super::int(&reply, "release").unwrap()
+}
+
+/// Sets the plan on the crawl's meta hash and the shard's, as a process joining does.
+async fn start_crawl(redis: &Redis) {
+    let mut group = Group::default();
+    group
+        .cmd("HSET")
+        .arg(format!("{}meta", prefix(ID)))
+        .arg("plan")
+        .arg("p");
+    group.cmd("HSET").arg(keys().meta).arg("plan").arg("p");
+    redis.run(&group).await.unwrap();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 #[test]
 fn the_scripts_keep_their_promises() {
     let server = Server::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime().block_on(async {
         let redis = Redis::connect(&server.url(), Duration::from_secs(10))
             .await
             .unwrap();
         // No plan recorded: every script refuses to touch a crawl that is not there.
-        let mut pipe = redis::pipe();
+        let mut group = Group::default();
         redis.scripts.claim.call(
-            &mut pipe,
-            &format!("{}meta", prefix(ID)),
-            &bytes(&[&prefix(ID), "a", "1000", "1", "10", "0"]),
+            &mut group,
+            &lease_keys(&keys()),
+            &bytes(&["0", "a", "1000", "1", "10", "16", "100", "0", "0", "0"]),
         );
-        let gone = redis.run(&pipe).await;
+        let gone = redis.run(&group).await;
         assert!(
             matches!(gone, Err(super::DistributedError::Gone { .. })),
             "{gone:?}"
         );
-        let mut pipe = redis::pipe();
-        pipe.cmd("HSET")
-            .arg(format!("{}meta", prefix(ID)))
-            .arg("plan")
-            .arg("p");
-        redis.run(&pipe).await.unwrap();
+        start_crawl(&redis).await;
 
         // max_urls exact inside one batch; a URL seen is never queued again.
         let h = "http://h.test";
@@ -144,26 +241,36 @@ fn the_scripts_keep_their_promises() {
                 &redis,
                 h,
                 &["http://h.test/1", "http://h.test/2", "http://h.test/3"],
-                2
+                2,
+                None
             )
             .await,
             [1, 1, 2]
         );
         assert_eq!(
-            admit(&redis, h, &["http://h.test/1", "http://h.test/3"], 3).await,
+            admit(&redis, h, &["http://h.test/1", "http://h.test/3"], 3, None).await,
             [0, 1]
         );
 
-        // A host is leased to one process at a time.
-        let a = claim(&redis, "a", 60_000, 5).await;
-        assert_eq!(a.leases.len(), 1);
-        let lease = &a.leases[0];
+        // A host is leased only once named (the first claim names it), and to one process
+        // at a time.
+        let hint = claim(&redis, "a", 60_000, 5, &[], &[]).await;
+        assert!(hint.claimed.leases.is_empty());
+        assert_eq!(hint.due_hosts, [h]);
+        let a = claim(&redis, "a", 60_000, 5, &[h], &[]).await;
+        assert_eq!(a.claimed.leases.len(), 1);
+        let lease = &a.claimed.leases[0];
+        assert_eq!(super::token_parts(&lease.token), Some((0, h)));
         assert_eq!(lease.items.len(), 3);
         assert_eq!(lease.items[0].0.url, "http://h.test/1", "queue order kept");
-        assert_eq!(admit(&redis, h, &["http://h.test/4"], 10).await, [1]);
-        let b = claim(&redis, "b", 60_000, 5).await;
-        assert!(b.leases.is_empty(), "a leased host was handed out twice");
-        assert_eq!(b.outstanding, 1);
+        assert_eq!(admit(&redis, h, &["http://h.test/4"], 10, None).await, [1]);
+        let b = claim(&redis, "b", 60_000, 5, &[h], &[]).await;
+        assert!(
+            b.claimed.leases.is_empty(),
+            "a leased host was handed out twice"
+        );
+        assert_eq!(b.claimed.outstanding, 1);
+        assert!(b.version > hint.version, "the lease changed the shard");
 
         // The token is checked: another process cannot acknowledge or end the lease.
         let first = vec![lease.items[0].1.clone()];
@@ -172,9 +279,9 @@ fn the_scripts_keep_their_promises() {
         // the head of the queue, before the URL queued meanwhile.
         assert_eq!(release(&redis, "a", &lease.token, false, &first).await, 0);
         assert_eq!(release(&redis, "a", &lease.token, true, &[]).await, 0);
-        let b = claim(&redis, "b", 1, 5).await;
-        assert_eq!(b.leases.len(), 1);
-        let urls: Vec<&str> = b.leases[0]
+        let b = claim(&redis, "b", 1, 5, &[h], &[]).await;
+        assert_eq!(b.claimed.leases.len(), 1);
+        let urls: Vec<&str> = b.claimed.leases[0]
             .items
             .iter()
             .map(|(u, _)| u.url.as_str())
@@ -189,27 +296,117 @@ fn the_scripts_keep_their_promises() {
             "given-back URLs go first: {urls:?}"
         );
 
-        // b's lease expires (1 ms): the next claim reclaims it, and c gets the URLs.
+        // b's lease expires (1 ms): a claim names it as expired, the next one reclaims it,
+        // and c gets the URLs.
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let c = claim(&redis, "c", 60_000, 5).await;
-        assert_eq!(c.leases.len(), 1, "the expired lease was not reclaimed");
-        assert_eq!(c.leases[0].items.len(), 3);
+        let seen = claim(&redis, "c", 60_000, 5, &[], &[]).await;
+        let token = b.claimed.leases[0].token.clone();
+        assert_eq!(seen.expired, std::slice::from_ref(&token));
+        let c = claim(&redis, "c", 60_000, 5, &[], &[&token]).await;
+        assert!(c.claimed.leases.is_empty());
+        let c = claim(&redis, "c", 60_000, 5, &[h], &[]).await;
         assert_eq!(
-            release(&redis, "b", &b.leases[0].token, false, &[]).await,
+            c.claimed.leases.len(),
+            1,
+            "the expired lease was not reclaimed"
+        );
+        assert_eq!(c.claimed.leases[0].items.len(), 3);
+        assert_eq!(
+            release(&redis, "b", &token, false, &[]).await,
             1,
             "an expired lease acknowledged"
         );
-        let acks: Vec<String> = c.leases[0].items.iter().map(|(_, j)| j.clone()).collect();
+        let acks: Vec<Vec<u8>> = c.claimed.leases[0]
+            .items
+            .iter()
+            .map(|(_, j)| j.clone())
+            .collect();
         assert_eq!(
-            release(&redis, "c", &c.leases[0].token, true, &acks).await,
+            release(&redis, "c", &c.claimed.leases[0].token, true, &acks).await,
             0
         );
-        let done = claim(&redis, "c", 60_000, 5).await;
-        assert!(done.leases.is_empty());
+        let done = claim(&redis, "c", 60_000, 5, &[h], &[]).await;
+        assert!(done.claimed.leases.is_empty());
         assert_eq!(
-            (done.scheduled, done.outstanding),
+            (done.claimed.scheduled, done.claimed.outstanding),
             (0, 0),
             "the crawl is over"
+        );
+        let again = claim(&redis, "c", 60_000, 5, &[], &[]).await;
+        assert_eq!(again.version, done.version, "nothing changed: same version");
+    });
+}
+
+/// On a cluster a shard admits only what it was granted: a new URL without budget is
+/// code 4 and its bits stay clear; `grant.lua` hands out what is left of max_urls, as
+/// running totals, and the shard takes the largest total it is given (a lost grant's
+/// answer is made good by the next one).
+#[test]
+fn a_clusters_budget_is_granted_exactly_and_handed_over_by_running_totals() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        start_crawl(&redis).await;
+        let h = "http://h.test";
+        let urls = ["http://h.test/1", "http://h.test/2", "http://h.test/3"];
+        assert_eq!(admit(&redis, h, &urls, 5, Some(0)).await, [4, 4, 4]);
+        let grant = |need: &'static [(&'static str, &'static str)]| {
+            let redis = &redis;
+            async move {
+                let mut args = bytes(&["5"]);
+                for (shard, n) in need {
+                    args.extend(bytes(&[shard, n]));
+                }
+                let meta = format!("{}meta", prefix(ID));
+                let reply = call(redis, &redis.scripts.grant, &[meta], args)
+                    .await
+                    .unwrap();
+                super::array(&reply, "grant")
+                    .unwrap()
+                    .iter()
+                    .map(|v| super::int(v, "grant").unwrap())
+                    .collect::<Vec<i64>>()
+            }
+        };
+        // Shard 0 asks for 3 (the answer "lost"), then for 3 again: 5 in all, no more.
+        assert_eq!(grant(&[("0", "3")]).await, [3]);
+        assert_eq!(grant(&[("0", "3"), ("1", "4")]).await, [5, 0], "max_urls 5");
+        assert_eq!(grant(&[("1", "1")]).await, [0], "nothing left");
+        assert_eq!(admit(&redis, h, &urls, 5, Some(5)).await, [1, 1, 1]);
+        let more = [
+            "http://h.test/1",
+            "http://h.test/4",
+            "http://h.test/5",
+            "http://h.test/6",
+        ];
+        // A total lower than the one it holds changes nothing.
+        assert_eq!(admit(&redis, h, &more, 5, Some(3)).await, [0, 1, 1, 4]);
+    });
+}
+
+/// The key check of the unit tests is not vacuous: a script touching a key it did not
+/// declare fails.
+#[test]
+fn a_script_touching_an_undeclared_key_fails_in_the_tests() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        let mut group = Group::default();
+        group
+            .cmd("EVAL")
+            .arg(super::client::checked(
+                "redis.call('SET', KEYS[1], 1) return redis.call('GET', 'other')",
+            ))
+            .arg(1)
+            .arg("declared");
+        let refused = redis.run(&group).await;
+        assert!(
+            format!("{refused:?}").contains("UNDECLARED key other in GET"),
+            "{refused:?}"
         );
     });
 }

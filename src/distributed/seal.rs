@@ -126,7 +126,7 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Sealing, Distribu
         return Ok(Sealing::default());
     }
     let p = scope.prefix;
-    let mut pipe = redis::pipe();
+    let mut pipe = super::client::Group::default();
     pipe.cmd("HGETALL").arg(format!("{p}procs"));
     pipe.cmd("HGETALL").arg(format!("{p}ended"));
     pipe.cmd("TIME");
@@ -162,7 +162,7 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Sealing, Distribu
             continue;
         }
         let lock = format!("{p}seal:{id}");
-        let mut pipe = redis::pipe();
+        let mut pipe = super::client::Group::default();
         pipe.cmd("SET")
             .arg(&lock)
             .arg(scope.process)
@@ -180,7 +180,7 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Sealing, Distribu
         let result = tokio::task::spawn_blocking(move || seal_files(&pages, &warc_dir, &owner))
             .await
             .map_err(|e| joined("seal", e))?;
-        let mut pipe = redis::pipe();
+        let mut pipe = super::client::Group::default();
         match result {
             Ok(Some(notes)) => {
                 for note in &notes {
@@ -190,8 +190,7 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Sealing, Distribu
                 pipe.cmd("HSETNX")
                     .arg(format!("{p}ended"))
                     .arg(&id)
-                    .arg(format!("sealed by {}", scope.process))
-                    .ignore();
+                    .arg(format!("sealed by {}", scope.process));
                 sealing.sealed.push(id.clone());
             }
             Ok(None) => tracing::info!(
@@ -209,8 +208,7 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Sealing, Distribu
             .arg("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0")
             .arg(1)
             .arg(&lock)
-            .arg(scope.process)
-            .ignore();
+            .arg(scope.process);
         scope.redis.run(&pipe).await?;
     }
     Ok(sealing)
@@ -350,10 +348,10 @@ mod tests {
                 .await
                 .unwrap();
             let p = super::super::prefix("seal-test");
-            let mut pipe = redis::pipe();
+            let mut pipe = crate::distributed::client::Group::default();
             pipe.cmd("TIME");
             let now = super::super::status::time_ms(&redis.run(&pipe).await.unwrap()[0]).unwrap();
-            let mut pipe = redis::pipe();
+            let mut pipe = crate::distributed::client::Group::default();
             // Heartbeats: 10 s old, except "live"'s; "stranger" is not of this crawl.
             for (id, age) in [
                 ("dead", 10_000),
@@ -364,14 +362,10 @@ mod tests {
                 pipe.cmd("HSET")
                     .arg(format!("{p}procs"))
                     .arg(id)
-                    .arg(now - age)
-                    .ignore();
+                    .arg(now - age);
             }
             // Another process is sealing "locked".
-            pipe.cmd("SET")
-                .arg(format!("{p}seal:locked"))
-                .arg("other")
-                .ignore();
+            pipe.cmd("SET").arg(format!("{p}seal:locked")).arg("other");
             redis.run(&pipe).await.unwrap();
             let scope = SealScope {
                 redis: &redis,
@@ -415,7 +409,7 @@ mod tests {
             // And warcio reads it, every digest right.
             use crate::warc::warcio_check::{check, Brotli};
             assert_eq!(check(&[files["dead"].1.clone()], Brotli::AsInstalled), [9]);
-            let mut pipe = redis::pipe();
+            let mut pipe = crate::distributed::client::Group::default();
             pipe.cmd("HGET").arg(format!("{p}ended")).arg("dead");
             pipe.cmd("EXISTS").arg(format!("{p}seal:dead"));
             let replies = redis.run(&pipe).await.unwrap();

@@ -13,17 +13,22 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::client::Group;
+use super::queue_item;
 use super::seal::{seal_dead, SealScope};
 use super::{
-    array, bad, bloom_bits, int, parse_claim, prefix, status, text, Claimed, DistributedError,
-    Redis, Settings,
+    array, bad, blob, bloom_bits, int, parse_claim, prefix, shard_of, status, text, token_parts,
+    Claimed, DistributedError, Redis, Settings, ShardKeys,
 };
 use crate::counters::CrawlCounters;
 use crate::frontier::QueuedUrl;
 use crate::seen::Plan;
+
+/// URLs admitted by one `admit.lua` call at most.
+const ADMIT_CHUNK: usize = 512;
 
 /// What `admit.lua` answered for one URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,25 +43,29 @@ pub(crate) enum Admitted {
     HostCap,
 }
 
+/// `admit.lua`'s code for a new URL its shard has no budget for (a cluster's: ask
+/// `grant.lua`, then admit again); never an answer of [`Session::admit`].
+const NEEDS_BUDGET: i64 = 4;
+
 impl Admitted {
     fn from_code(code: i64) -> Admitted {
         match code {
             1 => Admitted::Queued,
             0 => Admitted::Seen,
-            2 => Admitted::OverMaxUrls,
+            2 | NEEDS_BUDGET => Admitted::OverMaxUrls,
             _ => Admitted::HostCap,
         }
     }
 }
 
-/// One lease's part of a `release.lua` call: the URLs acknowledged (their JSON in the
+/// One lease's part of a `release.lua` call: the URLs acknowledged (their items in the
 /// lease), and whether the lease ends (its host offered again `wait` from now).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Release {
     pub(crate) token: String,
     pub(crate) wait: Duration,
     pub(crate) end: bool,
-    pub(crate) acks: Vec<String>,
+    pub(crate) acks: Vec<Vec<u8>>,
 }
 
 /// A claim: up to `want` new hosts, and top-ups of held leases (token, URLs wanted).
@@ -74,6 +83,9 @@ pub(crate) struct SyncRequest {
     pub(crate) increments: Vec<(String, u64)>,
     pub(crate) renew: Option<Vec<String>>,
     pub(crate) claim: Option<ClaimRequest>,
+    /// Payloads this process archived in full (field, entry: [`super::payloads`]), whose
+    /// records are handed to the OS, in record order.
+    pub(crate) publish: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// A sync's answers.
@@ -86,16 +98,37 @@ pub(crate) struct SyncReply {
     pub(crate) claimed: Option<Claimed>,
 }
 
+/// What the previous claims said about a shard: the hosts due soon and the expired leases
+/// (named in the next claim), and its version when every shard was last seen empty.
+#[derive(Debug, Default, Clone)]
+struct ShardView {
+    due_hosts: Vec<String>,
+    expired: Vec<String>,
+    empty_at: Option<i64>,
+}
+
+/// Hosts named per shard per claim as candidates (the script leases the due ones).
+const HINTS: u64 = 64;
+/// Hosts due within this many ms are named as candidates.
+const HINT_HORIZON_MS: u64 = 100;
+
+/// Releases per shard, each with its lease's host.
+type ByShard<'r> = BTreeMap<u32, Vec<(&'r Release, &'r str)>>;
+
 /// The process's handle on the shared crawl.
 pub(crate) struct Session {
     redis: Redis,
     prefix: String,
     meta: String,
+    shards: Vec<ShardKeys>,
     process: String,
     plan: Plan,
     max_urls: u64,
     host_cap: u64,
     settings: Settings,
+    views: Mutex<Vec<ShardView>>,
+    /// Each shard's running total of budget granted, as last heard (cluster only).
+    granted: Mutex<BTreeMap<u32, i64>>,
 }
 
 impl Session {
@@ -109,16 +142,22 @@ impl Session {
         max_urls: u64,
         host_cap: u64,
     ) -> Result<Arc<Session>, DistributedError> {
-        let redis = Redis::connect(&settings.url, settings.timeout).await?;
+        let redis = Redis::connect_with(&settings.url, settings.timeout, settings.replicas).await?;
         let p = prefix(&settings.crawl_id);
+        let shards = (0..settings.shards)
+            .map(|s| ShardKeys::new(&settings.crawl_id, s))
+            .collect();
         let session = Session {
             redis,
             meta: format!("{p}meta"),
             prefix: p,
+            shards,
             process,
             plan,
             max_urls,
             host_cap,
+            views: Mutex::new(vec![ShardView::default(); settings.shards as usize]),
+            granted: Mutex::new(BTreeMap::new()),
             settings,
         };
         session.check_plan().await?;
@@ -139,18 +178,28 @@ impl Session {
 
     async fn check_plan(&self) -> Result<(), DistributedError> {
         let ours = format!(
-            "max_urls {}, seen-set of {} bits, k {}, seed {}",
-            self.max_urls, self.plan.m_bits, self.plan.k, self.plan.seed
+            "max_urls {}, seen-set of {} bits, k {}, seed {}, {} shards",
+            self.max_urls,
+            self.plan.m_bits,
+            self.plan.k,
+            self.plan.seed,
+            self.shards.len()
         );
-        let mut pipe = redis::pipe();
-        pipe.cmd("HSETNX").arg(&self.meta).arg("plan").arg(&ours);
-        pipe.cmd("HSETNX")
+        let mut group = Group::default();
+        group.cmd("HSETNX").arg(&self.meta).arg("plan").arg(&ours);
+        group
+            .cmd("HSETNX")
             .arg(&self.meta)
             .arg("max_urls")
             .arg(self.max_urls);
-        pipe.cmd("HGET").arg(&self.meta).arg("plan");
-        let replies = self.redis.run(&pipe).await?;
-        let theirs = match replies.get(2) {
+        group
+            .cmd("HSETNX")
+            .arg(&self.meta)
+            .arg("shards")
+            .arg(self.shards.len());
+        group.cmd("HGET").arg(&self.meta).arg("plan");
+        let replies = self.redis.run(&group).await?;
+        let theirs = match replies.get(3) {
             Some(v) => text(v, "plan")?,
             None => return Err(bad("plan", &redis::Value::Nil)),
         };
@@ -161,151 +210,485 @@ impl Session {
                 ours,
             });
         }
+        // Every shard carries the plan too: its scripts refuse to run without it (a node
+        // that lost its data), as the crawl's own do.
+        let groups: Vec<Group> = self
+            .shards
+            .iter()
+            .map(|keys| {
+                let mut group = Group::default();
+                group.cmd("HSETNX").arg(&keys.meta).arg("plan").arg(&ours);
+                group
+            })
+            .collect();
+        self.redis.run_groups(&groups).await?;
         // The crawl's start is stamped by the first process.
-        let mut pipe = redis::pipe();
-        self.renew_call(&mut pipe, &[]);
-        status::stamp(&mut pipe, &self.meta, "started_ms", true);
-        self.redis.run(&pipe).await?;
+        let mut group = Group::default();
+        self.beat_call(&mut group);
+        status::stamp(&mut group, &self.meta, "started_ms", true);
+        self.redis.run(&group).await?;
         Ok(())
     }
 
-    /// Adds a heartbeat renewing the leases of `tokens` to `pipe` (`renew.lua`).
-    fn renew_call(&self, pipe: &mut redis::Pipeline, tokens: &[String]) {
+    /// Adds a heartbeat to `group` (`beat.lua`, the crawl's keys).
+    fn beat_call(&self, group: &mut Group) {
+        let keys = [self.meta.clone(), format!("{}procs", self.prefix)];
+        let args = [self.process.clone().into_bytes()];
+        self.redis.scripts.beat.call(group, &keys, &args);
+    }
+
+    /// Adds a renewal of the leases of `tokens`, all of `shard`, to `group` (`renew.lua`).
+    fn renew_call(&self, group: &mut Group, shard: &ShardKeys, tokens: &[&String]) {
+        let keys = [
+            shard.meta.clone(),
+            shard.leases.clone(),
+            shard.lease.clone(),
+        ];
         let mut args = vec![
-            self.prefix.clone().into_bytes(),
             self.process.clone().into_bytes(),
             millis(self.settings.lease).into_bytes(),
         ];
         args.extend(tokens.iter().map(|t| t.as_bytes().to_vec()));
-        self.redis.scripts.renew.call(pipe, &self.meta, &args);
+        self.redis.scripts.renew.call(group, &keys, &args);
     }
 
-    /// Adds one `admit.lua` call for `items` (with their host keys) to `pipe`.
-    fn admit_call(&self, pipe: &mut redis::Pipeline, items: &[(String, QueuedUrl)]) {
-        let mut args: Vec<Vec<u8>> = Vec::with_capacity(4 + items.len() * (3 + 16));
-        args.push(self.prefix.clone().into_bytes());
+    /// The shard of a host key.
+    fn shard_of(&self, host: &str) -> u32 {
+        shard_of(host, self.shards.len() as u32)
+    }
+
+    /// Adds one `admit.lua` call for `items` (with their host keys), all of `shard`, to
+    /// `group`; `granted` is the shard's running total of budget (a cluster's).
+    fn admit_call(
+        &self,
+        group: &mut Group,
+        shard: u32,
+        items: &[&(String, QueuedUrl)],
+        granted: i64,
+    ) {
+        let keys_of = &self.shards[shard as usize];
+        let inline = !self.redis.is_cluster();
+        let mut keys = vec![
+            keys_of.meta.clone(),
+            keys_of.sched.clone(),
+            keys_of.next.clone(),
+            keys_of.leased.clone(),
+            keys_of.hostn.clone(),
+        ];
+        if inline {
+            keys.push(self.meta.clone());
+        }
+        let mut args: Vec<Vec<u8>> = Vec::with_capacity(5 + items.len() * (2 + 16));
+        args.push(if inline { b"1".to_vec() } else { b"0".to_vec() });
         args.push(self.max_urls.to_string().into_bytes());
         args.push(self.host_cap.to_string().into_bytes());
         args.push(self.plan.k.to_string().into_bytes());
+        args.push(granted.to_string().into_bytes());
         let mut offsets = Vec::new();
-        for (host, item) in items {
-            let shard = bloom_bits(&self.plan, item.url.as_bytes(), &mut offsets);
+        for (host, item) in items.iter().map(|pair| (&pair.0, &pair.1)) {
+            let part = bloom_bits(
+                &self.plan,
+                self.shards.len() as u32,
+                item.url.as_bytes(),
+                &mut offsets,
+            );
             // k probes may land on the same bit; the script reads exactly k offsets.
             while offsets.len() < self.plan.k as usize {
                 offsets.push(offsets.last().copied().unwrap_or(0));
             }
+            keys.push(keys_of.queue(host));
+            keys.push(keys_of.seen(part));
             args.push(host.clone().into_bytes());
-            args.push(shard.to_string().into_bytes());
-            args.push(item.to_json().into_bytes());
+            args.push(queue_item::encode(host, item));
             for o in &offsets {
                 args.push(o.to_string().into_bytes());
             }
         }
-        self.redis.scripts.admit.call(pipe, &self.meta, &args);
+        self.redis.scripts.admit.call(group, &keys, &args);
     }
 
-    /// Admits batches of URLs (each with its host key) in one round trip, one script per
-    /// non-empty batch; answers batch by batch, URL by URL.
+    /// One round of admissions: per shard, the items at `at` (batch, index) of `batches`;
+    /// the codes written into `answers`.
+    /// A shard's URLs go in one script call per ADMIT_CHUNK of them: a script call costs
+    /// Redis a fixed few µs beyond its URLs, and the chunk keeps any one call short for the
+    /// other processes waiting on the node. `extra` (the crawl's own keys) goes in the same
+    /// round; its replies are returned.
+    async fn admit_round(
+        &self,
+        batches: &[Vec<(String, QueuedUrl)>],
+        by_shard: &BTreeMap<u32, Vec<(usize, usize)>>,
+        answers: &mut [Vec<i64>],
+        extra: Option<Group>,
+    ) -> Result<Vec<redis::Value>, DistributedError> {
+        let granted = self.granted.lock().map(|g| g.clone()).unwrap_or_default();
+        let mut groups = Vec::with_capacity(by_shard.len() + 1);
+        for (&shard, at) in by_shard {
+            let items: Vec<&(String, QueuedUrl)> =
+                at.iter().map(|&(b, i)| &batches[b][i]).collect();
+            let mut group = Group::default();
+            let total = granted.get(&shard).copied().unwrap_or(0);
+            for chunk in items.chunks(ADMIT_CHUNK) {
+                self.admit_call(&mut group, shard, chunk, total);
+            }
+            groups.push(group);
+        }
+        let has_extra = extra.is_some();
+        groups.extend(extra);
+        let mut replies = self.redis.run_groups(&groups).await?;
+        let extra_replies = if has_extra {
+            replies.pop().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for (replies, at) in replies.iter().zip(by_shard.values()) {
+            let mut codes = Vec::with_capacity(at.len());
+            for reply in replies {
+                codes.extend(array(reply, "admit")?.iter().map(|c| int(c, "admit")));
+            }
+            if codes.len() != at.len() {
+                return Err(bad("admit", &redis::Value::Array(replies.clone())));
+            }
+            for (code, &(b, i)) in codes.into_iter().zip(at) {
+                answers[b][i] = code?;
+            }
+        }
+        Ok(extra_replies)
+    }
+
+    /// Asks `grant.lua` for `need` more URLs of budget per shard; records each shard's
+    /// running total granted.
+    async fn grant(&self, need: &BTreeMap<u32, u64>) -> Result<(), DistributedError> {
+        let mut args = vec![self.max_urls.to_string().into_bytes()];
+        for (shard, n) in need {
+            args.push(shard.to_string().into_bytes());
+            args.push(n.to_string().into_bytes());
+        }
+        let mut group = Group::default();
+        self.redis
+            .scripts
+            .grant
+            .call(&mut group, std::slice::from_ref(&self.meta), &args);
+        let replies = self.redis.run(&group).await?;
+        let reply = replies
+            .first()
+            .ok_or_else(|| bad("grant", &redis::Value::Nil))?;
+        let totals = array(reply, "grant")?;
+        if totals.len() != need.len() {
+            return Err(bad("grant", reply));
+        }
+        let mut granted = self.granted.lock().map_err(|_| DistributedError::Reply {
+            what: "grant",
+            detail: "a poisoned lock".into(),
+        })?;
+        for (shard, total) in need.keys().zip(totals) {
+            let total = int(total, "grant")?;
+            let known = granted.entry(*shard).or_insert(0);
+            *known = (*known).max(total);
+        }
+        Ok(())
+    }
+
+    /// Admits batches of URLs (each with its host key): per shard `admit.lua` calls, all
+    /// shards in one round; on a cluster, the URLs a shard had no budget for are granted
+    /// some (`grant.lua`, the crawl's own keys) and sent again. Answers batch by
+    /// batch, URL by URL.
     pub(crate) async fn admit(
         &self,
         batches: &[Vec<(String, QueuedUrl)>],
     ) -> Result<Vec<Vec<Admitted>>, DistributedError> {
-        let mut pipe = redis::pipe();
-        for items in batches.iter().filter(|items| !items.is_empty()) {
-            self.admit_call(&mut pipe, items);
+        let mut answers: Vec<Vec<i64>> = batches.iter().map(|items| vec![0; items.len()]).collect();
+        let mut by_shard: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
+        for (b, items) in batches.iter().enumerate() {
+            for (i, (host, _)) in items.iter().enumerate() {
+                by_shard
+                    .entry(self.shard_of(host))
+                    .or_default()
+                    .push((b, i));
+            }
         }
-        let replies = self.redis.run(&pipe).await?;
-        let mut replies = replies.iter();
-        let mut answers = Vec::with_capacity(batches.len());
-        for items in batches {
-            if items.is_empty() {
-                answers.push(Vec::new());
-                continue;
-            }
-            let reply = replies
-                .next()
-                .ok_or_else(|| bad("admit", &redis::Value::Nil))?;
-            let codes = array(reply, "admit")?;
-            if codes.len() != items.len() {
-                return Err(bad("admit", reply));
-            }
-            let mut answer = Vec::with_capacity(codes.len());
-            for code in codes {
-                answer.push(Admitted::from_code(int(code, "admit")?));
-            }
-            answers.push(answer);
+        if by_shard.is_empty() {
+            return Ok(vec![Vec::new(); batches.len()]);
         }
-        Ok(answers)
+        self.admit_round(batches, &by_shard, &mut answers, None)
+            .await?;
+        let mut again: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
+        for (&shard, at) in &by_shard {
+            for &(b, i) in at {
+                if answers[b][i] == NEEDS_BUDGET {
+                    again.entry(shard).or_default().push((b, i));
+                }
+            }
+        }
+        if !again.is_empty() {
+            let need = again
+                .iter()
+                .map(|(&shard, at)| (shard, at.len() as u64))
+                .collect();
+            self.grant(&need).await?;
+            self.admit_round(batches, &again, &mut answers, None)
+                .await?;
+        }
+        // Still without budget after a grant: max_urls is spent.
+        Ok(answers
+            .iter()
+            .map(|codes| codes.iter().map(|&c| Admitted::from_code(c)).collect())
+            .collect())
     }
 
-    /// Adds the `release.lua` call of `releases` (if any) to `pipe`.
-    fn release_call(&self, pipe: &mut redis::Pipeline, releases: &[Release]) -> bool {
-        if releases.is_empty() {
-            return false;
+    /// The originals other processes published of the payloads `fields` name (see
+    /// [`super::payloads`]), and how many payloads are published: one round trip (the
+    /// crawl's own keys), which runs beside the admission of the same pages.
+    pub(crate) async fn payload_originals(
+        &self,
+        fields: &[Vec<u8>],
+    ) -> Result<(Vec<Option<Vec<u8>>>, u64), DistributedError> {
+        if fields.is_empty() {
+            return Ok((Vec::new(), 0));
         }
-        let mut args = vec![
-            self.prefix.clone().into_bytes(),
-            self.process.clone().into_bytes(),
+        let payloads = format!("{}payloads", self.prefix);
+        let mut group = Group::default();
+        group.cmd("HMGET").arg(&payloads).arg(fields);
+        group.cmd("HLEN").arg(&payloads);
+        let replies = self.redis.run(&group).await?;
+        let [found, count] = replies.as_slice() else {
+            return Err(bad("HMGET", &redis::Value::Array(replies)));
+        };
+        let found = array(found, "HMGET")?;
+        if found.len() != fields.len() {
+            return Err(bad("HMGET", &redis::Value::Array(found.to_vec())));
+        }
+        let mut originals = Vec::with_capacity(found.len());
+        for entry in found {
+            originals.push(match entry {
+                redis::Value::Nil => None,
+                entry => Some(blob(entry, "HMGET")?),
+            });
+        }
+        Ok((originals, int(count, "HLEN")?.max(0) as u64))
+    }
+
+    /// Adds the `release.lua` call of `releases`, all of `shard`, to `group`.
+    fn release_call(&self, group: &mut Group, shard: &ShardKeys, releases: &[(&Release, &str)]) {
+        let mut keys = vec![
+            shard.meta.clone(),
+            shard.sched.clone(),
+            shard.next.clone(),
+            shard.leased.clone(),
+            shard.leases.clone(),
+            shard.lease.clone(),
         ];
-        for r in releases {
+        let mut args = vec![self.process.clone().into_bytes()];
+        for (r, host) in releases {
+            keys.push(shard.queue(host));
+            keys.push(shard.leased_items(host));
             args.push(r.token.as_bytes().to_vec());
+            args.push(host.as_bytes().to_vec());
             args.push((r.wait.as_millis() as u64 + 1).to_string().into_bytes());
             args.push(if r.end { b"1".to_vec() } else { b"0".to_vec() });
             args.push(r.acks.len().to_string().into_bytes());
-            for json in &r.acks {
-                args.push(json.as_bytes().to_vec());
+            for item in &r.acks {
+                args.push(item.clone());
             }
         }
-        self.redis.scripts.release.call(pipe, &self.meta, &args);
-        true
+        self.redis.scripts.release.call(group, &keys, &args);
     }
 
-    /// Adds the counters' increments to Redis's sums to `pipe` (no replies).
-    fn increments_call(&self, pipe: &mut redis::Pipeline, increments: &[(String, u64)]) {
+    /// Adds the `claim.lua` call of `shard` to `group`: `want` new hosts among the ones the
+    /// last answer named, the `topups` (token, host, URLs wanted) and the expired leases
+    /// it named.
+    fn claim_call(
+        &self,
+        group: &mut Group,
+        shard: u32,
+        want: u64,
+        topups: &[(&String, &str, u64)],
+        view: &ShardView,
+    ) {
+        let keys_of = &self.shards[shard as usize];
+        let s = &self.settings;
+        let mut keys = vec![
+            keys_of.meta.clone(),
+            keys_of.sched.clone(),
+            keys_of.next.clone(),
+            keys_of.leased.clone(),
+            keys_of.leases.clone(),
+            keys_of.lease.clone(),
+        ];
+        let expired: Vec<(&String, &str)> = view
+            .expired
+            .iter()
+            .filter_map(|t| token_parts(t).map(|(_, host)| (t, host)))
+            .collect();
+        let candidates: &[String] = if want > 0 { &view.due_hosts } else { &[] };
+        let mut args = vec![
+            shard.to_string().into_bytes(),
+            self.process.clone().into_bytes(),
+            millis(s.lease).into_bytes(),
+            want.to_string().into_bytes(),
+            s.lease_urls.to_string().into_bytes(),
+            HINTS.to_string().into_bytes(),
+            HINT_HORIZON_MS.to_string().into_bytes(),
+            expired.len().to_string().into_bytes(),
+            topups.len().to_string().into_bytes(),
+            candidates.len().to_string().into_bytes(),
+        ];
+        for (token, host) in &expired {
+            keys.push(keys_of.queue(host));
+            keys.push(keys_of.leased_items(host));
+            args.push(token.as_bytes().to_vec());
+            args.push(host.as_bytes().to_vec());
+        }
+        for (token, host, n) in topups {
+            keys.push(keys_of.queue(host));
+            keys.push(keys_of.leased_items(host));
+            args.push(token.as_bytes().to_vec());
+            args.push(host.as_bytes().to_vec());
+            args.push(n.to_string().into_bytes());
+        }
+        for host in candidates {
+            keys.push(keys_of.queue(host));
+            keys.push(keys_of.leased_items(host));
+            args.push(host.as_bytes().to_vec());
+        }
+        self.redis.scripts.claim.call(group, &keys, &args);
+    }
+
+    /// Adds the counters' increments to Redis's sums to `group` (replies not read).
+    fn increments_call(&self, group: &mut Group, increments: &[(String, u64)]) {
         let key = format!("{}counters", self.prefix);
         for (name, by) in increments {
-            pipe.cmd("HINCRBY").arg(&key).arg(name).arg(*by).ignore();
+            group.cmd("HINCRBY").arg(&key).arg(name).arg(*by);
         }
     }
 
-    /// One sync round trip (see [`SyncRequest`]).
-    pub(crate) async fn sync(&self, request: SyncRequest) -> Result<SyncReply, DistributedError> {
-        let mut pipe = redis::pipe();
-        let releasing = self.release_call(&mut pipe, &request.releases);
-        self.increments_call(&mut pipe, &request.increments);
-        if let Some(tokens) = &request.renew {
-            self.renew_call(&mut pipe, tokens);
-        }
-        if let Some(claim) = &request.claim {
-            let s = &self.settings;
-            let mut args = vec![
-                self.prefix.clone().into_bytes(),
-                self.process.clone().into_bytes(),
-                millis(s.lease).into_bytes(),
-                claim.want.to_string().into_bytes(),
-                s.lease_urls.to_string().into_bytes(),
-                claim.topups.len().to_string().into_bytes(),
-            ];
-            for (token, n) in &claim.topups {
-                args.push(token.clone().into_bytes());
-                args.push(n.to_string().into_bytes());
+    /// Releases sorted by shard, with their hosts; those whose token names no shard of
+    /// this crawl are counted as stale.
+    fn releases_by_shard<'r>(&self, releases: &'r [Release]) -> (ByShard<'r>, u64) {
+        let mut by_shard: BTreeMap<u32, Vec<(&Release, &str)>> = BTreeMap::new();
+        let mut stale = 0;
+        for r in releases {
+            match token_parts(&r.token) {
+                Some((shard, host)) if (shard as usize) < self.shards.len() => {
+                    by_shard.entry(shard).or_default().push((r, host));
+                }
+                _ => stale += 1,
             }
-            self.redis.scripts.claim.call(&mut pipe, &self.meta, &args);
         }
-        let replies = self.redis.run(&pipe).await?;
-        let mut replies = replies.iter();
-        let mut next = |what| replies.next().ok_or_else(|| bad(what, &redis::Value::Nil));
+        (by_shard, stale)
+    }
+
+    /// One sync round (see [`SyncRequest`]): the crawl's own keys (counters, heartbeat)
+    /// and every shard's (acknowledgements, renewals, claims) at once.
+    pub(crate) async fn sync(&self, request: SyncRequest) -> Result<SyncReply, DistributedError> {
+        let n = self.shards.len();
+        let mut groups: Vec<Group> = (0..=n).map(|_| Group::default()).collect();
         let mut reply = SyncReply::default();
-        if releasing {
-            reply.stale = int(next("release")?, "release")?.max(0) as u64;
+        let (releases, stale) = self.releases_by_shard(&request.releases);
+        reply.stale = stale;
+        let mut releasing = vec![false; n];
+        for (&shard, rs) in &releases {
+            self.release_call(
+                &mut groups[shard as usize],
+                &self.shards[shard as usize],
+                rs,
+            );
+            releasing[shard as usize] = true;
         }
-        if request.renew.is_some() {
-            for token in array(next("renew")?, "renew")? {
-                reply.lost.push(text(token, "renew")?);
+        self.increments_call(&mut groups[n], &request.increments);
+        let mut renewing = vec![false; n];
+        if let Some(tokens) = &request.renew {
+            self.beat_call(&mut groups[n]);
+            let mut by_shard: BTreeMap<u32, Vec<&String>> = BTreeMap::new();
+            for token in tokens {
+                match token_parts(token) {
+                    Some((shard, _)) if (shard as usize) < n => {
+                        by_shard.entry(shard).or_default().push(token)
+                    }
+                    _ => reply.lost.push(token.clone()),
+                }
+            }
+            for (shard, tokens) in by_shard {
+                let s = shard as usize;
+                self.renew_call(&mut groups[s], &self.shards[s], &tokens);
+                renewing[s] = true;
+            }
+        }
+        let views = self
+            .views
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_else(|_| vec![ShardView::default(); n]);
+        if let Some(claim) = &request.claim {
+            let mut topups: Vec<Vec<(&String, &str, u64)>> = vec![Vec::new(); n];
+            for (token, wanted) in &claim.topups {
+                if let Some((shard, host)) = token_parts(token).filter(|(s, _)| (*s as usize) < n) {
+                    topups[shard as usize].push((token, host, *wanted));
+                }
+            }
+            // The hosts wanted go to the shards that named due hosts, from a shard that
+            // turns with every claim, so that no shard is always served last.
+            let start = self.round_trips() as usize % n.max(1);
+            let mut left = claim.want;
+            let mut wants = vec![0u64; n];
+            for k in 0..n {
+                let s = (start + k) % n;
+                let take = left.min(views[s].due_hosts.len() as u64);
+                wants[s] = take;
+                left -= take;
+            }
+            for s in 0..n {
+                self.claim_call(&mut groups[s], s as u32, wants[s], &topups[s], &views[s]);
+            }
+        }
+        // Payloads published first: on a single server (one pipeline, in order) before
+        // the leases end, so the next holder of a host finds every payload this process
+        // archived from it; on a cluster at the same time (a holder that claims the host
+        // in between archives a payload in full once more).
+        let mut publish = Group::default();
+        let payloads = format!("{}payloads", self.prefix);
+        for (field, entry) in &request.publish {
+            publish.cmd("HSETNX").arg(&payloads).arg(field).arg(entry);
+        }
+        groups.insert(0, publish);
+        let replies = self.redis.run_groups(&groups).await?;
+        let mut claimed = Claimed::default();
+        let mut new_views = views;
+        let mut all_empty_again = true;
+        for (s, group) in replies.iter().skip(1).take(n).enumerate() {
+            let mut replies = group.iter();
+            let mut next = |what| replies.next().ok_or_else(|| bad(what, &redis::Value::Nil));
+            if releasing[s] {
+                reply.stale += int(next("release")?, "release")?.max(0) as u64;
+            }
+            if renewing[s] {
+                for token in array(next("renew")?, "renew")? {
+                    reply.lost.push(text(token, "renew")?);
+                }
+            }
+            if request.claim.is_some() {
+                let shard = parse_claim(next("claim")?)?;
+                let c = shard.claimed;
+                let empty = c.scheduled == 0 && c.outstanding == 0;
+                let view = &mut new_views[s];
+                all_empty_again &= empty && view.empty_at == Some(shard.version);
+                view.empty_at = empty.then_some(shard.version);
+                view.due_hosts = shard.due_hosts;
+                view.expired = shard.expired;
+                claimed.leases.extend(c.leases);
+                claimed.scheduled += c.scheduled;
+                claimed.outstanding += c.outstanding;
+                claimed.due_in = match (claimed.due_in, c.due_in) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
             }
         }
         if request.claim.is_some() {
-            reply.claimed = Some(parse_claim(next("claim")?)?);
+            claimed.over = all_empty_again;
+            if let Ok(mut views) = self.views.lock() {
+                *views = new_views;
+            }
+            reply.claimed = Some(claimed);
         }
         Ok(reply)
     }
@@ -316,10 +699,18 @@ impl Session {
         releases: &[Release],
         increments: &[(String, u64)],
     ) -> Result<(), DistributedError> {
-        let mut pipe = redis::pipe();
-        self.release_call(&mut pipe, releases);
-        self.increments_call(&mut pipe, increments);
-        self.redis.run(&pipe).await?;
+        let n = self.shards.len();
+        let mut groups: Vec<Group> = (0..=n).map(|_| Group::default()).collect();
+        let (releases, _) = self.releases_by_shard(releases);
+        for (&shard, rs) in &releases {
+            self.release_call(
+                &mut groups[shard as usize],
+                &self.shards[shard as usize],
+                rs,
+            );
+        }
+        self.increments_call(&mut groups[n], increments);
+        self.redis.run_groups(&groups).await?;
         Ok(())
     }
 
@@ -331,17 +722,17 @@ impl Session {
         increments: &[(String, u64)],
         stopped: bool,
     ) -> Result<(), DistributedError> {
-        let mut pipe = redis::pipe();
-        self.increments_call(&mut pipe, increments);
-        pipe.cmd("HSET")
+        let mut group = Group::default();
+        self.increments_call(&mut group, increments);
+        group
+            .cmd("HSET")
             .arg(format!("{}ended", self.prefix))
             .arg(&self.process)
-            .arg(if stopped { "stopped" } else { "finished" })
-            .ignore();
+            .arg(if stopped { "stopped" } else { "finished" });
         if !stopped {
-            status::stamp(&mut pipe, &self.meta, "finished_ms", false);
+            status::stamp(&mut group, &self.meta, "finished_ms", false);
         }
-        self.redis.run(&pipe).await?;
+        self.redis.run(&group).await?;
         Ok(())
     }
 
@@ -409,6 +800,9 @@ impl Session {
             "redis_round_trips": round_trips,
             "round_trips_per_page": round_trips as f64 / finished.max(1) as f64,
             "leases_lost": stale,
+            "shards": self.shards.len(),
+            "cluster": self.redis.is_cluster(),
+            "unreplicated_writes": self.redis.unreplicated(),
         })
     }
 

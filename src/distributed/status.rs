@@ -146,19 +146,17 @@ pub(crate) async fn read(
     crawl_id: &str,
 ) -> Result<Option<CrawlWideSummary>, DistributedError> {
     let p = prefix(crawl_id);
-    let mut pipe = redis::pipe();
+    let mut pipe = super::client::Group::default();
     pipe.cmd("HGETALL").arg(format!("{p}meta"));
     pipe.cmd("HGETALL").arg(format!("{p}counters"));
-    pipe.cmd("ZCARD").arg(format!("{p}sched"));
-    pipe.cmd("ZCARD").arg(format!("{p}leases"));
     pipe.cmd("HGETALL").arg(format!("{p}procs"));
     pipe.cmd("HGETALL").arg(format!("{p}ended"));
     pipe.cmd("TIME");
     let replies = redis.run(&pipe).await?;
-    let [meta, counters, sched, leases, procs, ended, time] = replies.as_slice() else {
+    let [meta, counters, procs, ended, time] = replies.as_slice() else {
         return Err(DistributedError::Reply {
             what: "status",
-            detail: format!("{} replies to 7 commands", replies.len()),
+            detail: format!("{} replies to 5 commands", replies.len()),
         });
     };
     let meta = pairs(meta)?;
@@ -172,11 +170,12 @@ pub(crate) async fn read(
         .into_iter()
         .map(|(k, v)| (k, v.parse().unwrap_or(0)))
         .collect();
+    let shards = read_shards(redis, crawl_id, number(&meta, "shards").max(1) as u32).await?;
     let mut counts = CrawlCounters::from_map(&counters).values();
-    counts.accepted = number(&meta, "accepted");
+    counts.accepted = shards.get("accepted");
     let now_ms = time_ms(time)?;
-    let hosts_scheduled = int(sched, "ZCARD")?.max(0) as u64;
-    let leases_outstanding = int(leases, "ZCARD")?.max(0) as u64;
+    let hosts_scheduled = shards.get("scheduled");
+    let leases_outstanding = shards.get("leases");
     let crawl_finished = hosts_scheduled == 0 && leases_outstanding == 0;
     let started = meta.get("started_ms").and_then(|v| v.parse::<i64>().ok());
     let ended_at = match meta.get("finished_ms").and_then(|v| v.parse::<i64>().ok()) {
@@ -211,17 +210,72 @@ pub(crate) async fn read(
         max_urls: number(&meta, "max_urls"),
         failures: counts.failures(),
         pages_per_sec: counts.finished as f64 / elapsed_secs.max(1e-9),
-        queued_left: number(&meta, "queued"),
+        queued_left: shards.get("queued"),
         hosts_scheduled,
         leases_outstanding,
-        leases_taken: number(&meta, "lease_seq"),
-        reclaimed_leases: number(&meta, "reclaimed_leases"),
-        reclaimed_urls: number(&meta, "reclaimed_urls"),
+        leases_taken: shards.get("lease_seq"),
+        reclaimed_leases: shards.get("reclaimed_leases"),
+        reclaimed_urls: shards.get("reclaimed_urls"),
         redis_round_trips: round_trips,
         round_trips_per_page: round_trips as f64 / counts.finished.max(1) as f64,
         processes,
         counts,
     }))
+}
+
+/// The shards' figures summed: their meta fields, `scheduled` (hosts) and `leases`.
+#[derive(Debug, Default)]
+struct ShardSums(BTreeMap<&'static str, u64>);
+
+impl ShardSums {
+    fn get(&self, field: &str) -> u64 {
+        self.0.get(field).copied().unwrap_or(0)
+    }
+}
+
+/// The meta fields summed over the shards.
+const SHARD_FIELDS: [&str; 5] = [
+    "accepted",
+    "queued",
+    "lease_seq",
+    "reclaimed_leases",
+    "reclaimed_urls",
+];
+
+/// Reads and sums every shard's figures, all shards in one round.
+async fn read_shards(
+    redis: &Redis,
+    crawl_id: &str,
+    shards: u32,
+) -> Result<ShardSums, DistributedError> {
+    let groups: Vec<super::client::Group> = (0..shards)
+        .map(|s| {
+            let keys = super::ShardKeys::new(crawl_id, s);
+            let mut group = super::client::Group::default();
+            let cmd = group.cmd("HMGET").arg(&keys.meta);
+            for field in SHARD_FIELDS {
+                cmd.arg(field);
+            }
+            group.cmd("ZCARD").arg(&keys.sched);
+            group.cmd("ZCARD").arg(&keys.leases);
+            group
+        })
+        .collect();
+    let mut sums = ShardSums::default();
+    for replies in redis.run_groups(&groups).await? {
+        let [fields, scheduled, leases] = replies.as_slice() else {
+            return Err(DistributedError::Reply {
+                what: "status",
+                detail: format!("{} replies to a shard's 3 commands", replies.len()),
+            });
+        };
+        for (field, value) in SHARD_FIELDS.iter().zip(array(fields, "HMGET")?) {
+            *sums.0.entry(field).or_insert(0) += int(value, "HMGET")?.max(0) as u64;
+        }
+        *sums.0.entry("scheduled").or_insert(0) += int(scheduled, "ZCARD")?.max(0) as u64;
+        *sums.0.entry("leases").or_insert(0) += int(leases, "ZCARD")?.max(0) as u64;
+    }
+    Ok(sums)
 }
 
 /// The crawl's state from whether work is left and how many processes are live.
@@ -245,7 +299,7 @@ pub(crate) fn time_ms(time: &redis::Value) -> Result<i64, DistributedError> {
 
 /// Adds to `pipe` a script that stamps `field` of the meta hash `meta` with Redis's clock
 /// (ms): only if unset when `first`, otherwise always.
-pub(crate) fn stamp(pipe: &mut redis::Pipeline, meta: &str, field: &str, first: bool) {
+pub(crate) fn stamp(pipe: &mut super::client::Group, meta: &str, field: &str, first: bool) {
     pipe.cmd("EVAL")
         .arg(
             "local t = redis.call('TIME') \
@@ -256,8 +310,7 @@ pub(crate) fn stamp(pipe: &mut redis::Pipeline, meta: &str, field: &str, first: 
         .arg(1)
         .arg(meta)
         .arg(field)
-        .arg(if first { "1" } else { "0" })
-        .ignore();
+        .arg(if first { "1" } else { "0" });
 }
 
 /// A hash's fields and values (a flat array in RESP2, a map in RESP3).

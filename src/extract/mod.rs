@@ -793,6 +793,26 @@ fn encoder(encoding: &'static Encoding) -> impl for<'a> Fn(&'a str) -> Cow<'a, [
 /// Appends `raw` to `out`, entity-decoded as an HTML attribute value, with U+0000 replaced
 /// by U+FFFD as the HTML tokenizer does.
 fn push_decoded(out: &mut String, raw: &str) {
+    if !raw.contains('\0') {
+        // The common cases, straight into `out`: no reference at all, or only `&amp;` (a
+        // query's separators), which htmlize would decode into a string of its own.
+        if !raw.contains('&') {
+            out.push_str(raw);
+            return;
+        }
+        if raw
+            .match_indices('&')
+            .all(|(at, _)| raw.get(at..).is_some_and(|rest| rest.starts_with("&amp;")))
+        {
+            for (i, part) in raw.split("&amp;").enumerate() {
+                if i > 0 {
+                    out.push('&');
+                }
+                out.push_str(part);
+            }
+            return;
+        }
+    }
     let decoded = htmlize::unescape_attribute(raw);
     if decoded.contains('\0') {
         out.push_str(&decoded.replace('\0', "\u{FFFD}"));
@@ -1165,6 +1185,31 @@ mod tests {
             }
         }
         assert!(plain > 60, "the fast path took only {plain} of them");
+    }
+
+    #[test]
+    fn decoding_into_the_arena_is_htmlizes_decoding() {
+        for raw in [
+            "",
+            "plain",
+            "a&amp;b",
+            "&amp;",
+            "&amp;&amp;x&amp;",
+            "&amp",
+            "&ampx",
+            "&amp;amp;",
+            "a&b",
+            "&amp;&lt;",
+            "&AMP;",
+            "x\0y&amp;",
+            "&#38;",
+            "?a=1&amp;b=2&c=3",
+        ] {
+            let mut fast = String::from("prefix");
+            push_decoded(&mut fast, raw);
+            let reference = htmlize::unescape_attribute(raw).replace('\0', "\u{FFFD}");
+            assert_eq!(fast, format!("prefix{reference}"), "{raw:?}");
+        }
     }
 
     #[test]

@@ -766,3 +766,73 @@ fn record(b: &[u8], attrs: &mut Attrs, name: Range<usize>, value: Range<usize>) 
         *slot = Some(value);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tags and `href`/`src` values a document reports, as text.
+    fn tags(html: &str) -> Vec<String> {
+        struct Collect<'a>(&'a [u8], Vec<String>);
+        impl TagSink for Collect<'_> {
+            fn tag(&mut self, tag: LinkTag, attrs: &Attrs) {
+                let value = attrs.href.clone().or(attrs.src.clone()).map(|range| {
+                    String::from_utf8_lossy(self.0.get(range).unwrap_or_default()).into_owned()
+                });
+                self.1
+                    .push(format!("{tag:?}={}", value.unwrap_or_default()));
+            }
+        }
+        let mut sink = Collect(html.as_bytes(), Vec::new());
+        scan(html.as_bytes(), &mut sink);
+        sink.1
+    }
+
+    #[test]
+    fn scanner_reads_quoting_duplicates_and_cut_tags() {
+        assert_eq!(
+            tags("<a href=1 href=2><A HREF='q>'><a title=\">\" href=\"d\"><a href=cut"),
+            ["A=1", "A=q>", "A=d"]
+        );
+        assert_eq!(tags("<a/href=s><a =x href=e>"), ["A=s", "A=e"]);
+    }
+
+    #[test]
+    fn scanner_skips_comments_raw_text_and_script_escapes() {
+        assert_eq!(
+            tags("<!--><a href=1><!-- <a href=no> --!><a href=2><?x <a href=no>><a href=3>"),
+            ["A=1", "A=2", "A=3"]
+        );
+        assert_eq!(
+            tags("<style></styles><a href=no></style ><title><a href=no></title><a href=1>"),
+            ["A=1"]
+        );
+        assert_eq!(
+            tags("<script><!--<script></script><a href=no></script>--></script><a href=1>"),
+            ["A=1"]
+        );
+        assert_eq!(
+            tags("<plaintext></plaintext><a href=no>"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn scanner_follows_foreign_content() {
+        // CDATA only in foreign content; breakouts close every foreign element.
+        assert_eq!(
+            tags("<svg><![CDATA[<a href=no>]]><svg><p><style><a href=no></style><a href=1>"),
+            ["A=1"]
+        );
+        // In SVG, `<style>` is not raw text and `iframe` is not a frame; `<a>` is a link.
+        assert_eq!(
+            tags("<svg><style><a href=1></style><iframe src=no></iframe></svg><iframe src=2>"),
+            ["A=1", "Iframe=2"]
+        );
+        // Frames count inside a frameset only.
+        assert_eq!(
+            tags("<frame src=no><frameset><frame src=1></frameset><frame src=no>"),
+            ["Frame=1"]
+        );
+    }
+}

@@ -51,6 +51,7 @@ pub(crate) fn archive_fetch(
             peer: None,
             http2: false,
             truncated: false,
+            payload_compressed: false,
         },
         1,
     );

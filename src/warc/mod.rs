@@ -60,11 +60,14 @@ pub(crate) use writer::{ArchiveOptions, ArchiveTally, ArchiveWriter, CurrentFile
 use crate::fetch::Fetched;
 use record::{encode_fetch, warc_date, ArchivedFetch, FetchParts};
 
-/// What building records needs: the current file's `warcinfo` and the gzip level.
+/// What building records needs: the current file's `warcinfo`, the gzip level, and whether
+/// payloads compressed already are stored.
 #[derive(Clone)]
 pub(crate) struct Archiver {
     pub(crate) current: Arc<CurrentFile>,
     pub(crate) gzip_level: u32,
+    /// `output.warc_store_compressed`: payloads compressed already are stored, not deflated.
+    pub(crate) store_compressed: bool,
 }
 
 impl Archiver {
@@ -82,6 +85,11 @@ impl Archiver {
                 peer: exchange.peer,
                 http2: exchange.http2,
                 truncated: exchange.truncated,
+                payload_compressed: self.store_compressed
+                    && record::already_compressed(
+                        exchange.content_coded,
+                        fetched.content_type.as_deref(),
+                    ),
             },
             self.gzip_level,
         )))

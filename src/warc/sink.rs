@@ -81,6 +81,7 @@ pub(crate) fn open(
         archiver: Archiver {
             current: current.clone(),
             gzip_level: o.warc_gzip_level,
+            store_compressed: o.warc_store_compressed,
         },
         current,
     }))

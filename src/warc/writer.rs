@@ -13,7 +13,9 @@
 //! - **A duplicate payload is written once.** The first response with a payload digest is
 //!   archived in full; a later one is a `revisit` referring to it, decided here against the
 //!   digest index, which only this thread writes (so two equal payloads fetched at once
-//!   cannot both become originals or both revisits).
+//!   cannot both become originals or both revisits). In a distributed crawl, a payload
+//!   another process archived comes with its original (`ArchivedFetch::shared_original`,
+//!   from Redis) and is a revisit too.
 //!
 //! `WARC-Warcinfo-ID`: records are built on other threads before the file they land in is
 //! known; they name the `warcinfo` of the file being written when they were built. Across a
@@ -223,7 +225,7 @@ impl ArchiveWriter {
                 let by_digest = match &unchanged.payload_digest {
                     Some(digest) => {
                         label = digest_label(digest);
-                        self.original_of(digest, &label, flush_pages)?
+                        self.original_of((digest, None), &label, flush_pages)?
                     }
                     None => None,
                 };
@@ -239,7 +241,11 @@ impl ArchiveWriter {
                 (original, revisit)
             }
             None => {
-                let original = self.original_of(&fetch.payload_digest, &label, flush_pages)?;
+                let original = self.original_of(
+                    (&fetch.payload_digest, fetch.shared_original.as_ref()),
+                    &label,
+                    flush_pages,
+                )?;
                 let revisit = original
                     .as_ref()
                     .map(|o| revisit_member(fetch, o, self.options.gzip_level));
@@ -290,17 +296,18 @@ impl ArchiveWriter {
         Ok(tally)
     }
 
-    /// The archived original of `fetch`'s payload, if the index knows one: each candidate
-    /// line is read back from `pages.jsonl` and its full digest compared.
+    /// The archived original of `fetch`'s payload, if the index knows one (each candidate
+    /// line is read back from `pages.jsonl` and its full digest compared), else the one
+    /// another process of a distributed crawl archived, if any.
     fn original_of(
         &mut self,
-        digest: &Sha1Digest,
+        (digest, shared): (&Sha1Digest, Option<&Original>),
         label: &str,
         flush_pages: &mut dyn FnMut() -> Result<(), IoAt>,
     ) -> Result<Option<Original>, IoAt> {
         let candidates = self.index.candidates(digest);
         if candidates.is_empty() {
-            return Ok(None);
+            return Ok(shared.cloned());
         }
         // The lines to read back may still be in the output's buffer; the archive goes to the
         // OS first, as always.
@@ -324,7 +331,7 @@ impl ArchiveWriter {
                 }));
             }
         }
-        Ok(None)
+        Ok(shared.cloned())
     }
 
     /// The line of `pages.jsonl` starting at `at`, without its newline.

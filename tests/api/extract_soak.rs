@@ -5,14 +5,15 @@
 //!
 //! ```text
 //! EXTRACT_SOAK_SECS=600 cargo test --test api extract_soak -- --ignored --nocapture
+//! cargo bench --bench extract -- --soak 600     # the same, optimized: far more inputs
 //! ```
 //!
 //! Inputs are the differential test's generated documents (tag soup and tidy markup) and
 //! mutations of its hand-written cases: tokens that switch the tokenizer's state (comments,
 //! script escapes, raw-text and foreign-content tags, CDATA, quotes, entities) inserted at
 //! random places, spans deleted, duplicated or spliced from another case, bytes
-//! overwritten, the end cut off. `EXTRACT_SOAK_SEED` replays a run; every failure is printed
-//! with its input and the run fails at the end.
+//! overwritten, the end cut off. `EXTRACT_SOAK_SEED` (or the bench's `--seed N`) replays a
+//! run; every failure is printed with its input and the run fails at the end.
 
 use std::time::{Duration, Instant};
 
@@ -162,7 +163,24 @@ fn extract_soak() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| rand::rng().random());
-    println!("extract_soak: seed {seed}, {secs} s");
+    let report = soak(Duration::from_secs(secs), seed);
+    assert_eq!(report.mismatches, 0, "{report:?}");
+}
+
+/// What a soak run did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SoakReport {
+    pub inputs: u64,
+    pub bytes: u64,
+    pub known: u64,
+    pub mismatches: u64,
+}
+
+/// Runs the differential check on random inputs for `budget`, printing each mismatch and a
+/// summary line. Also driven by `cargo bench --bench extract -- --soak SECS`, which runs it
+/// in an optimized build (many times the inputs per second of a debug test).
+pub(crate) fn soak(budget: Duration, seed: u64) -> SoakReport {
+    println!("extract_soak: seed {seed}, {} s", budget.as_secs());
     let mut rng = StdRng::seed_from_u64(seed);
     let mut runner = TestRunner::deterministic();
     let generated = document();
@@ -171,9 +189,13 @@ fn extract_soak() {
         .chain(KNOWN_DIFFERENCES)
         .map(|case| case.as_bytes())
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let (mut inputs, mut known, mut bytes) = (0u64, 0u64, 0u64);
-    let mut failures = Vec::new();
+    let deadline = Instant::now() + budget;
+    let mut report = SoakReport {
+        inputs: 0,
+        bytes: 0,
+        known: 0,
+        mismatches: 0,
+    };
     while Instant::now() < deadline {
         let html = if rng.random_bool(0.4) {
             match generated.new_tree(&mut runner) {
@@ -195,24 +217,23 @@ fn extract_soak() {
             follow_nofollow: rng.random_bool(0.5),
             ..ExtractOptions::default()
         };
-        inputs += 1;
-        bytes += html.len() as u64;
+        report.inputs += 1;
+        report.bytes += html.len() as u64;
         match differential(&html, &page(), encoding, &opts) {
             Ok(Outcome::Agreed(_)) => {}
-            Ok(Outcome::KnownDifference { .. }) => known += 1,
+            Ok(Outcome::KnownDifference { .. }) => report.known += 1,
             Err(mismatch) => {
                 println!(
                     "MISMATCH (encoding {encoding:?}, {opts:?}) on {:?}:\n{mismatch}",
                     String::from_utf8_lossy(&html)
                 );
-                failures.push(html);
+                report.mismatches += 1;
             }
         }
     }
     println!(
-        "extract_soak: {inputs} inputs ({bytes} bytes), {known} documented differences, \
-         {} mismatches, seed {seed}",
-        failures.len()
+        "extract_soak: {} inputs ({} bytes), {} documented differences, {} mismatches, seed {seed}",
+        report.inputs, report.bytes, report.known, report.mismatches
     );
-    assert!(failures.is_empty(), "{} mismatches", failures.len());
+    report
 }

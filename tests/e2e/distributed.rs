@@ -25,6 +25,9 @@
 //! - `crawler status` on a running crawl, on one whose processes all stopped, and on an
 //!   unknown crawl id.
 //!
+//! - `cluster`: the same crawl on a Redis Cluster of 3 primaries and 3 replicas, a process
+//!   and then a primary killed.
+//!
 //! `redis-server` must be installed (`.ci/run` installs it when missing).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,6 +39,8 @@ use std::time::{Duration, Instant};
 
 use crawler::output::{PageRecord, RecordKind};
 use testweb::{requests_per_url, CrawlRules, TestWebServer, Web, WebSpec};
+
+mod cluster;
 
 use crate::warc::{checked_index, warc_files};
 use crate::warcio_support::Brotli;
@@ -72,6 +77,11 @@ impl RedisServer {
             .local_addr()
             .unwrap()
             .port();
+        RedisServer::start_at(port, aof, secured)
+    }
+
+    /// A server on `port`, which must be free.
+    fn start_at(port: u16, aof: bool, secured: Secured) -> RedisServer {
         let mut server = RedisServer {
             port,
             dir: tempfile::tempdir().unwrap(),
@@ -132,13 +142,14 @@ impl RedisServer {
             command.args(["--requirepass", password]);
         }
         command
-            .args(&self.secured.extra)
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
             .args(["--appendonly", if self.aof { "yes" } else { "no" }])
             .args(["--appendfsync", "always"])
             .arg("--dir")
             .arg(self.dir.path())
+            // Last, so that they may override the above.
+            .args(&self.secured.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let child = command
@@ -161,6 +172,18 @@ impl RedisServer {
     fn restart(&mut self) {
         self.stop();
         self.spawn();
+    }
+
+    fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the server (SIGKILL: whatever its AOF had not written is lost).
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// Stops the server gracefully (its AOF written).
@@ -228,7 +251,8 @@ impl Drop for RedisServer {
 struct Shared {
     web: Arc<Web>,
     server: TestWebServer,
-    redis: RedisServer,
+    /// The crawl's Redis; `None` when the test keeps its servers itself (a cluster).
+    redis: Option<RedisServer>,
     dir: tempfile::TempDir,
     crawl_id: &'static str,
     settings: Vec<String>,
@@ -241,6 +265,11 @@ impl Shared {
 
     /// A crawl of `spec` on `redis`.
     fn on(spec: WebSpec, redis: RedisServer, settings: &[&str]) -> Shared {
+        Shared::serving(spec, Some(redis), settings)
+    }
+
+    /// A crawl of `spec`, on `redis` if given.
+    fn serving(spec: WebSpec, redis: Option<RedisServer>, settings: &[&str]) -> Shared {
         let web = Arc::new(Web::new(spec));
         let server = TestWebServer::start(web.clone()).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -255,13 +284,25 @@ impl Shared {
         }
     }
 
+    fn redis(&self) -> &RedisServer {
+        self.redis
+            .as_ref()
+            .expect("a crawl on a single redis-server")
+    }
+
+    fn redis_mut(&mut self) -> &mut RedisServer {
+        self.redis
+            .as_mut()
+            .expect("a crawl on a single redis-server")
+    }
+
     fn out(&self) -> PathBuf {
         self.dir.path().join("out")
     }
 
     /// Starts one process; `max_urls` as given.
     fn spawn(&self, max_urls: &str) -> Child {
-        self.spawn_on(max_urls, &self.redis.url(), &[], "warn")
+        self.spawn_on(max_urls, &self.redis().url(), &[], "warn")
     }
 
     /// Starts one process on the Redis of `redis_url`, with further `--set` settings and
@@ -473,14 +514,28 @@ impl Shared {
         all
     }
 
-    /// The process ids holding leases now.
-    fn lease_holders(&self) -> Vec<String> {
-        let p = format!("crawl:{{{}}}:", self.crawl_id);
-        let leases = self.redis.cli(&["KEYS", &format!("{p}lease:*")]);
-        leases
+    /// The keys of every shard of the crawl matching `name` (`meta`, `lease`, `q:*`, …).
+    fn shard_keys(&self, name: &str) -> Vec<String> {
+        self.redis()
+            .cli(&["KEYS", &format!("crawl:{{{}:*}}:{name}", self.crawl_id)])
             .lines()
             .filter(|l| !l.is_empty())
-            .map(|key| self.redis.cli(&["HGET", key, "proc"]).trim().to_string())
+            .map(String::from)
+            .collect()
+    }
+
+    /// The process ids holding leases now.
+    fn lease_holders(&self) -> Vec<String> {
+        self.shard_keys("lease")
+            .iter()
+            .flat_map(|key| {
+                self.redis()
+                    .cli(&["HVALS", key])
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 
@@ -497,28 +552,30 @@ impl Shared {
             .sum()
     }
 
+    /// A field of the shards' meta hashes, summed over the shards (`accepted`, `queued`,
+    /// `reclaimed_urls`, …).
     fn meta(&self, field: &str) -> i64 {
-        self.redis
-            .int(&["HGET", &format!("crawl:{{{}}}:meta", self.crawl_id), field])
+        self.shard_keys("meta")
+            .iter()
+            .map(|key| self.redis().int(&["HGET", key, field]))
+            .sum()
     }
 
     /// Redis's frontier is empty: nothing scheduled, no lease, no URL queued.
     fn assert_drained(&self) {
-        let p = format!("crawl:{{{}}}:", self.crawl_id);
-        assert_eq!(
-            self.redis.int(&["ZCARD", &format!("{p}sched")]),
-            0,
-            "hosts still scheduled"
-        );
-        assert_eq!(
-            self.redis.int(&["ZCARD", &format!("{p}leases")]),
-            0,
-            "leases outstanding"
-        );
+        for key in self.shard_keys("sched") {
+            assert_eq!(
+                self.redis().int(&["ZCARD", &key]),
+                0,
+                "hosts still scheduled"
+            );
+        }
+        for key in self.shard_keys("leases") {
+            assert_eq!(self.redis().int(&["ZCARD", &key]), 0, "leases outstanding");
+        }
         assert_eq!(self.meta("queued"), 0, "URLs still queued");
-        let queues = self.redis.cli(&["KEYS", &format!("{p}q:*")]);
-        for key in queues.lines().filter(|l| !l.is_empty()) {
-            assert_eq!(self.redis.int(&["LLEN", key]), 0, "{key} not empty");
+        for key in self.shard_keys("q:*") {
+            assert_eq!(self.redis().int(&["LLEN", &key]), 0, "{key} not empty");
         }
     }
 
@@ -578,7 +635,7 @@ fn one_process_on_redis_fetches_every_page_once() {
         .args([
             "status",
             "--redis",
-            &crawl.redis.url(),
+            &crawl.redis().url(),
             "--crawl-id",
             crawl.crawl_id,
         ])
@@ -652,7 +709,7 @@ fn three_processes_fetch_every_page_exactly_once() {
         "{summary}"
     );
     let status = Command::new(env!("CARGO_BIN_EXE_crawler"))
-        .args(["status", "--json", "--redis", &crawl.redis.url()])
+        .args(["status", "--json", "--redis", &crawl.redis().url()])
         .args(["--crawl-id", crawl.crawl_id])
         .output()
         .unwrap();
@@ -813,7 +870,7 @@ fn redis_restarted_with_aof_mid_crawl_loses_nothing() {
     while crawl.recorded_so_far() < 30 && started.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    crawl.redis.restart();
+    crawl.redis_mut().restart();
     let resumed_with = crawl.meta("accepted");
     assert!(resumed_with > 0, "the AOF brought nothing back");
     for child in children {
@@ -844,12 +901,12 @@ fn redis_gone_for_too_long_stops_resumably() {
     while crawl.recorded_so_far() < 30 && started.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    crawl.redis.stop();
+    crawl.redis_mut().stop();
     for child in children {
         crawl.fail(child, "unreachable for 1 s");
     }
     // Redis back with its AOF: a process started again finishes the crawl, losing nothing.
-    crawl.redis.spawn();
+    crawl.redis_mut().spawn();
     let child = crawl.spawn("1e6");
     crawl.finish(child);
     let (extra, twice) = crawl.check("after Redis was away");
@@ -875,7 +932,7 @@ fn redis_restarted_without_persistence_stops_the_processes() {
     while crawl.recorded_so_far() < 30 && started.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    crawl.redis.restart();
+    crawl.redis_mut().restart();
     for child in children {
         crawl.fail(child, "the crawl is no longer there");
     }
@@ -961,7 +1018,7 @@ fn kill_9_with_the_archive_on_leaves_every_warc_file_valid_and_sealed() {
     assert!(i64::from(extra) <= reclaimed);
     crawl.assert_drained();
     // The dead process's files were sealed by one of the others, once.
-    let ended = crawl.redis.cli(&[
+    let ended = crawl.redis().cli(&[
         "HGET",
         &format!("crawl:{{{}}}:ended", crawl.crawl_id),
         &victim_id,
@@ -1055,12 +1112,12 @@ fn a_password_protected_redis_takes_the_right_password_and_refuses_a_wrong_one_a
         },
     );
     let crawl = Shared::on(WebSpec::small(80), redis, &["politeness.per_host_rps=1000"]);
-    let url = crawl.redis.url();
+    let url = crawl.redis().url();
     let shown = url.replace(PASSWORD, "***");
     // Refused: a wrong password, a wrong user, none. Each is fatal at once (the default
     // `redis_timeout_secs` would retry for 60 s, logging each retry, and then say
     // "unreachable"), says what to fix, and shows no password.
-    let port = crawl.redis.port;
+    let port = crawl.redis().port;
     let wrong = format!("redis://:not-it@127.0.0.1:{port}/0");
     let wrong_user = format!("redis://nobody:{PASSWORD}@127.0.0.1:{port}/0");
     let none = format!("redis://127.0.0.1:{port}/0");
@@ -1174,10 +1231,10 @@ fn rediss_with_a_private_ca_and_an_acl_user_crawls_end_to_end() {
         },
     );
     let crawl = Shared::on(WebSpec::small(82), redis, &["politeness.per_host_rps=1000"]);
-    let url = crawl.redis.url_as(Some(("crawler", "e2e-crawler-pw")));
+    let url = crawl.redis().url_as(Some(("crawler", "e2e-crawler-pw")));
     let ca_file = format!(
         "network.ca_file={:?}",
-        crawl.redis.ca_file().display().to_string()
+        crawl.redis().ca_file().display().to_string()
     );
     // Without the CA the server's certificate is refused, at once.
     let o = crawl
@@ -1197,7 +1254,7 @@ fn rediss_with_a_private_ca_and_an_acl_user_crawls_end_to_end() {
         "{line}"
     );
     // A user without the rule's permissions: one line, exit 2, at once.
-    let reader = crawl.redis.url_as(Some(("reader", "e2e-reader-pw")));
+    let reader = crawl.redis().url_as(Some(("reader", "e2e-reader-pw")));
     let o = crawl
         .spawn_on("1e6", &reader, &[&ca_file], "warn")
         .wait_with_output()
@@ -1227,7 +1284,7 @@ fn rediss_with_a_private_ca_and_an_acl_user_crawls_end_to_end() {
     // command line).
     let config = format!(
         "[distributed]\nredis = {url:?}\ncrawl_id = \"e2e\"\n[network]\nca_file = {:?}\n",
-        crawl.redis.ca_file().display().to_string()
+        crawl.redis().ca_file().display().to_string()
     );
     std::fs::write(crawl.dir.path().join("crawl.toml"), config).unwrap();
     let (code, text, stderr) = crawl.crawler(&["status", "--config", "crawl.toml"]);
@@ -1237,7 +1294,7 @@ fn rediss_with_a_private_ca_and_an_acl_user_crawls_end_to_end() {
         url.replace("e2e-crawler-pw", "***")
     )));
     // What the rule is for: the crawl's user cannot make Redis write files.
-    let answer = crawl.redis.cli_as(
+    let answer = crawl.redis().cli_as(
         Some(("crawler", "e2e-crawler-pw")),
         &["CONFIG", "SET", "dir", "/tmp"],
     );
@@ -1250,7 +1307,7 @@ fn status_tells_a_stopped_crawl_from_a_running_one_and_refuses_an_unknown_id() {
     let settings = slow_settings(40);
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     let crawl = Shared::new(WebSpec::small(81), false, &settings);
-    let url = crawl.redis.url();
+    let url = crawl.redis().url();
     let unknown = crawl.crawler(&["status", "--redis", &url, "--crawl-id", "no-such"]);
     let line = one_fatal_line("unknown id", unknown);
     assert_eq!(
@@ -1274,7 +1331,7 @@ fn status_tells_a_stopped_crawl_from_a_running_one_and_refuses_an_unknown_id() {
     let children: Vec<Child> = (0..2).map(|_| crawl.spawn("1e6")).collect();
     let procs = format!("crawl:{{{}}}:procs", crawl.crawl_id);
     let started = Instant::now();
-    while crawl.recorded_so_far() < 30 || crawl.redis.int(&["HLEN", &procs]) < 2 {
+    while crawl.recorded_so_far() < 30 || crawl.redis().int(&["HLEN", &procs]) < 2 {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "the crawl did not start"
@@ -1313,4 +1370,179 @@ fn status_tells_a_stopped_crawl_from_a_running_one_and_refuses_an_unknown_id() {
     let processes = json["processes"].as_array().unwrap();
     assert_eq!(processes.len(), 2, "{json}");
     assert!(processes.iter().all(|p| p["state"] == "stopped"), "{json}");
+}
+
+/// A queued URL costs Redis at most its URL's bytes + 24 (`MEMORY USAGE` of every host's
+/// queue, over what was left queued when the one process was stopped mid-crawl), with each
+/// item giving back its URL, depth and parent. With JSON items (the parent spelled out)
+/// the same queues cost 161 bytes per ~45-byte URL.
+#[test]
+fn a_queued_url_costs_at_most_its_bytes_plus_24_in_redis() {
+    let _load = crate::support::ordinary();
+    let settings = slow_settings(20);
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let spec = WebSpec {
+        pages: 5000,
+        links_per_page: 60,
+        ..WebSpec::small(83)
+    };
+    let crawl = Shared::new(spec, false, &settings);
+    let child = crawl.spawn("1e6");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while crawl.recorded_so_far() < 100 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    crawl.finish(child);
+
+    let mut redis = redis::Client::open(crawl.redis().url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("crawl:*{}*:q:*", crawl.crawl_id))
+        .query(&mut redis)
+        .unwrap();
+    // Parents come back as pages fetched: those of the queued URLs and of the records.
+    let (recorded, _) = crawl.records();
+    for line in crawl.lines() {
+        if let Some(parent) = &line.parent {
+            assert!(recorded.contains_key(parent), "{line:?}");
+        }
+    }
+    let (mut urls, mut url_bytes, mut memory, mut with_parent) = (0u64, 0u64, 0u64, 0u64);
+    for key in &keys {
+        let (_, host) = key.split_once(":q:").unwrap();
+        let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .query(&mut redis)
+            .unwrap();
+        for item in &items {
+            let url = crawler::distributed::queue_item::decode(host, item).unwrap();
+            assert!(url.url.starts_with(host), "{url:?} in {key}");
+            assert!(url.depth > 0 || url.parent.is_none(), "{url:?}");
+            if let Some(parent) = &url.parent {
+                assert!(
+                    recorded.contains_key(parent),
+                    "{url:?}: parent never fetched"
+                );
+                with_parent += 1;
+            }
+            urls += 1;
+            url_bytes += url.url.len() as u64;
+        }
+        let used: u64 = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query(&mut redis)
+            .unwrap();
+        memory += used;
+    }
+    assert!(urls >= 500, "only {urls} URLs queued: too few to measure");
+    assert!(
+        with_parent * 10 >= urls * 9,
+        "{with_parent} of {urls} with a parent"
+    );
+    assert_eq!(crawl.meta("queued") as u64, urls);
+    eprintln!(
+        "{urls} queued URLs in {} queues: {memory} bytes, {:.1} per URL of {:.1} bytes on average",
+        keys.len(),
+        memory as f64 / urls as f64,
+        url_bytes as f64 / urls as f64
+    );
+    assert!(
+        memory <= url_bytes + 24 * urls,
+        "{memory} bytes of queues for {urls} URLs of {url_bytes} bytes"
+    );
+}
+
+/// The archive of a crawl: bytes of all WARC files, and records by type (after `warcio
+/// check` of every file and a check that the lines point at its responses and revisits).
+fn archive_of(crawl: &Shared) -> (u64, BTreeMap<String, usize>) {
+    let files = warc_files(&crawl.out());
+    let (indexed, kinds) = checked_index(&files, Brotli::AsInstalled);
+    let listed: BTreeSet<(String, u64)> = crawl
+        .lines()
+        .iter()
+        .filter_map(|r| r.warc.as_ref())
+        .map(|w| (w.file.clone(), w.offset))
+        .collect();
+    assert_eq!(
+        indexed, listed,
+        "warcio's responses and revisits = the lines'"
+    );
+    let bytes = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    (bytes, kinds)
+}
+
+/// A payload one process archived is a revisit in the others (through Redis's `payloads`):
+/// three processes write within 5% of the archive bytes one process writes for the same
+/// web, every WARC file passing `warcio check`. Hosts move between processes every half
+/// second (short leases), so a host's repeated payloads (robots.txt, URL variants served
+/// with the same bytes) meet several processes; with sharing off the three write more
+/// (asserted too: the test fails without the shared payloads).
+#[test]
+fn three_processes_archive_what_one_archives_within_5_percent() {
+    let _load = crate::support::ordinary();
+    let spec = || WebSpec {
+        features: testweb::Features {
+            advanced_variants: true,
+            big: false,
+            ..testweb::Features::all()
+        },
+        ..WebSpec::small(84)
+    };
+    let mut settings = slow_settings(100);
+    settings.push("distributed.lease_secs=1".into());
+    settings.push("distributed.lease_urls=4".into());
+    settings.push("output.warc=true".into());
+    // Tracking parameters kept: `/p/{k}?utm_source=…` is a URL of its own, served with
+    // `/p/{k}`'s bytes (the ground truth folds them, so it is not compared here).
+    settings.push("normalize.strip_params=[]".into());
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let crawl = |processes: usize, extra: &[&str]| {
+        let mut all = settings.clone();
+        all.extend_from_slice(extra);
+        let crawl = Shared::new(spec(), false, &all);
+        let children: Vec<Child> = (0..processes).map(|_| crawl.spawn("1e6")).collect();
+        for child in children {
+            crawl.finish(child);
+        }
+        let (records, _) = crawl.records();
+        assert!(records.values().all(|&n| n == 1), "a page recorded twice");
+        let (bytes, kinds) = archive_of(&crawl);
+        let revisits = kinds.get("revisit").copied().unwrap_or(0);
+        (bytes, revisits, crawl)
+    };
+    let (one, one_revisits, _) = crawl(1, &[]);
+    let (three, three_revisits, shared) = crawl(3, &[]);
+    let (alone, alone_revisits, _) = crawl(3, &["distributed.shared_payloads=0"]);
+    let entries = shared.redis().int(&["HLEN", "crawl:{e2e}:payloads"]);
+    eprintln!(
+        "archive bytes: 1 process {one} ({one_revisits} revisits); 3 sharing payloads {three} ({three_revisits} revisits, {:.3}x, {entries} payloads in Redis); 3 alone {alone} ({alone_revisits} revisits, {:.3}x)",
+        three as f64 / one as f64,
+        alone as f64 / one as f64
+    );
+    assert!(
+        one_revisits >= 20,
+        "the web repeats content: {one_revisits}"
+    );
+    assert!(
+        three as f64 <= one as f64 * 1.05,
+        "3 processes wrote {three} bytes, 1 wrote {one}"
+    );
+    assert!(entries > 0, "no payload shared");
+    assert!(
+        three_revisits > alone_revisits && three < alone,
+        "sharing payloads made no difference: {three_revisits} vs {alone_revisits} revisits"
+    );
 }
