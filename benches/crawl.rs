@@ -40,6 +40,10 @@
 //! styles and JSON) over https with gzip/br, with and without the archive: crawler CPU per
 //! page (user, sys), pages/s, peak RSS (`support/real_size.rs`).
 //!
+//! `-- --exact` measures what `[seen] exact` costs: runs interleaved with it off and on (the
+//! Bloom filter alone, then the filter in front of the exact admitted set on disk, see
+//! `crawler::state_store`): pages/s and CPU per page side by side.
+//!
 //! `-- --monitor` measures what the monitor (`[monitor] listen`) costs: runs interleaved with
 //! the monitor off and on, a scraper thread GETting `/metrics`, `/status.json` and `/` once
 //! a second while the crawl runs (three requests where Prometheus makes one: an upper bound);
@@ -53,7 +57,7 @@ mod testweb_process;
 #[path = "support/scaling.rs"]
 mod scaling;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -103,6 +107,7 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
         Scraper::start(addr)
     });
     generous_politeness(&mut config);
+    config.set_seen_exact(EXACT_SEEN.load(Ordering::Relaxed));
     let seeds = server.seeds(spec);
     let worker_cpu = Arc::new(AtomicU64::new(0));
     let on_stop = worker_cpu.clone();
@@ -285,6 +290,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--monitor") {
         monitor_cost(&spec, runs);
+        return;
+    }
+    if args.iter().any(|a| a == "--exact") {
+        exact_cost(&spec, runs);
         return;
     }
     println!(
@@ -530,4 +539,61 @@ fn transports(spec: &WebSpec, runs: usize) {
             ratio(&|r| r.cpu / r.pages as f64),
         );
     }
+}
+
+/// Whether `crawl_with` turns `[seen] exact` on (`--exact` alternates it).
+static EXACT_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// `--exact`: the crawl with `[seen] exact` off and on, interleaved.
+fn exact_cost(spec: &WebSpec, runs: usize) {
+    println!(
+        "crawl benchmark, seen.exact off vs on: {} hosts, {} pages, politeness off, concurrency 64, {} runs",
+        spec.hosts, spec.pages, runs
+    );
+    let server = ServerProcess::start(spec, FEATURES, Serving::default());
+    let _ = crawl_once(spec, &server, false);
+    let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..runs {
+        for (on, table) in tables.iter_mut().enumerate() {
+            EXACT_SEEN.store(on == 1, Ordering::Relaxed);
+            let run = crawl_once(spec, &server, false);
+            println!(
+                "run {i} seen.exact {}: {} pages in {:.2} s = {:.0} pages/s, {:.4} CPU s/1000 pages (parse {:.3} s, dispatch {:.3} s)",
+                if on == 1 { "on " } else { "off" },
+                run.pages,
+                run.secs,
+                run.pages as f64 / run.secs,
+                run.cpu / run.pages as f64 * 1000.0,
+                run.parse_cpu,
+                run.dispatch_cpu,
+            );
+            table.push(run);
+        }
+    }
+    EXACT_SEEN.store(false, Ordering::Relaxed);
+    server.stop();
+    let cpu = |t: &[Run]| median(t.iter().map(|r| r.cpu / r.pages as f64 * 1000.0).collect());
+    let rate = |t: &[Run]| median(t.iter().map(|r| r.pages as f64 / r.secs).collect());
+    println!("--- medians over {runs} runs ---");
+    for (name, table) in [("off", &tables[0]), ("on ", &tables[1])] {
+        println!(
+            "seen.exact {name}: {:.0} pages/s, {:.4} CPU s/1000 pages",
+            rate(table),
+            cpu(table)
+        );
+    }
+    let ratio = |f: &dyn Fn(&Run) -> f64| {
+        median(
+            tables[1]
+                .iter()
+                .zip(&tables[0])
+                .map(|(on, off)| f(on) / f(off))
+                .collect(),
+        )
+    };
+    println!(
+        "seen.exact on / off: pages/s {:.3}, CPU per page {:.3} (medians of per-run ratios)",
+        ratio(&|r| r.pages as f64 / r.secs),
+        ratio(&|r| r.cpu / r.pages as f64)
+    );
 }

@@ -42,6 +42,9 @@
 //! Layout under `OUT/checkpoint/`:
 //! - `ckpt-<seq>/seen.bin`: the seen-set file (format in [`crate::seen`]);
 //! - `ckpt-<seq>/hosts.bin`: per-host tallies (format in [`crate::frontier`]);
+//! - `ckpt-<seq>/admitted.json`: with `[seen] exact`, the runs of the exact admitted set that
+//!   make its state at this checkpoint (written right after `seen.bin`, under the same
+//!   invariant; the runs live in `OUT/state/admitted/`, see [`crate::state_store`]);
 //! - `manifest.json`: what the current checkpoint is: the counters, the length of
 //!   `pages.jsonl`, the seen-set's parameters (m, k, hash seed) and the checksum trailer of
 //!   its file, and the frontier's [`SavedFrontier`]: the position of the disk queues in
@@ -135,6 +138,8 @@ pub struct Manifest {
 /// I/O error's cause is its [`source`](std::error::Error::source), not part of its message.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    #[error("seen.exact: the admitted set")]
+    Admitted(#[from] crate::state_store::StateStoreError),
     /// I/O on the checkpoint's files.
     #[error(transparent)]
     File(#[from] IoAt),
@@ -344,6 +349,11 @@ pub(crate) fn prepare(out: &Path, snapshot: Snapshot) -> Result<Prepared, Checkp
     fs::create_dir_all(&dir).at("create", &dir)?;
     let seen_path = dir.join("seen.bin");
     seen.save(&seen_path)?;
+    if let Some(admitted) = seen.exact() {
+        // After the filter's file, with the same invariant: everything admitted before the
+        // snapshot, and perhaps some after it, which the queue log records.
+        admitted.persist(&dir)?;
+    }
     manifest.seen_seed = seen.plan().seed;
     manifest.seen_xxh3 = file_trailer(&seen_path)?;
     manifest.frontier = Some(frontier.write(&dir)?);

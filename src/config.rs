@@ -224,6 +224,18 @@ impl Default for PolitenessSection {
 pub(crate) struct SeenSection {
     pub(crate) fpp: Option<f64>,
     pub(crate) memory: Option<ByteSize>,
+    /// The Bloom filter fronts an exact set of admitted URLs on disk: a "maybe seen" is
+    /// confirmed there, so no new URL is skipped as a false positive
+    /// ([`crate::state_store::AdmittedSet`]).
+    pub(crate) exact: bool,
+}
+
+/// `[state]`: the per-URL state store on disk ([`crate::state_store::StateStore`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateSection {
+    /// Keep each URL's state in `OUT/state/`, written from the records.
+    pub enabled: bool,
 }
 
 /// `[checkpoint]`: how often the crawl state is made durable.
@@ -477,6 +489,7 @@ pub struct Config {
     pub distributed: DistributedSection,
     pub monitor: MonitorSection,
     pub recrawl: RecrawlSection,
+    pub state: StateSection,
     /// `[[site]]` sections: per-site settings, first match wins (see [`crate::site`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub site: Vec<crate::site::SiteSection>,
@@ -527,7 +540,8 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "adaptive_max_latency_delay_secs",
         ],
     ),
-    ("seen", &["fpp", "memory"]),
+    ("seen", &["fpp", "memory", "exact"]),
+    ("state", &["enabled"]),
     ("checkpoint", &["interval_secs", "sync_interval_secs"]),
     ("recrawl", &["min_interval", "max_interval"]),
     ("frontier", &["memory", "host_memory"]),
@@ -689,6 +703,21 @@ impl Config {
                  the URLs it lists would have no shared admission; turn one of them off",
             ));
         }
+        if self.seen.exact {
+            lacks.push((
+                "seen.exact",
+                "the exact set of admitted URLs is kept on one machine's disk, and the \
+                 processes of a distributed crawl admit through the seen-set in Redis; set it \
+                 to false",
+            ));
+        }
+        if self.state.enabled {
+            lacks.push((
+                "state.enabled",
+                "the per-URL state store follows one journal (pages.jsonl) on one disk, and \
+                 each process of a distributed crawl writes its own; set it to false",
+            ));
+        }
         let p = &self.politeness;
         if p.per_ip_rps > 0.0 {
             lacks.push((
@@ -707,6 +736,11 @@ impl Config {
             ));
         }
         lacks
+    }
+
+    /// Sets `[seen] exact` (for benches; `--set seen.exact=true` otherwise).
+    pub fn set_seen_exact(&mut self, exact: bool) {
+        self.seen.exact = exact;
     }
 
     /// Loads `path` (or the defaults when `None`) and applies `--set` overrides.
@@ -1595,6 +1629,7 @@ mod tests {
             seen: SeenSection {
                 fpp: Some(0.01),
                 memory: Some(ByteSize(1)),
+                exact: true,
             },
             distributed: DistributedSection {
                 redis: Some("redis://127.0.0.1/".into()),

@@ -20,6 +20,7 @@
 //!                    (session.rs), lease bookkeeping (leases.rs), sealing, status
 //!   frontier/        per-host queues on disk, politeness, robots.txt cache, address budgets
 //!   seen/            the concurrent Bloom filter and its sizing
+//!   state_store/     per-URL state on disk (recrawl) and the exact admitted set (seen.exact)
 //!   checkpoint.rs    checkpoint files, the queue log, resume
 //!   output.rs        the journal (pages.jsonl) and the output directory's file names
 //!   output_lock.rs   one crawl per output directory (a flock held for a process's life)
@@ -45,7 +46,7 @@
 //!    `cpu_time`, `allocator`; URLs: `host`, `normalize`, `scope`, `seeds`; parsing: `extract`,
 //!    `charset`, `canonical`, `content_coding`, `sitemap`, `near_duplicate`, `site`.
 //! 2. Network: `dns`, `gate` (config, dns, scope), `cookie_jar`, `fetch`, `robots`.
-//! 3. State: `seen`, `frontier`, `output` with `warc` (its sink), `output_lock`,
+//! 3. State: `state_store` (below `seen`, which fronts its admitted set), `seen`, `frontier`, `output` with `warc` (its sink), `output_lock`,
 //!    `checkpoint`, `recrawl`.
 //! 4. `distributed`: Redis (state kept there instead of on disk); `monitor`: the figures
 //!    served (counters, frontier reports, handed a snapshot by the driver).
@@ -90,6 +91,7 @@ pub mod seeds;
 pub mod seen;
 pub mod site;
 pub mod sitemap;
+pub mod state_store;
 pub mod warc;
 
 pub use crawl::{run_crawl, CrawlRequest, CrawlSummary, ShutdownHandle};

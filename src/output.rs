@@ -211,6 +211,12 @@ pub(crate) trait Sink: Send {
         line_at: u64,
         flush_journal: &mut dyn FnMut() -> Result<(), IoAt>,
     ) -> Result<(), IoAt>;
+    /// Every record (archived or not), once its line is written with the fields sinks
+    /// filled in; `line_end` is where its line ends in the journal. For a sink kept from the
+    /// journal, like the state store ([`crate::state_store`]).
+    fn recorded(&mut self, _record: &PageRecord, _line_end: u64) -> Result<(), IoAt> {
+        Ok(())
+    }
     /// Hands buffered records to the OS.
     fn flush(&mut self) -> Result<(), IoAt>;
     /// Hands buffered records to the OS and waits for the disk.
@@ -398,6 +404,9 @@ impl RecordTarget<'_> {
         appended.at("write", path)?;
         position.records += 1;
         position.bytes += line.len() as u64;
+        for sink in self.sinks.iter_mut() {
+            sink.recorded(&record, position.bytes)?;
+        }
         Ok(())
     }
 }

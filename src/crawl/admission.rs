@@ -105,6 +105,8 @@ pub(crate) struct Admission {
     follow_canonical: bool,
     /// Page digests seen per host: the trap rule that replaces depth.
     near_duplicates: NearDuplicates,
+    /// The seen-set is exact (`[seen] exact`): its "maybe seen" is confirmed per page.
+    exact: bool,
 }
 
 impl Admission {
@@ -117,12 +119,13 @@ impl Admission {
         Admission {
             normalizer,
             scope,
-            seen,
             max_depth: config.crawl.max_depth,
             max_redirects: config.crawl.max_redirects,
             follow_nofollow: config.crawl.follow_nofollow,
             follow_canonical: config.crawl.follow_canonical,
             near_duplicates: NearDuplicates::default(),
+            exact: seen.is_exact(),
+            seen,
         }
     }
 
@@ -185,9 +188,38 @@ impl Admission {
                 Err(other) => other.count(c, 1),
             }
         }
+        seen += self.drop_confirmed_seen(&mut candidates.urls);
         Refusal::NotHttp.count(c, not_http);
         Refusal::Seen.count(c, seen);
         candidates
+    }
+
+    /// With an exact seen-set (`[seen] exact`), screening leaves the seen-set to this: the
+    /// page's candidates that the filter calls maybe seen are confirmed in one batch, and
+    /// only those certainly seen are dropped. Returns how many.
+    fn drop_confirmed_seen(&self, urls: &mut Vec<Url>) -> u64 {
+        if !self.exact || urls.is_empty() {
+            return 0;
+        }
+        let maybe: Vec<usize> = (0..urls.len())
+            .filter(|&i| self.seen.contains(urls[i].as_str().as_bytes()))
+            .collect();
+        if maybe.is_empty() {
+            return 0;
+        }
+        let keys: Vec<&[u8]> = maybe.iter().map(|&i| urls[i].as_str().as_bytes()).collect();
+        let mut held = Vec::with_capacity(keys.len());
+        self.seen.confirm_seen_batch(&keys, &mut held);
+        let mut drop = vec![false; urls.len()];
+        for (&i, &held) in maybe.iter().zip(&held) {
+            drop[i] = held;
+        }
+        let mut i = 0;
+        urls.retain(|_| {
+            i += 1;
+            !drop[i - 1]
+        });
+        held.iter().filter(|&&h| h).count() as u64
     }
 
     /// Counts what extraction found and already refused; returns the resolved links' count.
@@ -320,6 +352,8 @@ impl Admission {
                 Err(refusal) => refusal.count(c, 1),
             }
         }
+        let seen = self.drop_confirmed_seen(&mut candidates.urls);
+        Refusal::Seen.count(c, seen);
         c.links_found += found;
         candidates
     }
@@ -344,8 +378,9 @@ impl Admission {
         if sitemap {
             super::sitemaps::mark(&mut url);
         }
+        // An exact seen-set confirms the filter's "maybe" per page: `drop_confirmed_seen`.
         if scratch.on_page.contains(url.as_str(), taken)
-            || self.seen.contains(url.as_str().as_bytes())
+            || (!self.exact && self.seen.contains(url.as_str().as_bytes()))
         {
             return Err(Refusal::Seen);
         }
@@ -538,11 +573,14 @@ impl Acceptance {
             Refusal::Seen.count(counts, seen);
             self.batch_out = fresh;
         }
-        if queued > 0 {
-            CrawlCounters::add(&c.accepted, queued);
-            // Each new URL was a query that could have been a false positive.
+        if queued > 0 && !self.seen.is_exact() {
+            // Each new URL was a query that could have been a false positive (an exact
+            // seen-set skips none).
             let fpp = self.seen.stats().estimated_fpp;
             counts.false_positive_micros += (fpp * queued as f64 * 1e6).round() as u64;
+        }
+        if queued > 0 {
+            CrawlCounters::add(&c.accepted, queued);
         }
         Ok(queued)
     }

@@ -185,10 +185,19 @@ pub(crate) async fn drive<S: WorkSource>(
         },
         counters.clone(),
     )?;
-    let (sinks, archive_file, archiver) = match archive {
+    let (mut sinks, archive_file, archiver) = match archive {
         Some(a) => (vec![a.sink], Some(a.current), Some(a.archiver)),
         None => (Vec::new(), None, None),
     };
+    if config.state.enabled {
+        // After the archive's sink: a record reaches it with its digest and WARC fields.
+        sinks.push(Box::new(crate::state_store::StateSink::open(
+            &config.output.dir,
+            &journal.pages,
+            journal.start.bytes,
+            journal.resumed,
+        )?));
+    }
     let (output_writer, sender) =
         OutputWriter::start_at(journal.pages.clone(), 4096, journal.start, sinks)?;
     let sync = BackgroundSync::start(

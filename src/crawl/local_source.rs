@@ -173,6 +173,9 @@ impl LocalSource {
                     )
                 }
             };
+        if config.seen.exact {
+            attach_admitted(out_dir, &seen, resumed_from, replayed.as_ref(), start.bytes)?;
+        }
         let seen_backend: Arc<dyn SeenBackend> = seen.clone();
         let time = CrawlTime {
             runs: before.0 + 1,
@@ -297,6 +300,41 @@ impl LocalSource {
             .start(cx.frontier, sender, finished, &self.orphans)
             .await
     }
+}
+
+/// `[seen] exact`: the admitted set behind the filter, fresh or as the checkpoint
+/// `resumed_from` left it with the queue logs' URLs (`replayed`) added, as the filter has
+/// them (see `crate::seen`'s `exact.rs`).
+fn attach_admitted(
+    out: &std::path::Path,
+    seen: &SeenSet,
+    resumed_from: Option<u64>,
+    replayed: Option<&(Vec<QueuedUrl>, Vec<String>)>,
+    journal_len: u64,
+) -> Result<(), CrawlError> {
+    let root = checkpoint::checkpoint_dir(out);
+    let others: Vec<std::path::PathBuf> = std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| crate::state_store::AdmittedSet::manifest_in(&entry.path()))
+        .collect();
+    let dir = resumed_from.map(|seq| root.join(format!("ckpt-{seq}")));
+    let urls: Vec<&str> = replayed
+        .map(|(queued, recorded)| {
+            let queued = queued.iter().map(|q| q.url.as_str());
+            queued.chain(recorded.iter().map(String::as_str)).collect()
+        })
+        .unwrap_or_default();
+    let pages = crate::output::journal_path(out);
+    let admitted = crate::seen::admitted_for_crawl(
+        out,
+        dir.as_deref().map(|d| (d, others.as_slice())),
+        &urls,
+        (&pages, journal_len),
+    )?;
+    seen.attach_exact(admitted);
+    Ok(())
 }
 
 impl WorkSource for LocalSource {

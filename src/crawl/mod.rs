@@ -156,6 +156,8 @@ pub enum CrawlError {
     Distributed(#[from] crate::distributed::DistributedError),
     #[error("recrawl")]
     Recrawl(#[from] crate::recrawl::RecrawlError),
+    #[error(transparent)]
+    StateStore(#[from] crate::state_store::StateStoreError),
     #[error("{}: cannot write", path.display())]
     Pages {
         path: PathBuf,
@@ -182,6 +184,8 @@ pub(crate) fn seen_plan(config: &Config) -> Result<Plan, crate::seen::PlanError>
 /// The seen-set's plan from `[seen]` for `n` URLs.
 pub(crate) fn seen_plan_for(config: &Config, n: u64) -> Result<Plan, crate::seen::PlanError> {
     match (config.seen.fpp, config.seen.memory) {
+        // The filter only spares the exact set lookups: any budget goes.
+        (_, Some(memory)) if config.seen.exact => crate::seen::front_plan(n, memory.0),
         (_, Some(memory)) => Plan::for_memory(n, memory.0),
         (Some(fpp), None) => Plan::for_fpp(n, fpp),
         (None, None) => Plan::for_fpp(n, 0.001),

@@ -39,20 +39,51 @@ pub(crate) trait SeenBackend: Send + Sync {
     fn insert_new_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>);
     /// Size, fill and estimated false-positive rate now.
     fn stats(&self) -> SeenStats;
+    /// For keys `contains` answered true ("maybe seen"): whether each is in the set for
+    /// certain, into `out` (cleared first). A backend whose "maybe" is its answer (a Bloom
+    /// filter alone) answers true for every key.
+    fn confirm_seen_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>) {
+        out.clear();
+        out.resize(keys.len(), true);
+    }
+    /// Whether "seen" answers are exact, so that no new URL is skipped as a false positive
+    /// (`[seen] exact`); the parse threads then confirm "maybe seen" in batches.
+    fn is_exact(&self) -> bool {
+        false
+    }
 }
 
+/// The filter, and with `[seen] exact` the front of its exact set (see `exact.rs`).
 impl SeenBackend for SeenSet {
     fn contains(&self, key: &[u8]) -> bool {
         SeenSet::contains(self, key)
     }
     fn insert_new(&self, key: &[u8]) -> bool {
-        SeenSet::insert_new(self, key)
+        match self.exact() {
+            Some(exact) => self.insert_new_exact(exact, key),
+            None => SeenSet::insert_new(self, key),
+        }
     }
     fn insert_new_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>) {
-        SeenSet::insert_new_batch(self, keys, out)
+        match self.exact() {
+            Some(exact) => self.insert_new_batch_exact(exact, keys, out),
+            None => SeenSet::insert_new_batch(self, keys, out),
+        }
     }
     fn stats(&self) -> SeenStats {
         SeenSet::stats(self)
+    }
+    fn confirm_seen_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>) {
+        match self.exact() {
+            Some(exact) => super::exact::confirm_batch(exact, keys, out),
+            None => {
+                out.clear();
+                out.resize(keys.len(), true);
+            }
+        }
+    }
+    fn is_exact(&self) -> bool {
+        self.exact().is_some()
     }
 }
 

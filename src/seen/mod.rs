@@ -6,6 +6,11 @@
 //! without a global lock, costs one cache miss per URL, and survives a crash as a checkpoint
 //! file. It is usable on its own: [`Plan`] sizes it, [`SeenSet`] is the filter.
 //!
+//! With `[seen] exact` the filter is the front of an exact set of admitted URLs on disk
+//! ([`crate::state_store::AdmittedSet`]): its "maybe seen" is confirmed there, so no new URL
+//! is skipped as a false positive (see `exact.rs`); the filter then only spares lookups, and
+//! `[seen] memory` may be as small as one block.
+//!
 //! # Guarantees
 //!
 //! - **No false negatives.** A key whose `insert_new` returned (either answer) is reported by
@@ -181,6 +186,7 @@ mod backend;
 mod blocks;
 mod counters;
 mod error;
+mod exact;
 mod file;
 mod plan;
 mod probe;
@@ -192,6 +198,7 @@ pub(crate) use backend::SeenBackend;
 use blocks::{Block, BlockArray, WordBuffer, LOCK_BIT, LOCK_WORD};
 use counters::LiveCounters;
 pub use error::SeenError;
+pub(crate) use exact::{admitted_for_crawl, front_plan};
 pub use file::SeenSnapshot;
 pub use plan::{
     blocked_fpp, blocked_fpp_at_load, classic_fpp, classic_m_k, machine_memory_bytes, Layout, Plan,
@@ -210,6 +217,8 @@ pub struct SeenSet {
     plan: Plan,
     array: BlockArray,
     counters: LiveCounters,
+    /// With `[seen] exact`, the exact set this filter fronts (see `exact.rs`).
+    exact: std::sync::OnceLock<std::sync::Arc<crate::state_store::AdmittedSet>>,
 }
 
 /// Live figures, summed from the counter shards without touching the bit array.
@@ -245,6 +254,7 @@ impl SeenSet {
             plan,
             array,
             counters,
+            exact: std::sync::OnceLock::new(),
         }
     }
 

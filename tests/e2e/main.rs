@@ -20,6 +20,7 @@ mod recrawl;
 mod resume_e2e;
 mod robots_cli;
 mod site_e2e;
+mod state_store;
 mod support;
 mod tls;
 mod warc;
