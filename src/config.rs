@@ -257,6 +257,35 @@ impl Default for CheckpointSection {
     }
 }
 
+/// `[recrawl]`: the schedule of `crawler recrawl` (see [`crate::recrawl`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecrawlSection {
+    /// Shortest time between two fetches of one URL (`"0s"`: a recrawl right after a crawl
+    /// takes every URL).
+    pub min_interval: String,
+    /// Longest time a URL waits between two fetches under `--continuous`, however rarely
+    /// it changes.
+    pub max_interval: String,
+    /// Set by `crawler recrawl`, not a key: what [`Config::distributed_lacks`] refuses.
+    #[serde(skip)]
+    pub active: bool,
+    /// Set by `crawler recrawl --continuous`, not a key.
+    #[serde(skip)]
+    pub continuous: bool,
+}
+
+impl Default for RecrawlSection {
+    fn default() -> Self {
+        RecrawlSection {
+            min_interval: "1h".into(),
+            max_interval: "30d".into(),
+            active: false,
+            continuous: false,
+        }
+    }
+}
+
 /// `[frontier]`: how much of the frontier is kept in memory; the rest lives on disk under
 /// `OUT/frontier/`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -459,6 +488,7 @@ pub struct Config {
     pub scope: ScopeOptions,
     pub distributed: DistributedSection,
     pub monitor: MonitorSection,
+    pub recrawl: RecrawlSection,
     pub state: StateSection,
     /// `[[site]]` sections: per-site settings, first match wins (see [`crate::site`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -513,6 +543,7 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
     ("seen", &["fpp", "memory", "exact"]),
     ("state", &["enabled"]),
     ("checkpoint", &["interval_secs", "sync_interval_secs"]),
+    ("recrawl", &["min_interval", "max_interval"]),
     ("frontier", &["memory", "host_memory"]),
     (
         "output",
@@ -656,6 +687,15 @@ impl Config {
     /// by the CLI with [`DISTRIBUTED_RESUME`].
     pub fn distributed_lacks(&self) -> Vec<(&'static str, &'static str)> {
         let mut lacks = Vec::new();
+        if self.recrawl.active {
+            lacks.push((
+                "recrawl",
+                "a recrawl asks each URL with what the earlier generations recorded for it, \
+                 which a local crawl reads from its own pages.jsonl; a distributed crawl's \
+                 records are spread over its processes' files and its per-URL state is not \
+                 kept in Redis, so no process knows what to ask with; recrawl a local crawl",
+            ));
+        }
         if self.crawl.sitemaps {
             lacks.push((
                 "crawl.sitemaps",
@@ -798,6 +838,14 @@ impl Config {
             key: key.to_string(),
             message,
         };
+        self.recrawl_intervals().map_err(|e| match e {
+            ConfigError::Invalid { key, message, .. } => ConfigError::Invalid {
+                origin: origin.to_string(),
+                key,
+                message,
+            },
+            other => other,
+        })?;
         let m = &self.monitor;
         if let Some(listen) = &m.listen {
             if listen.parse::<std::net::SocketAddr>().is_err() {
@@ -1340,6 +1388,32 @@ impl Config {
             map.insert(header, value);
         }
         Ok(map)
+    }
+
+    /// `[recrawl] min_interval` and `max_interval` as durations.
+    pub fn recrawl_intervals(
+        &self,
+    ) -> Result<(std::time::Duration, std::time::Duration), ConfigError> {
+        let parse = |key: &str, text: &str| {
+            humantime::parse_duration(text).map_err(|e| ConfigError::Invalid {
+                origin: "config".into(),
+                key: format!("recrawl.{key}"),
+                message: format!("{text:?} is not a duration like \"0s\", \"1h\" or \"30d\" ({e})"),
+            })
+        };
+        let min = parse("min_interval", &self.recrawl.min_interval)?;
+        let max = parse("max_interval", &self.recrawl.max_interval)?;
+        if max < min {
+            return Err(ConfigError::Invalid {
+                origin: "config".into(),
+                key: "recrawl.max_interval".into(),
+                message: format!(
+                    "{:?} is shorter than recrawl.min_interval = {:?}",
+                    self.recrawl.max_interval, self.recrawl.min_interval
+                ),
+            });
+        }
+        Ok((min, max))
     }
 
     /// `crawl.max_duration` as a duration (`None`: no limit).

@@ -173,6 +173,9 @@ counters!(
     finished,
     /// Responses with a 2xx status.
     ok,
+    /// `304 Not Modified` answers to a recrawl's conditional requests (`crate::recrawl`):
+    /// the page is as the earlier generation archived it; no body, no links taken.
+    not_modified,
     /// Redirect responses.
     redirects,
     /// 4xx responses.

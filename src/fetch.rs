@@ -43,8 +43,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{
-    HeaderMap, HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, LINK,
-    LOCATION, RETRY_AFTER, TRANSFER_ENCODING,
+    HeaderMap, HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, ETAG,
+    IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LINK, LOCATION, RETRY_AFTER,
+    TRANSFER_ENCODING,
 };
 use url::Url;
 
@@ -159,6 +160,44 @@ pub(crate) struct Fetched {
     pub(crate) exchange: Option<Box<Exchange>>,
     /// The target of `Link: <…>; rel="canonical"`, unresolved (see `crate::canonical`).
     pub(crate) link_canonical: Option<String>,
+    /// The response's validators, as sent: what the next generation of a recrawl asks
+    /// with (see `crate::recrawl`).
+    pub(crate) validators: Validators,
+}
+
+/// A response's validators (`ETag`, `Last-Modified`), kept verbatim: a recrawl sends them
+/// back as `If-None-Match` / `If-Modified-Since` (RFC 9110 §13.1), which is only exact when
+/// the server gets its own bytes again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Validators {
+    pub(crate) etag: Option<String>,
+    pub(crate) last_modified: Option<String>,
+}
+
+impl Validators {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.etag.is_none() && self.last_modified.is_none()
+    }
+
+    /// The conditional request headers these validators make, as (name, value).
+    fn conditions(&self) -> Vec<(reqwest::header::HeaderName, HeaderValue)> {
+        let mut out = Vec::new();
+        if let Some(v) = self
+            .etag
+            .as_deref()
+            .and_then(|v| HeaderValue::from_str(v).ok())
+        {
+            out.push((IF_NONE_MATCH, v));
+        }
+        if let Some(v) = self
+            .last_modified
+            .as_deref()
+            .and_then(|v| HeaderValue::from_str(v).ok())
+        {
+            out.push((IF_MODIFIED_SINCE, v));
+        }
+        out
+    }
 }
 
 /// One request and its response as they crossed the wire, for the archive ([`crate::warc`]).
@@ -302,6 +341,17 @@ impl Fetcher {
             .await
     }
 
+    /// [`Fetcher::fetch`] asking with `validators` (a recrawl's): the server may answer
+    /// `304 Not Modified`, with no body.
+    pub(crate) async fn fetch_conditional(
+        &self,
+        url: &Url,
+        validators: &Validators,
+    ) -> Result<Fetched, FetchError> {
+        self.fetch_inner(url, RequestKind::Page, self.max_body_bytes, validators)
+            .await
+    }
+
     /// One GET of `url` for `kind` with body cap `cap`; a 2xx body is kept whatever its
     /// type for robots.txt and sitemaps, else only when its type is parsed. The gate is asked first.
     pub(crate) async fn fetch_capped(
@@ -309,6 +359,17 @@ impl Fetcher {
         url: &Url,
         kind: RequestKind,
         cap: u64,
+    ) -> Result<Fetched, FetchError> {
+        self.fetch_inner(url, kind, cap, &Validators::default())
+            .await
+    }
+
+    async fn fetch_inner(
+        &self,
+        url: &Url,
+        kind: RequestKind,
+        cap: u64,
+        validators: &Validators,
     ) -> Result<Fetched, FetchError> {
         let refused = |e: crate::gate::Refused| FetchError {
             kind: FetchErrorKind::Refused,
@@ -327,6 +388,10 @@ impl Fetcher {
         let mut request = self.client().get(url.clone());
         if let Some(site) = site {
             request = site.apply(request);
+        }
+        let conditions = validators.conditions();
+        for (name, value) in &conditions {
+            request = request.header(name, value);
         }
         let mut response = request.send().await.map_err(classify)?;
         if !self.proxied {
@@ -349,6 +414,10 @@ impl Fetcher {
         let link_canonical = crate::canonical::from_link_header(
             headers.get_all(LINK).iter().filter_map(|v| v.to_str().ok()),
         );
+        let response_validators = Validators {
+            etag: header_str(headers, ETAG).map(str::to_string),
+            last_modified: header_str(headers, LAST_MODIFIED).map(str::to_string),
+        };
         let parse =
             (200..300).contains(&status) && (keep_any_body || self.parses(content_type.as_deref()));
         let coding = Coding::from_header(
@@ -381,7 +450,8 @@ impl Fetcher {
                     &self.accept_encoding,
                     &self.extra_headers,
                     cookie.as_ref(),
-                    &site.map(|s| s.archived_lines()).unwrap_or_default(),
+                    &(site.map(|s| s.archived_lines()).unwrap_or_default()
+                        + &condition_lines(&conditions)),
                 ),
                 response_head: response_head(&response),
                 raw_body: (!same_as_parsed)
@@ -447,8 +517,21 @@ impl Fetcher {
             header_nofollow,
             exchange,
             link_canonical,
+            validators: response_validators,
         })
     }
+}
+
+/// The conditional headers as the archived request writes them (`name: value` lines).
+fn condition_lines(conditions: &[(reqwest::header::HeaderName, HeaderValue)]) -> String {
+    let mut lines = String::new();
+    for (name, value) in conditions {
+        lines.push_str(name.as_str());
+        lines.push_str(": ");
+        lines.push_str(&String::from_utf8_lossy(value.as_bytes()));
+        lines.push_str("\r\n");
+    }
+    lines
 }
 
 /// The most [`raw_body_buffer`] reserves ahead of the bytes.

@@ -24,6 +24,7 @@
 //!   checkpoint.rs    checkpoint files, the queue log, resume
 //!   output.rs        the journal (pages.jsonl) and the output directory's file names
 //!   output_lock.rs   one crawl per output directory (a flock held for a process's life)
+//!   recrawl/         generations of a collection: per-URL state from the journal, schedule
 //!   warc/            the archive: a sink beside the journal
 //!   fetch.rs gate.rs dns.rs cookie_jar.rs  HTTP client, the request gate, name
 //!                    resolution, the opt-in cookie jar
@@ -46,7 +47,7 @@
 //!    `charset`, `canonical`, `content_coding`, `sitemap`, `near_duplicate`, `site`.
 //! 2. Network: `dns`, `gate` (config, dns, scope), `cookie_jar`, `fetch`, `robots`.
 //! 3. State: `state_store` (below `seen`, which fronts its admitted set), `seen`, `frontier`, `output` with `warc` (its sink), `output_lock`,
-//!    `checkpoint`.
+//!    `checkpoint`, `recrawl`.
 //! 4. `distributed`: Redis (state kept there instead of on disk); `monitor`: the figures
 //!    served (counters, frontier reports, handed a snapshot by the driver).
 //! 5. `crawl`: everything above, wired; `main.rs` on top.
@@ -83,6 +84,7 @@ pub mod normalize;
 pub mod output;
 pub mod output_lock;
 pub mod quantity;
+pub mod recrawl;
 pub mod robots;
 pub mod scope;
 pub mod seeds;

@@ -78,6 +78,12 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Fetch the next generation of the crawl in --out DIR: every URL it recorded that is
+    /// due (recrawl.min_interval; "0s": all), asked with its validators (a 304 is archived as
+    /// a revisit), new links taken on as in a crawl; URLs gone (404/410) in two generations
+    /// in a row are retired. Run it again after a crash or a stop to go on with the
+    /// interrupted generation.
+    Recrawl(RecrawlArgs),
     /// Print the effective configuration (defaults, --config file, --set overrides).
     Config {
         /// Configuration file (TOML).
@@ -143,6 +149,36 @@ struct DemoArgs {
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// Override any config key (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Progress display: auto, lines or quiet.
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "lines", "quiet"])]
+    progress: String,
+}
+
+#[derive(Args, Debug)]
+struct RecrawlArgs {
+    /// The crawl's output directory (overrides output.dir).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Keep going: fetch each URL again whenever its adaptive interval (between
+    /// recrawl.min_interval and max_interval) has passed, until stopped (Ctrl-C, SIGTERM,
+    /// crawl.max_duration); resumable like a crawl.
+    #[arg(long)]
+    continuous: bool,
+    /// Most URLs this generation takes on, the due ones first (default: the crawl's).
+    #[arg(long, value_name = "N", value_parser = parse_count_arg)]
+    max_urls: Option<u64>,
+    /// Configuration file (TOML): give the crawl's own, a recrawl asks as it did.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Total fetches in flight (overrides crawl.concurrency).
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+    /// Serve live figures on this address (overrides monitor.listen).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Override any config key, e.g. --set recrawl.min_interval=0s (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Progress display: auto, lines or quiet.
@@ -278,6 +314,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write_stdout(&text)?;
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Recrawl(args)) => recrawl(args),
         Some(Command::Config { config, set }) => {
             let config = Config::load(config.as_deref(), &set)?;
             write_stdout(&config.to_toml())?;
@@ -554,6 +591,85 @@ fn crawl(args: CrawlArgs) -> anyhow::Result<ExitCode> {
     run_and_report(config, seeds, progress_mode(&args.progress), resume)
 }
 
+/// `crawler recrawl`: the next generation of the crawl in the output directory, or the one
+/// a crash or a stop interrupted there.
+fn recrawl(args: RecrawlArgs) -> anyhow::Result<ExitCode> {
+    let mut flags = Vec::new();
+    if let Some(n) = args.max_urls {
+        flags.push(Flag {
+            name: format!("--max-urls {n}"),
+            assignment: format!("crawl.max_urls={n}"),
+        });
+    }
+    if let Some(n) = args.concurrency {
+        flags.push(Flag {
+            name: format!("--concurrency {n}"),
+            assignment: format!("crawl.concurrency={n}"),
+        });
+    }
+    if let Some(addr) = &args.listen {
+        flags.push(Flag {
+            name: format!("--listen {addr}"),
+            assignment: format!("monitor.listen={}", toml_string(addr)),
+        });
+    }
+    let mut config = Config::load_with_flags(args.config.as_deref(), &args.set, &flags)?;
+    if let Some(out) = &args.out {
+        config.output.dir = out.clone();
+    }
+    config.recrawl.active = true;
+    config.recrawl.continuous = args.continuous;
+    if config.distributed.redis.is_some() {
+        // The one list of what distributed mode lacks says why.
+        if let Some((key, reason)) = config
+            .distributed_lacks()
+            .into_iter()
+            .find(|(key, _)| *key == "recrawl")
+        {
+            bail!("{key}: not supported with distributed.redis: {reason}");
+        }
+    }
+    let dir = config.output.dir.clone();
+    let _lock = DirectoryLock::acquire(&dir, Holding::Exclusive)?;
+    let manifest = match crawler::checkpoint::current_manifest(&dir) {
+        Some(Ok(m)) => Some(m),
+        Some(Err(e)) => bail!(
+            "{}: its checkpoint cannot be read ({e}); resume the crawl with --resume first",
+            dir.display()
+        ),
+        None => None,
+    };
+    let unfinished = manifest.as_ref().is_some_and(|m| !m.finished);
+    let generation = crawler::recrawl::started_generation(&dir);
+    let (resume, seeds) = match (unfinished, generation) {
+        (true, Some(generation)) => {
+            let loaded = crawler::checkpoint::load(&dir)?;
+            eprintln!(
+                "recrawl: going on with generation {generation} in {} (checkpoint of {})",
+                dir.display(),
+                loaded.manifest.created_at
+            );
+            let seeds = crawler::checkpoint::load_seeds(&dir)?.with_context(|| {
+                format!("{}: the checkpoint holds no seed list", dir.display())
+            })?;
+            (Some(loaded), seeds)
+        }
+        (true, None) => bail!(
+            "{}: holds an unfinished crawl; finish it first (crawler --resume --out {}), then recrawl",
+            dir.display(),
+            dir.display()
+        ),
+        (false, _) => (None, Vec::new()),
+    };
+    // The crawl's max_urls unless --max-urls says otherwise.
+    if args.max_urls.is_none() {
+        if let Some(m) = &manifest {
+            config.crawl.max_urls = crawler::config::Count(m.max_urls);
+        }
+    }
+    run_and_report(config, seeds, progress_mode(&args.progress), resume)
+}
+
 /// `--resume` with another max_urls: a larger one extends the crawl, whose seen-set keeps its
 /// size (the line says what its false-positive rate becomes); a smaller one is refused.
 fn resumed_max_urls(
@@ -649,8 +765,14 @@ fn run_and_report(
         );
     } else if summary.stopped && shutdown_for_limit.stopped_by_time_limit() {
         eprintln!(
-            "stopped by the time limit (crawl.max_duration = {}, counted per run) with {} URLs queued or in flight, all checkpointed; to go on, run the same command with --resume",
+            "stopped by the time limit (crawl.max_duration = {}, counted per run) with {} URLs queued or in flight, all checkpointed; to go on, run the same command {}",
             config.crawl.max_duration.as_deref().unwrap_or_default(),
+            summary.queued_left,
+            if config.recrawl.active { "again" } else { "with --resume" }
+        );
+    } else if summary.stopped && config.recrawl.active {
+        eprintln!(
+            "stopped before the end with {} URLs queued or in flight, all checkpointed; to go on, run the same command again",
             summary.queued_left
         );
     } else if summary.stopped {
@@ -741,7 +863,19 @@ fn prepare_output_dir(
         }
         checkpoint::remove(dir)?;
         crawler::warc::remove_archive(dir)?;
+        match std::fs::remove_file(crawler::recrawl::generation_path(dir)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("{}", dir.display())),
+        }
         return Ok(None);
+    }
+    if let (true, Some(generation)) = (resume, crawler::recrawl::started_generation(dir)) {
+        bail!(
+            "{}: its latest run is generation {generation} of a recrawl; go on with `crawler recrawl --out {}`",
+            dir.display(),
+            dir.display()
+        );
     }
     if resume {
         let loaded = checkpoint::load(dir)?;

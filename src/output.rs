@@ -93,6 +93,16 @@ pub struct PageRecord {
     /// each host produced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub near_digest: Option<String>,
+    /// The response's `ETag` and `Last-Modified`, verbatim, when it sent them: what the
+    /// next generation asks with (`If-None-Match`, `If-Modified-Since`; `crate::recrawl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    /// The generation of the collection this record belongs to: absent for the first crawl
+    /// (generation 1), 2 for the first `crawler recrawl`, and so on (`crate::recrawl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u32>,
 }
 
 /// What a line of `pages.jsonl` records.

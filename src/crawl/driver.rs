@@ -215,8 +215,7 @@ pub(crate) async fn drive<S: WorkSource>(
         seen_backend.clone(),
         &counters,
         completions_tx,
-        archiver,
-        cookies,
+        (archiver, cookies, source.known_urls()),
     )?;
     let mut out = Recorder {
         sender,
@@ -341,8 +340,11 @@ fn start_workers(
     seen: Arc<dyn SeenBackend>,
     counters: &Arc<CrawlCounters>,
     completions: mpsc::UnboundedSender<Completion>,
-    archiver: Option<Archiver>,
-    cookies: Option<Arc<CookieJar>>,
+    (archiver, cookies, known): (
+        Option<Archiver>,
+        Option<Arc<CookieJar>>,
+        Option<Arc<crate::recrawl::KnownUrls>>,
+    ),
 ) -> Result<(ParsePool, Arc<FetchShared>), CrawlError> {
     let (parse_tx, parse_rx) = crossbeam_channel::unbounded::<ParseJob>();
     let scope = Arc::new(Scope::new(&config.scope, seeds)?);
@@ -378,6 +380,7 @@ fn start_workers(
         parse_jobs: parse_tx,
         faults,
         archiver,
+        known,
     });
     Ok((parse_pool, fetch))
 }

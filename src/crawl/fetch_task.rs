@@ -46,6 +46,8 @@ pub(crate) struct FetchShared {
     pub(crate) faults: Faults,
     /// Builds the archive's records of each finished fetch (`[output] warc`).
     pub(crate) archiver: Option<Archiver>,
+    /// A recrawl's known URLs: pages are asked for with their validators.
+    pub(crate) known: Option<Arc<crate::recrawl::KnownUrls>>,
 }
 
 /// Payloads above this size are compressed for the archive on a blocking thread, not on the
@@ -295,12 +297,19 @@ async fn fetch_outcome(
     };
     let can_retry = item.attempts < config.retries;
     let is_sitemap = super::sitemaps::is_sitemap(&url);
+    // A recrawl asks again with what the last fetch's response said.
+    let previous = match (&shared.known, is_sitemap) {
+        (Some(known), false) => known.asking(&item.url),
+        _ => None,
+    };
     let fetching = if is_sitemap {
         let kind = crate::gate::RequestKind::Sitemap;
         shared
             .fetcher
             .fetch_capped(&url, kind, crate::sitemap::MAX_BYTES)
             .await
+    } else if let Some((validators, _)) = previous.as_ref().filter(|(v, _)| !v.is_empty()) {
+        shared.fetcher.fetch_conditional(&url, validators).await
     } else {
         shared.fetcher.fetch(&url).await
     };
@@ -319,6 +328,8 @@ async fn fetch_outcome(
     record.bytes = fetched.bytes;
     record.truncated = fetched.truncated;
     record.final_url = Some(item.url.clone());
+    record.etag = fetched.validators.etag.clone();
+    record.last_modified = fetched.validators.last_modified.clone();
     // A fetch that ends here (not retried, not parsed) is archived with its record.
     let ended = |mut record: Box<PageRecord>, candidates: Candidates, fetched: Fetched| async move {
         stamp(&mut record);
@@ -353,6 +364,21 @@ async fn fetch_outcome(
             item.attempts + 1
         ));
         return ended(record, Candidates::default(), fetched).await;
+    }
+    if let (304, Some((_, unchanged))) = (status, previous) {
+        // Not modified since the last generation: no body, no links (`crate::recrawl`);
+        // archived as a revisit of what it stands for.
+        record.counts.not_modified += 1;
+        stamp(&mut record);
+        let mut archive = archive_fetch(shared, &item.url, fetched).await;
+        if let Some(archive) = archive.as_mut() {
+            archive.not_modified = Some(Box::new(unchanged));
+        }
+        return FetchStep::Finished(Outcome::Done {
+            record,
+            candidates: Candidates::default(),
+            archive,
+        });
     }
     if fetched.is_redirect() {
         record.counts.redirects += 1;

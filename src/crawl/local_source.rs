@@ -74,12 +74,15 @@ pub(crate) enum LocalEvent {
 impl LocalSource {
     /// A fresh crawl from the seeds, or (with `resume`) the checkpoint's state, checked
     /// against this run's settings; the pages file is cut back to the checkpoint only once
-    /// everything else is checked and reopened.
+    /// everything else is checked and reopened. `next_generation`: a fresh crawl that keeps
+    /// the earlier generations' records and archive and writes after them (a recrawl's,
+    /// from where the journal ends).
     pub(crate) fn open(
         config: &Config,
         seeds: &[Url],
         (progress, started): (ProgressMode, Instant),
         resume: Option<checkpoint::Loaded>,
+        next_generation: Option<OutputPosition>,
     ) -> Result<Opened<LocalSource>, CrawlError> {
         let out_dir = &config.output.dir;
         // A resumed crawl keeps its seen-set, sized for the max_urls it started with, also
@@ -107,13 +110,15 @@ impl LocalSource {
                 None => {
                     checkpoint::remove(out_dir)?;
                     checkpoint::save_seeds(out_dir, seeds)?;
-                    crate::warc::remove_archive(out_dir)
-                        .map_err(crate::output::OutputError::from)?;
+                    if next_generation.is_none() {
+                        crate::warc::remove_archive(out_dir)
+                            .map_err(crate::output::OutputError::from)?;
+                    }
                     tracing::info!("{}", plan.summary());
                     (
                         Arc::new(SeenSet::new(plan)?),
                         Arc::new(CrawlCounters::default()),
-                        OutputPosition::default(),
+                        next_generation.unwrap_or_default(),
                         Frontier::create(policy, frontier_options)?,
                         None,
                         0,
@@ -209,7 +214,9 @@ impl LocalSource {
                 pages,
                 start,
                 warc_prefix,
-                resumed: resumed_from.is_some(),
+                // A next generation's archive goes on from the earlier ones' (their digest
+                // index rebuilt from the journal), as a resumed one does.
+                resumed: resumed_from.is_some() || next_generation.is_some(),
             },
             progress,
             time,

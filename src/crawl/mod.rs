@@ -10,6 +10,7 @@
 //! | `source.rs` | the interface between the driver and a source of work |
 //! | `local_source.rs` | a single-process crawl: the disk frontier with checkpoints and resume |
 //! | `lease_source.rs` | one process of a crawl shared through Redis: leases ([`crate::distributed`]) |
+//! | `recrawl_source.rs` | the next generation of a local crawl, or a continuous recrawl ([`crate::recrawl`]) |
 //! | `admission.rs` | the one path from a discovered URL to a queued one, and its counting |
 //! | `fetch_task.rs` | one dispatched URL fetched once and turned into an outcome |
 //! | `parse_pool.rs` | OS threads that extract and screen a page's links |
@@ -80,6 +81,7 @@ mod local_source;
 mod messages;
 mod parse_pool;
 pub mod progress;
+mod recrawl_source;
 mod shutdown;
 mod sitemaps;
 mod source;
@@ -104,6 +106,7 @@ use crate::seen::Plan;
 use driver::drive;
 use lease_source::LeaseSource;
 use local_source::LocalSource;
+use recrawl_source::RecrawlSource;
 
 /// The frontier as the local source checkpoints it: any [`FrontierBackend`] whose checkpoint
 /// is the local one (the disk frontier today). Admission, checkpoints and the summary are
@@ -151,6 +154,8 @@ pub enum CrawlError {
     Monitor(#[from] crate::monitor::MonitorError),
     #[error(transparent)]
     Distributed(#[from] crate::distributed::DistributedError),
+    #[error("recrawl")]
+    Recrawl(#[from] crate::recrawl::RecrawlError),
     #[error(transparent)]
     StateStore(#[from] crate::state_store::StateStoreError),
     #[error("{}: cannot write", path.display())]
@@ -197,7 +202,8 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         shutdown,
         resume,
     } = request;
-    if seeds.is_empty() {
+    // A recrawl's seeds are the collection's due URLs, found when it opens.
+    if seeds.is_empty() && !config.recrawl.active {
         return Err(CrawlError::NoSeeds);
     }
     // Counted per run, from here: a resumed crawl gets the whole limit again.
@@ -215,8 +221,12 @@ pub async fn run_crawl(request: CrawlRequest) -> Result<CrawlSummary, CrawlError
         source,
     })?;
     match crate::distributed::Settings::from_config(&config)? {
+        None if config.recrawl.active => {
+            let (opened, seeds) = RecrawlSource::open(&config, seeds, (progress, started), resume)?;
+            drive(&config, seeds, &shutdown, descriptors, opened).await
+        }
         None => {
-            let opened = LocalSource::open(&config, &seeds, (progress, started), resume)?;
+            let opened = LocalSource::open(&config, &seeds, (progress, started), resume, None)?;
             drive(&config, seeds, &shutdown, descriptors, opened).await
         }
         Some(settings) => {

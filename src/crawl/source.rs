@@ -134,6 +134,12 @@ pub(crate) trait WorkSource {
         None
     }
 
+    /// What earlier generations found for each URL, for the fetch tasks to ask with
+    /// (a recrawl's; `None` by default: no conditional requests).
+    fn known_urls(&self) -> Option<std::sync::Arc<crate::recrawl::KnownUrls>> {
+        None
+    }
+
     /// The run ended with `error` (a full disk, a failing queue log): the figures so far
     /// written where a reader of files would look, best effort. Nothing by default.
     fn failed(&self, _summary: &CrawlSummary, _error: &CrawlError) {}

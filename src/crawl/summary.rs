@@ -196,8 +196,13 @@ impl CrawlSummary {
         let _ = writeln!(s, "{}", self.time_line());
         let _ = writeln!(
             s,
-            "responses: {} ok, {} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}{}",
+            "responses: {} ok, {}{} redirects, {} client errors (4xx), {} server errors (5xx/429), {} network errors, {} retries, {}{}",
             c.ok,
+            if c.not_modified > 0 {
+                format!("{} not modified (304), ", c.not_modified)
+            } else {
+                String::new()
+            },
             c.redirects,
             c.client_errors,
             c.server_errors,

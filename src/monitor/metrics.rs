@@ -55,7 +55,7 @@ const fn labelled(
     }
 }
 
-const PAGES: &str = "Fetches that ended, by HTTP status class after retries (5xx includes 429; no_response: network errors)";
+const PAGES: &str = "Fetches that ended, by HTTP status class after retries (5xx includes 429; no_response: network errors; not_modified: a recrawl's 304)";
 const REFUSED: &str = "Links found and not queued, by reason";
 const UNFETCHED: &str = "Accepted URLs ended without a fetch, by reason";
 
@@ -71,6 +71,12 @@ pub(crate) const COUNTERS: &[CounterMetric] = &[
         "crawler_pages",
         PAGES,
         ("class", "no_response"),
+    ),
+    labelled(
+        "not_modified",
+        "crawler_pages",
+        PAGES,
+        ("class", "not_modified"),
     ),
     plain(
         "finished",

@@ -280,6 +280,19 @@ pub(crate) struct ArchivedFetch {
     /// (from Redis: `crate::distributed`'s `payloads.rs`), for the writer to refer to when
     /// its own index knows none.
     pub(crate) shared_original: Option<Original>,
+    /// Set for a `304 Not Modified` to a recrawl's conditional request: written as a
+    /// `revisit` of profile server-not-modified referring to what this names.
+    pub(crate) not_modified: Option<Box<NotModified>>,
+}
+
+/// What a `304 Not Modified` stands for: the payload an earlier generation archived for
+/// the URL. The writer finds its original record by `payload_digest` in the digest index
+/// (the record that holds the bytes, even when the URL's last fetch was itself a revisit),
+/// else takes `original`, the URL's own last response record.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NotModified {
+    pub(crate) payload_digest: Option<Sha1Digest>,
+    pub(crate) original: Option<Original>,
 }
 
 /// Where the original of a duplicate payload is: what a revisit record refers to.
@@ -294,6 +307,8 @@ pub(crate) const HTTP_RESPONSE: &str = "application/http; msgtype=response";
 pub(crate) const HTTP_REQUEST: &str = "application/http; msgtype=request";
 pub(crate) const REVISIT_PROFILE: &str =
     "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
+pub(crate) const NOT_MODIFIED_PROFILE: &str =
+    "http://netpreserve.org/warc/1.1/revisit/server-not-modified";
 
 /// The fields every record of a fetch carries.
 fn fetch_fields(kind: &str, id: Uuid, fetch: &FetchParts<'_>) -> Fields {
@@ -367,6 +382,7 @@ pub(crate) fn encode_fetch(fetch: FetchParts<'_>, level: u32) -> ArchivedFetch {
         payload_bytes: fetch.payload.len() as u64,
         peer: fetch.peer,
         http2: fetch.http2,
+        not_modified: None,
         shared_original: None,
     }
 }
@@ -374,6 +390,38 @@ pub(crate) fn encode_fetch(fetch: FetchParts<'_>, level: u32) -> ArchivedFetch {
 /// The revisit record that stands for `fetch`'s response when its payload is `original`'s:
 /// the HTTP head as block, the payload by reference (profile identical-payload-digest).
 pub(crate) fn revisit_member(fetch: &ArchivedFetch, original: &Original, level: u32) -> Vec<u8> {
+    revisit_with(
+        fetch,
+        original,
+        (REVISIT_PROFILE, Some(&fetch.payload_digest)),
+        level,
+    )
+}
+
+/// The revisit record of a `304 Not Modified` (profile server-not-modified): the 304's head
+/// as block, referring to `original`, whose payload digest it carries when known (the digest
+/// of the payload it says is unchanged, as WARC 1.1 §6.7.3 allows, which lets replay tools
+/// find the original by digest as well as by URI and date).
+pub(crate) fn not_modified_member(
+    fetch: &ArchivedFetch,
+    original: &Original,
+    payload_digest: Option<&Sha1Digest>,
+    level: u32,
+) -> Vec<u8> {
+    revisit_with(
+        fetch,
+        original,
+        (NOT_MODIFIED_PROFILE, payload_digest),
+        level,
+    )
+}
+
+fn revisit_with(
+    fetch: &ArchivedFetch,
+    original: &Original,
+    (profile, payload_digest): (&str, Option<&Sha1Digest>),
+    level: u32,
+) -> Vec<u8> {
     let mut fields = Fields::new("revisit", fetch.response_id, &fetch.date);
     fields.add("WARC-Target-URI", &fetch.target_uri);
     if let Some(ip) = fetch.peer {
@@ -383,7 +431,7 @@ pub(crate) fn revisit_member(fetch: &ArchivedFetch, original: &Original, level: 
         fields.add("WARC-Protocol", "h2");
     }
     fields.add("WARC-Warcinfo-ID", &record_id(fetch.warcinfo_id));
-    fields.add("WARC-Profile", REVISIT_PROFILE);
+    fields.add("WARC-Profile", profile);
     fields.add("WARC-Refers-To", &original.record_id);
     fields.add("WARC-Refers-To-Target-URI", &original.target_uri);
     fields.add("WARC-Refers-To-Date", &original.date);
@@ -391,7 +439,9 @@ pub(crate) fn revisit_member(fetch: &ArchivedFetch, original: &Original, level: 
         "WARC-Block-Digest",
         &digest_label(&sha1_of(&[&fetch.response_head])),
     );
-    fields.add("WARC-Payload-Digest", &digest_label(&fetch.payload_digest));
+    if let Some(digest) = payload_digest {
+        fields.add("WARC-Payload-Digest", &digest_label(digest));
+    }
     member(fields, HTTP_RESPONSE, &[&fetch.response_head], level)
 }
 
@@ -507,6 +557,29 @@ mod tests {
         assert!(text.contains("WARC-Refers-To-Target-URI: http://example.test/first\r\n"));
         assert!(text.contains(&format!("Content-Length: {}\r\n", head.len())));
         assert!(text.ends_with("HTTP/1.1 200 OK\r\n\r\n\r\n\r\n"));
+    }
+
+    #[test]
+    fn a_not_modified_revisit_has_its_profile_and_refers_to_the_original() {
+        let head = b"HTTP/1.1 304 Not Modified\r\netag: \"x\"\r\n\r\n";
+        let fetch = encode_fetch(parts(b"", head), 1);
+        let original = Original {
+            target_uri: "http://example.test/a?b=c".into(),
+            date: "2026-11-23T15:00:00Z".into(),
+            record_id: "<urn:uuid:00000000-0000-0000-0000-000000000002>".into(),
+        };
+        let digest = sha1_of(&[b"the page as first archived"]);
+        let member = not_modified_member(&fetch, &original, Some(&digest), 1);
+        let text = String::from_utf8(gunzip(&member)).unwrap();
+        assert!(text.contains("WARC-Type: revisit\r\n"));
+        assert!(text.contains(&format!("WARC-Profile: {NOT_MODIFIED_PROFILE}\r\n")));
+        assert!(text.contains(&format!("WARC-Refers-To: {}\r\n", original.record_id)));
+        assert!(text.contains("WARC-Refers-To-Date: 2026-11-23T15:00:00Z\r\n"));
+        assert!(text.contains(&format!(
+            "WARC-Payload-Digest: {}\r\n",
+            digest_label(&digest)
+        )));
+        assert!(text.ends_with("\r\n\r\n\r\n\r\n"));
     }
 
     #[test]

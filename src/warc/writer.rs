@@ -32,7 +32,8 @@ use uuid::Uuid;
 
 use super::digest_index::PayloadIndex;
 use super::record::{
-    digest_label, record_id, revisit_member, warc_date, warcinfo_member, ArchivedFetch, Original,
+    digest_label, not_modified_member, record_id, revisit_member, warc_date, warcinfo_member,
+    ArchivedFetch, Original, Sha1Digest,
 };
 use crate::durable::{At, IoAt};
 use crate::output::PageRecord;
@@ -216,11 +217,41 @@ impl ArchiveWriter {
         line_at: u64,
         flush_pages: &mut dyn FnMut() -> Result<(), IoAt>,
     ) -> Result<ArchiveTally, IoAt> {
-        let label = digest_label(&fetch.payload_digest);
-        let original = self.original_of(fetch, &label, flush_pages)?;
-        let revisit = original
-            .as_ref()
-            .map(|o| revisit_member(fetch, o, self.options.gzip_level));
+        let mut label = digest_label(&fetch.payload_digest);
+        let (original, revisit) = match fetch.not_modified.as_deref() {
+            Some(unchanged) => {
+                // A 304: the page is what an earlier generation archived, found by its
+                // digest (the record holding the bytes), else the URL's last response.
+                let by_digest = match &unchanged.payload_digest {
+                    Some(digest) => {
+                        label = digest_label(digest);
+                        self.original_of((digest, None), &label, flush_pages)?
+                    }
+                    None => None,
+                };
+                let original = by_digest.or_else(|| unchanged.original.clone());
+                let revisit = original.as_ref().map(|o| {
+                    not_modified_member(
+                        fetch,
+                        o,
+                        unchanged.payload_digest.as_ref(),
+                        self.options.gzip_level,
+                    )
+                });
+                (original, revisit)
+            }
+            None => {
+                let original = self.original_of(
+                    (&fetch.payload_digest, fetch.shared_original.as_ref()),
+                    &label,
+                    flush_pages,
+                )?;
+                let revisit = original
+                    .as_ref()
+                    .map(|o| revisit_member(fetch, o, self.options.gzip_level));
+                (original, revisit)
+            }
+        };
         let response: &[u8] = revisit.as_deref().unwrap_or(&fetch.response_member);
         let pair = (fetch.request_member.len() + response.len()) as u64;
         if self.length + pair > self.options.max_bytes && self.fetches_in_file > 0 {
@@ -252,7 +283,10 @@ impl ArchiveWriter {
             bytes: pair,
             ..ArchiveTally::default()
         };
-        if original.is_some() {
+        if fetch.not_modified.is_some() {
+            // Nothing was sent to save, and the 304's empty payload is no original.
+            tally.revisits = u64::from(original.is_some());
+        } else if original.is_some() {
             tally.revisits = 1;
             tally.bytes_saved = fetch.payload_bytes;
         } else {
@@ -267,13 +301,13 @@ impl ArchiveWriter {
     /// another process of a distributed crawl archived, if any.
     fn original_of(
         &mut self,
-        fetch: &ArchivedFetch,
+        (digest, shared): (&Sha1Digest, Option<&Original>),
         label: &str,
         flush_pages: &mut dyn FnMut() -> Result<(), IoAt>,
     ) -> Result<Option<Original>, IoAt> {
-        let candidates = self.index.candidates(&fetch.payload_digest);
+        let candidates = self.index.candidates(digest);
         if candidates.is_empty() {
-            return Ok(fetch.shared_original.clone());
+            return Ok(shared.cloned());
         }
         // The lines to read back may still be in the output's buffer; the archive goes to the
         // OS first, as always.
@@ -297,7 +331,7 @@ impl ArchiveWriter {
                 }));
             }
         }
-        Ok(fetch.shared_original.clone())
+        Ok(shared.cloned())
     }
 
     /// The line of `pages.jsonl` starting at `at`, without its newline.

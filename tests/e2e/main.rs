@@ -16,6 +16,7 @@ mod monitor;
 mod parity;
 mod politeness_e2e;
 mod real_size;
+mod recrawl;
 mod resume_e2e;
 mod robots_cli;
 mod site_e2e;

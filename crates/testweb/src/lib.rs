@@ -179,6 +179,7 @@ mod charsets;
 mod dns;
 mod docsite;
 mod encoding;
+mod freshness;
 mod graph;
 mod hostile;
 mod pressure;
@@ -199,6 +200,7 @@ pub use charsets::{CHARSETS_HOST, CHARSET_PAGES, CHARSET_TARGETS};
 pub use dns::{DnsQuery, DnsResponder};
 pub use docsite::{doc_expected, doc_long_paths, DOCS_HOST, DOC_CHAIN};
 pub use encoding::fnv1a;
+pub use freshness::{ChangeRate, Validators};
 pub use graph::PageKind;
 pub use graph::{BIG_PAGE_BYTES, SLOW_DELAY, TOO_SLOW_DELAY};
 pub use hostile::{
@@ -333,6 +335,9 @@ pub struct Features {
     /// Serves the pressure corner on `throttle.test` and `sluggish.test` (see
     /// `pressure.rs`): a host that answers 429 above a rate, one that slows with load.
     pub pressure: bool,
+    /// Tree pages carry their host's validators (`ETag`, `Last-Modified`, both or neither)
+    /// and conditional requests are answered `304` when they match (see `freshness.rs`).
+    pub conditional: bool,
     /// Tree pages of real size and shape instead of `page_bytes` of links and filler (see
     /// `realsize.rs`): log-normal sizes, median 150 KB, mean ~240 KB, a tail to 6 MB, with
     /// inline styles and scripts, a JSON blob, long text, and nav and footer lists holding
@@ -366,6 +371,7 @@ impl Features {
         "docsite",
         "long_tail",
         "pressure",
+        "conditional",
         "real_size",
     ];
 
@@ -395,6 +401,7 @@ impl Features {
             docsite: false,
             long_tail: false,
             pressure: false,
+            conditional: false,
             real_size: false,
         }
     }
@@ -424,6 +431,7 @@ impl Features {
             "docsite" => &mut self.docsite,
             "long_tail" | "long-tail" => &mut self.long_tail,
             "pressure" => &mut self.pressure,
+            "conditional" => &mut self.conditional,
             "real_size" | "real-size" => &mut self.real_size,
             _ => return None,
         })
@@ -474,13 +482,48 @@ pub struct RenderedPage {
 #[derive(Clone, Debug)]
 pub struct Web {
     graph: Graph,
+    /// The pages' changes so far (see `freshness.rs`), shared with the server.
+    freshness: std::sync::Arc<freshness::Freshness>,
 }
 
 impl Web {
     pub fn new(spec: WebSpec) -> Web {
         Web {
             graph: Graph::new(spec),
+            freshness: Default::default(),
         }
+    }
+
+    /// Changes `fraction` of the tree pages, chosen by hash (the same pages for the same
+    /// seed and event number): their bytes (not their links) get a new revision from now
+    /// on. Returns the event's number (0 for the first).
+    pub fn change_pages(&self, fraction: f64) -> usize {
+        self.freshness.change(fraction)
+    }
+
+    /// From now on, tree pages change at these rates: each page falls in one class by hash
+    /// (in proportion to the shares) and gets a new revision every `period` of its class.
+    pub fn set_change_rates(&self, rates: Vec<ChangeRate>) {
+        self.freshness.set_rates(rates)
+    }
+
+    /// How many times the page at `url` has changed so far (`None`: not a tree page, which
+    /// never changes): the ground truth of a recrawl.
+    pub fn revision_of(&self, url: &str) -> Option<u32> {
+        let node = self.node_of(url)?;
+        Some(self.freshness.revision(self.graph.spec.seed, node)?.number)
+    }
+
+    /// The rate class (index into [`Web::set_change_rates`]' list) of the page at `url`.
+    pub fn change_class_of(&self, url: &str) -> Option<usize> {
+        let node = self.node_of(url)?;
+        self.freshness.class_of(self.graph.spec.seed, node)
+    }
+
+    /// Which validators the host of `url` sends with the `conditional` feature.
+    pub fn validators_of(&self, url: &str) -> Option<Validators> {
+        let node = self.node_of(url)?;
+        Some(Validators::of_host(node.host, self.graph.shapes.len()))
     }
 
     pub fn spec(&self) -> &WebSpec {

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 use testweb::{
-    Features, Hostile, RequestRecord, ServerOptions, TestWebServer, TlsMode, Web, WebSpec,
+    ChangeRate, Features, Hostile, RequestRecord, ServerOptions, TestWebServer, TlsMode, Web,
+    WebSpec,
 };
 
 #[derive(Parser, Debug)]
@@ -72,13 +73,28 @@ struct Args {
     /// Like --tls, offering http/1.1 only (a server without HTTP/2).
     #[arg(long)]
     tls_http1_only: bool,
+    /// Change this fraction of the tree pages (their bytes, not their links) once, after
+    /// --change-after seconds: what a recrawl then finds changed. Use with
+    /// --features all,conditional for ETag / Last-Modified and 304 answers.
+    #[arg(long, value_name = "FRACTION")]
+    change_fraction: Option<f64>,
+    /// Seconds to wait before --change-fraction applies (0: at start).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    change_after: u64,
+    /// Pages changing at known rates from start, as SHARE:PERIOD_SECS or SHARE:never,
+    /// comma-separated (e.g. 0.1:5,0.9:never): each page falls in one class by hash.
+    #[arg(long, value_name = "LIST")]
+    change_rates: Option<String>,
     /// Where to write the CA certificate (PEM) a crawler must trust, with --tls
     /// (default: testweb-ca-PORT.pem in the temporary directory).
     #[arg(long)]
     ca_out: Option<PathBuf>,
 }
 
-fn record_json(r: &RequestRecord) -> serde_json::Value {
+/// One request of the log; a tree page's also says its revision and change class when the
+/// log is written (the ground truth of a recrawl: which pages changed, how often).
+fn record_json(web: &Web, r: &RequestRecord) -> serde_json::Value {
+    let url = r.url();
     serde_json::json!({
         "host": r.host,
         "path": r.path,
@@ -88,19 +104,56 @@ fn record_json(r: &RequestRecord) -> serde_json::Value {
         "user_agent": r.user_agent,
         "connection": r.connection,
         "version": r.version.as_str(),
+        "revision": web.revision_of(&url),
+        "change_class": web.change_class_of(&url),
+        "conditional": r.header("if-none-match").is_some() || r.header("if-modified-since").is_some(),
     })
 }
 
-fn write_log(path: &PathBuf, log: &[RequestRecord]) -> std::io::Result<()> {
+fn write_log(web: &Web, path: &PathBuf, log: &[RequestRecord]) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     for r in log {
-        writeln!(out, "{}", record_json(r))?;
+        writeln!(out, "{}", record_json(web, r))?;
     }
     out.flush()
 }
 
+/// `SHARE:PERIOD_SECS` or `SHARE:never`, comma-separated.
+fn parse_rates(list: &str) -> Result<Vec<ChangeRate>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let bad = || format!("{item:?} is not SHARE:PERIOD_SECS or SHARE:never");
+            let (share, period) = item.split_once(':').ok_or_else(bad)?;
+            let share: f64 = share.parse().map_err(|_| bad())?;
+            let period = match period {
+                "never" => None,
+                secs => Some(std::time::Duration::from_secs_f64(
+                    secs.parse::<f64>()
+                        .ok()
+                        .filter(|s| s.is_finite() && *s > 0.0)
+                        .ok_or_else(bad)?,
+                )),
+            };
+            Ok(ChangeRate { share, period })
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    let rates = match args.change_rates.as_deref().map(parse_rates).transpose() {
+        Ok(rates) => rates,
+        Err(e) => {
+            eprintln!("--change-rates: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(f) = args.change_fraction.filter(|f| !(0.0..=1.0).contains(f)) {
+        eprintln!("--change-fraction: {f} is not a fraction between 0 and 1");
+        return ExitCode::from(2);
+    }
     let mut features = match Features::parse(&args.features) {
         Ok(f) => f,
         Err(e) => {
@@ -215,6 +268,18 @@ fn main() -> ExitCode {
         }
         println!("canary (never map it, never seed it; it must see no connection): {canary}");
     }
+    if let Some(rates) = rates {
+        web.set_change_rates(rates);
+    }
+    if let Some(fraction) = args.change_fraction {
+        let web = Arc::clone(&web);
+        let after = std::time::Duration::from_secs(args.change_after);
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            web.change_pages(fraction);
+            println!("testweb: changed {:.1}% of the pages", fraction * 100.0);
+        });
+    }
     println!("Ctrl-C to stop");
 
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -243,7 +308,7 @@ fn main() -> ExitCode {
         println!("testweb: the canary saw {canary} connections");
     }
     if let Some(path) = &args.log {
-        if let Err(e) = write_log(path, &log) {
+        if let Err(e) = write_log(&web, path, &log) {
             eprintln!("{}: cannot write the request log: {e}", path.display());
             return ExitCode::from(2);
         }

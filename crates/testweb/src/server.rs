@@ -894,7 +894,10 @@ async fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<WebBody> {
         .host_index(host_header(req))
         .and_then(|h| graph.route(h, path));
     match (req.method(), node) {
-        (&Method::GET | &Method::HEAD, Some(node)) => respond(shared, node).await,
+        (&Method::GET | &Method::HEAD, Some(node)) => {
+            let response = respond(shared, node).await;
+            revised(shared, node, req, response)
+        }
         (&Method::GET | &Method::HEAD, None) => {
             plain(StatusCode::NOT_FOUND, "no such page in the synthetic web\n")
         }
@@ -969,6 +972,68 @@ async fn respond(shared: &Shared, node: Node) -> Response<WebBody> {
         }
     }
     response
+}
+
+/// A tree page's answer as of its current revision (see `freshness.rs`): its bytes end
+/// with the revision when it has changed; with the `conditional` feature it carries its
+/// host's validators, and a request whose validators match gets `304` without a body.
+fn revised(
+    shared: &Shared,
+    node: Node,
+    req: &Request<Incoming>,
+    response: Response<WebBody>,
+) -> Response<WebBody> {
+    let web = &shared.web;
+    let seed = web.graph.spec.seed;
+    let Some(revision) = web.freshness.revision(seed, node) else {
+        return response;
+    };
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, mut body) = response.into_parts();
+    if revision.number > 0 {
+        if let WebBody::Full(Some(bytes)) = &body {
+            let mut changed = bytes.to_vec();
+            changed.extend_from_slice(
+                format!("\n<!-- testweb revision {} -->\n", revision.number).as_bytes(),
+            );
+            body = WebBody::full(Bytes::from(changed));
+        }
+    }
+    if !web.graph.spec.features.conditional {
+        return Response::from_parts(parts, body);
+    }
+    let sends = super::freshness::Validators::of_host(node.host, web.graph.shapes.len());
+    let etag = sends
+        .etag
+        .then(|| super::freshness::etag(seed, node, revision));
+    let modified = sends.last_modified.then_some(revision.modified);
+    if let Some(value) = etag.as_deref().and_then(|t| HeaderValue::from_str(t).ok()) {
+        parts.headers.insert(hyper::header::ETAG, value);
+    }
+    if let Some(value) = modified
+        .map(super::freshness::http_date)
+        .and_then(|d| HeaderValue::from_str(&d).ok())
+    {
+        parts.headers.insert(hyper::header::LAST_MODIFIED, value);
+    }
+    let header = |name| {
+        req.headers()
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if super::freshness::not_modified(
+        header(hyper::header::IF_NONE_MATCH),
+        header(hyper::header::IF_MODIFIED_SINCE),
+        etag.as_deref(),
+        modified,
+    ) {
+        parts.status = StatusCode::NOT_MODIFIED;
+        parts.headers.remove(CONTENT_TYPE);
+        return Response::from_parts(parts, WebBody::Full(None));
+    }
+    Response::from_parts(parts, body)
 }
 
 /// The `Location` a redirect sends. With variants some are relative or oddly spelled; they
