@@ -220,6 +220,10 @@ const SUMMARY_OF: &[(&str, &str)] = &[
         "crawler_pages_total{class=\"no_response\"}",
         "network_errors",
     ),
+    (
+        "crawler_pages_total{class=\"not_modified\"}",
+        "not_modified",
+    ),
     ("crawler_urls_finished_total", "finished"),
     ("crawler_urls_accepted_total", "accepted"),
     ("crawler_retries_total", "retries"),
