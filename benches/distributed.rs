@@ -206,9 +206,32 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
             .unwrap_or(0),
         }
     };
+    // Admissions and claims are counted per shard (`crawl:{id:shard}:meta`): summed here.
+    let shards_sum = |name: &str| -> u64 {
+        match mode {
+            Mode::Local => 0,
+            Mode::Redis(_) => redis_cli(
+                redis_port,
+                &[
+                    "--scan",
+                    "--pattern",
+                    &format!("crawl:{{{crawl_id}:*}}:meta"),
+                ],
+            )
+            .lines()
+            .filter(|key| !key.trim().is_empty())
+            .map(|key| {
+                redis_cli(redis_port, &["HGET", key.trim(), name])
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0)
+            })
+            .sum(),
+        }
+    };
     let round_trips = field("counters", "redis_round_trips");
-    let admitted = field("meta", "accepted");
-    let claims = field("meta", "lease_seq");
+    let admitted = shards_sum("accepted");
+    let claims = shards_sum("lease_seq");
     Run {
         pages,
         secs,
