@@ -156,6 +156,27 @@ pub(crate) struct Opened<S: WorkSource> {
     pub(crate) cookies: Option<Arc<CookieJar>>,
 }
 
+impl<S: WorkSource> Opened<S> {
+    /// The same opened crawl with `wrap` around its source: a source built on another
+    /// (the recrawl's on the local one) keeps everything else as opened.
+    pub(crate) fn wrap_source<T: WorkSource<Frontier = S::Frontier>>(
+        self,
+        wrap: impl FnOnce(S) -> T,
+    ) -> Opened<T> {
+        Opened {
+            source: wrap(self.source),
+            frontier: self.frontier,
+            seen: self.seen,
+            counters: self.counters,
+            journal: self.journal,
+            progress: self.progress,
+            time: self.time,
+            finished_before: self.finished_before,
+            cookies: self.cookies,
+        }
+    }
+}
+
 /// Runs an opened source to its end (or its stop) and returns the summary.
 pub(crate) async fn drive<S: WorkSource>(
     config: &Config,

@@ -151,38 +151,14 @@ impl RecrawlSource {
                 .collect()
         });
         let known = Arc::new(KnownUrls::new(history.urls));
-        let Opened {
-            source,
-            frontier,
-            seen,
-            counters,
-            journal,
-            progress,
-            time,
-            finished_before,
-            cookies,
-        } = opened;
-        let recrawl = RecrawlSource {
-            local: source,
+        let opened = opened.wrap_source(|local| RecrawlSource {
+            local,
             known,
             generation,
             bounds,
             due,
-        };
-        Ok((
-            Opened {
-                source: recrawl,
-                frontier,
-                seen,
-                counters,
-                journal,
-                progress,
-                time,
-                finished_before,
-                cookies,
-            },
-            seeds,
-        ))
+        });
+        Ok((opened, seeds))
     }
 
     /// With `--continuous`: the page's outcome sets when its URL is wanted again.
