@@ -37,6 +37,7 @@
 //! copies. The tests read our files with that crate and with warcio, as independent checks.
 
 pub mod cdxj;
+pub(crate) mod digest;
 pub(crate) mod digest_index;
 #[cfg(test)]
 pub(crate) mod fixture;
