@@ -45,7 +45,7 @@ pub(crate) fn block_and_payload(head: &[u8], payload: &[u8]) -> (Sha1Digest, Sha
 }
 
 /// The two digests by the `sha1` crate, one after the other.
-fn one_by_one(head: &[u8], payload: &[u8]) -> (Sha1Digest, Sha1Digest) {
+pub(crate) fn one_by_one(head: &[u8], payload: &[u8]) -> (Sha1Digest, Sha1Digest) {
     let mut block = Sha1::new();
     block.update(head);
     block.update(payload);
