@@ -843,6 +843,12 @@ impl Frontier {
         self.budgets.slowed().to_vec()
     }
 
+    /// What the queue store wrote to its log since it was opened, by cause (for benchmarks:
+    /// where the bytes per queued URL go).
+    pub fn store_write_stats(&self) -> store::WriteStats {
+        self.store.write_stats()
+    }
+
     /// Figures for progress and benchmarks.
     pub fn stats(&self) -> FrontierStats {
         let tally_entry = std::mem::size_of::<(HostId, HostTally)>() as u64 + 1;
