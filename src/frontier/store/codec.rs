@@ -14,7 +14,8 @@
 //! the parent is coded) share one leading byte, so the common item costs one byte plus its
 //! two suffixes. For the scale bench's URLs (`benches/scale.rs`, `store::tests`) the first
 //! item of a block takes ~100 bytes (version 1: ~130) and each further link of the same page
-//! ~21; the store went from 192 to 89 bytes per queued URL at 1e7 (figures in `store`'s doc).
+//! ~21; the store went from 192 to 89 bytes per queued URL at 1e7 with this coding, and to 35
+//! with groups (format version 3, below; figures in `store`'s doc).
 //!
 //! Front coding leaves the repeats *between* suffixes (`.html`, `/article-`, query keys) and
 //! the other host's name in a cross-host parent. A body of at least [`COMPRESS_MIN`] bytes is

@@ -163,7 +163,7 @@ impl QueueStore {
 
     /// Appends the block at `at` (of `count` items) to `host`'s chain on disk.
     pub(super) fn link(&mut self, host: u64, at: u64, count: u32) -> Result<(), StoreError> {
-        let entry = self.hosts.entry(host).or_default();
+        let entry = self.hosts.get_or_default(host);
         if entry.disk_unread > 0 {
             let prev = entry.tail;
             entry.tail = at;

@@ -290,7 +290,7 @@ impl QueueStore {
             r[32..40].copy_from_slice(&tail.to_le_bytes());
             r
         };
-        for (&host, e) in &self.hosts {
+        for (&host, e) in self.hosts.iter() {
             let b = bit(host);
             let flying = if maybe_flying[b / 64] & (1 << (b % 64)) != 0 {
                 extra.get(&host).map_or(&[][..], |v| &v[..])
