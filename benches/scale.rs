@@ -368,6 +368,7 @@ fn main() {
     ckpt.take(&seen, &mut frontier, accepted, finished);
     ckpt.wait(&mut frontier);
     let stats = frontier.stats();
+    let written = frontier.store_write_stats();
     let queued_at_end = stats.queued + in_flight.len() as u64;
     let peak = peak_rss_mib();
     drop(frontier);
@@ -421,6 +422,43 @@ fn main() {
         ckpt.max_disk as f64 / MIB,
         disk_bytes(&s.dir) as f64 / MIB,
         disk_bytes(&s.dir.join("frontier")) as f64 / queued_at_end.max(1) as f64
+    );
+    let frontier_dir = s.dir.join("frontier").join("queues");
+    let (mut segment_bytes, mut table_bytes) = (0u64, 0u64);
+    for entry in std::fs::read_dir(&frontier_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let len = entry.metadata().map_or(0, |m| m.len());
+        if entry.file_name().to_string_lossy().starts_with("table-") {
+            table_bytes += len;
+        } else {
+            segment_bytes += len;
+        }
+    }
+    let per_queued = |b: u64| b as f64 / queued_at_end.max(1) as f64;
+    let per_written = |b: u64| b as f64 / written.items.max(1) as f64;
+    let written_per_url =
+        per_written(written.header_bytes + written.entry_bytes + written.body_bytes);
+    println!(
+        "  disk per queued URL by file: segments {:.1} B (of which ~{:.1} B popped URLs' space not reclaimed yet, at {written_per_url:.1} B per URL written), tables {:.1} B",
+        per_queued(segment_bytes),
+        (per_queued(segment_bytes) - written_per_url).max(0.0),
+        per_queued(table_bytes),
+    );
+    println!(
+        "  log written: {} URLs in {} entries ({:.2} URLs each) in {} groups; per URL {:.1} B = group headers and padding {:.1} + host ids and links {:.1} + bodies {:.1} (raw {:.1}, LZ4 x{:.2})",
+        written.items,
+        written.entries,
+        written.items as f64 / written.entries.max(1) as f64,
+        written.groups,
+        per_written(written.header_bytes + written.entry_bytes + written.body_bytes),
+        per_written(written.header_bytes),
+        per_written(written.entry_bytes),
+        per_written(written.body_bytes),
+        per_written(written.raw_bytes),
+        written.raw_bytes as f64 / written.body_bytes.max(1) as f64,
     );
     println!(
         "  checkpoints: {}; pause median {:.1} ms, max {:.1} ms (medians: queue store {:.1} ms, host tallies {:.1} ms); background write median {:.0} ms, max {:.0} ms",

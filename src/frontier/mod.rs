@@ -80,7 +80,7 @@
 //! RSS grew by 137 MiB, of which the seen-set's growth is 131 MiB. The pause is the store's
 //! table (~40 bytes per host with something queued, 45–50 ms at 1e6 hosts) plus the tallies'
 //! copy (8–11 ms); it grows with hosts, not URLs. Disk was ~185 bytes per queued URL (store
-//! format version 1; version 2 takes ~89 at 1e7, see the store's doc).
+//! format version 1; version 2 takes ~89 at 1e7, version 3 ~35, see the store's doc).
 //!
 //! # Layout
 //!
@@ -97,7 +97,7 @@
 //!   any frontier implementing them must promise;
 //! - [`store`]: the per-host queues on disk; [`robots_cache`]: robots.txt bodies on disk.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -449,7 +449,9 @@ pub struct Frontier {
     robots_cache: Option<RobotsCache>,
     /// The hosts whose state is in memory.
     resident: Residency,
-    tallies: HashMap<HostId, HostTally>,
+    /// By host id: ids are XXH3 hashes already, so FxHash (one multiply), not SipHash: this
+    /// map is looked up on every push.
+    tallies: rustc_hash::FxHashMap<HostId, HostTally>,
     /// Hosts with the most URLs ever queued: (id, key, count), largest first.
     top: Vec<(HostId, String, u64)>,
     /// Hosts with work, by the instant each may next be served.
@@ -556,7 +558,7 @@ impl Frontier {
             store,
             robots_cache,
             resident: Residency::new(),
-            tallies: HashMap::new(),
+            tallies: Default::default(),
             top: Vec::new(),
             ready: ReadyHeap::default(),
             in_flight: 0,
@@ -572,8 +574,12 @@ impl Frontier {
     pub fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         let id = host_id(host_key);
         self.store.push_owned(id, item)?;
-        self.count_queued(host_key);
-        self.schedule(id, Instant::now());
+        let scheduled = self.count_queued_id(id, host_key);
+        if !scheduled {
+            // A host already in the schedule stays where it is (what `schedule` would find
+            // first, without its lookups and the clock).
+            self.schedule(id, Instant::now());
+        }
         Ok(())
     }
 
@@ -581,11 +587,21 @@ impl Frontier {
     /// `max_pages_per_host` reads) without queuing it: a resume replaying its queue log counts
     /// this way the URLs queued after the checkpoint and already recorded since.
     pub(crate) fn count_queued(&mut self, host_key: &str) {
-        let id = host_id(host_key);
+        self.count_queued_id(host_id(host_key), host_key);
+    }
+
+    /// [`Frontier::count_queued`] of the host `id` of `host_key`; returns whether the host is
+    /// in the schedule.
+    fn count_queued_id(&mut self, id: HostId, host_key: &str) -> bool {
         let tally = self.tallies.entry(id).or_default();
         tally.queued_ever = tally.queued_ever.saturating_add(1);
-        let count = tally.queued_ever as u64;
-        self.note_top(id, host_key, count);
+        let (count, scheduled) = (tally.queued_ever as u64, tally.scheduled);
+        // A host in the full list has a count above its last's (its own grew past it), so
+        // when this one's does not, it is not in the list and nothing changes there.
+        if self.top.len() < TOP_HOSTS || self.top.last().is_some_and(|last| count > last.2) {
+            self.note_top(id, host_key, count);
+        }
+        scheduled
     }
 
     /// Puts a URL that was handed out back at the front of its host's queue, to be tried
@@ -841,6 +857,12 @@ impl Frontier {
     /// The hosts (and addresses) adaptation slowed the most, largest slow-down first.
     pub(crate) fn slowed_hosts(&self) -> Vec<SlowedHost> {
         self.budgets.slowed().to_vec()
+    }
+
+    /// What the queue store wrote to its log since it was opened, by cause (for benchmarks:
+    /// where the bytes per queued URL go).
+    pub fn store_write_stats(&self) -> store::WriteStats {
+        self.store.write_stats()
     }
 
     /// Figures for progress and benchmarks.

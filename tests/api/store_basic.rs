@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use crawler::frontier::store::{QueueStore, StoreError, StoreOptions};
 use crawler::frontier::QueuedUrl;
 
-/// Bytes of a block's header (format version 2: `next` at 24..32).
+/// Bytes before the body of a group of one entry (format version 3: a 16-byte header, the
+/// entry's `next` at 16..24, its host id at 24..32), which is what one host's full tail
+/// makes.
 const BLOCK_HEADER: u64 = 32;
 
 fn item(host: u64, i: u64) -> QueuedUrl {
@@ -599,7 +601,8 @@ fn segment_1(dir: &Path) -> PathBuf {
     dir.join("seg-00000001.log")
 }
 
-/// Blocks before `log_end` (all in segment 1) whose `next` field points past `log_end`.
+/// Entries of groups before `log_end` (all in segment 1) whose `next` field points past
+/// `log_end`.
 fn links_past(dir: &Path, log_end: u64) -> usize {
     assert_eq!(log_end >> 32, 1, "the test keeps the log in segment 1");
     let bytes = fs::read(segment_1(dir)).unwrap();
@@ -608,9 +611,14 @@ fn links_past(dir: &Path, log_end: u64) -> usize {
     let mut n = 0;
     while at < end {
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        let next = u64::from_le_bytes(bytes[at + 24..at + 32].try_into().unwrap());
-        n += (next >= log_end) as usize;
-        at += (BLOCK_HEADER as usize + len).next_multiple_of(8);
+        let entries = u16::from_le_bytes(bytes[at + 4..at + 6].try_into().unwrap()) as usize;
+        for i in 0..entries {
+            let slot = at + 16 + 8 * i;
+            let next = u64::from_le_bytes(bytes[slot..slot + 8].try_into().unwrap());
+            // Entry bits above the segment's: a location's order is its group's.
+            n += (next & ((1 << 56) - 1) >= log_end) as usize;
+        }
+        at += (16 + 16 * entries + len).next_multiple_of(8);
     }
     n
 }

@@ -14,7 +14,8 @@
 //! the parent is coded) share one leading byte, so the common item costs one byte plus its
 //! two suffixes. For the scale bench's URLs (`benches/scale.rs`, `store::tests`) the first
 //! item of a block takes ~100 bytes (version 1: ~130) and each further link of the same page
-//! ~21; the store went from 192 to 89 bytes per queued URL at 1e7 (figures in `store`'s doc).
+//! ~21; the store went from 192 to 89 bytes per queued URL at 1e7 with this coding, and to 35
+//! with groups (format version 3, below; figures in `store`'s doc).
 //!
 //! Front coding leaves the repeats *between* suffixes (`.html`, `/article-`, query keys) and
 //! the other host's name in a cross-host parent. A body of at least [`COMPRESS_MIN`] bytes is
@@ -40,6 +41,16 @@
 //!
 //! A compressed body is a varint of the raw length followed by LZ4 block data; the block
 //! header's flags say which form a body has.
+//!
+//! # Group body (format version 3)
+//!
+//! A group's raw body is, for each of its `n` entries, a varint item count (≥ 1) and a varint
+//! byte length, then the entries' items back to back, each entry front-coded on its own as
+//! above (its first item against nothing), so that one entry decodes without the others.
+//! What entries share (the scheme and `www.`, the path shapes, the parent of a page's links to
+//! several hosts) is left to LZ4 over the whole body, which is why a group is compressed as one
+//! (~8 KiB raw) and not entry by entry: a one-URL entry alone is under [`COMPRESS_MIN`].
+//! Version 2's blocks are a single entry's items without the count and length.
 
 use std::collections::VecDeque;
 
@@ -114,20 +125,105 @@ pub(super) fn encode_item(out: &mut Vec<u8>, item: &QueuedUrl, prev: Option<&Que
     }
 }
 
+/// Appends `items`, one entry's, front-coded, to `out`.
+pub(super) fn encode_items<'a>(items: impl IntoIterator<Item = &'a QueuedUrl>, out: &mut Vec<u8>) {
+    let mut prev = None;
+    for item in items {
+        encode_item(out, item, prev);
+        prev = Some(item);
+    }
+}
+
 /// Encodes `items` as one body into `out` (cleared first), compressed if that pays; returns
 /// whether it is compressed. `scratch` is a buffer kept by the caller between blocks.
+#[cfg(test)]
 pub(super) fn encode_body<'a>(
     items: impl IntoIterator<Item = &'a QueuedUrl>,
     out: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
 ) -> bool {
     scratch.clear();
-    let mut prev = None;
-    for item in items {
-        encode_item(scratch, item, prev);
-        prev = Some(item);
-    }
+    encode_items(items, scratch);
     compress_body(scratch, out)
+}
+
+/// The body of a group into `out` (cleared first): per entry its item count and byte length
+/// (`entries`), then `items`, the entries' encoded items back to back; compressed if that
+/// pays (returned). `raw` is a buffer kept by the caller.
+pub(super) fn encode_group_body(
+    entries: &[(u32, usize)],
+    items: &[u8],
+    raw: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> bool {
+    raw.clear();
+    for &(count, len) in entries {
+        put_varint(raw, count as u64);
+        put_varint(raw, len as u64);
+    }
+    raw.extend_from_slice(items);
+    compress_body(raw, out)
+}
+
+/// The raw bytes of a body: `body` itself, or decompressed into `scratch`.
+pub(super) fn raw_body<'a>(
+    body: &'a [u8],
+    compressed: bool,
+    scratch: &'a mut Vec<u8>,
+) -> Result<&'a [u8], String> {
+    if !compressed {
+        return Ok(body);
+    }
+    let mut r = Reader { bytes: body, at: 0 };
+    let len = r.varint()?;
+    if len > MAX_RAW as u64 {
+        return Err(format!("compressed body says it holds {len} bytes"));
+    }
+    scratch.clear();
+    scratch.resize(len as usize, 0);
+    let n = lz4_flex::block::decompress_into(&body[r.at..], scratch)
+        .map_err(|e| format!("compressed body does not decompress: {e}"))?;
+    if n != len as usize {
+        return Err(format!("compressed body holds {n} bytes, it says {len}"));
+    }
+    Ok(scratch)
+}
+
+/// The entries of a group's raw body: (item count, byte range of its items) of each of its
+/// `entries`, checked against the body's length (every count at least 1, the ranges
+/// covering the rest of the body exactly).
+pub(super) fn group_entries(
+    raw: &[u8],
+    entries: usize,
+    out: &mut Vec<(u32, std::ops::Range<usize>)>,
+) -> Result<(), String> {
+    out.clear();
+    let mut r = Reader { bytes: raw, at: 0 };
+    let mut lens = Vec::with_capacity(entries);
+    for i in 0..entries {
+        let count = r.varint()?;
+        let len = r.varint()?;
+        if count == 0 || count > u32::MAX as u64 {
+            return Err(format!("entry {i} says it holds {count} items"));
+        }
+        lens.push((count as u32, len));
+    }
+    let mut at = r.at;
+    for (i, (count, len)) in lens.into_iter().enumerate() {
+        let left = (raw.len() - at) as u64;
+        if len > left {
+            return Err(format!("entry {i} of {len} bytes at +{at}, {left} left"));
+        }
+        out.push((count, at..at + len as usize));
+        at += len as usize;
+    }
+    if at != raw.len() {
+        return Err(format!(
+            "{} bytes left after the last of {entries} entries",
+            raw.len() - at
+        ));
+    }
+    Ok(())
 }
 
 /// Puts the raw body `raw` into `out` (cleared first), LZ4-compressed if that saves an
@@ -220,23 +316,16 @@ pub(super) fn decode_body(
     skip: u32,
     scratch: &mut Vec<u8>,
 ) -> Result<VecDeque<QueuedUrl>, String> {
-    let raw: &[u8] = if compressed {
-        let mut r = Reader { bytes: body, at: 0 };
-        let len = r.varint()?;
-        if len > MAX_RAW as u64 {
-            return Err(format!("compressed body says it holds {len} bytes"));
-        }
-        scratch.clear();
-        scratch.resize(len as usize, 0);
-        let n = lz4_flex::block::decompress_into(&body[r.at..], scratch)
-            .map_err(|e| format!("compressed body does not decompress: {e}"))?;
-        if n != len as usize {
-            return Err(format!("compressed body holds {n} bytes, it says {len}"));
-        }
-        scratch
-    } else {
-        body
-    };
+    let raw = raw_body(body, compressed, scratch)?;
+    decode_items(raw, count, skip)
+}
+
+/// Decodes `raw`, exactly `count` items, and returns those after the first `skip`.
+pub(super) fn decode_items(
+    raw: &[u8],
+    count: u32,
+    skip: u32,
+) -> Result<VecDeque<QueuedUrl>, String> {
     let mut r = Reader { bytes: raw, at: 0 };
     let mut items: VecDeque<QueuedUrl> =
         VecDeque::with_capacity(count.saturating_sub(skip) as usize);

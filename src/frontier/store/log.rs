@@ -7,39 +7,74 @@ use std::os::unix::fs::FileExt;
 
 use super::codec;
 use super::format::{
-    block_checksum, loc, loc_offset, loc_segment, segment_path, version_error, BlockHeader,
-    BLOCK_HEADER, FLAG_LZ4, MAX_BODY, NEXT_FIELD, SEGMENT_HEADER, SEGMENT_MAGIC, VERSION,
+    self, block_checksum, entry_loc, group_checksum, loc, loc_entry, loc_offset, loc_segment,
+    next_field_offset, segment_path, version_error, version_readable, BlockHeader, GroupHeader,
+    BLOCK_HEADER, FLAG_LZ4, GROUP_HEADER, MAX_BODY, MAX_SEGMENT, SEGMENT_HEADER, SEGMENT_MAGIC,
+    VERSION, VERSION_2,
 };
 use super::{item_bytes, QueueStore, StoreError, Window, PATCH_BYTES};
 use crate::durable::{self, At, FileError, Header};
 
+/// Raw (uncompressed) bytes of items at which a group being gathered is written: big enough
+/// for LZ4 to find what the URLs of many hosts share, small enough that a pop, which reads and
+/// decompresses a whole group to take one entry, stays a few microseconds.
+pub(super) const GROUP_BYTES: usize = 8 << 10;
+
+/// The entries of a group being gathered: hosts' tails, encoded, not yet in the log.
+#[derive(Debug, Default)]
+pub(super) struct GroupBuilder {
+    hosts: Vec<u64>,
+    /// (item count, encoded bytes) of each entry.
+    entries: Vec<(u32, usize)>,
+    /// The entries' encoded items, back to back.
+    items: Vec<u8>,
+}
+
 impl QueueStore {
+    /// Writes every tail, many hosts' to a group (see `format.rs`).
     pub(super) fn write_all_tails(&mut self) -> Result<(), StoreError> {
         let tails = std::mem::take(&mut self.tails);
-        for host in &tails {
-            self.write_tail(*host)?;
-        }
+        let result = self.write_tails(&tails);
         self.tails = tails;
         self.tails.clear();
         if self.tails.capacity() > 1024 {
             self.tails.shrink_to(1024);
         }
-        Ok(())
+        result
     }
 
-    /// Writes `host`'s tail as one block at the end of the log and links it.
+    fn write_tails(&mut self, hosts: &[u64]) -> Result<(), StoreError> {
+        for &host in hosts {
+            self.gather_tail(host);
+            if self.group.items.len() >= GROUP_BYTES
+                || self.group.hosts.len() >= format::MAX_GROUP_ENTRIES
+            {
+                self.write_group()?;
+            }
+        }
+        self.write_group()
+    }
+
+    /// Writes `host`'s tail as a group of its own (a full tail).
     pub(super) fn write_tail(&mut self, host: u64) -> Result<(), StoreError> {
+        self.gather_tail(host);
+        self.write_group()
+    }
+
+    /// Moves `host`'s tail, encoded, into the group being gathered (the host may appear in a
+    /// group once: its whole tail is taken).
+    fn gather_tail(&mut self, host: u64) {
         let Some(entry) = self.hosts.get_mut(&host) else {
-            return Ok(());
+            return;
         };
         let Some(mem) = entry.mem.as_mut() else {
-            return Ok(());
+            return;
         };
         if mem.tail.is_empty() {
-            return Ok(());
+            return;
         }
-        let mut body = std::mem::take(&mut self.scratch);
-        let compressed = codec::encode_body(&mem.tail, &mut body, &mut self.raw_scratch);
+        let before = self.group.items.len();
+        codec::encode_items(&mem.tail, &mut self.group.items);
         for item in &mem.tail {
             self.item_mem -= item_bytes(item);
             self.tail_mem -= item_bytes(item);
@@ -50,41 +85,85 @@ impl QueueStore {
         if mem.tail.capacity() > super::SPARE_TAIL {
             mem.tail = Vec::new();
         }
+        if mem.is_empty() {
+            super::recycle(&mut self.spare, entry.mem.take());
+            self.boxes -= 1;
+        }
+        self.group.hosts.push(host);
+        self.group
+            .entries
+            .push((count, self.group.items.len() - before));
+    }
+
+    /// Writes the group gathered (if any) at the end of the log and links each entry to its
+    /// host's chain.
+    fn write_group(&mut self) -> Result<(), StoreError> {
+        let n = self.group.hosts.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let mut body = std::mem::take(&mut self.scratch);
+        let compressed = codec::encode_group_body(
+            &self.group.entries,
+            &self.group.items,
+            &mut self.raw_scratch,
+            &mut body,
+        );
         let flags = if compressed { FLAG_LZ4 } else { 0 };
-        let mut header =
-            BlockHeader::encode(body.len(), count as usize, flags, host, self.next_seq);
-        let checksum = block_checksum(&header, &body);
-        header[20..24].copy_from_slice(&checksum.to_le_bytes());
+        let mut header = GroupHeader::encode(body.len(), n, flags, self.next_seq);
+        let mut hosts = Vec::with_capacity(8 * n);
+        for h in &self.group.hosts {
+            hosts.extend_from_slice(&h.to_le_bytes());
+        }
+        let checksum = group_checksum(&header, &hosts, &body);
+        header[12..16].copy_from_slice(&checksum.to_le_bytes());
         self.next_seq += 1;
-        let span = (BLOCK_HEADER + body.len()).next_multiple_of(8);
+        let span = (GROUP_HEADER + 16 * n + body.len()).next_multiple_of(8);
         if self.wbuf_start + self.wbuf.len() as u64 + span as u64 > self.options.segment_bytes
             && self.wbuf_start + self.wbuf.len() as u64 > SEGMENT_HEADER
         {
             self.roll_segment()?;
         }
-        let at = loc(self.active, self.wbuf_start + self.wbuf.len() as u64);
         if self.wbuf.len() + span > self.options.write_buffer && !self.wbuf.is_empty() {
             self.flush_wbuf()?;
         }
+        let offset = self.wbuf_start + self.wbuf.len() as u64;
+        let start = self.wbuf.len();
         self.wbuf.extend_from_slice(&header);
+        self.wbuf.resize(start + GROUP_HEADER + 8 * n, 0);
+        self.wbuf.extend_from_slice(&hosts);
         self.wbuf.extend_from_slice(&body);
-        self.wbuf
-            .resize(self.wbuf.len() + span - BLOCK_HEADER - body.len(), 0);
+        self.wbuf.resize(start + span, 0);
         self.scratch = body;
-        *self.live.entry(self.active).or_default() += count as u64;
+        let items: u64 = self.group.entries.iter().map(|&(c, _)| c as u64).sum();
+        *self.live.entry(self.active).or_default() += items;
+        let w = &mut self.written;
+        w.groups += 1;
+        w.entries += n as u64;
+        w.items += items;
+        w.entry_bytes += 16 * n as u64;
+        w.body_bytes += self.scratch.len() as u64;
+        w.header_bytes += (span - 16 * n - self.scratch.len()) as u64;
+        w.raw_bytes += self.raw_scratch.len() as u64;
         self.dirty.insert(self.active);
-        self.link(host, at, count)?;
-        let entry = self.hosts.get_mut(&host).expect("host present");
-        if entry.mem.as_ref().is_some_and(|m| m.is_empty()) {
-            super::recycle(&mut self.spare, entry.mem.take());
-            self.boxes -= 1;
+        let mut group = std::mem::take(&mut self.group);
+        let linked = (0..n).try_for_each(|i| {
+            let at = entry_loc(self.active, offset, i);
+            self.link(group.hosts[i], at, group.entries[i].0)
+        });
+        group.hosts.clear();
+        group.entries.clear();
+        group.items.clear();
+        if group.items.capacity() > 4 * GROUP_BYTES {
+            group.items = Vec::new();
         }
-        Ok(())
+        self.group = group;
+        linked
     }
 
     /// Appends the block at `at` (of `count` items) to `host`'s chain on disk.
     pub(super) fn link(&mut self, host: u64, at: u64, count: u32) -> Result<(), StoreError> {
-        let entry = self.hosts.entry(host).or_default();
+        let entry = self.hosts.get_or_default(host);
         if entry.disk_unread > 0 {
             let prev = entry.tail;
             entry.tail = at;
@@ -106,7 +185,8 @@ impl QueueStore {
     }
 
     pub(super) fn patch_next(&mut self, block: u64, next: u64) -> Result<(), StoreError> {
-        let (s, off) = (loc_segment(block), loc_offset(block) + NEXT_FIELD);
+        let s = loc_segment(block);
+        let off = next_field_offset(block, self.segment_version(s));
         if s == self.active && off >= self.wbuf_start {
             let i = (off - self.wbuf_start) as usize;
             self.wbuf[i..i + 8].copy_from_slice(&next.to_le_bytes());
@@ -123,6 +203,22 @@ impl QueueStore {
         Ok(())
     }
 
+    /// The format version of segment `s` (version 2 for segments of an older store).
+    pub(super) fn segment_version(&self, s: u32) -> u32 {
+        if self.legacy.contains(&s) {
+            VERSION_2
+        } else {
+            VERSION
+        }
+    }
+
+    /// Where a patch of the `next` field at `block` goes: `segment << 32 | file offset`, so
+    /// that sorting these sorts by segment, then offset.
+    pub(super) fn patch_target(&self, block: u64) -> u64 {
+        let s = loc_segment(block);
+        loc(s, next_field_offset(block, self.segment_version(s)))
+    }
+
     /// Most deferred patches held: an eighth of the memory budget.
     pub(super) fn max_patches(&self) -> usize {
         (self.options.memory / 8 / PATCH_BYTES) as usize
@@ -130,16 +226,20 @@ impl QueueStore {
 
     /// Writes every deferred patch now, in location order.
     pub(super) fn apply_patches_now(&mut self) -> Result<(), StoreError> {
-        let mut list: Vec<(u64, u64)> = self.patches.iter().map(|(&b, &(n, _))| (b, n)).collect();
+        let mut list: Vec<(u64, u64)> = self
+            .patches
+            .iter()
+            .map(|(&b, &(n, _))| (self.patch_target(b), n))
+            .collect();
         list.sort_unstable();
-        for (block, next) in list {
-            let s = loc_segment(block);
+        for (target, next) in list {
+            let s = loc_segment(target);
             let path = segment_path(&self.dir, s);
             let file = self.files.get(&s).ok_or_else(|| StoreError::Missing {
                 path: path.clone(),
                 what: "a block to link from is in it".into(),
             })?;
-            file.write_all_at(&next.to_le_bytes(), loc_offset(block) + NEXT_FIELD)
+            file.write_all_at(&next.to_le_bytes(), loc_offset(target))
                 .at("write", &path)?;
             self.dirty.insert(s);
         }
@@ -148,14 +248,86 @@ impl QueueStore {
         Ok(())
     }
 
-    /// Reads the block at `at`, checks that it is whole and `host`'s, and returns its items
-    /// after the first `skip`.
+    /// Reads the entry at `at` (of a group, or a version-2 block), checks that it is whole and
+    /// `host`'s, and returns its items after the first `skip`.
     pub(super) fn read_window(
         &mut self,
         host: u64,
         at: u64,
         skip: u32,
     ) -> Result<Window, StoreError> {
+        let (s, off) = (loc_segment(at), loc_offset(at));
+        if self.legacy.contains(&s) {
+            return self.read_block_v2(host, at, skip);
+        }
+        let path = segment_path(&self.dir, s);
+        let corrupt = |what: String| FileError::corrupt(&path, off, what);
+        let mut bytes = std::mem::take(&mut self.scratch);
+        let mut header = [0u8; GROUP_HEADER];
+        if s == self.active && off >= self.wbuf_start {
+            let i = (off - self.wbuf_start) as usize;
+            header.copy_from_slice(&self.wbuf[i..i + GROUP_HEADER]);
+            let h = GroupHeader::parse(&header);
+            bytes.clear();
+            bytes.extend_from_slice(&self.wbuf[i..i + h.body_at() + h.body_len as usize]);
+        } else {
+            let file = self.files.get(&s).ok_or_else(|| StoreError::Missing {
+                path: path.clone(),
+                what: format!("host {host:#x}'s next block is in it"),
+            })?;
+            file.read_exact_at(&mut header, off)
+                .map_err(|e| corrupt(format!("cannot read a group header: {e}")))?;
+            let h = GroupHeader::parse(&header);
+            h.check().map_err(&corrupt)?;
+            bytes.clear();
+            bytes.resize(h.body_at() + h.body_len as usize, 0);
+            file.read_exact_at(&mut bytes[GROUP_HEADER..], off + GROUP_HEADER as u64)
+                .map_err(|e| corrupt(format!("cannot read a group: {e}")))?;
+        }
+        let h = GroupHeader::parse(&header);
+        h.check().map_err(&corrupt)?;
+        let (hosts, body) = (
+            &bytes[h.hosts_at()..h.body_at()],
+            &bytes[h.body_at()..h.body_at() + h.body_len as usize],
+        );
+        let computed = group_checksum(&header, hosts, body);
+        if computed != h.checksum {
+            self.scratch = bytes;
+            return Err(corrupt(format!(
+                "group checksum {:#010x}, contents hash to {computed:#010x}",
+                h.checksum
+            )));
+        }
+        let i = loc_entry(at);
+        let owner = (i < h.entries)
+            .then(|| u64::from_le_bytes(hosts[8 * i..8 * i + 8].try_into().expect("8 bytes")));
+        if owner != Some(host) {
+            self.scratch = bytes;
+            return Err(corrupt(format!(
+                "entry {i} of the group is {owner:x?}, host {host:#x}'s was expected"
+            )));
+        }
+        let slot = GROUP_HEADER + 8 * i;
+        let next = u64::from_le_bytes(bytes[slot..slot + 8].try_into().expect("8 bytes"));
+        let decoded =
+            codec::raw_body(body, h.compressed(), &mut self.raw_scratch).and_then(|raw| {
+                codec::group_entries(raw, h.entries, &mut self.entry_scratch)?;
+                let (count, range) = self.entry_scratch[i].clone();
+                if skip >= count {
+                    return Err(format!("entry {i} holds {count} items, {skip} said popped"));
+                }
+                codec::decode_items(&raw[range], count, skip).map_err(|e| format!("entry {i}: {e}"))
+            });
+        self.scratch = bytes;
+        let items = decoded.map_err(corrupt)?;
+        Ok(Window {
+            items,
+            next: self.patches.get(&at).map_or(next, |&(n, _)| n),
+        })
+    }
+
+    /// [`QueueStore::read_window`] of a version-2 block.
+    fn read_block_v2(&mut self, host: u64, at: u64, skip: u32) -> Result<Window, StoreError> {
         let (s, off) = (loc_segment(at), loc_offset(at));
         let path = segment_path(&self.dir, s);
         let mut header = [0u8; BLOCK_HEADER];
@@ -259,6 +431,17 @@ impl QueueStore {
 
     pub(super) fn start_segment(&mut self, s: u32) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, s);
+        if s > MAX_SEGMENT {
+            return Err(durable::IoAt {
+                action: "create",
+                path,
+                source: std::io::Error::other(format!(
+                    "segment numbers end at {MAX_SEGMENT} (a location has 24 bits for them); \
+                     start the crawl again with --fresh"
+                )),
+            }
+            .into());
+        }
         let mut header = [0u8; SEGMENT_HEADER as usize];
         header[0..8].copy_from_slice(&SEGMENT_MAGIC);
         header[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -298,8 +481,11 @@ impl QueueStore {
             ));
         }
         let version = header.u32(8);
-        if version != VERSION {
+        if !version_readable(version) {
             return Err(FileError::corrupt(&path, 8, version_error(version)));
+        }
+        if version == VERSION_2 {
+            self.legacy.insert(s);
         }
         let number = header.u32(12);
         if number != s {

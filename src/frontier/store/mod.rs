@@ -11,7 +11,15 @@
 //!
 //! One global append-only log, cut into segment files, holds *blocks*; a block holds 1 to
 //! `block_items` consecutive URLs of one host. Each host's blocks form a singly linked list on
-//! disk, oldest first: every block header has a `next` field pointing at the host's next block.
+//! disk, oldest first: every block has a `next` field pointing at the host's next block.
+//! Blocks are written in *groups* (format version 3): the tails written together (at a sync,
+//! or when tails fill their share of memory) go to the log as groups of up to 255 hosts'
+//! blocks (entries) and ~8 KiB of items, one header, one LZ4 body, and per entry its host id
+//! and `next` field; a block's location names its group and its entry. Most tails hold one
+//! URL when written (1e6 hosts, links spread over them), and a block of its own cost each
+//! ~140 bytes (version 2); in a group it costs ~16 bytes plus what LZ4 leaves of its URL and
+//! parent next to other hosts' similar ones (figures below). A pop reads and decompresses the
+//! whole group (~8 KiB) to take one entry: a few microseconds more than a block's read.
 //! In memory a host costs one fixed-size hash-map entry (head block, items already popped from
 //! it, tail block, unread count on disk, and an optional boxed window): 48 bytes of entry, ~56–110
 //! bytes with the map's slack, whatever the length of its queue. So a pop is one positioned read
@@ -103,16 +111,19 @@
 //!
 //! Segments, blocks and tables are laid out byte by byte in the doc of the `format` module
 //! (`format.rs`); a block's body (front-coded items, LZ4 when it pays) in `codec.rs`, which
-//! says why that coding. Version 2 (this one) stores a queued URL in ~89 bytes at 1e7 URLs of
-//! the scale bench where version 1 took ~192 (measured below); a store of another version is
-//! refused, naming the file and its version, never read as this one.
+//! says why that coding. Version 3 (this one, groups) stores a queued URL in ~35 bytes at 1e7
+//! URLs of the scale bench, version 2 in ~89, version 1 in ~192 (measured below). A store of
+//! version 2 is still read (its segments' blocks as such, new groups in new segments after
+//! them: test `store::tests::a_store_of_format_version_2_is_read_and_extended`); one of
+//! version 1 or another is refused, naming the file and its version, never read as this one.
 //!
 //! # Where things are
 //!
 //! - `mod.rs`: the [`QueueStore`] type, its per-host bookkeeping, and pushes and pops;
 //! - `format.rs`: the byte formats and file names;
-//! - `codec.rs`: a block's body (front coding, varints, LZ4);
-//! - `log.rs`: writing tails as blocks, linking them, reading a block back, segment files;
+//! - `codec.rs`: a group's and a block's body (front coding, varints, LZ4);
+//! - `log.rs`: writing tails as groups of blocks, linking them, reading a block back, segment
+//!   files;
 //! - `sync.rs`: [`QueueStore::begin_sync`], `PendingSync`, [`QueueStore::finish_sync`];
 //! - `recovery.rs`: opening, reopening at a position (replaying or discarding what follows),
 //!   and checking a position;
@@ -120,6 +131,19 @@
 //!   trailers, errors naming the file) come from [`crate::durable`].
 //!
 //! # Measured
+//!
+//! Groups (format version 3), `SCALE_URLS=1e7 cargo bench --bench scale` (thin LTO, load
+//! average ~20, a loaded machine: rates only as a ratio, see below): **35 bytes per queued
+//! URL** (version 2: 89), of which segments 25.9 and the two tables kept 8.9 (~40 bytes per
+//! host with something queued: at 1e8 URLs over the same 1e6 hosts, ~1 byte per URL). The
+//! log took 22.7 bytes per URL written: 4.4 M entries of 2.26 URLs on average in 69,569
+//! groups; per URL 0.1 bytes of group headers and padding, 7.1 of host ids and links (16 per
+//! entry), 15.5 of body (58.3 raw, LZ4 3.76×); segments kept for unread URLs hold ~3.2 bytes
+//! per queued URL of URLs already popped. Peak RSS 623 MiB, 8,758,606 URLs queued at the end
+//! (the same workload as the rows below). At `SCALE_URLS=2e6`, the version-2 binary and this
+//! one alternated three times on the loaded machine: 115 and 49–51 bytes per queued URL; URLs/s
+//! within noise of each other (37.1 k and 34.5 k medians, the first two runs of each sharing
+//! the machine with a third bench).
 //!
 //! The compact blocks (format version 2), `SCALE_URLS=1e7 cargo bench --bench scale`, run
 //! directly after building, the version-1 binary and this one back to back on a machine whose
@@ -192,9 +216,11 @@ use serde::{Deserialize, Serialize};
 use super::QueuedUrl;
 use crate::durable::FileError;
 use format::loc_segment;
+use host_map::HostMap;
 
 mod codec;
 mod format;
+mod host_map;
 mod log;
 mod recovery;
 mod sync;
@@ -263,6 +289,26 @@ pub struct RecoveryReport {
     pub discarded_bytes: u64,
     /// Segments after the position's deleted by [`QueueStore::reopen_discarding_after`].
     pub discarded_segments: u64,
+}
+
+/// What the store has written to its log since it was opened, by cause: where the bytes per
+/// queued URL go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Groups written.
+    pub groups: u64,
+    /// Entries (one host's run of items each) in them.
+    pub entries: u64,
+    /// Items in them.
+    pub items: u64,
+    /// Group headers and padding.
+    pub header_bytes: u64,
+    /// Host ids and `next` fields, 16 per entry.
+    pub entry_bytes: u64,
+    /// Bodies (items, compressed or not).
+    pub body_bytes: u64,
+    /// The items' bodies before compression.
+    pub raw_bytes: u64,
 }
 
 /// Why the store could not be opened, read or written: I/O on a named file, damage (file and
@@ -354,9 +400,10 @@ impl HostEntry {
 pub struct QueueStore {
     dir: PathBuf,
     options: StoreOptions,
-    /// By host id: ids are XXH3 hashes already, so the map's own hash is FxHash (one
-    /// multiply), not SipHash; it is looked up several times per push and pop.
-    hosts: FxHashMap<u64, HostEntry>,
+    /// By host id: ids are XXH3 hashes already, so the maps' own hash is FxHash (one
+    /// multiply), not SipHash; it is looked up several times per push and pop. Split so that
+    /// its growth does not hold two whole arrays at once (see `host_map.rs`).
+    hosts: HostMap<HostEntry>,
     total: u64,
     /// Bytes of items held in memory (tails, windows, fronts), see [`item_bytes`].
     item_mem: u64,
@@ -405,6 +452,13 @@ pub struct QueueStore {
     /// The buffer of the last table written, handed back by [`PendingSync::write`] for the
     /// next sync to encode into: a fresh one costs a page fault every 4 KiB in the pause.
     table_buf: Arc<Mutex<Vec<u8>>>,
+    /// Segments of format version 2 (a store written before groups), read as such.
+    legacy: std::collections::BTreeSet<u32>,
+    /// The group being gathered from tails (empty between calls).
+    group: log::GroupBuilder,
+    /// The entries of the group being read.
+    entry_scratch: Vec<(u32, std::ops::Range<usize>)>,
+    written: WriteStats,
 }
 
 impl QueueStore {
@@ -414,7 +468,7 @@ impl QueueStore {
             dir: dir.to_path_buf(),
             wbuf: Vec::with_capacity(options.write_buffer),
             options,
-            hosts: FxHashMap::default(),
+            hosts: HostMap::default(),
             total: 0,
             item_mem: 0,
             tail_mem: 0,
@@ -440,6 +494,10 @@ impl QueueStore {
             scratch: Vec::new(),
             raw_scratch: Vec::new(),
             table_buf: Arc::default(),
+            legacy: Default::default(),
+            group: Default::default(),
+            entry_scratch: Vec::new(),
+            written: WriteStats::default(),
         }
     }
 
@@ -635,6 +693,11 @@ impl QueueStore {
             + self.table_buf.lock().map_or(0, |b| b.capacity()) as u64
     }
 
+    /// What the store wrote to its log since it was opened, by cause.
+    pub fn write_stats(&self) -> WriteStats {
+        self.written
+    }
+
     /// Bytes of the store's files on disk.
     pub fn disk_bytes(&self) -> u64 {
         let segs: u64 = self.seg_len.values().sum();
@@ -692,7 +755,7 @@ impl QueueStore {
         if self.boxed.len() > 2 * self.boxes as usize + 1024 {
             self.compact_lists();
         }
-        let entry = self.hosts.entry(host).or_default();
+        let entry = self.hosts.get_or_default(host);
         if entry.mem.is_none() {
             self.boxes += 1;
             self.boxed.push_back(host);

@@ -7,10 +7,11 @@ use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use super::codec;
 use super::format::{
-    block_checksum, decode_item, loc, loc_offset, loc_segment, parse_table_header, segment_path,
-    table_path, BlockHeader, TableHeader, BLOCK_HEADER, FLAG_LZ4, MAX_BODY, SEGMENT_HEADER,
-    TABLE_HEADER, TABLE_MIN,
+    block_checksum, decode_item, entry_loc, group_checksum, loc_offset, loc_segment,
+    parse_table_header, segment_path, table_path, BlockHeader, GroupHeader, TableHeader,
+    BLOCK_HEADER, FLAG_LZ4, GROUP_HEADER, MAX_BODY, SEGMENT_HEADER, TABLE_HEADER, TABLE_MIN,
 };
 use super::item_bytes;
 use super::{HostEntry, HostMem, QueueStore, StoreError, StoreOptions, StorePosition};
@@ -234,7 +235,7 @@ impl QueueStore {
         self.seg_len.insert(s, end);
         self.active = s;
         self.wbuf_start = end;
-        Ok(())
+        self.leave_legacy_segment()
     }
 
     /// Links back every intact block after `log_end`, cuts the log at the first that is not,
@@ -265,18 +266,25 @@ impl QueueStore {
             file.read_exact_at(&mut bytes, off).at("read", &path)?;
             let mut at = 0usize;
             let mut cut = None;
+            let legacy = self.legacy.contains(&s);
             while at < bytes.len() {
-                match self.check_block(&bytes[at..]) {
-                    Ok(h) => {
-                        let span = h.span() as usize;
+                let record = if legacy {
+                    self.check_block(&bytes[at..])
+                        .map(|h| (h.span(), vec![(h.host, h.count)]))
+                } else {
+                    self.check_group(&bytes[at..])
+                };
+                match record {
+                    Ok((span, entries)) => {
                         self.next_seq += 1;
-                        *self.live.entry(s).or_default() += h.count as u64;
-                        self.recovery.blocks_replayed += 1;
-                        self.recovery.items_replayed += h.count as u64;
-                        self.total += h.count as u64;
-                        let block = loc(s, off + at as u64);
-                        self.link(h.host, block, h.count)?;
-                        at += span;
+                        self.recovery.blocks_replayed += entries.len() as u64;
+                        for (i, (host, count)) in entries.into_iter().enumerate() {
+                            *self.live.entry(s).or_default() += count as u64;
+                            self.recovery.items_replayed += count as u64;
+                            self.total += count as u64;
+                            self.link(host, entry_loc(s, off + at as u64, i), count)?;
+                        }
+                        at += span as usize;
                     }
                     Err(why) => {
                         cut = Some(why);
@@ -308,7 +316,57 @@ impl QueueStore {
         }
         self.active = last;
         self.wbuf_start = self.seg_len[&last];
+        self.leave_legacy_segment()
+    }
+
+    /// New records go to a segment of this version: if the active segment is of version 2
+    /// (a store written before groups), the next one is started.
+    fn leave_legacy_segment(&mut self) -> Result<(), StoreError> {
+        if self.legacy.contains(&self.active) {
+            self.start_segment(self.active + 1)?;
+        }
         Ok(())
+    }
+
+    /// Whether `bytes` start with a whole, valid group following the last record seen; its
+    /// span and (host, item count) of each entry.
+    pub(super) fn check_group(&mut self, bytes: &[u8]) -> Result<(u64, Vec<(u64, u32)>), String> {
+        let Some(header) = bytes.first_chunk::<GROUP_HEADER>() else {
+            return Err(format!(
+                "{} bytes, shorter than a group header",
+                bytes.len()
+            ));
+        };
+        let h = GroupHeader::parse(header);
+        h.check()?;
+        let span = h.span();
+        if (bytes.len() as u64) < span {
+            return Err(format!("group of {span} bytes, {} left", bytes.len()));
+        }
+        let hosts = &bytes[h.hosts_at()..h.body_at()];
+        let body = &bytes[h.body_at()..h.body_at() + h.body_len as usize];
+        let computed = group_checksum(header, hosts, body);
+        if computed != h.checksum {
+            return Err(format!(
+                "group checksum {:#010x}, contents hash to {computed:#010x}",
+                h.checksum
+            ));
+        }
+        if h.seq != self.next_seq as u32 {
+            return Err(format!(
+                "group sequence {} where {} was expected",
+                h.seq, self.next_seq as u32
+            ));
+        }
+        let raw = codec::raw_body(body, h.compressed(), &mut self.raw_scratch)?;
+        codec::group_entries(raw, h.entries, &mut self.entry_scratch)?;
+        let entries = (0..h.entries)
+            .map(|i| {
+                let host = u64::from_le_bytes(hosts[8 * i..8 * i + 8].try_into().expect("8"));
+                (host, self.entry_scratch[i].0)
+            })
+            .collect();
+        Ok((span, entries))
     }
 
     /// Whether `bytes` start with a whole, valid block following the last one seen.

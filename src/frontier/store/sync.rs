@@ -10,8 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::format::{
-    encode_item, loc, loc_offset, loc_segment, segment_path, table_path, NEXT_FIELD, TABLE_MAGIC,
-    VERSION,
+    encode_item, loc, loc_offset, loc_segment, segment_path, table_path, TABLE_MAGIC, VERSION,
 };
 use super::{QueueStore, QueuedUrl, StoreError, StorePosition};
 use crate::durable::{self, At, Staged};
@@ -20,7 +19,8 @@ use crate::durable::{self, At, Staged};
 /// see [`QueueStore::begin_sync`].
 pub struct PendingSync {
     dir: PathBuf,
-    /// Deferred `next` links: (block, next), in no particular order.
+    /// Deferred `next` links: (`segment << 32 | offset` of the field, next), in no particular
+    /// order.
     patches: Vec<(u64, u64)>,
     /// Segments that may hold a block to link from, or were written since the last sync:
     /// (number, path, file), by number.
@@ -63,8 +63,8 @@ impl PendingSync {
             .map(|(s, _, _)| self.written.contains(s))
             .collect();
         let mut i = 0;
-        for &(block, next) in &self.patches {
-            let s = loc_segment(block);
+        for &(target, next) in &self.patches {
+            let s = loc_segment(target);
             while i < self.files.len() && self.files[i].0 < s {
                 i += 1;
             }
@@ -74,7 +74,7 @@ impl PendingSync {
                     what: "a block to link from is in it".into(),
                 });
             };
-            f.write_all_at(&next.to_le_bytes(), loc_offset(block) + NEXT_FIELD)
+            f.write_all_at(&next.to_le_bytes(), loc_offset(target))
                 .at("write", path)?;
             fsync[i] = true;
         }
@@ -133,7 +133,7 @@ impl QueueStore {
         let mut patches = Vec::with_capacity(self.patches.len());
         let (mut lo, mut hi) = (u32::MAX, 0);
         for (&block, &(next, _)) in &self.patches {
-            patches.push((block, next));
+            patches.push((self.patch_target(block), next));
             lo = lo.min(loc_segment(block));
             hi = hi.max(loc_segment(block));
         }
@@ -290,7 +290,7 @@ impl QueueStore {
             r[32..40].copy_from_slice(&tail.to_le_bytes());
             r
         };
-        for (&host, e) in &self.hosts {
+        for (&host, e) in self.hosts.iter() {
             let b = bit(host);
             let flying = if maybe_flying[b / 64] & (1 << (b % 64)) != 0 {
                 extra.get(&host).map_or(&[][..], |v| &v[..])
