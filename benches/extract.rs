@@ -1,22 +1,28 @@
 //! Link extraction benchmark: the scanner-based extractor (`crawler::extract`) against the
 //! lol_html extractor it replaced (`benches/extract_baseline/`, the old code verbatim) and
-//! the scraper reference, on the extractor's ~16 KB documentation page (80 links) and on
+//! the scraper reference, on the extractor's ~16 KB documentation page (80 links), on
 //! real-size pages (long-tailed sizes, mean ~240 KB: inline CSS, scripts full of markup-like
-//! strings, JSON blobs, inline SVG, long text).
+//! strings, JSON blobs, inline SVG, long text) and, when it is installed, on the doc corpus
+//! (every 16th page of the Rust documentation under
+//! `~/.rustup/toolchains/*/share/doc/rust/html`: ~3,000 real pages, mean ~12 KB; skipped with
+//! a line saying so when absent).
 //!
-//! Run: `cargo bench --bench extract` (release profile, fat LTO). Prints MB/s per core from
-//! *thread CPU time* (the machine is shared: wall time would count time spent waiting for a
-//! core), old and new interleaved page by page in one run, in three trials and their
-//! median; then allocations per link (a counting allocator wraps the system one) for the
-//! whole extraction, for resolving alone (`Url::join`) and for normalizing
-//! (`Normalizer::canonicalize`). Every page is first checked against the scraper reference
-//! (`tests/extract_support`): the bench refuses to time extractors that disagree.
-//! `-- --soak SECS [--seed N]` runs the differential soak of `tests/api/extract_soak.rs`
-//! instead (optimized, so many more inputs per second than the ignored test).
-//! `EXTRACT_BENCH_ROUNDS` sets the rounds of the 16 KB page (the real-size set gets 1/40 of
-//! them, each round all its pages); `EXTRACT_BENCH_PROFILE=1` runs only the new extractor,
-//! for `perf record`. The extractor is also timed with the near-duplicate digest
-//! (`ExtractOptions::digest`, what the crawl runs): its share must stay under 3%.
+//! Run: `cargo bench --bench extract` (release profile, fat LTO). Extraction runs with the
+//! options a crawl uses (`ExtractOptions::for_crawl` of the default configuration: the
+//! near-duplicate digest on, the page limits set). Prints MB/s per core from *thread CPU
+//! time* (the machine is shared: wall time would count time spent waiting for a core), old
+//! and new interleaved page by page in one run, in three trials and their median; then the
+//! cost of resolving alone (`PreparedBase::join`, what the extractor runs, against
+//! `Url::join`: ns and allocations per link); then allocations per link (a counting
+//! allocator wraps the system one) for the whole extraction and for normalizing
+//! (`Normalizer::canonicalize`). Every page of the 16 KB and real-size sets is first checked
+//! against the scraper reference (`tests/extract_support`): the bench refuses to time
+//! extractors that disagree. `-- --soak SECS [--seed N]` runs the differential soak of
+//! `tests/api/extract_soak.rs` instead (optimized, so many more inputs per second than the
+//! ignored test). `EXTRACT_BENCH_ROUNDS` sets the rounds of the 16 KB page (the real-size
+//! set gets 1/40 of them, the corpus 1/400); `EXTRACT_BENCH_PROFILE=16k|corpus|real` runs
+//! only the new extractor on that set, for `perf record`. The extractor is also timed
+//! without the near-duplicate digest: the digest's share must stay under 3%.
 
 #[path = "../tests/extract_support/mod.rs"]
 mod extract_support;
@@ -38,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crawler::extract::{extract_links, ExtractOptions, Extracted};
-use crawler::normalize::Normalizer;
+use crawler::normalize::{Normalizer, PreparedBase};
 use url::Url;
 
 /// Counts allocations (and reallocations, which allocate too), for allocations per link.
@@ -365,18 +371,17 @@ fn old_extract(html: &[u8], url: &Url, opts: &ExtractOptions) -> Extracted {
 /// MB/s of old and new on `pages`, interleaved page by page: three trials of `rounds`.
 fn throughput(
     name: &str,
-    pages: &[String],
-    url: &Url,
+    pages: &[(&Url, &[u8])],
     opts: &ExtractOptions,
     rounds: usize,
 ) -> (f64, f64) {
-    let bytes: usize = pages.iter().map(String::len).sum();
+    let bytes: usize = pages.iter().map(|(_, html)| html.len()).sum();
     let (mut new_trials, mut old_trials) = (Vec::new(), Vec::new());
     for trial in 0..3 {
         let (mut new, mut old) = (Duration::ZERO, Duration::ZERO);
         for round in 0..rounds {
-            for page in pages {
-                let html = black_box(page.as_bytes());
+            for &(url, html) in pages {
+                let html = black_box(html);
                 let run_new = |total: &mut Duration| {
                     let t = thread_cpu();
                     black_box(extract_links(html, url, None, opts));
@@ -460,6 +465,122 @@ fn allocations_per_link(name: &str, pages: &[String], url: &Url, opts: &ExtractO
     );
 }
 
+/// A corpus page: its URL and its bytes.
+type CorpusPage = (Url, Vec<u8>);
+
+/// The extractor corpus: every 16th HTML file (in path order) of the Rust documentation
+/// rustup installs with this toolchain (~3,000 pages, mean ~12 KB, ~80 links each: real
+/// documentation pages), each with its URL under `http://corpus.test/`. `None` when the
+/// documentation is not installed.
+fn doc_corpus() -> Option<(std::path::PathBuf, Vec<CorpusPage>)> {
+    let home = std::env::var_os("HOME")?;
+    let toolchains = std::path::Path::new(&home).join(".rustup/toolchains");
+    let mut dirs: Vec<_> = std::fs::read_dir(toolchains)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|d| d.path().join("share/doc/rust/html"))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    let dir = dirs.into_iter().next()?;
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "html") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&dir, &mut files);
+    files.sort();
+    let root = Url::parse("http://corpus.test/").expect("static URL");
+    let pages: Vec<CorpusPage> = files
+        .iter()
+        .step_by(16)
+        .filter_map(|path| {
+            let rel = path.strip_prefix(&dir).ok()?.to_string_lossy().into_owned();
+            Some((root.join(&rel).ok()?, std::fs::read(path).ok()?))
+        })
+        .collect();
+    (!pages.is_empty()).then_some((dir, pages))
+}
+
+/// The decoded `href` values of `a[href]` on a page (scraper's reading).
+fn hrefs_of(html: &str) -> Vec<String> {
+    let doc = scraper::Html::parse_document(html);
+    let sel = scraper::Selector::parse("a[href]").expect("static selector");
+    doc.select(&sel)
+        .filter_map(|a| a.value().attr("href").map(str::to_owned))
+        .collect()
+}
+
+/// Resolving alone: ns per link with `PreparedBase::join` (what the extractor runs) and
+/// with `Url::join` (what it ran), median of 3 trials, and allocations per link of each.
+fn resolve_cost(name: &str, pages: &[(Url, Vec<String>)], rounds: usize) {
+    let links: usize = pages.iter().map(|(_, hrefs)| hrefs.len()).sum();
+    let (mut fast_trials, mut join_trials) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let (mut fast, mut join) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..rounds {
+            for (base, hrefs) in pages {
+                let t = thread_cpu();
+                let prepared = PreparedBase::new(base);
+                for href in hrefs {
+                    black_box(prepared.join(black_box(href)).ok());
+                }
+                fast += thread_cpu().saturating_sub(t);
+                let t = thread_cpu();
+                for href in hrefs {
+                    black_box(base.join(black_box(href)).ok());
+                }
+                join += thread_cpu().saturating_sub(t);
+            }
+        }
+        let per = |t: Duration| t.as_secs_f64() * 1e9 / (links * rounds).max(1) as f64;
+        fast_trials.push(per(fast));
+        join_trials.push(per(join));
+    }
+    let (fast_allocs, _) = allocations(|| {
+        for (base, hrefs) in pages {
+            let prepared = PreparedBase::new(base);
+            for href in hrefs {
+                black_box(prepared.join(href).ok());
+            }
+        }
+    });
+    let (join_allocs, _) = allocations(|| {
+        for (base, hrefs) in pages {
+            for href in hrefs {
+                black_box(base.join(href).ok());
+            }
+        }
+    });
+    let taken = pages
+        .iter()
+        .map(|(base, hrefs)| {
+            let prepared = PreparedBase::new(base);
+            hrefs
+                .iter()
+                .filter(|h| prepared.join_fast(h).is_some())
+                .count()
+        })
+        .sum::<usize>();
+    println!(
+        "{name}: resolving {links} links: PreparedBase::join {:.0} ns per link ({:.2} allocations), \
+         Url::join {:.0} ns ({:.2} allocations), median of 3; fast path took {:.1}%",
+        median(fast_trials),
+        fast_allocs as f64 / links.max(1) as f64,
+        median(join_trials),
+        join_allocs as f64 / links.max(1) as f64,
+        taken as f64 * 100.0 / links.max(1) as f64
+    );
+}
+
 fn main() {
     crawler::allocator::limit_malloc_arenas();
     let args: Vec<String> = std::env::args().collect();
@@ -485,7 +606,9 @@ fn main() {
     let url = Url::parse("https://docs.example.test/crate/module/index.html").expect("static URL");
     let real_url =
         Url::parse("https://www.example.test/news/2025/article-title").expect("static URL");
-    let opts = ExtractOptions::default();
+    // What the crawl's parse threads run: the default configuration's options, the
+    // near-duplicate digest on.
+    let opts = ExtractOptions::for_crawl(&crawler::config::Config::default());
     let real = real_pages();
     // Both extractors must find what the reference finds, on every page timed.
     let fast = extract_links(html.as_bytes(), &url, None, &opts);
@@ -518,49 +641,73 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
-    if std::env::var_os("EXTRACT_BENCH_PROFILE").is_some() {
-        // Only the new extractor, for `perf record`.
+    let corpus = doc_corpus();
+    if let Some(profile) = std::env::var_os("EXTRACT_BENCH_PROFILE") {
+        // Only the new extractor, for `perf record`: `EXTRACT_BENCH_PROFILE=16k` the 16 KB
+        // page, `=corpus` the doc corpus, anything else the real-size set.
+        let pages: Vec<(&Url, &[u8])> = match profile.to_str() {
+            Some("16k") => vec![(&url, html.as_bytes()); 40],
+            Some("corpus") => corpus
+                .iter()
+                .flat_map(|(_, pages)| pages.iter().map(|(u, h)| (u, h.as_slice())))
+                .collect(),
+            _ => real.iter().map(|p| (&real_url, p.as_bytes())).collect(),
+        };
         for _ in 0..rounds / 40 {
-            for page in &real {
-                black_box(extract_links(
-                    black_box(page.as_bytes()),
-                    &real_url,
-                    None,
-                    &opts,
-                ));
+            for &(url, html) in &pages {
+                black_box(extract_links(black_box(html), url, None, &opts));
             }
         }
         return;
     }
     let wall = Instant::now();
-    throughput(
-        "16 KB page",
-        std::slice::from_ref(&html),
-        &url,
-        &opts,
-        rounds,
-    );
-    throughput(
-        "real-size pages",
-        &real,
-        &real_url,
-        &opts,
-        (rounds / 40).max(1),
-    );
+    throughput("16 KB page", &[(&url, html.as_bytes())], &opts, rounds);
+    let real_set: Vec<(&Url, &[u8])> = real.iter().map(|p| (&real_url, p.as_bytes())).collect();
+    throughput("real-size pages", &real_set, &opts, (rounds / 40).max(1));
+    match &corpus {
+        Some((dir, pages)) => {
+            let bytes: usize = pages.iter().map(|(_, h)| h.len()).sum();
+            let (mut links, mut differ) = (0, 0);
+            for (url, html) in pages {
+                let new = extract_links(html, url, None, &opts);
+                let old = old_extract(html, url, &opts);
+                links += new.found();
+                differ += usize::from(extract_support::compare(&new, &old).is_err());
+            }
+            println!(
+                "doc corpus: {} pages of {} (every 16th), mean {} bytes, {:.0} links per page; \
+                 the two extractors differ on {differ} pages (the differential test checks \
+                 them against scraper: `extract_corpus`)",
+                pages.len(),
+                dir.display(),
+                bytes / pages.len(),
+                links as f64 / pages.len() as f64
+            );
+            let set: Vec<(&Url, &[u8])> = pages.iter().map(|(u, h)| (u, h.as_slice())).collect();
+            throughput("doc corpus", &set, &opts, (rounds / 400).max(1));
+        }
+        None => println!(
+            "doc corpus: skipped, no Rust documentation under ~/.rustup/toolchains/*/share/doc/rust/html"
+        ),
+    }
+    resolve_cost("16 KB page", &[(url.clone(), hrefs_of(&html))], rounds / 4);
+    if let Some((_, pages)) = &corpus {
+        let hrefs: Vec<(Url, Vec<String>)> = pages
+            .iter()
+            .take(500)
+            .map(|(u, h)| (u.clone(), hrefs_of(&String::from_utf8_lossy(h))))
+            .collect();
+        resolve_cost("doc corpus (500 pages)", &hrefs, 3);
+    }
     allocations_per_link("16 KB page", std::slice::from_ref(&html), &url, &opts);
     allocations_per_link("real-size pages", &real, &real_url, &opts);
 
     // The rest of the picture on the 16 KB page: the digest, resolving, scraper.
-    let hrefs: Vec<String> = {
-        let doc = scraper::Html::parse_document(&html);
-        let sel = scraper::Selector::parse("a[href]").expect("static selector");
-        doc.select(&sel)
-            .filter_map(|a| a.value().attr("href").map(str::to_owned))
-            .collect()
-    };
-    let with_digest = ExtractOptions {
-        digest: true,
-        ..opts.clone()
+    let hrefs = hrefs_of(&html);
+    let with_digest = opts.clone();
+    let opts = ExtractOptions {
+        digest: false,
+        ..with_digest.clone()
     };
     let (mut t_fast, mut t_digest, mut t_join, mut t_empty, mut t_ref) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -591,8 +738,8 @@ fn main() {
         (with - without) / without * 100.0
     );
     for (name, samples) in [
-        ("extract_links (scanner)", t_fast),
-        ("extract_links with the digest", t_digest),
+        ("extract_links without the digest", t_fast),
+        ("extract_links (as the crawl runs it)", t_digest),
         ("Url::join of the page's hrefs", t_join),
         ("extract_links on \"<p>\" (fixed cost)", t_empty),
         ("scraper reference_extract", t_ref),

@@ -382,12 +382,7 @@ fn start_workers(
             counters: counters.clone(),
             completions: completions.clone(),
             faults: faults.clone(),
-            options: ExtractOptions {
-                follow_nofollow: config.crawl.follow_nofollow,
-                max_links: config.crawl.max_links_per_page,
-                max_url_length: config.scope.max_url_length,
-                digest: config.crawl.near_duplicates,
-            },
+            options: ExtractOptions::for_crawl(config),
             archiver: archiver.clone(),
         }),
     )?;

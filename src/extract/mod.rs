@@ -115,7 +115,10 @@
 //! borrows when there is no `&`, the common case). A whole document is scanned in place;
 //! a streamed one is gathered first (a late `<base>` decides how every link resolves, so
 //! nothing can be resolved before the end anyway). Link values are decoded into one arena
-//! and resolved with `Url::join` at the end.
+//! and resolved at the end against the effective base taken apart once
+//! ([`crate::normalize::PreparedBase`]): the common forms of links are built from the
+//! base's parts without the URL parser (one allocation per link, the URL's own), the rest
+//! with `Url::join`, with the same results.
 
 mod scanner;
 
@@ -127,6 +130,7 @@ use encoding_rs::{Decoder, Encoding, UTF_8};
 use url::Url;
 
 use crate::near_duplicate::DigitlessDigest;
+use crate::normalize::PreparedBase;
 
 use self::scanner::{Attrs, LinkTag, TagSink};
 
@@ -145,6 +149,18 @@ pub struct ExtractOptions {
     pub max_url_length: usize,
     /// Compute [`Extracted::digest`], the page's digest for near-duplicate detection.
     pub digest: bool,
+}
+
+impl ExtractOptions {
+    /// The options a crawl with `config` extracts with (`benches/extract.rs` times these).
+    pub fn for_crawl(config: &crate::config::Config) -> Self {
+        ExtractOptions {
+            follow_nofollow: config.crawl.follow_nofollow,
+            max_links: config.crawl.max_links_per_page,
+            max_url_length: config.scope.max_url_length,
+            digest: config.crawl.near_duplicates,
+        }
+    }
 }
 
 /// With [`ExtractOptions::max_links`] set, resolved links (text and [`Url`] struct) may
@@ -583,6 +599,10 @@ impl Collector<'_> {
                 .saturating_mul(BUDGET_PER_BODY_BYTE)
                 .saturating_add(BUDGET_BASE)
         });
+        // A UTF-8 page's links are resolved from the base's parts, taken apart once
+        // (`crate::normalize::PreparedBase`); other encodings need the parser's query
+        // encoding.
+        let prepared = (query_encoding == UTF_8).then(|| PreparedBase::new(effective));
         let mut used = 0usize;
         let mut out = Extracted {
             links: Vec::with_capacity(self.spans.len()),
@@ -609,7 +629,11 @@ impl Collector<'_> {
                 out.too_long += 1;
                 continue;
             }
-            match resolve(effective, href, query_encoding) {
+            let resolved = match &prepared {
+                Some(prepared) => prepared.join(href).ok(),
+                None => resolve(effective, href, query_encoding),
+            };
+            match resolved {
                 Some(url) => {
                     used = used.saturating_add(url.as_str().len() + std::mem::size_of::<Url>());
                     if budget.is_some_and(|budget| used > budget) {
@@ -652,14 +676,7 @@ fn relative_to_long_base(href: &str) -> bool {
 /// Resolves `href` against `base` as the URL standard does for a document in `encoding`.
 fn resolve(base: &Url, href: &str, encoding: &'static Encoding) -> Option<Url> {
     if encoding == UTF_8 {
-        return SCRATCH
-            .try_with(|scratch| {
-                let mut scratch = scratch.try_borrow_mut().ok()?;
-                resolve_plain(base, href, &mut scratch)
-            })
-            .ok()
-            .flatten()
-            .or_else(|| base.join(href).ok());
+        return base.join(href).ok();
     }
     let encode = encoder(encoding);
     Url::options()
@@ -667,122 +684,6 @@ fn resolve(base: &Url, href: &str, encoding: &'static Encoding) -> Option<Url> {
         .encoding_override(Some(&encode))
         .parse(href)
         .ok()
-}
-
-thread_local! {
-    /// Where [`resolve_plain`] writes the absolute form of a link before parsing it.
-    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
-}
-
-/// The common case of resolving, without the allocations of `Url::join` (which grows its
-/// output string from the href's length, two or three allocations per link): an href of
-/// only characters the URL parser copies as they are (ASCII letters and digits,
-/// `-._~!$&()*+,;=:@/?#`), no dot segment but leading `../` and `./`, and not
-/// scheme-relative or with a scheme, is
-/// resolved textually, as the URL standard's relative resolution does for such input (base
-/// up to the path, the query or the fragment, or up to the last `/` of its path; then the
-/// href), and the result parsed once: one allocation, the URL's own. `None` for anything
-/// else, which `Url::join` resolves; a result that does not parse (none should) goes there
-/// too. Equal to `Url::join` on every link of the differential tests (which resolve their
-/// reference with `join`) and on the unit test's table.
-fn resolve_plain(base: &Url, href: &str, scratch: &mut String) -> Option<Url> {
-    use url::Position;
-    let first = *href.as_bytes().first()?;
-    if !matches!(base.scheme(), "http" | "https")
-        || !href.bytes().all(plain_href_byte)
-        || href.starts_with("//")
-    {
-        return None;
-    }
-    // Leading `../` and `./` of a relative path climb the base's directories (the common
-    // dot segments); any other dot segment goes to `Url::join`.
-    let mut rest = href;
-    let mut up = 0usize;
-    if first != b'/' {
-        loop {
-            if let Some(after) = rest.strip_prefix("../") {
-                up += 1;
-                rest = after;
-            } else if let Some(after) = rest.strip_prefix("./") {
-                rest = after;
-            } else {
-                break;
-            }
-        }
-    }
-    let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
-    let path = rest.get(..path_end)?;
-    if path
-        .split('/')
-        .any(|segment| segment == "." || segment == "..")
-    {
-        return None;
-    }
-    let whole = base.as_str();
-    let climbed = rest.len() != href.len();
-    let prefix = match rest.as_bytes().first() {
-        // `./?q`, `../#f`, `..//x` and the like: rare, left to `Url::join`.
-        Some(b'/' | b'?' | b'#') if climbed => return None,
-        Some(b'/') => &base[..Position::BeforePath],
-        Some(b'?') => &base[..Position::AfterPath],
-        Some(b'#') => &base[..Position::AfterQuery],
-        _ => {
-            // A relative path: a `:` in its first segment would make it a scheme.
-            if path
-                .split('/')
-                .next()
-                .is_some_and(|first| first.contains(':'))
-            {
-                return None;
-            }
-            let path_start = base[..Position::BeforePath].len();
-            let base_path = whole.get(path_start..base[..Position::AfterPath].len())?;
-            // The base's directory, less one segment per `../` (never above the root).
-            let mut dir_end = base_path.rfind('/')?;
-            for _ in 0..up {
-                dir_end = base_path.get(..dir_end)?.rfind('/').unwrap_or(0);
-            }
-            whole.get(..path_start + dir_end + 1)?
-        }
-    };
-    if prefix.len() + rest.len() > PLAIN_MAX {
-        // Rare, and the thread's scratch string should stay small.
-        return None;
-    }
-    scratch.clear();
-    scratch.push_str(prefix);
-    scratch.push_str(rest);
-    Url::parse(scratch).ok()
-}
-
-/// The longest link [`resolve_plain`] builds in its scratch string.
-const PLAIN_MAX: usize = 4096;
-
-/// Bytes the URL parser keeps as they are in a path, query and fragment of an http(s) URL
-/// (not `'`, which it escapes in a query; not `%`, `\`, spaces and controls).
-fn plain_href_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b'-' | b'.'
-                | b'_'
-                | b'~'
-                | b'!'
-                | b'$'
-                | b'&'
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'@'
-                | b'/'
-                | b'?'
-                | b'#'
-        )
 }
 
 /// The query-string encoder the URL parser needs for a non-UTF-8 document.
@@ -1170,21 +1071,20 @@ mod tests {
             "a b",
             "\\x",
         ];
-        let mut scratch = String::new();
-        let mut plain = 0;
+        let mut fast = 0;
         for base in bases {
             let base = Url::parse(base).unwrap();
+            let prepared = PreparedBase::new(&base);
             for href in hrefs {
                 let joined = base.join(href).ok();
-                if let Some(fast) = resolve_plain(&base, href, &mut scratch) {
-                    plain += 1;
-                    assert_eq!(Some(&fast), joined.as_ref(), "{base} + {href:?}");
-                    assert_eq!(fast.as_str(), joined.as_ref().unwrap().as_str());
+                if prepared.join_fast(href).is_some() {
+                    fast += 1;
                 }
+                assert_eq!(prepared.join(href).ok(), joined, "{base} + {href:?}");
                 assert_eq!(resolve(&base, href, UTF_8), joined, "{base} + {href:?}");
             }
         }
-        assert!(plain > 60, "the fast path took only {plain} of them");
+        assert!(fast > 150, "the fast path took only {fast} of them");
     }
 
     #[test]

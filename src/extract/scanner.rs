@@ -60,7 +60,7 @@
 
 use std::ops::Range;
 
-use memchr::{memchr, memchr2, memmem};
+use memchr::{memchr, memchr2, memchr3, memmem};
 
 /// The link-carrying tags reported to a [`TagSink`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +182,85 @@ fn classify(raw: &[u8]) -> Name {
         | b"table" | b"tt" | b"u" | b"ul" | b"var" => Name::Breakout,
         _ => Name::Other,
     }
+}
+
+/// [`classify`] for a tag met where no foreign content is open (the namespace stack is
+/// empty, as on nearly every page nearly all the time): there only the names that carry
+/// links or change the text model matter, and everything else (the breakout tags, `font`,
+/// the integration points) is [`Name::Other`]. Nearly every tag of a page is one of these
+/// others, so this is the per-tag path: the lowercased name packed into a `u64` with its
+/// length, one integer match.
+fn classify_in_html(raw: &[u8]) -> Name {
+    match raw.len() {
+        1..=8 => {}
+        9 if raw.eq_ignore_ascii_case(b"plaintext") => return Name::Plaintext,
+        _ => return Name::Other,
+    }
+    let mut bytes = [0u8; 8];
+    for (to, from) in bytes.iter_mut().zip(raw) {
+        *to = from.to_ascii_lowercase();
+    }
+    const A: u64 = name_key(b"a");
+    const AREA: u64 = name_key(b"area");
+    const IFRAME: u64 = name_key(b"iframe");
+    const FRAME: u64 = name_key(b"frame");
+    const BASE: u64 = name_key(b"base");
+    const META: u64 = name_key(b"meta");
+    const LINK: u64 = name_key(b"link");
+    const FRAMESET: u64 = name_key(b"frameset");
+    const SCRIPT: u64 = name_key(b"script");
+    const STYLE: u64 = name_key(b"style");
+    const XMP: u64 = name_key(b"xmp");
+    const NOEMBED: u64 = name_key(b"noembed");
+    const NOFRAMES: u64 = name_key(b"noframes");
+    const NOSCRIPT: u64 = name_key(b"noscript");
+    const TITLE: u64 = name_key(b"title");
+    const TEXTAREA: u64 = name_key(b"textarea");
+    const SVG: u64 = name_key(b"svg");
+    const MATH: u64 = name_key(b"math");
+    match pack(bytes, raw.len()) {
+        A => Name::Link(LinkTag::A),
+        AREA => Name::Link(LinkTag::Area),
+        IFRAME => Name::Link(LinkTag::Iframe),
+        FRAME => Name::Link(LinkTag::Frame),
+        BASE => Name::Link(LinkTag::Base),
+        META => Name::Link(LinkTag::Meta),
+        LINK => Name::Link(LinkTag::Link),
+        FRAMESET => Name::Frameset,
+        SCRIPT => Name::Script,
+        STYLE => Name::RawText(b"style"),
+        XMP => Name::RawText(b"xmp"),
+        NOEMBED => Name::RawText(b"noembed"),
+        NOFRAMES => Name::RawText(b"noframes"),
+        NOSCRIPT => Name::RawText(b"noscript"),
+        TITLE => Name::RcData(b"title"),
+        TEXTAREA => Name::RcData(b"textarea"),
+        SVG => Name::Svg,
+        MATH => Name::Math,
+        _ => Name::Other,
+    }
+}
+
+/// A name of at most 8 bytes as one integer: its bytes, and below 8 bytes its length in the
+/// top byte (so that `a` and `a` followed by NUL differ; an 8-byte name's last byte is a
+/// letter, never a length).
+const fn pack(bytes: [u8; 8], len: usize) -> u64 {
+    let mut key = u64::from_le_bytes(bytes);
+    if len < 8 {
+        key |= (len as u64) << 56;
+    }
+    key
+}
+
+/// [`pack`] of a lowercase name, for the match arms.
+const fn name_key(name: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let mut i = 0;
+    while i < name.len() {
+        bytes[i] = name[i];
+        i += 1;
+    }
+    pack(bytes, name.len())
 }
 
 impl Name {
@@ -340,13 +419,28 @@ impl Scanner<'_> {
     ) -> (usize, After) {
         let b = self.b;
         let name_end = self.name_end(at);
-        let name = classify(b.get(at..name_end).unwrap_or_default());
+        let name = self.classify(b.get(at..name_end).unwrap_or_default());
         let want = name.wants_attrs();
         if want {
             *attrs = Attrs::default();
         }
-        let Some(lexed) = self.attributes(name_end, want.then_some(&mut *attrs)) else {
-            return (b.len(), After::Data);
+        // Whether the tag ended with `/>` matters only to these (which open, or do not
+        // open, a namespace); any other tag whose attributes are not wanted is skipped to
+        // its `>` with one search when no quote comes first.
+        let quick = !want
+            && !matches!(
+                name,
+                Name::Svg | Name::Math | Name::SvgIntegration | Name::MathText | Name::RcData(_)
+            );
+        let lexed = match quick.then(|| self.tag_end(name_end)).flatten() {
+            Some(end) => Lexed {
+                end,
+                self_closing: false,
+            },
+            None => match self.attributes(name_end, want.then_some(&mut *attrs)) {
+                Some(lexed) => lexed,
+                None => return (b.len(), After::Data),
+            },
         };
         let end = lexed.end;
         let mut ns = self.ns.current();
@@ -419,9 +513,13 @@ impl Scanner<'_> {
     fn end_tag(&mut self, at: usize) -> usize {
         let b = self.b;
         let name_end = self.name_end(at);
-        let name = classify(b.get(at..name_end).unwrap_or_default());
-        let Some(lexed) = self.attributes(name_end, None) else {
-            return b.len();
+        let name = self.classify(b.get(at..name_end).unwrap_or_default());
+        let end = match self.tag_end(name_end) {
+            Some(end) => end,
+            None => match self.attributes(name_end, None) {
+                Some(lexed) => lexed.end,
+                None => return b.len(),
+            },
         };
         match self.ns.current() {
             Ns::Html => {
@@ -444,7 +542,27 @@ impl Scanner<'_> {
                 _ => {}
             },
         }
-        lexed.end
+        end
+    }
+
+    /// A tag name's class: all of them inside foreign content (or an integration point),
+    /// only those that matter there outside it.
+    fn classify(&self, raw: &[u8]) -> Name {
+        if self.ns.len == 0 {
+            classify_in_html(raw)
+        } else {
+            classify(raw)
+        }
+    }
+
+    /// Where a tag whose name ends at `at` ends, when the first `>`, `"` or `'` after its
+    /// name is a `>`: outside a quoted value every state of a tag ends at `>`, and only a
+    /// quote can start a quoted value. `None` when a quote comes first (or nothing): the
+    /// caller lexes the attributes.
+    fn tag_end(&self, at: usize) -> Option<usize> {
+        let rest = self.b.get(at..)?;
+        let i = memchr3(b'>', b'"', b'\'', rest)?;
+        (rest.get(i) == Some(&b'>')).then_some(at + i + 1)
     }
 
     /// The end of a tag name starting at `at` (the first whitespace, `/` or `>`).

@@ -87,6 +87,7 @@
 //! costs 110–140 ns (`url` re-serializes).
 //!
 
+mod join;
 mod pattern;
 pub(crate) mod percent;
 
@@ -96,6 +97,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+pub use join::PreparedBase;
 use pattern::PatternSet;
 
 /// Why a link was not turned into a crawlable URL.

@@ -5,7 +5,7 @@
 //! inputs are what `fuzz-normalize/` throws at it without a bound. (The hot path's speed is
 //! measured by `cargo bench --bench normalize`.)
 
-use crawler::normalize::{NormalizeOptions, Normalizer, Rejected};
+use crawler::normalize::{NormalizeOptions, Normalizer, PreparedBase, Rejected};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
@@ -393,6 +393,106 @@ fn meaning(s: &str) -> Vec<(u8, bool)> {
         .collect()
 }
 
+/// Pieces of links as pages write them, weighted towards what resolution turns on: dot
+/// segments (also escaped), slashes, queries and fragments, hosts and ports, schemes, and
+/// bytes the parser escapes or drops.
+const LINK: &[&str] = &[
+    "a",
+    "b.html",
+    "Ab",
+    "0",
+    "9",
+    "-",
+    "_",
+    "~",
+    "/",
+    "/",
+    "/",
+    "/",
+    ".",
+    "..",
+    "../",
+    "./",
+    "%2e",
+    "%2E",
+    "%2e%2E",
+    ".%2e",
+    "?",
+    "?",
+    "#",
+    "x=1",
+    "&",
+    "&amp;",
+    ":",
+    "@",
+    ";",
+    "!",
+    "$",
+    "(",
+    "*",
+    "+",
+    ",",
+    "=",
+    "%41",
+    "%zz",
+    "%",
+    "//",
+    "//h.test",
+    "//h.test:8080",
+    "//H.test",
+    "//h.test:80",
+    "//xn--p1ai",
+    "//1.2",
+    "//a..b",
+    "http://",
+    "https://",
+    "http:",
+    "HTTP://",
+    "mailto:",
+    "h.test",
+    ":443",
+    ":0",
+    ":65536",
+    "'",
+    " ",
+    "\\",
+    "\t",
+    "\n",
+    "\u{e9}",
+    "[",
+    "]",
+    "|",
+    "^",
+    "{",
+    "`",
+    "\"",
+    "<",
+];
+
+/// A link: a soup of [`LINK`] pieces, or a whole URL spelled in many ways.
+fn link() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => prop::collection::vec(select(LINK), 0..10).prop_map(|t| t.concat()),
+        1 => url_like(),
+        1 => url_soup(),
+    ]
+}
+
+/// Every component of a URL (`Url`'s `==` compares only the text).
+fn components(url: &Url) -> [Option<String>; 9] {
+    [
+        Some(url.as_str().to_string()),
+        Some(url.scheme().to_string()),
+        Some(url.username().to_string()),
+        url.password().map(str::to_string),
+        url.host().map(|h| format!("{h:?}")),
+        url.port().map(|p| p.to_string()),
+        Some(url.path().to_string()),
+        url.query().map(str::to_string),
+        url.fragment().map(str::to_string),
+    ]
+}
+
 proptest! {
     #![proptest_config(config(3000))]
 
@@ -418,6 +518,27 @@ proptest! {
                 matches!(e, Rejected::Unparsable),
                 "{input:?}: {e:?}"
             ),
+        }
+    }
+
+    /// The extractor's resolver (`PreparedBase::join`, which builds the common forms of
+    /// links without the URL parser) is `Url::join`: the same URL, component by component,
+    /// or the same error; and so the crawl's canonical form of every link is byte-identical
+    /// whichever resolved it.
+    #[test]
+    fn prepared_base_joins_as_the_parser_does(n in options(), base in url_like(), href in link()) {
+        let Ok(base) = Url::parse(&base) else { return Ok(()) };
+        let prepared = PreparedBase::new(&base);
+        let want = base.join(&href);
+        let got = prepared.join(&href);
+        match (want, got) {
+            (Ok(mut want), Ok(mut got)) => {
+                prop_assert_eq!(components(&want), components(&got), "{} + {:?}", base, href);
+                let (w, g) = (n.canonicalize(&mut want), n.canonicalize(&mut got));
+                prop_assert_eq!(w, g);
+                prop_assert_eq!(want.as_str(), got.as_str());
+            }
+            (want, got) => prop_assert_eq!(want, got, "{} + {:?}", base, href),
         }
     }
 

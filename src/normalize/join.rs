@@ -1,0 +1,670 @@
+//! Resolving a page's links against its base without the URL parser, for the common cases.
+//!
+//! # What it does
+//! [`PreparedBase`] takes a page's base URL apart once (scheme, host, port, path, query) and
+//! then resolves each link of the page with [`PreparedBase::join`], which always gives what
+//! `Url::join` gives: the same URL, byte for byte, with the same components, or the same
+//! error. Links in the forms real pages are made of are resolved textually, from the base's
+//! parts and the link's bytes, and the result is assembled into a [`Url`] without parsing
+//! it again:
+//! - relative paths (`item.html`, `../guide/x.html#s`, `a/./b/..`), dot segments
+//!   (`.`, `..`, `%2e`) resolved as the URL standard resolves them;
+//! - root-relative paths (`/docs/a.html`), queries (`?q=1`), fragments (`#f`) and the empty
+//!   link;
+//! - scheme-relative (`//cdn.example/x`) and absolute `http://` / `https://` links whose
+//!   host is already in canonical form (lowercase ASCII letters, digits, `-` and `.`, not
+//!   punycode, not an address) with an optional port.
+//!
+//! Anything else goes to `Url::join`: a byte the parser would percent-encode or drop
+//! (spaces, controls, non-ASCII, `"`, `'`, `<`, `>`, `` ` ``, `{`, `}`, `\`, `|`, `^`,
+//! `[`, `]`), an upper-case or punycode or numeric host, credentials, another scheme, a base
+//! that is not http(s) or whose host is an address.
+//!
+//! # Guarantees
+//! - Equal to `Url::join` on every input: property-tested against it
+//!   (`tests/api/normalize_props.rs`, generated bases and links made of the pieces URL
+//!   parsing turns on), on the WHATWG URL test suite (`tests/api/whatwg_url.rs`), on the
+//!   extractor's differential tests, and in the unit tests below, which in a debug build
+//!   also run the `url` crate's own invariant check on each assembled URL.
+//! - The fast path allocates once per link: the URL's own string, sized in advance.
+//! - Never panics: slicing is checked, and a failure anywhere falls back to the parser.
+//!
+//! # Why built this way
+//! The extractor resolves every link of every page: on a 16 KB page of 80 links, parsing
+//! each result with `Url::parse` (or `Url::join`) cost ~19 µs, more than scanning the page.
+//! Resolution itself is string work; what the parser adds is validation and its component
+//! offsets. For the forms above, validation is a table lookup per byte, and the offsets are
+//! known while the string is built. The `url` crate builds a `Url` from its parts through
+//! [`Url::deserialize_internal`] (public, with its `serde` feature: "sacrifices some
+//! invariant-checking for speed"), so the crawl keeps the `url` crate's type everywhere
+//! else. That function's input is the crate's internal layout, pinned by `Cargo.lock`; a
+//! layout change would fail the tests, and at run time [`assembly_works`] checks once per
+//! process that an assembled URL reads back exactly as a parsed one, and turns the fast path
+//! off if not.
+
+use std::sync::OnceLock;
+
+use serde::de::value::{Error as PartsError, SeqDeserializer, U16Deserializer, U32Deserializer};
+use serde::de::{self, IntoDeserializer, Visitor};
+use url::{Host, Position, Url};
+
+/// A base URL taken apart for resolving many links against it.
+#[derive(Debug, Clone)]
+pub struct PreparedBase<'a> {
+    url: &'a Url,
+    /// The parts the fast path builds from, when the base is one it serves.
+    fast: Option<BaseParts<'a>>,
+}
+
+/// An http(s) base with a domain host and no credentials, as offsets into its text.
+#[derive(Debug, Clone)]
+struct BaseParts<'a> {
+    whole: &'a str,
+    /// `http` (4) or `https` (5): where the scheme ends.
+    scheme_end: u32,
+    host_end: usize,
+    port: Option<u16>,
+    /// Where the path starts (after `scheme://host[:port]`).
+    path_start: usize,
+    /// Where the path ends (the query's `?`, the fragment's `#`, or the end).
+    path_end: usize,
+    /// Where the query ends (the fragment's `#`, or the end).
+    query_end: usize,
+    /// Where the base path's last segment starts: a relative path replaces it.
+    last_segment: usize,
+}
+
+/// Longest link the fast path builds: longer ones are rare, and go to the parser.
+const FAST_MAX: usize = 1 << 16;
+
+impl<'a> PreparedBase<'a> {
+    /// Takes `base` apart once.
+    pub fn new(base: &'a Url) -> Self {
+        PreparedBase {
+            url: base,
+            fast: BaseParts::of(base),
+        }
+    }
+
+    /// The base URL.
+    pub fn url(&self) -> &'a Url {
+        self.url
+    }
+
+    /// Whether links are resolved without the parser (for tests and benches).
+    pub fn is_fast(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// `href` resolved against the base: exactly `self.url().join(href)`.
+    pub fn join(&self, href: &str) -> Result<Url, url::ParseError> {
+        if let Some(url) = self.fast.as_ref().and_then(|fast| fast.join(href)) {
+            return Ok(url);
+        }
+        self.url.join(href)
+    }
+
+    /// `href` resolved on the fast path only: `None` where [`Self::join`] asks the parser.
+    pub fn join_fast(&self, href: &str) -> Option<Url> {
+        self.fast.as_ref().and_then(|fast| fast.join(href))
+    }
+}
+
+impl<'a> BaseParts<'a> {
+    fn of(base: &'a Url) -> Option<Self> {
+        let scheme_end = match base.scheme() {
+            "http" => 4,
+            "https" => 5,
+            _ => return None,
+        };
+        if !matches!(base.host(), Some(Host::Domain(_)))
+            || !base.username().is_empty()
+            || base.password().is_some()
+            || !assembly_works()
+        {
+            return None;
+        }
+        let whole = base.as_str();
+        let host_end = base[..Position::AfterHost].len();
+        let path_start = base[..Position::BeforePath].len();
+        let path_end = base[..Position::AfterPath].len();
+        let query_end = base[..Position::AfterQuery].len();
+        let path = whole.get(path_start..path_end)?;
+        let last_segment = path_start + path.rfind('/')?;
+        if whole.len() > u32::MAX as usize / 2 {
+            return None;
+        }
+        Some(BaseParts {
+            whole,
+            scheme_end,
+            host_end,
+            port: base.port(),
+            path_start,
+            path_end,
+            query_end,
+            last_segment,
+        })
+    }
+
+    fn join(&self, href: &str) -> Option<Url> {
+        let bytes = href.as_bytes();
+        if bytes.len() > FAST_MAX || !is_plain(bytes) {
+            return None;
+        }
+        let whole = self.whole;
+        match bytes.first() {
+            // The base without its fragment.
+            None => self.keep_base(self.query_end, ""),
+            Some(b'#') => self.keep_base(self.query_end, href),
+            Some(b'?') => self.keep_base(self.path_end, href),
+            Some(b'/') if bytes.get(1) == Some(&b'/') => {
+                absolute(self.scheme_end == 5, href.get(2..)?)
+            }
+            Some(b'/') => {
+                let mut out = String::with_capacity(self.path_start + href.len() + 1);
+                out.push_str(whole.get(..self.path_start)?);
+                self.finish_same_origin(out, href.get(1..)?)
+            }
+            Some(_) => {
+                let first_segment = href.find(['/', '?', '#']).unwrap_or(href.len());
+                if let Some(colon) = href.get(..first_segment)?.find(':') {
+                    // A scheme (or what the parser must decide about).
+                    let rest = href.get(colon + 1..)?.strip_prefix("//")?;
+                    return match href.get(..colon)? {
+                        "http" => absolute(false, rest),
+                        "https" => absolute(true, rest),
+                        _ => None,
+                    };
+                }
+                let mut out = String::with_capacity(self.last_segment + href.len() + 1);
+                out.push_str(whole.get(..self.last_segment)?);
+                self.finish_same_origin(out, href)
+            }
+        }
+    }
+
+    /// The base up to `end` (its path, or its query), then `tail` (a query or fragment).
+    fn keep_base(&self, end: usize, tail: &str) -> Option<Url> {
+        let mut out = String::with_capacity(end + tail.len());
+        out.push_str(self.whole.get(..end)?);
+        let query_start = if end == self.path_end {
+            // `tail` is the new query, if any.
+            None
+        } else {
+            (self.query_end > self.path_end).then_some(self.path_end)
+        };
+        out.push_str(tail);
+        let (query, fragment) = tail_offsets(end, tail);
+        let parts = Parts {
+            scheme_end: self.scheme_end,
+            host_end: self.host_end,
+            port: self.port,
+            path_start: self.path_start,
+            query_start: query_start.or(query),
+            fragment_start: fragment,
+        };
+        parts.assemble(out)
+    }
+
+    /// `out` holds the base's origin and the directory `href` is relative to; appends
+    /// `href` (path, query, fragment) and assembles the URL.
+    fn finish_same_origin(&self, mut out: String, href: &str) -> Option<Url> {
+        let path_end = href.find(['?', '#']).unwrap_or(href.len());
+        push_path(&mut out, self.path_start, href.get(..path_end)?);
+        let tail = href.get(path_end..)?;
+        let (query, fragment) = tail_offsets(out.len(), tail);
+        out.push_str(tail);
+        Parts {
+            scheme_end: self.scheme_end,
+            host_end: self.host_end,
+            port: self.port,
+            path_start: self.path_start,
+            query_start: query,
+            fragment_start: fragment,
+        }
+        .assemble(out)
+    }
+}
+
+/// An `http(s)://` link; `rest` is what follows the `//`.
+fn absolute(https: bool, rest: &str) -> Option<Url> {
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = rest.get(..authority_end)?;
+    let (host, port) = match authority.split_once(':') {
+        None => (authority, None),
+        Some((host, port)) => (host, parse_port(port, https)?),
+    };
+    if !is_plain_host(host) {
+        return None;
+    }
+    let scheme = if https { "https://" } else { "http://" };
+    let mut out = String::with_capacity(scheme.len() + rest.len() + 1);
+    out.push_str(scheme);
+    out.push_str(host);
+    let host_end = out.len();
+    if let Some(port) = port {
+        push_port(&mut out, port);
+    }
+    let path_start = out.len();
+    let after = rest.get(authority_end..)?;
+    let path_end = after.find(['?', '#']).unwrap_or(after.len());
+    match after.get(..path_end)?.strip_prefix('/') {
+        Some(path) => push_path(&mut out, path_start, path),
+        // No path: a special URL's path is `/`.
+        None => out.push('/'),
+    }
+    let tail = after.get(path_end..)?;
+    let (query, fragment) = tail_offsets(out.len(), tail);
+    out.push_str(tail);
+    Parts {
+        scheme_end: if https { 5 } else { 4 },
+        host_end,
+        port,
+        path_start,
+        query_start: query,
+        fragment_start: fragment,
+    }
+    .assemble(out)
+}
+
+/// A port as the parser reads it: digits, at most 65535, the scheme's default dropped.
+/// `None` for what the fast path leaves to the parser (an empty port, more than 5 digits).
+fn parse_port(text: &str, https: bool) -> Option<Option<u16>> {
+    if text.is_empty() || text.len() > 5 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let port: u16 = text.parse().ok()?;
+    let default = if https { 443 } else { 80 };
+    Some((port != default).then_some(port))
+}
+
+fn push_port(out: &mut String, port: u16) {
+    use std::fmt::Write;
+    let _ = write!(out, ":{port}");
+}
+
+/// A host the parser would keep as it is: lowercase letters, digits, `-` and `.` in
+/// non-empty labels, no punycode label (the parser validates those), and a last label that
+/// starts with a letter (one that is a number makes the host an address, or invalid).
+fn is_plain_host(host: &str) -> bool {
+    let bytes = host.as_bytes();
+    if bytes.is_empty()
+        || !bytes
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    {
+        return false;
+    }
+    let mut labels = host.split('.');
+    let mut last = "";
+    for label in &mut labels {
+        if label.is_empty() || label.starts_with("xn--") {
+            return false;
+        }
+        last = label;
+    }
+    last.as_bytes()
+        .first()
+        .is_some_and(|b| b.is_ascii_lowercase())
+}
+
+/// Appends the segments of `path` (a relative path, or an absolute one without its first
+/// `/`) to `out`, whose path starts at `floor`, resolving dot segments as the URL standard's
+/// path state does: `..` removes the last segment (never the origin), `.` nothing, and
+/// either as the last segment leaves the path ending in `/`.
+fn push_path(out: &mut String, floor: usize, path: &str) {
+    let mut segments = path.split('/').peekable();
+    while let Some(segment) = segments.next() {
+        let last = segments.peek().is_none();
+        match dots(segment) {
+            2 => {
+                if out.len() > floor {
+                    let cut = out
+                        .get(floor..)
+                        .and_then(|p| p.rfind('/'))
+                        .map_or(floor, |i| floor + i);
+                    out.truncate(cut);
+                }
+                if last {
+                    out.push('/');
+                }
+            }
+            1 => {
+                if last {
+                    out.push('/');
+                }
+            }
+            _ => {
+                out.push('/');
+                out.push_str(segment);
+            }
+        }
+    }
+}
+
+/// 1 for a single-dot segment (`.`, `%2e`), 2 for a double-dot one (`..`, `.%2e`, `%2e.`,
+/// `%2e%2e`, any case), else 0.
+fn dots(segment: &str) -> u8 {
+    let is = |s: &str| segment.eq_ignore_ascii_case(s);
+    match segment.len() {
+        1 if segment == "." => 1,
+        2 if segment == ".." => 2,
+        3 if is("%2e") => 1,
+        4 if is(".%2e") || is("%2e.") => 2,
+        6 if is("%2e%2e") => 2,
+        _ => 0,
+    }
+}
+
+/// Where the query and fragment start in a result whose `tail` (empty, `?…` or `#…`) is
+/// appended at `at`.
+fn tail_offsets(at: usize, tail: &str) -> (Option<usize>, Option<usize>) {
+    let fragment = tail.find('#');
+    let query = tail.starts_with('?').then_some(at);
+    (query, fragment.map(|i| at + i))
+}
+
+/// `PLAIN[b]`: the parser keeps byte `b` as it is in a path, a query and a fragment of an
+/// http(s) URL (for a UTF-8 document), so a link of these bytes needs no encoding: ASCII
+/// letters and digits, `-._~!$&()*+,;=:@/?#%`. Not `'` (escaped in a query), nor anything
+/// the parser escapes or drops.
+static PLAIN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric();
+        b += 1;
+    }
+    let extra = b"-._~!$&()*+,;=:@/?#%";
+    let mut i = 0;
+    while i < extra.len() {
+        table[extra[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
+/// Whether every byte of `bytes` is [`PLAIN`]; eight independent lookups per branch.
+fn is_plain(bytes: &[u8]) -> bool {
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        if !chunk.iter().fold(true, |ok, &b| ok & PLAIN[usize::from(b)]) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|&b| PLAIN[usize::from(b)])
+}
+
+/// The offsets of an http(s) URL with a domain host and no credentials, in its text.
+#[derive(Debug, Clone, Copy)]
+struct Parts {
+    scheme_end: u32,
+    host_end: usize,
+    port: Option<u16>,
+    path_start: usize,
+    query_start: Option<usize>,
+    fragment_start: Option<usize>,
+}
+
+impl Parts {
+    /// The `Url` of `text` with these offsets, without parsing `text`.
+    fn assemble(self, text: String) -> Option<Url> {
+        let index = |i: usize| u32::try_from(i).ok();
+        let host_start = self.scheme_end + 3;
+        let parts = [
+            Part::Text(text),
+            Part::Index(self.scheme_end),
+            // No credentials: the username ends where the host starts.
+            Part::Index(host_start),
+            Part::Index(host_start),
+            Part::Index(index(self.host_end)?),
+            Part::Domain,
+            Part::Port(self.port),
+            Part::Index(index(self.path_start)?),
+            Part::OptIndex(match self.query_start {
+                Some(i) => Some(index(i)?),
+                None => None,
+            }),
+            Part::OptIndex(match self.fragment_start {
+                Some(i) => Some(index(i)?),
+                None => None,
+            }),
+        ];
+        Url::deserialize_internal(SeqDeserializer::<_, PartsError>::new(parts.into_iter())).ok()
+    }
+}
+
+/// One field of `Url`'s internal representation, as [`Url::deserialize_internal`] reads
+/// it (a tuple: text, scheme end, username end, host start, host end, host kind, port,
+/// path start, query start, fragment start).
+enum Part {
+    Text(String),
+    Index(u32),
+    OptIndex(Option<u32>),
+    Port(Option<u16>),
+    /// The host kind `Domain`: variant 1 of the crate's host enum.
+    Domain,
+}
+
+impl<'de> de::Deserializer<'de> for Part {
+    type Error = PartsError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, PartsError> {
+        match self {
+            Part::Text(text) => visitor.visit_string(text),
+            Part::Index(i) => visitor.visit_u32(i),
+            Part::OptIndex(None) | Part::Port(None) => visitor.visit_none(),
+            Part::OptIndex(Some(i)) => visitor.visit_some(U32Deserializer::<PartsError>::new(i)),
+            Part::Port(Some(port)) => visitor.visit_some(U16Deserializer::<PartsError>::new(port)),
+            Part::Domain => visitor.visit_enum(U32Deserializer::<PartsError>::new(1)),
+        }
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
+impl<'de> IntoDeserializer<'de, PartsError> for Part {
+    type Deserializer = Part;
+
+    fn into_deserializer(self) -> Part {
+        self
+    }
+}
+
+/// Whether URLs assembled from parts read back exactly as parsed ones, checked once per
+/// process on URLs of every shape the fast path builds: if the `url` crate's internal layout
+/// ever changes under us, the fast path turns itself off instead of building wrong URLs.
+pub(crate) fn assembly_works() -> bool {
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    *WORKS.get_or_init(|| {
+        let works = [
+            "https://a.test:8443/p/q?x=1#f",
+            "http://a.test/",
+            "http://b.example/x#y?z",
+            "https://c.test/?",
+        ]
+        .iter()
+        .all(|text| {
+            let (Ok(parsed), Some(built)) = (Url::parse(text), absolute_from_text(text)) else {
+                return false;
+            };
+            same_url(&parsed, &built)
+        });
+        if !works {
+            tracing::warn!(
+                "the url crate's internal layout differs from what link resolution expects: \
+                 links are resolved by the parser (slower, same results)"
+            );
+        }
+        works
+    })
+}
+
+/// An absolute URL's text through [`absolute`].
+fn absolute_from_text(text: &str) -> Option<Url> {
+    if let Some(rest) = text.strip_prefix("https://") {
+        absolute(true, rest)
+    } else {
+        absolute(false, text.strip_prefix("http://")?)
+    }
+}
+
+/// Every component equal, not only the text (`Url`'s `==` compares the text).
+pub(crate) fn same_url(a: &Url, b: &Url) -> bool {
+    a.as_str() == b.as_str()
+        && a.scheme() == b.scheme()
+        && a.username() == b.username()
+        && a.password() == b.password()
+        && a.host() == b.host()
+        && a.port() == b.port()
+        && a.path() == b.path()
+        && a.query() == b.query()
+        && a.fragment() == b.fragment()
+        && a[..Position::BeforePath] == b[..Position::BeforePath]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASES: &[&str] = &[
+        "http://example.test/dir/page.html",
+        "https://example.test:8443/a/b/?q=1#f",
+        "https://example.test",
+        "http://example.test/dir/?x",
+        "http://example.test/a/b/c/d/e.html",
+        "http://example.test/a//b/",
+        "http://example.test/?only",
+        "http://example.test/p#frag",
+        "https://user:pw@example.test/a/b",
+        "http://127.0.0.1:8080/x/y",
+        "http://xn--bcher-kva.test/a;b/c",
+        "mailto:someone@example.test",
+        "file:///etc/x",
+    ];
+
+    const HREFS: &[&str] = &[
+        "",
+        "a",
+        "a/b.html",
+        "/root",
+        "/root?x=1&y=2",
+        "?q",
+        "?",
+        "#",
+        "#frag",
+        "x?y#z",
+        "x#y?z",
+        "a:b",
+        "a/b:c",
+        "//other.test/p",
+        "//other.test",
+        "//other.test?q#f",
+        "//other.test:81/p",
+        "//other.test:80/p",
+        "//other.test:0080/p",
+        "//other.test:/p",
+        "//other.test:99999/p",
+        "//Other.test/p",
+        "//a..b/p",
+        "//.a/p",
+        "//a./p",
+        "//xn--bcher-kva.test/",
+        "//1.2.3.4/",
+        "//a.0x7f/",
+        "//a.1/",
+        "//user@a.test/",
+        "//a%41.test/",
+        "///x",
+        "http://abs.test/x",
+        "https://abs.test/x/../y/./z",
+        "https://abs.test",
+        "https://abs.test:443/",
+        "https://abs.test:80/",
+        "http:abs.test/x",
+        "http:/abs.test/x",
+        "HTTP://abs.test/",
+        "ftp://abs.test/",
+        "../up",
+        "../../../../../up",
+        "./here",
+        "a/./b",
+        "a/..",
+        "a/../",
+        "a/../..",
+        ".",
+        "..",
+        "./",
+        "../",
+        ".hidden",
+        "a..b",
+        "%2e/x",
+        "%2E%2e/x",
+        ".%2E",
+        "%2e.",
+        "a/%2e%2E",
+        "%2ex",
+        "/a/b/../../../c",
+        "/..",
+        "/.",
+        "/a;jsessionid=1",
+        "~user/",
+        "a@b",
+        "&x=1",
+        "/p(1)*!$,",
+        "Upper/CASE",
+        "a#b?c",
+        "/#",
+        "/?",
+        "'q'",
+        "?a='1'",
+        "%41",
+        "%zz/%",
+        "a b",
+        "\\x",
+        "a\tb",
+        "é",
+        "//é.test/",
+    ];
+
+    #[test]
+    fn joins_as_the_parser_does() {
+        let mut fast = 0;
+        for base in BASES {
+            let base = Url::parse(base).unwrap();
+            let prepared = PreparedBase::new(&base);
+            for href in HREFS {
+                let want = base.join(href);
+                let got = prepared.join(href);
+                match (&want, &got) {
+                    (Ok(want), Ok(got)) => {
+                        assert!(same_url(want, got), "{base} + {href:?}: {want} vs {got}")
+                    }
+                    _ => assert_eq!(want, got, "{base} + {href:?}"),
+                }
+                if let Some(url) = prepared.join_fast(href) {
+                    fast += 1;
+                    assert!(want.as_ref().is_ok_and(|w| same_url(w, &url)));
+                    // The crate's own invariants (the text's components where the offsets
+                    // say).
+                    url.check_invariants().unwrap();
+                }
+            }
+        }
+        assert!(fast > 300, "the fast path took only {fast}");
+    }
+
+    #[test]
+    fn only_http_domain_bases_without_credentials_are_fast() {
+        let fast = |base: &str| PreparedBase::new(&Url::parse(base).unwrap()).is_fast();
+        assert!(fast("http://a.test/x") && fast("https://a.test:8443/"));
+        assert!(!fast("http://1.2.3.4/") && !fast("http://[::1]/"));
+        assert!(!fast("http://u@a.test/") && !fast("ftp://a.test/"));
+        assert!(assembly_works());
+    }
+}
