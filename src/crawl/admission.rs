@@ -7,8 +7,8 @@
 //!
 //! 1. **Screening** ([`Admission`], shared by the parse threads and the fetch tasks): the
 //!    page-level rules (nofollow, `max_depth`), then per URL normalization, the scope rules,
-//!    the per-page duplicate check and a lock-free `contains` on the seen-set that drops
-//!    what is certainly seen. It runs where the page was parsed, in parallel, and hands the
+//!    the per-page duplicate check, and then, for the page's candidates in one batch, a
+//!    lock-free `contains` on the seen-set that drops what is certainly seen. It runs where the page was parsed, in parallel, and hands the
 //!    dispatcher only the few URLs that are probably new ([`Candidates`]).
 //! 2. **Acceptance** ([`Acceptance`], owned by the dispatcher): `max_urls`,
 //!    `max_pages_per_host`, the seen-set's exactly-once insert, the queue log and the push
@@ -188,38 +188,46 @@ impl Admission {
                 Err(other) => other.count(c, 1),
             }
         }
-        seen += self.drop_confirmed_seen(&mut candidates.urls);
+        seen += self.drop_seen(&mut candidates.urls);
         Refusal::NotHttp.count(c, not_http);
         Refusal::Seen.count(c, seen);
         candidates
     }
 
-    /// With an exact seen-set (`[seen] exact`), screening leaves the seen-set to this: the
-    /// page's candidates that the filter calls maybe seen are confirmed in one batch, and
-    /// only those certainly seen are dropped. Returns how many.
-    fn drop_confirmed_seen(&self, urls: &mut Vec<Url>) -> u64 {
-        if !self.exact || urls.is_empty() {
+    /// Drops the page's candidates that are already seen, in one batch at the end of the
+    /// page rather than one lookup per link as it is screened: the seen-set's batch lookup
+    /// overlaps the cache misses of all of them ([`crate::seen::SeenSet::contains_batch`]).
+    /// With an exact seen-set (`[seen] exact`) the filter's "maybe seen" is then confirmed
+    /// in one more batch, and only those certainly seen are dropped. Returns how many.
+    fn drop_seen(&self, urls: &mut Vec<Url>) -> u64 {
+        if urls.is_empty() {
             return 0;
         }
-        let maybe: Vec<usize> = (0..urls.len())
-            .filter(|&i| self.seen.contains(urls[i].as_str().as_bytes()))
-            .collect();
-        if maybe.is_empty() {
-            return 0;
+        let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
+        let mut seen = Vec::with_capacity(keys.len());
+        self.seen.contains_batch(&keys, &mut seen);
+        if self.exact {
+            let maybe: Vec<usize> = (0..keys.len()).filter(|&i| seen[i]).collect();
+            if maybe.is_empty() {
+                return 0;
+            }
+            let asked: Vec<&[u8]> = maybe.iter().map(|&i| keys[i]).collect();
+            let mut held = Vec::with_capacity(asked.len());
+            self.seen.confirm_seen_batch(&asked, &mut held);
+            for (&i, &held) in maybe.iter().zip(&held) {
+                seen[i] = held;
+            }
         }
-        let keys: Vec<&[u8]> = maybe.iter().map(|&i| urls[i].as_str().as_bytes()).collect();
-        let mut held = Vec::with_capacity(keys.len());
-        self.seen.confirm_seen_batch(&keys, &mut held);
-        let mut drop = vec![false; urls.len()];
-        for (&i, &held) in maybe.iter().zip(&held) {
-            drop[i] = held;
+        drop(keys);
+        let dropped = seen.iter().filter(|&&s| s).count() as u64;
+        if dropped != 0 {
+            let mut i = 0;
+            urls.retain(|_| {
+                i += 1;
+                !seen[i - 1]
+            });
         }
-        let mut i = 0;
-        urls.retain(|_| {
-            i += 1;
-            !drop[i - 1]
-        });
-        held.iter().filter(|&&h| h).count() as u64
+        dropped
     }
 
     /// Counts what extraction found and already refused; returns the resolved links' count.
@@ -352,7 +360,7 @@ impl Admission {
                 Err(refusal) => refusal.count(c, 1),
             }
         }
-        let seen = self.drop_confirmed_seen(&mut candidates.urls);
+        let seen = self.drop_seen(&mut candidates.urls);
         Refusal::Seen.count(c, seen);
         c.links_found += found;
         candidates
@@ -378,10 +386,8 @@ impl Admission {
         if sitemap {
             super::sitemaps::mark(&mut url);
         }
-        // An exact seen-set confirms the filter's "maybe" per page: `drop_confirmed_seen`.
-        if scratch.on_page.contains(url.as_str(), taken)
-            || (!self.exact && self.seen.contains(url.as_str().as_bytes()))
-        {
+        // The seen-set is asked once per page, for all of its candidates: `drop_seen`.
+        if scratch.on_page.contains(url.as_str(), taken) {
             return Err(Refusal::Seen);
         }
         Ok(url)

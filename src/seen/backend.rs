@@ -33,6 +33,11 @@ use super::{SeenSet, SeenStats};
 pub(crate) trait SeenBackend: Send + Sync {
     /// Whether `key` is (probably) in the set. Never false for an inserted key.
     fn contains(&self, key: &[u8]) -> bool;
+    /// `contains` for each key in order, answers into `out` (cleared first).
+    fn contains_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>) {
+        out.clear();
+        out.extend(keys.iter().map(|key| self.contains(key)));
+    }
     /// Inserts `key`; true exactly once per key, for the first insert.
     fn insert_new(&self, key: &[u8]) -> bool;
     /// `insert_new` for each key in order, answers into `out` (cleared first).
@@ -57,6 +62,9 @@ pub(crate) trait SeenBackend: Send + Sync {
 impl SeenBackend for SeenSet {
     fn contains(&self, key: &[u8]) -> bool {
         SeenSet::contains(self, key)
+    }
+    fn contains_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>) {
+        SeenSet::contains_batch(self, keys, out)
     }
     fn insert_new(&self, key: &[u8]) -> bool {
         match self.exact() {

@@ -635,3 +635,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_batch_lookup_answers_what_lookups_one_by_one_answer() {
+    let set = small(10_000, 0.01);
+    for i in 0..300 {
+        set.insert_new(url(i).as_bytes());
+    }
+    // More than one prefetch window, inserted and absent keys interleaved.
+    let asked: Vec<String> = (0..600).map(|i| url(i * 3 / 2)).collect();
+    let keys: Vec<&[u8]> = asked.iter().map(|k| k.as_bytes()).collect();
+    let mut out = vec![true; 7];
+    set.contains_batch(&keys, &mut out);
+    let one_by_one: Vec<bool> = keys.iter().map(|k| set.contains(k)).collect();
+    assert_eq!(out, one_by_one);
+    assert!(out[..200].iter().all(|&seen| seen));
+    assert!(out.iter().filter(|&&seen| !seen).count() > 250);
+}
