@@ -128,18 +128,24 @@ fn journal_end(out_dir: &Path, pages: &Path) -> Result<(u64, u64), CrawlError> {
     }
 }
 
-/// The generation of the journal's last record before `end` (1 when it has none): the
-/// highest, since each generation's records follow the last one's.
+/// The generation of the journal's last page record before `end` (1 when it has none):
+/// the highest, since each generation's records follow the last one's. Read back from the
+/// end in growing windows, never the whole journal.
 fn last_generation(pages: &Path, end: u64) -> Result<u32, CrawlError> {
-    if end == 0 {
-        return Ok(1);
+    #[derive(serde::Deserialize)]
+    struct GenerationOnly {
+        generation: Option<u32>,
+        #[serde(default)]
+        kind: crate::output::RecordKind,
     }
     let read_error = |source| RecrawlError::Read {
         path: pages.to_path_buf(),
         source,
     };
+    if end == 0 {
+        return Ok(1);
+    }
     let mut file = std::fs::File::open(pages).map_err(read_error)?;
-    // Back from the end in growing windows until the line before the last one ends.
     let mut window = 1u64 << 16;
     loop {
         let from = end.saturating_sub(window);
@@ -149,23 +155,24 @@ fn last_generation(pages: &Path, end: u64) -> Result<u32, CrawlError> {
             .take(end - from)
             .read_to_end(&mut tail)
             .map_err(read_error)?;
-        let body = &tail[..tail.len().saturating_sub(1)];
-        let start = match memchr::memrchr(b'\n', body) {
-            Some(at) => at + 1,
-            None if from == 0 => 0,
-            None => {
-                window *= 4;
-                continue;
-            }
+        // Whole lines only: the first one of a window that starts mid-journal may be cut.
+        let whole = match (from, memchr::memchr(b'\n', &tail)) {
+            (0, _) => &tail[..],
+            (_, Some(at)) => &tail[at + 1..],
+            (_, None) => &[][..],
         };
-        #[derive(serde::Deserialize)]
-        struct GenerationOnly {
-            generation: Option<u32>,
+        let last_page = whole
+            .split(|&b| b == b'\n')
+            .rev()
+            .filter_map(|line| serde_json::from_slice::<GenerationOnly>(line).ok())
+            .find(|r| r.kind.is_page());
+        if let Some(record) = last_page {
+            return Ok(record.generation.unwrap_or(1));
         }
-        return Ok(serde_json::from_slice::<GenerationOnly>(&body[start..])
-            .ok()
-            .and_then(|r| r.generation)
-            .unwrap_or(1));
+        if from == 0 {
+            return Ok(1);
+        }
+        window = window.saturating_mul(4);
     }
 }
 
@@ -586,5 +593,39 @@ impl WorkSource for RecrawlSource {
 
     async fn close(self, summary: &CrawlSummary) -> Result<(), CrawlError> {
         self.local.close(summary).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_journal_says_where_its_records_end_and_their_last_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = dir.path().join("pages.jsonl");
+        let mut text = String::from("{\"url\":\"http://a.test/\"}\n");
+        text.push_str("{\"url\":\"http://a.test/x\",\"generation\":3}\n");
+        // A robots.txt record after it, longer than the first window read back.
+        let long = "x".repeat(300_000);
+        text.push_str(&format!(
+            "{{\"url\":\"http://a.test/robots.txt\",\"kind\":\"robots\",\"error\":\"{long}\"}}\n"
+        ));
+        let whole = text.len() as u64;
+        text.push_str("{\"url\":\"http://a.test/torn\",\"gener");
+        std::fs::write(&pages, &text).unwrap();
+        assert_eq!(journal_end(dir.path(), &pages).unwrap(), (whole, 3));
+        assert_eq!(last_generation(&pages, whole).unwrap(), 3);
+        assert_eq!(last_generation(&pages, 25).unwrap(), 1);
+        assert_eq!(last_generation(&pages, 0).unwrap(), 1);
+        let missing = dir.path().join("none.jsonl");
+        assert_eq!(journal_end(dir.path(), &missing).unwrap(), (0, 0));
+    }
+
+    #[test]
+    fn a_site_is_the_url_up_to_its_path() {
+        assert_eq!(site_of("http://a.test/x/y?z"), "http://a.test");
+        assert_eq!(site_of("https://a.test:8443?q"), "https://a.test:8443");
+        assert_eq!(site_of("http://a.test"), "http://a.test");
     }
 }
