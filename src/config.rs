@@ -323,7 +323,8 @@ pub struct OutputSection {
     pub warc_prefix: String,
     /// Memory for the index of payload digests already archived (content-level dedup).
     pub warc_dedup_memory: ByteSize,
-    /// gzip level of the WARC records, 1 (fastest) to 9 (smallest).
+    /// gzip level of the WARC records: 0 stores them (still one gzip member each), 1
+    /// (fastest) to 9 (smallest).
     pub warc_gzip_level: u32,
     /// Records whose payload is compressed already (sent content-coded, or an image, video,
     /// archive…) are stored in their gzip member rather than deflated again.
@@ -1170,11 +1171,11 @@ impl Config {
                 "must be at least 64 KiB; 32MiB is the default".into(),
             ));
         }
-        if !(1..=9).contains(&self.output.warc_gzip_level) {
+        if !(0..=9).contains(&self.output.warc_gzip_level) {
             return Err(invalid(
                 "output.warc_gzip_level",
                 format!(
-                    "{} is not a gzip level; use 1 (fastest) to 9 (smallest)",
+                    "{} is not a gzip level; use 0 (stored, no compression), 1 (fastest) to 9 (smallest)",
                     self.output.warc_gzip_level
                 ),
             ));
@@ -1593,6 +1594,18 @@ mod tests {
         let c = Config::load(None, &[]).unwrap();
         assert_eq!(c.crawl.max_urls, Count(1_000_000));
         assert_eq!(c.crawl.concurrency, 64);
+    }
+
+    #[test]
+    fn a_warc_gzip_level_of_0_stores_and_one_past_9_is_refused() {
+        let load = |level: &str| Config::load(None, &[format!("output.warc_gzip_level={level}")]);
+        assert_eq!(load("0").unwrap().output.warc_gzip_level, 0);
+        assert_eq!(load("9").unwrap().output.warc_gzip_level, 9);
+        let refused = load("10").unwrap_err().to_string();
+        assert!(
+            refused.contains("output.warc_gzip_level: 10 is not a gzip level"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! | file | job |
 //! |---|---|
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
+//! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams) |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
 //! | `digest_index.rs` | the payload digests archived, in fixed memory |
 //! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index; the same for a dead distributed process's files (sealing) |
@@ -37,6 +38,7 @@
 //! copies. The tests read our files with that crate and with warcio, as independent checks.
 
 pub mod cdxj;
+pub(crate) mod digest;
 pub(crate) mod digest_index;
 #[cfg(test)]
 pub(crate) mod fixture;
@@ -93,6 +95,44 @@ impl Archiver {
             },
             self.gzip_level,
         )))
+    }
+}
+
+/// One fetch's record building as the crawl does it, for `benches/warc.rs` (what each
+/// `output.warc_gzip_level` and the digests cost per page); not an interface.
+#[doc(hidden)]
+pub mod cost {
+    use super::record::{encode_fetch, FetchParts};
+
+    /// Builds a fetch's request and response records at `level` (0: stored) and returns
+    /// their bytes.
+    pub fn records(request_head: &[u8], response_head: &[u8], payload: &[u8], level: u32) -> usize {
+        let fetch = encode_fetch(
+            FetchParts {
+                target_uri: "http://h0.test/p/1",
+                date: "2026-11-26T12:00:00.000001Z".into(),
+                warcinfo_id: uuid::Uuid::nil(),
+                request_head,
+                response_head,
+                payload,
+                peer: None,
+                http2: false,
+                truncated: false,
+                payload_compressed: false,
+            },
+            level,
+        );
+        fetch.response_member.len() + fetch.request_member.len()
+    }
+
+    /// A response's block and payload digests as records get them (one pass).
+    pub fn digests(head: &[u8], payload: &[u8]) -> [u8; 20] {
+        super::digest::block_and_payload(head, payload).0
+    }
+
+    /// The same two digests by the `sha1` crate, one after the other (as before).
+    pub fn digests_one_by_one(head: &[u8], payload: &[u8]) -> [u8; 20] {
+        super::digest::one_by_one(head, payload).0
     }
 }
 

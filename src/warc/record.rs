@@ -7,7 +7,8 @@
 //!
 //! Digests are SHA-1 in base32 (`sha1:…`), the form every WARC tool reads: the block digest
 //! covers the whole content block (HTTP head and body as kept), the payload digest only the
-//! entity body as sent, still content-coded. Building a record is pure CPU and runs off the
+//! entity body as sent, still content-coded; a response's two are computed in one pass
+//! ([`super::digest`]). Building a record is pure CPU and runs off the
 //! driver's path (on the parse threads or a fetch task); only appending the finished
 //! bytes is left to the output thread.
 
@@ -352,8 +353,8 @@ pub(crate) fn encode_fetch(fetch: FetchParts<'_>, level: u32) -> ArchivedFetch {
     };
     let response_id = Uuid::new_v4();
     let request_id = Uuid::new_v4();
-    let payload_digest = sha1_of(&[fetch.payload]);
-    let block_digest = sha1_of(&[fetch.response_head, fetch.payload]);
+    let (block_digest, payload_digest) =
+        super::digest::block_and_payload(fetch.response_head, fetch.payload);
     let mut response = fetch_fields("response", response_id, &fetch);
     if fetch.truncated {
         response.add("WARC-Truncated", "length");
