@@ -10,7 +10,10 @@
 //! - **State store** (`[state] enabled`): `STATE_STORE_STATES` states (default 10^6; each
 //!   ~120 bytes, so 10^8 would be ~12 GB of a disk shared by several people; the per-URL
 //!   figures do not depend on the count) written in batches of 256, flushed, then read back
-//!   in batches of 64, and one pass over every state due (what a recrawl starts from).
+//!   in batches of 64, and one pass over every state due (what a recrawl starts from); then
+//!   the RAM a recrawl's start holds per URL: the due URLs in order (`DueOrder`, now) against
+//!   every state in a map by URL (the recrawl's in-memory `History` before it read the
+//!   store).
 //!
 //! Printed: medians of the rounds, and RAM as the process's resident set split into
 //! anonymous memory (what the store holds) and mapped file pages (page cache the runs'
@@ -37,10 +40,22 @@
 //!   every state due 3.06 M states/s; the directory held 398 bytes/URL after the final
 //!   merges, again runs superseded by merges but still named by the last manifest, which
 //!   outlive the merge until the next durable point.
+//!
+//! Measured again (2026-11-26 12:25, `STATE_STORE_URLS=1e8`, thin-LTO release build of the
+//! `recrawl` branch, load average ~17 from six engineers building): admitted set at 10^8:
+//! insert 1.24 M URLs/s (80.5 s; 109.8 s of merges left), 15.95 bytes/URL on disk before
+//! the next durable point (8.03 live), 3.0 MiB of fence indexes, anonymous RSS 28 MiB (+769
+//! MiB of reclaimable page cache); batched lookups 0.25 M/s admitted and 0.12 M/s never
+//! admitted, 1 or 2 threads alike. State store, 10^6 states: put 0.13 M/s, get 0.07 M/s,
+//! one pass 0.66 M states/s. Recrawl start (`STATE_STORE_URLS=1000`, so that the baseline
+//! is not memory freed by the admitted set's section, which the heap reuses unseen): 16.0
+//! bytes of RAM per URL for the due order against 851.6 for all states in a map by URL.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
-use crawler::state_store::{AdmittedSet, StateStore, UrlFingerprint, UrlState};
+use crawler::state_store::{AdmittedSet, DueOrder, StateStore, UrlFingerprint, UrlState};
 use rand::{Rng, SeedableRng};
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -210,12 +225,13 @@ fn state(i: u64) -> UrlState {
         interval_secs: 86_400,
         next_due: 1_795_766_400 + (i % 1000),
         gone_generations: 0,
+        near_digest: Some(format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15))),
     }
 }
 
 fn states(n: u64, root: &std::path::Path) {
     println!("state store: {n} states, batches of 256");
-    let store = StateStore::open(&StateStore::dir_of(root)).unwrap();
+    let store = Arc::new(StateStore::open(&StateStore::dir_of(root)).unwrap());
     let started = Instant::now();
     let mut batch = Vec::with_capacity(256);
     for i in 0..n {
@@ -271,6 +287,55 @@ fn states(n: u64, root: &std::path::Path) {
         "  one pass over the states due: {due} of {n} in {:.2} s ({:.2} M states/s scanned)",
         started.elapsed().as_secs_f64(),
         n as f64 / started.elapsed().as_secs_f64() / 1e6
+    );
+    recrawl_start_memory(&store, n, root);
+}
+
+/// What a recrawl's start holds in RAM per URL, now and before: the due URLs in order from
+/// the store (`DueOrder`: one pass, sorted on disk past 2^20 URLs, taken in batches of 4096
+/// as the recrawl hands them to the frontier), against every URL's state in a map by URL,
+/// which is how the recrawl held the collection until it read the store (its `History`,
+/// folded from pages.jsonl; the map here holds the store's `UrlState`, the same fields).
+/// Anonymous resident memory, sampled; the order first, since memory freed by the map
+/// would be reused unseen.
+fn recrawl_start_memory(store: &Arc<StateStore>, n: u64, root: &std::path::Path) {
+    let (_, base, _) = rss_mib();
+    let started = Instant::now();
+    let mut order = DueOrder::build(store.clone(), &root.join("due-scratch"), |s| {
+        Some(s.fetched_at)
+    })
+    .unwrap();
+    let mut peak = rss_mib().1;
+    let mut taken = 0u64;
+    loop {
+        let batch = order.next_batch(4096).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        taken += batch.len() as u64;
+        peak = peak.max(rss_mib().1);
+    }
+    assert_eq!(taken, n);
+    let order_secs = started.elapsed().as_secs_f64();
+    drop(order);
+    let (_, before_map, _) = rss_mib();
+    let mut map: HashMap<String, UrlState> = HashMap::new();
+    store
+        .for_each_state(|_, s| {
+            map.insert(s.url.clone(), s);
+            true
+        })
+        .unwrap();
+    let (_, with_map, _) = rss_mib();
+    assert_eq!(map.len() as u64, n);
+    drop(map);
+    let mib = 1048576.0 / n as f64;
+    println!(
+        "  recrawl start, RAM per URL: due order from the store {:.1} bytes ({:.1} MiB peak over {base:.1}; {n} URLs in order in {order_secs:.2} s); all states in a map by URL (before) {:.1} bytes ({:.1} MiB)",
+        (peak - base).max(0.0) * mib,
+        (peak - base).max(0.0),
+        (with_map - before_map) * mib,
+        with_map - before_map
     );
 }
 

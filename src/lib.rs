@@ -24,7 +24,7 @@
 //!   checkpoint.rs    checkpoint files, the queue log, resume
 //!   output.rs        the journal (pages.jsonl) and the output directory's file names
 //!   output_lock.rs   one crawl per output directory (a flock held for a process's life)
-//!   recrawl/         generations of a collection: per-URL state from the journal, schedule
+//!   recrawl/         generations of a collection: what they read from the state store, schedule
 //!   warc/            the archive: a sink beside the journal
 //!   fetch.rs gate.rs dns.rs cookie_jar.rs  HTTP client, the request gate, name
 //!                    resolution, the opt-in cookie jar

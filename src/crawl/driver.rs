@@ -210,13 +210,20 @@ pub(crate) async fn drive<S: WorkSource>(
         Some(a) => (vec![a.sink], Some(a.current), Some(a.archiver)),
         None => (Vec::new(), None, None),
     };
-    if config.state.enabled {
-        // After the archive's sink: a record reaches it with its digest and WARC fields.
+    // After the archive's sink: a record reaches it with its digest and WARC fields. A
+    // recrawl's source has the store open already (it reads it): the sink writes that one.
+    let known = source.known_urls();
+    if let Some(known) = &known {
+        sinks.push(Box::new(crate::state_store::StateSink::over(
+            known.store().clone(),
+        )));
+    } else if config.state.enabled {
+        let (min, max) = config.recrawl_intervals()?;
         sinks.push(Box::new(crate::state_store::StateSink::open(
             &config.output.dir,
-            &journal.pages,
-            journal.start.bytes,
+            (&journal.pages, journal.start.bytes),
             journal.resumed,
+            crate::recrawl::schedule::Bounds::new(min, max),
         )?));
     }
     let (output_writer, sender) =
@@ -236,7 +243,7 @@ pub(crate) async fn drive<S: WorkSource>(
         seen_backend.clone(),
         &counters,
         completions_tx,
-        (archiver, cookies, source.known_urls()),
+        (archiver, cookies, known),
     )?;
     let mut out = Recorder {
         sender,

@@ -34,6 +34,9 @@ use crate::frontier::{Dispatch, Frontier, FrontierOptions, FrontierPolicy, Queue
 use crate::output::{BackgroundSync, OutputPosition, PageRecord};
 use crate::seen::{SeenBackend, SeenSet};
 
+/// Batches of URLs a fresh crawl takes on after its seeds ([`LocalSource::take_more_seeds`]).
+pub(crate) type MoreSeeds = Box<dyn FnMut() -> Result<Vec<Url>, CrawlError> + Send>;
+
 /// The local source: checkpoints, acceptance into the local frontier and seen-set.
 pub(crate) struct LocalSource {
     config: Config,
@@ -57,6 +60,10 @@ pub(crate) struct LocalSource {
     orphans: BTreeMap<String, u64>,
     /// `network.cookies`' jar, saved with each checkpoint.
     cookies: Option<Arc<CookieJar>>,
+    /// More URLs to take on at the start like seeds, batch by batch until an empty one (a
+    /// recrawl's due URLs, read from the state store: a generation of 10^8 URLs is not held
+    /// in a list); taken at `begin`, before the first checkpoint, which then covers them.
+    more_seeds: Option<MoreSeeds>,
     /// Set up by [`WorkSource::begin`].
     checkpoints: Option<(Checkpoints, Interval)>,
     /// Links were appended to the queue log since it was last handed to the OS.
@@ -202,6 +209,7 @@ impl LocalSource {
             time,
             orphans,
             cookies: cookies.clone(),
+            more_seeds: None,
             checkpoints: None,
             links_unflushed: false,
         };
@@ -223,6 +231,12 @@ impl LocalSource {
             finished_before,
             cookies,
         })
+    }
+
+    /// A fresh crawl takes on the batches `more` gives after its seeds, counted and
+    /// accepted as they are (see [`LocalSource::more_seeds`]).
+    pub(crate) fn take_more_seeds(&mut self, more: MoreSeeds) {
+        self.more_seeds = Some(more);
     }
 
     fn checkpoints(&mut self) -> Result<&mut Checkpoints, CrawlError> {
@@ -402,6 +416,20 @@ impl WorkSource for LocalSource {
                     self.accept_unrecorded(cx.frontier, (sitemaps, None), counts)?;
                 } else {
                     self.accept_unrecorded(cx.frontier, (seeds, None), counts)?;
+                }
+                if let Some(mut more) = self.more_seeds.take() {
+                    loop {
+                        let urls = more()?;
+                        if urls.is_empty() {
+                            break;
+                        }
+                        let batch = Candidates {
+                            urls,
+                            depth: 0,
+                            redirect_hops: 0,
+                        };
+                        self.accept_unrecorded(cx.frontier, (batch, None), PageCounts::default())?;
+                    }
                 }
             }
         }

@@ -4,29 +4,37 @@
 //! It is the local source ([`LocalSource`]) with three differences, so everything a local
 //! crawl guarantees (checkpoints, queue log, `kill -9` and resume, the archive cut back on
 //! resume) holds as it is:
-//! - **Its seeds are the due URLs** of the collection ([`crate::recrawl::History::due`]), and
-//!   its journal and archive go on after the earlier generations' instead of replacing them;
-//!   the URLs known but not due are put in the generation's seen-set first, so links to them
-//!   are not new.
-//! - **Its fetch tasks ask with validators**: [`WorkSource::known_urls`] hands them each
-//!   URL's state, so a page is requested with `If-None-Match` / `If-Modified-Since` and a
-//!   `304` is archived as a revisit (`crate::warc`).
+//! - **It takes on the due URLs** of the collection, found in one pass over the state store
+//!   (`crate::state_store::DueOrder`, sorted on disk by last fetch): one per site as the
+//!   generation's seeds (its scope is the collection's sites, as it was with all of them as
+//!   seeds), the others in batches before the first checkpoint ([`LocalSource`]'s
+//!   `take_more_seeds`), so a generation of 10^8 URLs is never a list in memory; its journal
+//!   and archive go on after the earlier generations' instead of replacing them; the URLs
+//!   known but not due are put in the generation's seen-set first (through a scratch file),
+//!   so links to them are not new.
+//! - **Its fetch tasks ask with validators**: [`WorkSource::known_urls`] hands them the
+//!   state store (each fetch looks its URL up), so a page is requested with
+//!   `If-None-Match` / `If-Modified-Since` and a `304` is archived as a revisit
+//!   (`crate::warc`); the driver writes the same store from the records (its sink).
 //! - **Its records carry the generation** (`"generation"` in `pages.jsonl`).
 //!
 //! With `--continuous` the crawl does not end: each fetched URL gets its next due time from
 //! the adaptive schedule ([`crate::recrawl::schedule`]) and waits in a heap of due times
-//! here; [`WorkSource::poll`] hands the frontier each URL as it falls due, so the frontier
+//! here (its due time and fingerprint: 16 bytes a URL); [`WorkSource::poll`] hands the
+//! frontier each URL as it falls due, its URL read back from the store, so the frontier
 //! keeps deciding when its host may be fetched (politeness is unchanged) and this file only
-//! decides when a URL is wanted again. On resume the heap is rebuilt from the journal,
-//! which holds every fetch's outcome; a URL that was in the checkpoint's queues and falls
-//! due again may then be fetched twice, the price of not logging the heap.
+//! decides when a URL is wanted again. On resume the heap is rebuilt from the store, which
+//! holds every fetch's outcome; a URL that was in the checkpoint's queues and falls due
+//! again may then be fetched twice, the price of not logging the heap.
 //!
 //! Why wrap the local source rather than give the driver a second loop: the driver is
 //! written once for every source (`source.rs`), and what differs here is which URLs enter,
 //! how they are asked for and what their records say.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashSet};
+use std::io::{BufRead as _, BufReader, BufWriter, Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -43,24 +51,158 @@ use super::{CrawlError, CrawlSummary};
 use crate::checkpoint;
 use crate::config::Config;
 use crate::counters::PageCounts;
+use crate::durable::At;
 use crate::frontier::{Dispatch, Frontier, QueuedUrl};
 use crate::output::{BackgroundSync, OutputPosition, PageRecord};
 use crate::recrawl::schedule::Bounds;
-use crate::recrawl::{epoch_secs, History, KnownUrls, RecrawlError};
+use crate::recrawl::{epoch_secs, KnownUrls, RecrawlError};
+use crate::state_store::{
+    state_after, DueOrder, StateStore, StateStoreError, UrlFingerprint, UrlState,
+};
 use crate::warc::record::{digest_label, record_id};
+
+/// Due URLs handed to the frontier per batch at a generation's start.
+const DUE_BATCH: usize = 4096;
 
 /// The recrawl source: a local source whose URLs are a generation's.
 pub(crate) struct RecrawlSource {
     local: LocalSource,
     known: Arc<KnownUrls>,
     generation: u32,
-    bounds: Bounds,
-    /// With `--continuous`: URLs waiting for their due time (epoch milliseconds).
-    due: Option<BinaryHeap<Reverse<(u64, String)>>>,
+    /// With `--continuous`: URLs waiting for their due time, as (epoch milliseconds,
+    /// fingerprint): 16 bytes a URL, its state read from the store when it falls due.
+    due: Option<BinaryHeap<Reverse<(u64, u64)>>>,
 }
 
 fn millis(epoch_secs: f64) -> u64 {
     (epoch_secs.max(0.0) * 1000.0) as u64
+}
+
+/// The host part of a canonical URL (`scheme://host[:port]`), without parsing it.
+fn site_of(url: &str) -> &str {
+    let rest = url.find("://").map_or(0, |at| at + 3);
+    let end = url[rest..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |at| rest + at);
+    &url[..end]
+}
+
+/// Where the journal's whole records end, and how many there are: from the last
+/// checkpoint when it is a finished crawl's that the journal still matches, else by
+/// counting lines (a read of the journal, no parsing; a torn last line is not counted).
+fn journal_end(out_dir: &Path, pages: &Path) -> Result<(u64, u64), CrawlError> {
+    let len = std::fs::metadata(pages).map_or(0, |m| m.len());
+    if let Some(Ok(manifest)) = checkpoint::current_manifest(out_dir) {
+        if manifest.finished && manifest.pages_bytes == len {
+            return Ok((manifest.pages_bytes, manifest.pages_records));
+        }
+    }
+    let file = match std::fs::File::open(pages) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(e) => {
+            return Err(RecrawlError::Read {
+                path: pages.to_path_buf(),
+                source: e,
+            }
+            .into())
+        }
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let (mut bytes, mut records, mut at) = (0u64, 0u64, 0u64);
+    loop {
+        let buffer = reader.fill_buf().map_err(|source| RecrawlError::Read {
+            path: pages.to_path_buf(),
+            source,
+        })?;
+        if buffer.is_empty() {
+            return Ok((bytes, records));
+        }
+        let n = buffer.len();
+        for newline in memchr::memchr_iter(b'\n', buffer) {
+            records += 1;
+            bytes = at + newline as u64 + 1;
+        }
+        at += n as u64;
+        reader.consume(n);
+    }
+}
+
+/// The generation of the journal's last page record before `end` (1 when it has none):
+/// the highest, since each generation's records follow the last one's. Read back from the
+/// end in growing windows, never the whole journal.
+fn last_generation(pages: &Path, end: u64) -> Result<u32, CrawlError> {
+    #[derive(serde::Deserialize)]
+    struct GenerationOnly {
+        generation: Option<u32>,
+        #[serde(default)]
+        kind: crate::output::RecordKind,
+    }
+    let read_error = |source| RecrawlError::Read {
+        path: pages.to_path_buf(),
+        source,
+    };
+    if end == 0 {
+        return Ok(1);
+    }
+    let mut file = std::fs::File::open(pages).map_err(read_error)?;
+    let mut window = 1u64 << 16;
+    loop {
+        let from = end.saturating_sub(window);
+        file.seek(SeekFrom::Start(from)).map_err(read_error)?;
+        let mut tail = Vec::with_capacity((end - from) as usize);
+        (&mut file)
+            .take(end - from)
+            .read_to_end(&mut tail)
+            .map_err(read_error)?;
+        // Whole lines only: the first one of a window that starts mid-journal may be cut.
+        let whole = match (from, memchr::memchr(b'\n', &tail)) {
+            (0, _) => &tail[..],
+            (_, Some(at)) => &tail[at + 1..],
+            (_, None) => &[][..],
+        };
+        let last_page = whole
+            .split(|&b| b == b'\n')
+            .rev()
+            .filter_map(|line| serde_json::from_slice::<GenerationOnly>(line).ok())
+            .find(|r| r.kind.is_page());
+        if let Some(record) = last_page {
+            return Ok(record.generation.unwrap_or(1));
+        }
+        if from == 0 {
+            return Ok(1);
+        }
+        window = window.saturating_mul(4);
+    }
+}
+
+/// The state store of `out_dir` brought up to the journal's first `journal_len` bytes
+/// (rebuilt from it if missing), shared by the fetch tasks, the source and the store's
+/// sink.
+fn open_store(
+    out_dir: &Path,
+    pages: &Path,
+    journal_len: u64,
+    bounds: Bounds,
+) -> Result<Arc<StateStore>, CrawlError> {
+    let dir = StateStore::dir_of(out_dir);
+    let (store, note) = StateStore::open_for_journal(&dir, (pages, journal_len), bounds)
+        .map_err(RecrawlError::from)?;
+    tracing::info!("recrawl: {note}");
+    Ok(Arc::new(store))
+}
+
+/// What one pass over the store found at a generation's start.
+#[derive(Default)]
+struct Census {
+    known: u64,
+    retired: u64,
+    /// Per site, its first due URL: the generation's seeds.
+    sites: BTreeMap<String, String>,
+    /// The URL not retired fetched longest ago, and when.
+    first_due: Option<(u64, String)>,
+    /// With `--continuous`: the URLs not due now, as (due, fingerprint).
+    waiting: Vec<Reverse<(u64, u64)>>,
 }
 
 impl RecrawlSource {
@@ -77,7 +219,8 @@ impl RecrawlSource {
         let pages = crate::output::journal_path(out_dir);
         let (min, max) = config.recrawl_intervals()?;
         let bounds = Bounds::new(min, max);
-        let (opened, seeds, history, generation) = match resume {
+        let continuous = config.recrawl.continuous;
+        let (opened, seeds, generation, due, store) = match resume {
             Some(loaded) => {
                 let generation = crate::recrawl::started_generation(out_dir).ok_or_else(|| {
                     RecrawlError::NotARecrawl {
@@ -85,83 +228,188 @@ impl RecrawlSource {
                     }
                 })?;
                 let opened = LocalSource::open(config, &seeds, progress, Some(loaded), None)?;
-                // Read after the resume cut the journal: every record it keeps.
-                let history = History::read(&pages, &bounds)?;
-                (opened, seeds, history, generation)
+                // Opened after the resume cut the journal: the records it keeps.
+                let store = open_store(out_dir, &pages, opened.journal.start.bytes, bounds)?;
+                // Every URL not retired waits for its due time; one still queued from before
+                // the stop may then be fetched twice (see the module doc).
+                let due = continuous
+                    .then(|| -> Result<_, CrawlError> {
+                        let mut waiting = Vec::new();
+                        store
+                            .for_each_state(|fp, state| {
+                                if !state.retired() {
+                                    waiting.push(Reverse((state.next_due * 1000, fp.0)));
+                                }
+                                true
+                            })
+                            .map_err(RecrawlError::from)?;
+                        Ok(BinaryHeap::from(waiting))
+                    })
+                    .transpose()?;
+                (opened, seeds, generation, due, store)
             }
             None => {
-                let history = History::read(&pages, &bounds)?;
+                let (bytes, records) = journal_end(out_dir, &pages)?;
+                let recorded = last_generation(&pages, bytes)?;
                 // A generation started (its number written) but stopped before its first
                 // checkpoint left nothing to resume: it starts again under its number.
                 let generation = match crate::recrawl::started_generation(out_dir) {
-                    Some(started) if started > history.generation => started,
-                    _ => history.generation + 1,
+                    Some(started) if started > recorded => started,
+                    _ => recorded + 1,
                 };
-                let mut due: Vec<Url> = history
-                    .due(SystemTime::now(), min)
-                    .into_iter()
+                let store = open_store(out_dir, &pages, bytes, bounds)?;
+                let scratch = out_dir.join("state").join("recrawl-scratch");
+                let now = epoch_secs(SystemTime::now()) as u64;
+                let min_secs = min.as_secs();
+                let mut census = Census::default();
+                let not_due_path = scratch.join("not-due.txt");
+                let mut not_due = None;
+                let mut failed = None;
+                let mut order = DueOrder::build(store.clone(), &scratch.join("sort"), |state| {
+                    census.known += 1;
+                    let retired = state.retired();
+                    census.retired += u64::from(retired);
+                    if !retired
+                        && census
+                            .first_due
+                            .as_ref()
+                            .is_none_or(|(at, _)| state.fetched_at < *at)
+                    {
+                        census.first_due = Some((state.fetched_at, state.url.clone()));
+                    }
+                    if !retired
+                        && (min_secs == 0 || now.saturating_sub(state.fetched_at) >= min_secs)
+                    {
+                        if !census.sites.contains_key(site_of(&state.url)) {
+                            census
+                                .sites
+                                .insert(site_of(&state.url).to_string(), state.url.clone());
+                        }
+                        return Some(state.fetched_at);
+                    }
+                    // Known but not due, or retired: seen in this generation, not fetched
+                    // (its URL put in the seen-set once the set exists, from a file: not
+                    // held here), so a link to it is not new.
+                    if let Err(e) = write_line(&mut not_due, &not_due_path, &state.url) {
+                        let e = CrawlError::from(e);
+                        failed.get_or_insert(e);
+                    }
+                    if continuous && !retired {
+                        census.waiting.push(Reverse((
+                            state.next_due * 1000,
+                            UrlFingerprint::of(&state.url).0,
+                        )));
+                    }
+                    None
+                })
+                .map_err(RecrawlError::from)?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                if let Some(mut file) = not_due.take() {
+                    file.flush()
+                        .at("write", &not_due_path)
+                        .map_err(StateStoreError::from)?;
+                }
+                if census.known == 0 {
+                    return Err(RecrawlError::Empty { path: pages }.into());
+                }
+                let mut seeds: Vec<Url> = census
+                    .sites
+                    .values()
                     .filter_map(|u| Url::parse(u).ok())
                     .collect();
-                if due.is_empty() && config.recrawl.continuous {
+                let mut started_early = None;
+                if order.is_empty() && continuous {
                     // Nothing due yet: the URL due first starts the run (a little early),
                     // the others wait for their time in the heap.
-                    due.extend(history.first_due().and_then(|u| Url::parse(u).ok()));
+                    if let Some((_, url)) = &census.first_due {
+                        let fp = UrlFingerprint::of(url).0;
+                        census.waiting.retain(|Reverse((_, f))| *f != fp);
+                        seeds.extend(Url::parse(url).ok());
+                        started_early = Some(url.clone());
+                    }
                 }
-                if due.is_empty() {
-                    return Err(history
-                        .nothing_due(out_dir, min, &config.recrawl.min_interval)
-                        .into());
+                if seeds.is_empty() {
+                    let next = census
+                        .first_due
+                        .as_ref()
+                        .map(|(at, _)| (at + min_secs).saturating_sub(now));
+                    return Err(RecrawlError::NothingDue {
+                        dir: out_dir.clone(),
+                        known: census.known as usize,
+                        retired: census.retired as usize,
+                        next_in: match next {
+                            Some(secs) => {
+                                humantime::format_duration(Duration::from_secs(secs)).to_string()
+                            }
+                            None => "never (every URL is retired)".into(),
+                        },
+                        min_interval: config.recrawl.min_interval.clone(),
+                    }
+                    .into());
                 }
                 // The journal ends with a whole record (a finished crawl's does; a torn
                 // line, never a record, is cut) and the generation starts there.
-                checkpoint::truncate_output(out_dir, history.bytes)?;
+                checkpoint::truncate_output(out_dir, bytes)?;
                 crate::recrawl::start_generation(out_dir, generation)?;
                 tracing::info!(
-                    "recrawl: generation {generation}: {} of {} known URLs due ({} retired)",
-                    due.len(),
-                    history.urls.len(),
-                    history.urls.values().filter(|s| s.retired()).count()
+                    "recrawl: generation {generation}: {} of {} known URLs due ({} retired), {} sites",
+                    order.len() + u64::from(started_early.is_some()),
+                    census.known,
+                    census.retired,
+                    seeds.len()
                 );
-                let start = OutputPosition {
-                    bytes: history.bytes,
-                    records: history.records,
-                };
-                let opened = LocalSource::open(config, &due, progress, None, Some(start))?;
-                // Known but not due: seen in this generation, not fetched.
-                let due_set: HashSet<&str> = due.iter().map(Url::as_str).collect();
-                for url in history
-                    .urls
-                    .keys()
-                    .filter(|u| !due_set.contains(u.as_str()))
-                {
-                    opened.seen.insert_new(url.as_bytes());
+                let start = OutputPosition { bytes, records };
+                let mut opened = LocalSource::open(config, &seeds, progress, None, Some(start))?;
+                if not_due_path.exists() {
+                    let file = std::fs::File::open(&not_due_path)
+                        .at("open", &not_due_path)
+                        .map_err(StateStoreError::from)?;
+                    for line in BufReader::with_capacity(1 << 16, file).lines() {
+                        let url = line
+                            .at("read", &not_due_path)
+                            .map_err(StateStoreError::from)?;
+                        if started_early.as_deref() != Some(url.as_str()) {
+                            opened.seen.insert_new(url.as_bytes());
+                        }
+                    }
+                    let _ = std::fs::remove_file(&not_due_path);
                 }
-                (opened, due, history, generation)
+                // The due URLs after the seeds, in batches, the one fetched longest ago
+                // first (the seeds are due URLs themselves: not taken twice).
+                let seeded: HashSet<String> = seeds.iter().map(|u| u.to_string()).collect();
+                opened.source.take_more_seeds(Box::new(move || loop {
+                    let batch = order.next_batch(DUE_BATCH).map_err(RecrawlError::from)?;
+                    if batch.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    let urls: Vec<Url> = batch
+                        .into_iter()
+                        .filter(|(_, s)| !seeded.contains(&s.url))
+                        .filter_map(|(_, s)| Url::parse(&s.url).ok())
+                        .collect();
+                    if !urls.is_empty() {
+                        return Ok(urls);
+                    }
+                }));
+                let due = continuous.then(|| BinaryHeap::from(std::mem::take(&mut census.waiting)));
+                (opened, seeds, generation, due, store)
             }
         };
-        let due = config.recrawl.continuous.then(|| {
-            // The URLs not being fetched now wait for their due time (those seeded get
-            // theirs when their page is done).
-            let now_seeded: HashSet<&str> = seeds.iter().map(Url::as_str).collect();
-            history
-                .urls
-                .iter()
-                .filter(|(url, s)| !s.retired() && !now_seeded.contains(url.as_str()))
-                .map(|(url, s)| Reverse((millis(s.next_due), url.clone())))
-                .collect()
-        });
-        let known = Arc::new(KnownUrls::new(history.urls));
+        let known = Arc::new(KnownUrls::new(store));
         let opened = opened.wrap_source(|local| RecrawlSource {
             local,
             known,
             generation,
-            bounds,
             due,
         });
         Ok((opened, seeds))
     }
 
-    /// With `--continuous`: the page's outcome sets when its URL is wanted again.
+    /// With `--continuous`: the page's outcome sets when its URL is wanted again, by the
+    /// fold its record will go through in the store (`state_after`), applied here to the
+    /// state before it.
     fn reschedule(&mut self, record: &PageRecord, archive: &Archived) {
         let Some(due) = self.due.as_mut() else {
             return;
@@ -180,13 +428,43 @@ impl RecrawlSource {
                 date: archived.date.clone(),
             });
         }
-        if let Some(next) = self
-            .known
-            .observe(&outcome, self.generation, &self.bounds, u64::MAX)
-        {
-            due.push(Reverse((millis(next), record.url.clone())));
+        let store = self.known.store();
+        let before = match store.get(&record.url) {
+            Ok(before) => before,
+            Err(e) => {
+                tracing::warn!("recrawl: {}: not rescheduled: {e}", record.url);
+                return;
+            }
+        };
+        if let Some(state) = state_after(before.as_ref(), &outcome, &store.schedule()) {
+            if !state.retired() {
+                due.push(Reverse((
+                    state.next_due * 1000,
+                    UrlFingerprint::of(&record.url).0,
+                )));
+            }
         }
     }
+}
+
+/// Appends `url` and a newline to the file at `path`, created on first use.
+fn write_line(
+    file: &mut Option<BufWriter<std::fs::File>>,
+    path: &Path,
+    url: &str,
+) -> Result<(), StateStoreError> {
+    if file.is_none() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).at("create", dir)?;
+        }
+        let created = std::fs::File::create(path).at("create", path)?;
+        *file = Some(BufWriter::with_capacity(1 << 16, created));
+    }
+    if let Some(file) = file.as_mut() {
+        file.write_all(url.as_bytes()).at("write", path)?;
+        file.write_all(b"\n").at("write", path)?;
+    }
+    Ok(())
 }
 
 impl WorkSource for RecrawlSource {
@@ -255,17 +533,28 @@ impl WorkSource for RecrawlSource {
             return Ok(local);
         }
         let now_ms = millis(epoch_secs(SystemTime::now()));
+        let mut fell_due = Vec::new();
         while let Some(Reverse((at, _))) = due.peek() {
             if *at > now_ms {
                 break;
             }
-            let Some(Reverse((_, url))) = due.pop() else {
-                break;
-            };
-            // Due again: to the back of its host's queue, where politeness decides when.
-            let item = QueuedUrl::new(url, 0, None, 0);
-            cx.frontier
-                .push(&crate::frontier::key_of(&item.url), item)?;
+            if let Some(Reverse((_, fp))) = due.pop() {
+                fell_due.push(UrlFingerprint(fp));
+            }
+        }
+        if !fell_due.is_empty() {
+            let states = self
+                .known
+                .store()
+                .get_batch(&fell_due)
+                .map_err(RecrawlError::from)?;
+            for state in states.into_iter().flatten().filter(|s| !s.retired()) {
+                // Due again: to the back of its host's queue, where politeness decides when.
+                let UrlState { url, .. } = state;
+                let item = QueuedUrl::new(url, 0, None, 0);
+                cx.frontier
+                    .push(&crate::frontier::key_of(&item.url), item)?;
+            }
         }
         let next = due
             .peek()
@@ -304,5 +593,39 @@ impl WorkSource for RecrawlSource {
 
     async fn close(self, summary: &CrawlSummary) -> Result<(), CrawlError> {
         self.local.close(summary).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_journal_says_where_its_records_end_and_their_last_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = dir.path().join("pages.jsonl");
+        let mut text = String::from("{\"url\":\"http://a.test/\"}\n");
+        text.push_str("{\"url\":\"http://a.test/x\",\"generation\":3}\n");
+        // A robots.txt record after it, longer than the first window read back.
+        let long = "x".repeat(300_000);
+        text.push_str(&format!(
+            "{{\"url\":\"http://a.test/robots.txt\",\"kind\":\"robots\",\"error\":\"{long}\"}}\n"
+        ));
+        let whole = text.len() as u64;
+        text.push_str("{\"url\":\"http://a.test/torn\",\"gener");
+        std::fs::write(&pages, &text).unwrap();
+        assert_eq!(journal_end(dir.path(), &pages).unwrap(), (whole, 3));
+        assert_eq!(last_generation(&pages, whole).unwrap(), 3);
+        assert_eq!(last_generation(&pages, 25).unwrap(), 1);
+        assert_eq!(last_generation(&pages, 0).unwrap(), 1);
+        let missing = dir.path().join("none.jsonl");
+        assert_eq!(journal_end(dir.path(), &missing).unwrap(), (0, 0));
+    }
+
+    #[test]
+    fn a_site_is_the_url_up_to_its_path() {
+        assert_eq!(site_of("http://a.test/x/y?z"), "http://a.test");
+        assert_eq!(site_of("https://a.test:8443?q"), "https://a.test:8443");
+        assert_eq!(site_of("http://a.test"), "http://a.test");
     }
 }

@@ -21,6 +21,13 @@ pub struct Bounds {
     pub max_secs: f64,
 }
 
+impl Default for Bounds {
+    /// `[recrawl]`'s defaults (config.toml): 1 hour and 30 days.
+    fn default() -> Bounds {
+        Bounds::new(Duration::from_secs(3600), Duration::from_secs(30 * 86_400))
+    }
+}
+
 impl Bounds {
     pub fn new(min: Duration, max: Duration) -> Bounds {
         let min_secs = min.as_secs_f64();
@@ -79,6 +86,14 @@ mod tests {
             i = b.next(i, false);
         }
         assert_eq!(i, 86_400.0);
+    }
+
+    #[test]
+    fn the_default_bounds_are_the_configs() {
+        let (min, max) = crate::config::Config::default()
+            .recrawl_intervals()
+            .unwrap();
+        assert_eq!(Bounds::default(), Bounds::new(min, max));
     }
 
     #[test]

@@ -17,8 +17,9 @@
 
 use super::UrlState;
 
-/// The fields this crawler writes: 1 = the fields of issue 21's first version.
-pub(crate) const VERSION: u8 = 1;
+/// The fields this crawler writes: 1 = the fields of issue 21's first version; 2 adds
+/// `near_digest`.
+pub(crate) const VERSION: u8 = 2;
 
 fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     while n >= 0x80 {
@@ -114,6 +115,7 @@ pub(crate) fn encode(state: &UrlState, out: &mut Vec<u8>) {
     put_varint(out, state.interval_secs);
     put_varint(out, state.next_due);
     put_varint(out, state.gone_generations.into());
+    put_str(out, state.near_digest.as_deref());
 }
 
 struct Reader<'a> {
@@ -223,6 +225,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<UrlState, String> {
         interval_secs: r.number("interval_secs")?,
         next_due: r.number("next_due")?,
         gone_generations: r.number("gone_generations")?,
+        near_digest: r.string("near_digest")?,
     })
 }
 
@@ -247,6 +250,7 @@ mod tests {
             interval_secs: 86_400,
             next_due: 1_790_086_400,
             gone_generations: 1,
+            near_digest: Some("0123456789abcdef".into()),
         }
     }
 
@@ -255,7 +259,7 @@ mod tests {
         let mut bytes = Vec::new();
         encode(&full(), &mut bytes);
         assert_eq!(decode(&bytes).unwrap(), full());
-        assert!(bytes.len() < 150, "{} bytes", bytes.len());
+        assert!(bytes.len() < 170, "{} bytes", bytes.len());
         let packed = bytes.len();
         // Strings that only look like a digest or a record id are kept as they are.
         let mut odd = full();
@@ -279,8 +283,14 @@ mod tests {
     fn an_older_shorter_value_reads_with_defaults_and_a_newer_one_is_read_as_far_as_known() {
         let mut bytes = Vec::new();
         encode(&full(), &mut bytes);
-        // A value from before `gone_generations` existed: its last byte missing.
-        let older = decode(&bytes[..bytes.len() - 1]).unwrap();
+        // A value from before `near_digest` existed (version 1): its last field missing.
+        let mut v1 = bytes[..bytes.len() - 17].to_vec();
+        v1[0] = 1;
+        let older = decode(&v1).unwrap();
+        assert_eq!(older.near_digest, None);
+        assert_eq!(older.gone_generations, 1);
+        // ... and one from before `gone_generations`: its last byte missing too.
+        let older = decode(&v1[..v1.len() - 1]).unwrap();
         assert_eq!(older.gone_generations, 0);
         assert_eq!(older.next_due, full().next_due);
         // A newer crawler's value: a higher version and a field after ours.

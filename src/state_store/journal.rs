@@ -15,6 +15,7 @@ use std::sync::Arc;
 use super::{StateStore, StateStoreError, UrlFingerprint, UrlState};
 use crate::durable::{At, IoAt};
 use crate::output::{PageRecord, Sink};
+use crate::recrawl::schedule::Bounds;
 use crate::warc::record::ArchivedFetch;
 
 /// Records applied per batch when replaying the journal.
@@ -29,42 +30,125 @@ pub fn unix_secs(rfc3339: &str) -> u64 {
 }
 
 /// The state of a URL after its record `record`, given its state before (`None` for a URL
-/// never recorded); `None` for a record that is not a page's (a robots.txt fetch).
+/// never recorded) and the recrawl schedule's bounds; `None` for a record that is not a
+/// page's (a robots.txt fetch). This is the one fold of a URL's records: the store written
+/// as a crawl goes, the store rebuilt from the journal and a continuous recrawl's next due
+/// time all come from it.
 ///
-/// What a record does not say is kept from before: the validators and archive record of an
-/// earlier fetch survive a fetch that failed, and the schedule (`interval_secs`,
-/// `next_due`) is the recrawl's to set. A revisit record keeps the response record it refers
-/// to as the one to refer to. A fetch compares when both it and the state before have a
-/// payload digest (`checks`), and counts a change when they differ (`changes`).
-pub fn state_after(before: Option<&UrlState>, record: &PageRecord) -> Option<UrlState> {
+/// - A record without a response (robots.txt said no, a network error) only moves the
+///   generation: nothing was learnt about the page, so what an earlier fetch found stands.
+/// - **Changed**: a `304` is unchanged; a `2xx` is changed when its payload digest differs
+///   from the last one (or, in a crawl without the archive, its digest without digits,
+///   `near_digest`), and is a change when there is nothing to compare with. `checks` counts
+///   the fetches that could tell, `changes` those that found a change.
+/// - **Validators**: those of the last `2xx`/`304` that sent any (a `304` without them keeps
+///   the old ones); any other status drops them.
+/// - The payload digest and the response record a revisit refers to survive `304`s (a
+///   revisit of an identical payload keeps its original too).
+/// - **Gone**: a 404/410 counts once per generation; two in a row retire the URL.
+/// - **Schedule** ([`Bounds`]): the first fetch's interval from its `Last-Modified` (or the
+///   minimum), then halved on a change and doubled otherwise; `next_due` is the last fetch
+///   plus the interval.
+pub fn state_after(
+    before: Option<&UrlState>,
+    record: &PageRecord,
+    bounds: &Bounds,
+) -> Option<UrlState> {
     if !record.kind.is_page() {
         return None;
     }
     let mut state = before.cloned().unwrap_or_default();
     state.url.clone_from(&record.url);
-    state.fetched_at = unix_secs(&record.fetched_at);
-    state.status = record.status.unwrap_or(0);
-    if let Some(digest) = &record.payload_digest {
-        if let Some(previous) = before.and_then(|b| b.payload_digest.as_deref()) {
-            state.checks = state.checks.saturating_add(1);
-            if previous != digest {
-                state.changes = state.changes.saturating_add(1);
-            }
-        }
-        state.payload_digest = Some(digest.clone());
-    }
-    if let Some(warc) = record.warc.as_ref().filter(|w| w.record == "response") {
-        state.warc_record_id = Some(warc.id.clone());
-        state.warc_date = Some(warc.date.clone());
-    }
-    state.gone_generations = match record.status {
-        Some(404 | 410) => state.gone_generations.saturating_add(1),
-        _ => 0,
+    let last_generation = state.generation;
+    let generation = record.generation.unwrap_or(1);
+    state.generation = generation;
+    let Some(status) = record.status else {
+        return Some(state);
     };
+    let first = before.is_none_or(|b| b.status == 0);
+    let fetched_at = humantime::parse_rfc3339_weak(&record.fetched_at)
+        .or_else(|_| humantime::parse_rfc3339(&record.fetched_at))
+        .unwrap_or_else(|_| std::time::SystemTime::now());
+    state.fetched_at = fetched_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    state.status = status;
+    if status == 404 || status == 410 {
+        if generation != last_generation || first {
+            state.gone_generations = state.gone_generations.saturating_add(1);
+        }
+    } else {
+        state.gone_generations = 0;
+    }
+    let changed = match status {
+        304 => Some(false),
+        200..=299 => {
+            let changed = match (&state.payload_digest, &record.payload_digest) {
+                (Some(before), Some(now)) => before != now,
+                _ => match (&state.near_digest, &record.near_digest) {
+                    (Some(before), Some(now)) => before != now,
+                    _ => true,
+                },
+            };
+            state.payload_digest.clone_from(&record.payload_digest);
+            state.near_digest.clone_from(&record.near_digest);
+            match record.warc.as_ref() {
+                Some(w) if w.record == "response" => {
+                    state.warc_record_id = Some(w.id.clone());
+                    state.warc_date = Some(w.date.clone());
+                }
+                // A revisit of an identical payload: its original stays the one to refer to.
+                _ if !changed => {}
+                _ => {
+                    state.warc_record_id = None;
+                    state.warc_date = None;
+                }
+            }
+            Some(changed)
+        }
+        _ => None,
+    };
+    let fresh = (record.etag.clone(), record.last_modified.clone());
+    match status {
+        304 if fresh.0.is_none() && fresh.1.is_none() => {}
+        200..=299 | 304 => (state.etag, state.last_modified) = fresh,
+        _ => (state.etag, state.last_modified) = (None, None),
+    }
+    let interval = match (first, changed) {
+        (true, _) => bounds.first(fetched_at, record.last_modified.as_deref()),
+        (false, Some(changed)) => {
+            state.checks = state.checks.saturating_add(1);
+            state.changes = state.changes.saturating_add(u32::from(changed));
+            bounds.next(state.interval_secs as f64, changed)
+        }
+        (false, None) => state.interval_secs as f64,
+    };
+    state.interval_secs = interval.round() as u64;
+    state.next_due = state.fetched_at.saturating_add(state.interval_secs);
     Some(state)
 }
 
-/// Applies `records` in order (a URL recorded twice in them ends with its second state).
+/// A sitemap's `<lastmod>` (W3C datetime: `2026-11-01`, `2026-11-01T12:00:00Z`, with
+/// fractions or an offset) as unix seconds; an offset is read as UTC (off by at most a
+/// day's part, which a schedule in hours and days does not notice).
+fn w3c_datetime(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let whole = if text.len() >= 19 {
+        format!("{}Z", text.get(..19)?)
+    } else {
+        format!("{}T00:00:00Z", text.get(..10)?)
+    };
+    humantime::parse_rfc3339(&whole)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs())
+}
+
+/// Applies `records` in order (a URL recorded twice in them ends with its second state), and
+/// then the `<lastmod>` of the sitemaps among them: a page the site says changed after its
+/// last fetch is due at that time rather than at the end of its interval (the schedule
+/// trusts the site's own word where it gives one). Pages not recorded yet are left alone:
+/// their first fetch comes after the sitemap that lists them.
 pub(super) fn apply_records(
     store: &StateStore,
     records: &[PageRecord],
@@ -73,16 +157,44 @@ pub(super) fn apply_records(
     if pages.is_empty() {
         return Ok(());
     }
+    let bounds = store.schedule();
     let fps: Vec<UrlFingerprint> = pages.iter().map(|r| UrlFingerprint::of(&r.url)).collect();
     let before = store.get_batch(&fps)?;
     let mut latest: std::collections::HashMap<UrlFingerprint, UrlState> =
         std::collections::HashMap::with_capacity(pages.len());
     let mut order = Vec::with_capacity(pages.len());
+    let mut lastmods: Vec<(UrlFingerprint, u64)> = Vec::new();
     for ((record, fp), before) in pages.iter().zip(&fps).zip(before) {
         let prior = latest.get(fp).cloned().or(before);
-        if let Some(state) = state_after(prior.as_ref(), record) {
+        if let Some(state) = state_after(prior.as_ref(), record, &bounds) {
             if latest.insert(*fp, state).is_none() {
                 order.push(*fp);
+            }
+        }
+        if let Some(sitemap) = &record.sitemap {
+            lastmods.extend(sitemap.lastmod.iter().filter_map(|(loc, date)| {
+                let url = crate::normalize::normalize_str(loc).ok()?;
+                Some((UrlFingerprint::of(url.as_str()), w3c_datetime(date)?))
+            }));
+        }
+    }
+    if !lastmods.is_empty() {
+        let unknown: Vec<UrlFingerprint> = lastmods
+            .iter()
+            .map(|(fp, _)| *fp)
+            .filter(|fp| !latest.contains_key(fp))
+            .collect();
+        for (fp, state) in unknown.iter().zip(store.get_batch(&unknown)?) {
+            if let Some(state) = state {
+                latest.insert(*fp, state);
+                order.push(*fp);
+            }
+        }
+        for (fp, modified) in lastmods {
+            if let Some(state) = latest.get_mut(&fp) {
+                if state.status != 0 && modified > state.fetched_at {
+                    state.next_due = state.next_due.min(modified);
+                }
             }
         }
     }
@@ -187,21 +299,26 @@ impl StateSink {
     /// crawl starts an empty store.
     pub(crate) fn open(
         out: &Path,
-        pages: &Path,
-        journal_len: u64,
+        (pages, journal_len): (&Path, u64),
         resumed: bool,
+        schedule: Bounds,
     ) -> Result<StateSink, StateStoreError> {
         let dir = StateStore::dir_of(out);
         if !resumed {
             let _ = std::fs::remove_dir_all(&dir);
         }
-        let (store, note) = StateStore::open_for_journal(&dir, pages, journal_len)?;
+        let (store, note) = StateStore::open_for_journal(&dir, (pages, journal_len), schedule)?;
         if resumed {
             tracing::info!("{note}");
         }
         Ok(StateSink {
             store: Arc::new(store),
         })
+    }
+
+    /// The sink of a store opened already (a recrawl's, which its source reads).
+    pub(crate) fn over(store: Arc<StateStore>) -> StateSink {
+        StateSink { store }
     }
 
     fn io(&self, e: StateStoreError) -> IoAt {
@@ -274,31 +391,141 @@ mod tests {
         }
     }
 
+    fn bounds() -> Bounds {
+        Bounds::new(
+            std::time::Duration::ZERO,
+            std::time::Duration::from_secs(1000),
+        )
+    }
+
     #[test]
     fn a_state_follows_its_records() {
-        let first = state_after(None, &record("http://a.test/", 200, Some("sha1:A"))).unwrap();
+        let b = bounds();
+        let first = state_after(None, &record("http://a.test/", 200, Some("sha1:A")), &b).unwrap();
         assert_eq!(first.status, 200);
+        assert_eq!(first.generation, 1);
         assert_eq!(first.fetched_at, 1_795_680_000);
         assert_eq!((first.checks, first.changes), (0, 0));
         assert_eq!(first.warc_record_id.as_deref(), Some("<urn:uuid:sha1:A>"));
-        let same = state_after(Some(&first), &record("http://a.test/", 200, Some("sha1:A")));
-        let same = same.unwrap();
+        let same = state_after(
+            Some(&first),
+            &record("http://a.test/", 200, Some("sha1:A")),
+            &b,
+        )
+        .unwrap();
         assert_eq!((same.checks, same.changes), (1, 0));
-        let changed = state_after(Some(&same), &record("http://a.test/", 200, Some("sha1:B")));
-        let changed = changed.unwrap();
+        let changed = state_after(
+            Some(&same),
+            &record("http://a.test/", 200, Some("sha1:B")),
+            &b,
+        )
+        .unwrap();
         assert_eq!((changed.checks, changed.changes), (2, 1));
-        // A failure keeps what the earlier fetch archived.
+        // A failure keeps what the earlier fetch found.
         let mut failed = record("http://a.test/", 0, None);
         failed.status = None;
-        let failed = state_after(Some(&changed), &failed).unwrap();
-        assert_eq!(failed.status, 0);
+        let failed = state_after(Some(&changed), &failed, &b).unwrap();
+        assert_eq!(failed.status, 200);
         assert_eq!(failed.payload_digest.as_deref(), Some("sha1:B"));
-        let gone = state_after(Some(&failed), &record("http://a.test/", 404, None)).unwrap();
-        let gone = state_after(Some(&gone), &record("http://a.test/", 410, None)).unwrap();
-        assert_eq!(gone.gone_generations, 2);
         let mut robots = record("http://a.test/robots.txt", 200, None);
         robots.kind = crate::output::RecordKind::Robots;
-        assert!(state_after(None, &robots).is_none());
+        assert!(state_after(None, &robots, &b).is_none());
+    }
+
+    #[test]
+    fn a_304_keeps_the_payload_and_counts_an_unchanged_check() {
+        let b = bounds();
+        let mut first = record("http://a.test/", 200, Some("sha1:A"));
+        first.etag = Some("\"e1\"".into());
+        let s = state_after(None, &first, &b).unwrap();
+        assert_eq!(s.etag.as_deref(), Some("\"e1\""));
+        let mut not_modified = record("http://a.test/", 304, None);
+        not_modified.generation = Some(2);
+        not_modified.payload_digest = Some("sha1:A".into());
+        let s = state_after(Some(&s), &not_modified, &b).unwrap();
+        assert_eq!((s.checks, s.changes, s.generation), (1, 0, 2));
+        assert_eq!(s.etag.as_deref(), Some("\"e1\""), "kept through a 304");
+        assert_eq!(s.payload_digest.as_deref(), Some("sha1:A"));
+        assert_eq!(s.warc_record_id.as_deref(), Some("<urn:uuid:sha1:A>"));
+        // Unchanged: the interval doubled (from 0, to 2 s).
+        assert_eq!(s.interval_secs, 2);
+        assert_eq!(s.next_due, s.fetched_at + 2);
+        let s = state_after(Some(&s), &record("http://a.test/", 200, Some("sha1:B")), &b).unwrap();
+        assert_eq!((s.checks, s.changes), (2, 1));
+        assert_eq!(s.interval_secs, 1, "halved on a change");
+        assert_eq!(s.etag, None, "the new response sent none");
+    }
+
+    #[test]
+    fn without_the_archive_the_digest_without_digits_tells_a_change() {
+        let b = bounds();
+        let mut one = record("http://a.test/", 200, None);
+        one.near_digest = Some("1111".into());
+        let s = state_after(None, &one, &b).unwrap();
+        let s = state_after(Some(&s), &one, &b).unwrap();
+        assert_eq!((s.checks, s.changes), (1, 0));
+        one.near_digest = Some("2222".into());
+        let s = state_after(Some(&s), &one, &b).unwrap();
+        assert_eq!((s.checks, s.changes), (2, 1));
+    }
+
+    #[test]
+    fn two_generations_of_404_retire_a_url_and_one_does_not() {
+        let b = bounds();
+        let at = |status, generation| PageRecord {
+            generation: Some(generation),
+            ..record("http://a.test/", status, None)
+        };
+        let s = state_after(None, &at(404, 1), &b).unwrap();
+        assert!(!s.retired());
+        let s = state_after(Some(&s), &at(410, 2), &b).unwrap();
+        assert!(s.retired());
+        let s = state_after(None, &at(404, 1), &b).unwrap();
+        let s = state_after(Some(&s), &at(200, 2), &b).unwrap();
+        let s = state_after(Some(&s), &at(404, 3), &b).unwrap();
+        assert!(!s.retired());
+        // Twice in one generation (a continuous recrawl) counts once.
+        let s = state_after(None, &at(404, 2), &b).unwrap();
+        let s = state_after(Some(&s), &at(404, 2), &b).unwrap();
+        assert!(!s.retired());
+    }
+
+    #[test]
+    fn a_sitemap_lastmod_after_the_last_fetch_makes_a_url_due_then() {
+        assert_eq!(w3c_datetime("1970-01-02"), Some(86_400));
+        assert_eq!(w3c_datetime("1970-01-02T00:00:10+01:00"), Some(86_410));
+        assert_eq!(w3c_datetime("soon"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = StateStore::open_for_journal(
+            dir.path(),
+            (&dir.path().join("none.jsonl"), 0),
+            Bounds::new(
+                std::time::Duration::from_secs(10_000_000),
+                std::time::Duration::from_secs(1_000_000_000),
+            ),
+        )
+        .unwrap();
+        let page = record("http://a.test/", 200, Some("sha1:A"));
+        apply_records(&store, std::slice::from_ref(&page)).unwrap();
+        let before = store.get("http://a.test/").unwrap().unwrap();
+        assert!(before.next_due > 1_800_000_000);
+        let mut sitemap = record("http://a.test/sitemap.xml", 200, None);
+        sitemap.sitemap = Some(Box::new(crate::output::SitemapRecord {
+            kind: None,
+            entries: 3,
+            cut: 0,
+            gzip: false,
+            over_size: false,
+            lastmod: vec![
+                ("http://A.test/".into(), "1970-01-02".into()),
+                ("http://a.test".into(), "2027-01-15T08:00:00Z".into()),
+                ("http://b.test/never-fetched".into(), "2027-01-15".into()),
+            ],
+        }));
+        apply_records(&store, &[sitemap]).unwrap();
+        let after = store.get("http://a.test/").unwrap().unwrap();
+        assert_eq!(after.next_due, unix_secs("2027-01-15T08:00:00Z"));
+        assert!(store.get("http://b.test/never-fetched").unwrap().is_none());
     }
 
     #[test]
@@ -318,13 +545,14 @@ mod tests {
         std::fs::write(&pages, &text).unwrap();
         let len = text.len() as u64;
         let whole = StateStore::rebuild_from_journal(&dir.path().join("a"), &pages).unwrap();
+        let b = Bounds::default();
         let (parts, _) =
-            StateStore::open_for_journal(&dir.path().join("b"), &pages, ends[149]).unwrap();
+            StateStore::open_for_journal(&dir.path().join("b"), (&pages, ends[149]), b).unwrap();
         parts.flush().unwrap();
         parts.close().unwrap();
         drop(parts);
         let (parts, note) =
-            StateStore::open_for_journal(&dir.path().join("b"), &pages, len).unwrap();
+            StateStore::open_for_journal(&dir.path().join("b"), (&pages, len), b).unwrap();
         assert!(note.contains(&format!("from byte {}", ends[149])), "{note}");
         let fps: Vec<UrlFingerprint> = (0..100)
             .map(|i| UrlFingerprint::of(&format!("http://a.test/{i}")))
@@ -334,7 +562,7 @@ mod tests {
         assert!(a.iter().all(|s| s.as_ref().is_some_and(|s| s.checks == 2)));
         // A store ahead of its journal (a power loss) is rebuilt.
         let (ahead, note) =
-            StateStore::open_for_journal(&dir.path().join("a"), &pages, ends[10]).unwrap();
+            StateStore::open_for_journal(&dir.path().join("a"), (&pages, ends[10]), b).unwrap();
         assert!(note.contains("rebuilt"), "{note}");
         assert!(ahead.get_batch(&fps[50..51]).unwrap()[0].is_none());
     }

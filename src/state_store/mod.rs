@@ -41,6 +41,7 @@
 
 mod admitted;
 mod codec;
+mod due;
 mod journal;
 mod run;
 mod table;
@@ -49,8 +50,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use admitted::AdmittedSet;
+pub use due::DueOrder;
 pub(crate) use journal::StateSink;
 pub use journal::{journal_urls, state_after, unix_secs};
+
+use crate::recrawl::schedule::Bounds;
 pub use table::TableStats;
 
 use table::Table;
@@ -81,7 +85,7 @@ impl UrlFingerprint {
 pub struct UrlState {
     /// The canonical URL (the key is its fingerprint; a recrawl needs the URL back).
     pub url: String,
-    /// The crawl generation of the last fetch (0 for a first crawl).
+    /// The generation of its last record (1 for the first crawl).
     pub generation: u32,
     /// Unix seconds of the last response (or final error).
     pub fetched_at: u64,
@@ -102,6 +106,16 @@ pub struct UrlState {
     pub next_due: u64,
     /// Consecutive generations that answered 404/410.
     pub gone_generations: u8,
+    /// The digest of its last page without digits (`crate::near_duplicate`): how a crawl
+    /// without the archive (no payload digest) tells a changed page from an unchanged one.
+    pub near_digest: Option<String>,
+}
+
+impl UrlState {
+    /// Whether a 404/410 in two generations in a row has retired it.
+    pub fn retired(&self) -> bool {
+        self.gone_generations >= 2
+    }
 }
 
 /// What can go wrong with a store; each names the file or directory.
@@ -127,6 +141,8 @@ pub struct StateStore {
     table: Table,
     /// How far into the journal the writes so far go (bytes).
     applied: AtomicU64,
+    /// The recrawl schedule's bounds the fold of records uses ([`state_after`]).
+    schedule: Bounds,
 }
 
 impl StateStore {
@@ -154,7 +170,14 @@ impl StateStore {
             dir: dir.to_path_buf(),
             table,
             applied: AtomicU64::new(covers),
+            schedule: Bounds::default(),
         })
+    }
+
+    /// The recrawl schedule's bounds records are folded with (`[recrawl]`'s defaults unless
+    /// the store was opened with others).
+    pub fn schedule(&self) -> Bounds {
+        self.schedule
     }
 
     /// Opens the store in `dir` and brings it up to the first `journal_len` bytes of the
@@ -164,8 +187,8 @@ impl StateStore {
     /// for the log.
     pub fn open_for_journal(
         dir: &Path,
-        pages: &Path,
-        journal_len: u64,
+        (pages, journal_len): (&Path, u64),
+        schedule: Bounds,
     ) -> Result<(StateStore, String), StateStoreError> {
         let opened = if Self::manifest(dir).exists() {
             match StateStore::open(dir) {
@@ -188,7 +211,7 @@ impl StateStore {
         } else {
             None
         };
-        let (store, from) = match opened {
+        let (mut store, from) = match opened {
             Some(store) => {
                 let from = store.covers();
                 (store, from)
@@ -198,6 +221,7 @@ impl StateStore {
                 (StateStore::open(dir)?, 0)
             }
         };
+        store.schedule = schedule;
         let applied = journal::apply_journal(&store, pages, from, journal_len)?;
         let note = format!(
             "state store: {} records of {} applied from byte {from}{}",
@@ -209,7 +233,7 @@ impl StateStore {
     }
 
     /// Rebuilds the store in `dir` from the whole journal `pages` (what is in `dir` is
-    /// discarded).
+    /// discarded), with the schedule's default bounds.
     pub fn rebuild_from_journal(dir: &Path, pages: &Path) -> Result<StateStore, StateStoreError> {
         let _ = std::fs::remove_dir_all(dir);
         let store = StateStore::open(dir)?;
@@ -268,6 +292,29 @@ impl StateStore {
             .collect()
     }
 
+    /// The state of `url`, if it was ever recorded.
+    pub fn get(&self, url: &str) -> Result<Option<UrlState>, StateStoreError> {
+        Ok(self.get_batch(&[UrlFingerprint::of(url)])?.pop().flatten())
+    }
+
+    /// Calls `f` with every state, in no particular order, until it returns false: one pass
+    /// over the store in the runs' key order, memory bounded by the memtable (copied first).
+    pub fn for_each_state(
+        &self,
+        mut f: impl FnMut(UrlFingerprint, UrlState) -> bool,
+    ) -> Result<(), StateStoreError> {
+        let mut error = None;
+        self.table
+            .for_each(|key, bytes| match self.decoded(key, bytes) {
+                Ok(state) => f(UrlFingerprint(key), state),
+                Err(e) => {
+                    error = Some(e);
+                    false
+                }
+            });
+        error.map_or(Ok(()), Err)
+    }
+
     /// For each URL, whether the store has a state for it, into `out` (cleared first).
     pub fn contains_batch(&self, fingerprints: &[UrlFingerprint], out: &mut Vec<bool>) {
         let keys: Vec<u64> = fingerprints.iter().map(|f| f.0).collect();
@@ -282,17 +329,7 @@ impl StateStore {
         at: u64,
         mut f: impl FnMut(UrlFingerprint, UrlState) -> bool,
     ) -> Result<(), StateStoreError> {
-        let mut error = None;
-        self.table
-            .for_each(|key, bytes| match self.decoded(key, bytes) {
-                Ok(state) if state.next_due <= at => f(UrlFingerprint(key), state),
-                Ok(_) => true,
-                Err(e) => {
-                    error = Some(e);
-                    false
-                }
-            });
-        error.map_or(Ok(()), Err)
+        self.for_each_state(|fp, state| state.next_due > at || f(fp, state))
     }
 
     /// The states due at or before `at`: [`Self::for_each_due`] collected.

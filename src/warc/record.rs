@@ -83,9 +83,12 @@ impl Fields {
         self
     }
 
-    /// The header block for a content block of `length` bytes.
+    /// The header block for a content block of `length` bytes. An empty block has no
+    /// `Content-Type` (WARC 1.1 asks for one where there is content to describe).
     fn finish(mut self, content_type: &str, length: usize) -> String {
-        self.add("Content-Type", content_type);
+        if length > 0 {
+            self.add("Content-Type", content_type);
+        }
         let _ = write!(self.text, "Content-Length: {length}\r\n\r\n");
         self.text
     }
@@ -395,14 +398,25 @@ pub(crate) fn revisit_member(fetch: &ArchivedFetch, original: &Original, level: 
         fetch,
         original,
         (REVISIT_PROFILE, Some(&fetch.payload_digest)),
-        level,
+        (&fetch.response_head, level),
     )
 }
 
-/// The revisit record of a `304 Not Modified` (profile server-not-modified): the 304's head
-/// as block, referring to `original`, whose payload digest it carries when known (the digest
-/// of the payload it says is unchanged, as WARC 1.1 §6.7.3 allows, which lets replay tools
-/// find the original by digest as well as by URI and date).
+/// The revisit record of a `304 Not Modified` (profile server-not-modified): referring to
+/// `original`, whose payload digest it carries when known (the digest of the payload it says
+/// is unchanged, as WARC 1.1 §6.7.3 allows, which lets replay tools find the original by
+/// digest as well as by URI and date), with an **empty block**.
+///
+/// Why empty, where an identical-payload revisit keeps its response's head: replay tools
+/// answer a revisit with the HTTP head in its block and the original's payload (pywb since
+/// webrecorder/pywb#751), and a head whose status is 3xx as a redirect without payload
+/// (pywb's `resolvingloader.py`, "always replay zero-length payload"): with the 304's head
+/// in the block, pywb 2.10 replayed the page as an empty 304. A revisit without a head is
+/// answered with the original's head and payload (warcio reads it as "empty revisit with no
+/// http headers, is ok"), which is what the 304 said: the page is the one archived then.
+/// What is not archived is the 304's own header fields; the journal's record keeps the
+/// validators it carried (`etag`, `last_modified`). It also makes the record ~300 bytes
+/// smaller.
 pub(crate) fn not_modified_member(
     fetch: &ArchivedFetch,
     original: &Original,
@@ -413,7 +427,7 @@ pub(crate) fn not_modified_member(
         fetch,
         original,
         (NOT_MODIFIED_PROFILE, payload_digest),
-        level,
+        (&[], level),
     )
 }
 
@@ -421,7 +435,7 @@ fn revisit_with(
     fetch: &ArchivedFetch,
     original: &Original,
     (profile, payload_digest): (&str, Option<&Sha1Digest>),
-    level: u32,
+    (block, level): (&[u8], u32),
 ) -> Vec<u8> {
     let mut fields = Fields::new("revisit", fetch.response_id, &fetch.date);
     fields.add("WARC-Target-URI", &fetch.target_uri);
@@ -436,14 +450,11 @@ fn revisit_with(
     fields.add("WARC-Refers-To", &original.record_id);
     fields.add("WARC-Refers-To-Target-URI", &original.target_uri);
     fields.add("WARC-Refers-To-Date", &original.date);
-    fields.add(
-        "WARC-Block-Digest",
-        &digest_label(&sha1_of(&[&fetch.response_head])),
-    );
+    fields.add("WARC-Block-Digest", &digest_label(&sha1_of(&[block])));
     if let Some(digest) = payload_digest {
         fields.add("WARC-Payload-Digest", &digest_label(digest));
     }
-    member(fields, HTTP_RESPONSE, &[&fetch.response_head], level)
+    member(fields, HTTP_RESPONSE, &[block], level)
 }
 
 /// The `warcinfo` record that opens each file: what wrote it and how the crawl was set up
@@ -580,7 +591,14 @@ mod tests {
             "WARC-Payload-Digest: {}\r\n",
             digest_label(&digest)
         )));
-        assert!(text.ends_with("\r\n\r\n\r\n\r\n"));
+        // No head in the block: replay takes the original's (see `not_modified_member`).
+        assert!(text.contains("Content-Length: 0\r\n\r\n\r\n\r\n"), "{text}");
+        assert!(
+            text.ends_with("Content-Length: 0\r\n\r\n\r\n\r\n"),
+            "{text}"
+        );
+        assert!(!text.contains("304"), "{text}");
+        assert!(!text.contains("Content-Type"), "{text}");
     }
 
     #[test]

@@ -146,7 +146,24 @@ fn the_state_store_holds_each_records_state_and_equals_a_rebuild() {
         StateStore::rebuild_from_journal(rebuilt_dir.path(), &out.path().join("pages.jsonl"))
             .unwrap();
     assert_eq!(rebuilt.get_batch(&fps).unwrap(), states);
-    // Nothing scheduled yet: every URL is due now (the recrawl's schedule sets next_due).
-    assert_eq!(store.due(0).unwrap().len(), pages.len());
+    // Each answered URL is scheduled by `[recrawl]`'s default bounds (1 h to 30 d after its
+    // fetch); one never answered is due at once.
+    for state in states.iter().flatten() {
+        if state.status == 0 {
+            assert_eq!(state.next_due, 0, "{}", state.url);
+        } else {
+            let wait = state.next_due - state.fetched_at;
+            assert!(
+                (3600..=30 * 86_400).contains(&wait),
+                "{}: {wait}",
+                state.url
+            );
+            assert_eq!(wait, state.interval_secs, "{}", state.url);
+        }
+    }
+    let unanswered = states.iter().flatten().filter(|s| s.status == 0).count();
+    assert_eq!(store.due(0).unwrap().len(), unanswered);
+    let a_year_on = crawler::state_store::unix_secs("2026-11-26T00:00:00Z") + 31 * 86_400 * 12;
+    assert_eq!(store.due(a_year_on).unwrap().len(), pages.len());
     assert_eq!(crawled.recorded.len(), pages.len());
 }

@@ -123,3 +123,89 @@ pub fn warc_files(dir: &Path) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// The python of the pywb venv: `CRAWLER_TEST_PYWB_PYTHON`, else `target/pywb-venv/bin/python`
+/// (`scripts/test-venv pywb` makes it; `scripts/test` does).
+pub fn pywb_python() -> PathBuf {
+    if let Some(path) = std::env::var_os("CRAWLER_TEST_PYWB_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pywb-venv/bin/python");
+    assert!(
+        venv.exists(),
+        "pywb: no venv at {}: run scripts/test-venv pywb (scripts/test does), or set \
+         CRAWLER_TEST_PYWB_PYTHON to a python that has pywb 2.10.0",
+        venv.display()
+    );
+    venv
+}
+
+/// What pywb answered for one capture: the HTTP status its replay gives, the `WARC-Date` of
+/// the capture it resolved (for a revisit, the revisit's own), the body it replays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    pub status: String,
+    pub warc_date: String,
+    pub body: Vec<u8>,
+}
+
+/// pywb's replay of `url` at each `timestamp` (14 digits, `closest=`) from a collection of
+/// `files`, through pywb's warcserver (the part that resolves a capture, a revisit to its
+/// original, and hands the HTTP head and payload to the rewriting front end), called as a WSGI
+/// app in-process: no port is opened.
+pub fn pywb_replay(files: &[PathBuf], asks: &[(String, String)]) -> Vec<Replayed> {
+    const SCRIPT: &str = r#"
+import base64, json, os, sys
+work, files, asks = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+os.chdir(work)
+from pywb.manager.manager import CollectionsManager
+manager = CollectionsManager('c', must_exist=False)
+manager.add_collection()
+manager.add_archives(files)
+from pywb.warcserver.warcserver import WarcServer
+from werkzeug.test import Client
+client = Client(WarcServer(config_file=None))
+out = []
+for timestamp, url in asks:
+    response = client.get('/c/resource', query_string={'url': url, 'closest': timestamp})
+    data = response.get_data()
+    warc_head, _, rest = data.partition(b'\r\n\r\n')
+    http_head, _, body = rest.partition(b'\r\n\r\n')
+    date = [l.split(b':', 1)[1].strip().decode() for l in warc_head.split(b'\r\n') if l.lower().startswith(b'warc-date:')]
+    status = http_head.split(b'\r\n', 1)[0].decode('latin-1')
+    out.append({'status': '%s %s' % (response.status_code, status), 'date': date[0] if date else '', 'body': base64.b64encode(body).decode()})
+print('\n' + json.dumps(out))
+"#;
+    let python = pywb_python();
+    let work = tempfile::tempdir().expect("a temporary directory for pywb");
+    let files: Vec<String> = files
+        .iter()
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect();
+    let output = Command::new(&python)
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(work.path())
+        .arg(serde_json::to_string(&files).unwrap())
+        .arg(serde_json::to_string(asks).unwrap())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("pywb: cannot run {}: {e}", python.display()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "pywb replay failed: {stderr}");
+    // pywb's manager says what it did on stdout: the answers are its last line.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.trim_end().lines().last().unwrap_or_default();
+    let answers: Vec<serde_json::Value> =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("pywb replay: {e}: {stdout}"));
+    answers
+        .iter()
+        .map(|a| Replayed {
+            status: a["status"].as_str().unwrap_or_default().to_string(),
+            warc_date: a["date"].as_str().unwrap_or_default().to_string(),
+            body: data_encoding::BASE64
+                .decode(a["body"].as_str().unwrap_or_default().as_bytes())
+                .unwrap(),
+        })
+        .collect()
+}
