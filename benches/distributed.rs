@@ -119,6 +119,17 @@ fn redis_cpu(port: u16) -> f64 {
         .sum()
 }
 
+/// Script calls Redis has run so far (`INFO commandstats`: `EVALSHA` calls), whose count
+/// per page says how many shards the claims and acknowledgements reach.
+fn redis_script_calls(port: u16) -> u64 {
+    redis_cli(port, &["INFO", "commandstats"])
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 #[derive(Clone, Copy)]
 enum Mode {
     Local,
@@ -131,6 +142,8 @@ struct Run {
     cpu: f64,
     redis_cpu: f64,
     round_trips: u64,
+    /// Lua script calls Redis ran (admissions, claims, releases, renewals, heartbeats).
+    script_calls: u64,
     /// URLs admitted (queued) and leases claimed, from the crawl's `meta` in Redis.
     admitted: u64,
     claims: u64,
@@ -162,6 +175,7 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
         .collect();
     let cpu_before = cpu_secs();
     let redis_before = redis_cpu(redis_port);
+    let calls_before = redis_script_calls(redis_port);
     let started = Instant::now();
     let threads: Vec<_> = (0..processes)
         .map(|_| {
@@ -194,6 +208,7 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
     let secs = started.elapsed().as_secs_f64();
     let cpu = cpu_secs() - cpu_before;
     let redis_cpu = redis_cpu(redis_port) - redis_before;
+    let script_calls = redis_script_calls(redis_port).saturating_sub(calls_before);
     let field = |key: &str, name: &str| -> u64 {
         match mode {
             Mode::Local => 0,
@@ -242,6 +257,7 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
             redis_cpu
         },
         round_trips,
+        script_calls,
         admitted,
         claims,
     }
@@ -328,13 +344,14 @@ fn main() {
         s.links_per_page
     );
     println!(
-        "{:<22} {:>8} {:>10} {:>22} {:>20} {:>16} {:>14} {:>10}",
+        "{:<22} {:>8} {:>10} {:>22} {:>20} {:>16} {:>18} {:>14} {:>10}",
         "mode",
         "pages",
         "pages/s",
         "crawler CPU s/1000 p",
         "Redis CPU s/1000 p",
         "round trips/page",
+        "script calls/page",
         "admitted/s",
         "claims/s"
     );
@@ -371,11 +388,17 @@ fn main() {
                 .map(|r| r.round_trips as f64 / r.pages as f64)
                 .collect(),
         );
+        let calls = median(
+            results
+                .iter()
+                .map(|r| r.script_calls as f64 / r.pages as f64)
+                .collect(),
+        );
         // One Redis node: its admissions and claims per second.
         let admitted = median(results.iter().map(|r| r.admitted as f64 / r.secs).collect());
         let claims = median(results.iter().map(|r| r.claims as f64 / r.secs).collect());
         println!(
-            "{name:<22} {pages:>8.0} {rate:>10.0} {cpu:>22.3} {redis_cpu:>20.4} {trips:>16.3} {admitted:>14.0} {claims:>10.0}"
+            "{name:<22} {pages:>8.0} {rate:>10.0} {cpu:>22.3} {redis_cpu:>20.4} {trips:>16.3} {calls:>18.2} {admitted:>14.0} {claims:>10.0}"
         );
         match mode {
             Mode::Local => local_rate = rate,
