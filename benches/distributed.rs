@@ -30,8 +30,9 @@
 //! invocation of `--runs 3` with thin LTO (`CARGO_PROFILE_BENCH_LTO=thin
 //! CARGO_PROFILE_BENCH_CODEGEN_UNITS=16`) while other engineers' builds ran: local 8,653
 //! pages/s, one process on Redis 7,985 (0.92x), crawler CPU 0.125 / 0.118 s per 1,000 pages,
-//! Redis CPU 0.023 s per 1,000 pages (0.047 for the build before the change, measured 30 min
-//! earlier under a heavier load), 0.37 script calls and 0.053 round trips per page.
+//! Redis CPU 0.023 s per 1,000 pages, 0.37 script calls and 0.053 round trips per page. The
+//! build before the change, run right after it the same way: local 8,967, on Redis 6,246
+//! (0.70x), Redis CPU 0.041 s per 1,000 pages, 0.043 round trips per page.
 //!
 //! Round trips stay far under the goal of 2 per page; on two saturated cores the rate
 //! follows CPU per page, and a process on Redis spends 19 % more (JSON of queued URLs, the
