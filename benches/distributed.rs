@@ -26,6 +26,14 @@
 //! | 1 | 11,628 | 8,548 | 0.74 | 7,702 | 0.126 / 0.150 / 0.158 | 0.022 | 0.054 |
 //! | 2 | 7,929 | 4,942 | 0.62 | 4,412 | 0.140 / 0.166 / 0.174 | 0.020 | 0.057 |
 //!
+//! After claims stopped asking every shard (`src/distributed/shard_views.rs`), one
+//! invocation of `--runs 3` with thin LTO (`CARGO_PROFILE_BENCH_LTO=thin
+//! CARGO_PROFILE_BENCH_CODEGEN_UNITS=16`) while other engineers' builds ran: local 8,653
+//! pages/s, one process on Redis 7,985 (0.92x), crawler CPU 0.125 / 0.118 s per 1,000 pages,
+//! Redis CPU 0.023 s per 1,000 pages, 0.37 script calls and 0.053 round trips per page. The
+//! build before the change, run right after it the same way: local 8,967, on Redis 6,246
+//! (0.70x), Redis CPU 0.041 s per 1,000 pages, 0.043 round trips per page.
+//!
 //! Round trips stay far under the goal of 2 per page; on two saturated cores the rate
 //! follows CPU per page, and a process on Redis spends 19 % more (JSON of queued URLs, the
 //! client's encoding, acknowledgements) besides Redis's own 0.02 s per 1,000 pages. Two
@@ -119,6 +127,17 @@ fn redis_cpu(port: u16) -> f64 {
         .sum()
 }
 
+/// Script calls Redis has run so far (`INFO commandstats`: `EVALSHA` calls), whose count
+/// per page says how many shards the claims and acknowledgements reach.
+fn redis_script_calls(port: u16) -> u64 {
+    redis_cli(port, &["INFO", "commandstats"])
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 #[derive(Clone, Copy)]
 enum Mode {
     Local,
@@ -131,6 +150,8 @@ struct Run {
     cpu: f64,
     redis_cpu: f64,
     round_trips: u64,
+    /// Lua script calls Redis ran (admissions, claims, releases, renewals, heartbeats).
+    script_calls: u64,
     /// URLs admitted (queued) and leases claimed, from the crawl's `meta` in Redis.
     admitted: u64,
     claims: u64,
@@ -162,6 +183,7 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
         .collect();
     let cpu_before = cpu_secs();
     let redis_before = redis_cpu(redis_port);
+    let calls_before = redis_script_calls(redis_port);
     let started = Instant::now();
     let threads: Vec<_> = (0..processes)
         .map(|_| {
@@ -194,6 +216,7 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
     let secs = started.elapsed().as_secs_f64();
     let cpu = cpu_secs() - cpu_before;
     let redis_cpu = redis_cpu(redis_port) - redis_before;
+    let script_calls = redis_script_calls(redis_port).saturating_sub(calls_before);
     let field = |key: &str, name: &str| -> u64 {
         match mode {
             Mode::Local => 0,
@@ -242,6 +265,7 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
             redis_cpu
         },
         round_trips,
+        script_calls,
         admitted,
         claims,
     }
@@ -328,13 +352,14 @@ fn main() {
         s.links_per_page
     );
     println!(
-        "{:<22} {:>8} {:>10} {:>22} {:>20} {:>16} {:>14} {:>10}",
+        "{:<22} {:>8} {:>10} {:>22} {:>20} {:>16} {:>18} {:>14} {:>10}",
         "mode",
         "pages",
         "pages/s",
         "crawler CPU s/1000 p",
         "Redis CPU s/1000 p",
         "round trips/page",
+        "script calls/page",
         "admitted/s",
         "claims/s"
     );
@@ -371,11 +396,17 @@ fn main() {
                 .map(|r| r.round_trips as f64 / r.pages as f64)
                 .collect(),
         );
+        let calls = median(
+            results
+                .iter()
+                .map(|r| r.script_calls as f64 / r.pages as f64)
+                .collect(),
+        );
         // One Redis node: its admissions and claims per second.
         let admitted = median(results.iter().map(|r| r.admitted as f64 / r.secs).collect());
         let claims = median(results.iter().map(|r| r.claims as f64 / r.secs).collect());
         println!(
-            "{name:<22} {pages:>8.0} {rate:>10.0} {cpu:>22.3} {redis_cpu:>20.4} {trips:>16.3} {admitted:>14.0} {claims:>10.0}"
+            "{name:<22} {pages:>8.0} {rate:>10.0} {cpu:>22.3} {redis_cpu:>20.4} {trips:>16.3} {calls:>18.2} {admitted:>14.0} {claims:>10.0}"
         );
         match mode {
             Mode::Local => local_rate = rate,

@@ -429,7 +429,9 @@ impl LeaseSource {
             self.cache.insert_new(item.url.as_bytes());
             frontier.push(&host, item)?;
         }
-        self.crawl_over = over;
+        // Once over, always over (an empty crawl stays empty); a claim that asked only
+        // some shards says nothing about it.
+        self.crawl_over |= over;
         self.next_claim = if got > 0 {
             Instant::now()
         } else {

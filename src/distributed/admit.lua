@@ -7,8 +7,10 @@
 -- ARGV[1] budget inline ('1') or granted (cluster, '0'), [2] max_urls, [3] max_pages_per_host
 -- (0: none), [4] k, [5] this shard's budget granted so far by grant.lua (cluster), then per
 -- URL: host, queued item (packed: queue_item.rs), k bit offsets in the seen part.
--- Returns one code per URL: 1 queued, 0 already seen, 2 over max_urls, 3 over the host cap,
--- 4 new but the shard's budget is spent (cluster: ask grant.lua, then admit again).
+-- Returns one code per URL: 1 queued, 5 queued and its host put on the schedule (the process
+-- hints its next claims with it: see shard_views.rs), 0 already seen, 2 over max_urls, 3 over
+-- the host cap, 4 new but the shard's budget is spent (cluster: ask grant.lua, then admit
+-- again).
 local meta = KEYS[1]
 if redis.call('HEXISTS', meta, 'plan') == 0 then
   return redis.error_reply('CRAWLGONE the crawl is not in Redis')
@@ -69,6 +71,7 @@ while i + 1 + k <= #ARGV do
     queued = queued + 1
     if host_cap > 0 then redis.call('HINCRBY', hostn, host, 1) end
     redis.call('RPUSH', q, item)
+    local code = 1
     if redis.call('HEXISTS', leased, host) == 0 then
       if not now then
         local t = redis.call('TIME')
@@ -76,9 +79,9 @@ while i + 1 + k <= #ARGV do
       end
       local at = tonumber(redis.call('HGET', next_at, host) or '0')
       if at < now then at = now end
-      redis.call('ZADD', sched, 'NX', at, host)
+      code = code + 4 * redis.call('ZADD', sched, 'NX', at, host)
     end
-    out[#out + 1] = 1
+    out[#out + 1] = code
   end
   i = i + 2 + k
   key = key + 2

@@ -517,13 +517,18 @@ impl Redis {
         &self,
         groups: &[Group],
     ) -> Result<Vec<Vec<Value>>, DistributedError> {
+        if groups.iter().all(Group::is_empty) {
+            // Nothing to say (a claim that asks no shard, with nothing else): no round.
+            return Ok(groups.iter().map(|_| Vec::new()).collect());
+        }
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         if !self.cluster {
-            let mut merged = Group::default();
-            for group in groups {
-                merged.cmds.extend(group.cmds.iter().cloned());
+            // One copy of each command, into the one pipeline.
+            let mut pipe = redis::pipe();
+            for cmd in groups.iter().flat_map(|g| &g.cmds) {
+                pipe.add_command(cmd.clone());
             }
-            let mut replies = self.run_pipeline(&merged.pipeline()).await?.into_iter();
+            let mut replies = self.run_pipeline(&pipe).await?.into_iter();
             return Ok(groups
                 .iter()
                 .map(|g| replies.by_ref().take(g.len()).collect())
@@ -584,13 +589,7 @@ impl Redis {
     /// One pipeline until answered, reloading the scripts if Redis forgot them.
     async fn run_pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>, DistributedError> {
         for _ in 0..3 {
-            match self
-                .with_retries(|conn| {
-                    let pipe = pipe.clone();
-                    async move { conn.query_pipeline(&pipe).await }
-                })
-                .await
-            {
+            match self.with_retries(|conn| conn.query_pipeline(pipe)).await {
                 Err(DistributedError::Command { source, .. }) if has_code(&source, "NOSCRIPT") => {
                     tracing::info!(
                         "redis {}: scripts unknown (a restart or a failover?); loading them",

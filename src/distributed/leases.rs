@@ -269,6 +269,7 @@ impl Leases {
         let mut request = ClaimRequest {
             want,
             topups: Vec::new(),
+            idle: self.held.is_empty(),
         };
         let mut topped = Vec::new();
         for (host, held) in &self.held {

@@ -12,6 +12,7 @@
 //! | `renew.lua` | the expiry of held leases, one shard's |
 //! | `beat.lua` | heartbeat: the process registry |
 //! | `session.rs` | every call a crawling process makes: script arguments built, replies parsed |
+//! | `shard_views.rs` | what a process knows of each shard's schedule: which shards a claim asks |
 //! | `queue_item.rs` | a queued URL's packed bytes in Redis: the parent as the tail it does not share with the URL |
 //! | `payloads.rs` | archive dedup across processes: the payloads archived in full, capped, in `payloads` |
 //! | `leases.rs` | the leases held and which URLs may be acknowledged (no Redis: unit-tested) |
@@ -103,9 +104,11 @@
 //!   and process but would put a second copy of the robots cache's format in Redis.
 //! - **Termination.** The crawl is over when no host is scheduled and no lease is
 //!   outstanding (expired leases are reclaimed first); a process with nothing to do waits
-//!   while others hold leases, since their pages may add URLs. The shards are read one by
-//!   one, not at one instant, so a claim that finds them all empty concludes only if the
-//!   previous claim did too with every shard's `ver` unchanged: then each shard was empty
+//!   while others hold leases, since their pages may add URLs. Most claims ask only some
+//!   shards ([`shard_views`]); only a sweep (a claim of every shard) can conclude. The
+//!   shards are read one by one, not at one instant, so a sweep that finds them all empty
+//!   concludes only if the previous sweep did too with every shard's `ver` unchanged (a
+//!   claim between them that changed a shard changed its `ver`): then each shard was empty
 //!   and untouched from its first reading to its second, so all were empty at one instant
 //!   between the two rounds (after every first reading, before every second), and an empty
 //!   crawl stays empty (only a lease adds URLs).
@@ -153,9 +156,9 @@
 //!
 //! Why 64 shards by default: shards ≫ primaries spreads the keys evenly (3 primaries get
 //! 21 ± 4 shards each; by hash-slot arithmetic a primary's share of keys is its share of
-//! shards when hosts are many), while a claim asks every shard (each claim a round of
-//! `shards` small scripts) and every shard holds a few fixed keys. For 8 or more primaries
-//! take 256. The seen-set is split the same way, so its false-positive rate holds per
+//! shards when hosts are many), while every shard holds a few fixed keys and a sweep (a
+//! claim of every shard, when a process knows of no due host: see [`shard_views`]) costs
+//! `shards` small scripts. For 8 or more primaries take 256. The seen-set is split the same way, so its false-positive rate holds per
 //! shard when a shard's hosts bring about their share of URLs; a shard whose hosts bring k
 //! times their share has the fpp of a filter k times too full (a crawl of few, huge hosts
 //! should size the filter with that in mind, or use fewer shards).
@@ -168,6 +171,7 @@ pub mod queue_item;
 mod script_tests;
 pub(crate) mod seal;
 pub(crate) mod session;
+pub(crate) mod shard_views;
 pub mod status;
 
 use std::time::Duration;
@@ -429,10 +433,10 @@ pub(crate) struct Claimed {
     pub(crate) leases: Vec<Lease>,
     pub(crate) scheduled: u64,
     pub(crate) outstanding: u64,
-    /// When the next scheduled host is due, if one is.
+    /// When the next scheduled host this process knows of is due, if one is.
     pub(crate) due_in: Option<Duration>,
-    /// The crawl is over: every shard empty, and unchanged since the previous claim that
-    /// found them all empty (see [`session`]).
+    /// The crawl is over: every shard empty, and unchanged since the previous sweep that
+    /// found them all empty (see [`shard_views`]).
     pub(crate) over: bool,
 }
 

@@ -6,7 +6,9 @@
 -- then per lease its host's queue and lease set.
 -- ARGV[1] process id, then per lease: token, host, ms until the host may be served again,
 -- end (1) or not (0), n, and n acknowledged items.
--- Returns the number of leases that were no longer this process's (expired and reclaimed).
+-- Returns {the number of leases that were no longer this process's (expired and reclaimed),
+-- then the hosts of the ended leases that went back on the schedule} (the process hints its
+-- next claims with them: see shard_views.rs).
 local meta, sched, next_at, leased, leases, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 if redis.call('HEXISTS', meta, 'plan') == 0 then
   return redis.error_reply('CRAWLGONE the crawl is not in Redis')
@@ -16,6 +18,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local stale = 0
 local changed = false
+local scheduled = {}
 local key = 7
 local i = 2
 while i + 4 <= #ARGV do
@@ -43,6 +46,7 @@ while i + 4 <= #ARGV do
       redis.call('HSET', next_at, host, at)
       if redis.call('LLEN', q) > 0 then
         redis.call('ZADD', sched, 'NX', at, host)
+        scheduled[#scheduled + 1] = host
       end
       changed = true
     end
@@ -52,4 +56,5 @@ while i + 4 <= #ARGV do
   i = i + 5 + n
 end
 if changed then redis.call('HINCRBY', meta, 'ver', 1) end
-return stale
+table.insert(scheduled, 1, stale)
+return scheduled

@@ -180,6 +180,17 @@ async fn claim(
 /// `release.lua` of one lease by `proc`: acknowledges `acks`, ends it if `end`; the number
 /// of leases refused as not this process's.
 async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[Vec<u8>]) -> i64 {
+    release_scheduling(redis, proc, token, end, acks).await.0
+}
+
+/// [`release`], with the hosts the release put back on the schedule.
+async fn release_scheduling(
+    redis: &Redis,
+    proc: &str,
+    token: &str,
+    end: bool,
+    acks: &[Vec<u8>],
+) -> (i64, Vec<String>) {
     let k = keys();
     let (_, host) = super::token_parts(token).unwrap();
     let mut keys = lease_keys(&k);
@@ -191,7 +202,12 @@ async fn release(redis: &Redis, proc: &str, token: &str, end: bool, acks: &[Vec<
     let reply = call(redis, &redis.scripts.release, &keys, args)
         .await
         .unwrap();
-    super::int(&reply, "release").unwrap()
+    let answer = super::array(&reply, "release").unwrap();
+    let hosts = answer[1..]
+        .iter()
+        .map(|h| super::text(h, "release").unwrap())
+        .collect();
+    (super::int(&answer[0], "release").unwrap(), hosts)
 }
 
 /// Sets the plan on the crawl's meta hash and the shard's, as a process joining does.
@@ -234,7 +250,8 @@ fn the_scripts_keep_their_promises() {
         );
         start_crawl(&redis).await;
 
-        // max_urls exact inside one batch; a URL seen is never queued again.
+        // max_urls exact inside one batch; a URL seen is never queued again. The first
+        // URL of a host puts the host on the schedule (5), and says so.
         let h = "http://h.test";
         assert_eq!(
             admit(
@@ -245,7 +262,7 @@ fn the_scripts_keep_their_promises() {
                 None
             )
             .await,
-            [1, 1, 2]
+            [5, 1, 2]
         );
         assert_eq!(
             admit(&redis, h, &["http://h.test/1", "http://h.test/3"], 3, None).await,
@@ -278,7 +295,11 @@ fn the_scripts_keep_their_promises() {
         // Its holder acknowledges one URL, then ends the lease: the other two go back to
         // the head of the queue, before the URL queued meanwhile.
         assert_eq!(release(&redis, "a", &lease.token, false, &first).await, 0);
-        assert_eq!(release(&redis, "a", &lease.token, true, &[]).await, 0);
+        assert_eq!(
+            release_scheduling(&redis, "a", &lease.token, true, &[]).await,
+            (0, vec![h.to_string()]),
+            "an ended lease with URLs left puts its host back on the schedule, and says so"
+        );
         let b = claim(&redis, "b", 1, 5, &[h], &[]).await;
         assert_eq!(b.claimed.leases.len(), 1);
         let urls: Vec<&str> = b.claimed.leases[0]
@@ -322,8 +343,9 @@ fn the_scripts_keep_their_promises() {
             .map(|(_, j)| j.clone())
             .collect();
         assert_eq!(
-            release(&redis, "c", &c.claimed.leases[0].token, true, &acks).await,
-            0
+            release_scheduling(&redis, "c", &c.claimed.leases[0].token, true, &acks).await,
+            (0, vec![]),
+            "nothing left: the host is not scheduled"
         );
         let done = claim(&redis, "c", 60_000, 5, &[h], &[]).await;
         assert!(done.claimed.leases.is_empty());
@@ -374,7 +396,7 @@ fn a_clusters_budget_is_granted_exactly_and_handed_over_by_running_totals() {
         assert_eq!(grant(&[("0", "3")]).await, [3]);
         assert_eq!(grant(&[("0", "3"), ("1", "4")]).await, [5, 0], "max_urls 5");
         assert_eq!(grant(&[("1", "1")]).await, [0], "nothing left");
-        assert_eq!(admit(&redis, h, &urls, 5, Some(5)).await, [1, 1, 1]);
+        assert_eq!(admit(&redis, h, &urls, 5, Some(5)).await, [5, 1, 1]);
         let more = [
             "http://h.test/1",
             "http://h.test/4",

@@ -16,9 +16,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::client::Group;
 use super::queue_item;
 use super::seal::{seal_dead, SealScope};
+use super::shard_views::{ClaimNeeds, ShardViews};
 use super::{
     array, bad, blob, bloom_bits, int, parse_claim, prefix, shard_of, status, text, token_parts,
     Claimed, DistributedError, Redis, Settings, ShardKeys,
@@ -46,11 +49,14 @@ pub(crate) enum Admitted {
 /// `admit.lua`'s code for a new URL its shard has no budget for (a cluster's: ask
 /// `grant.lua`, then admit again); never an answer of [`Session::admit`].
 const NEEDS_BUDGET: i64 = 4;
+/// `admit.lua`'s code for a URL queued whose host it put on the schedule: a hint for the
+/// next claims ([`ShardViews::scheduled`]), then an answer of [`Admitted::Queued`].
+const QUEUED_AND_SCHEDULED: i64 = 5;
 
 impl Admitted {
     fn from_code(code: i64) -> Admitted {
         match code {
-            1 => Admitted::Queued,
+            1 | QUEUED_AND_SCHEDULED => Admitted::Queued,
             0 => Admitted::Seen,
             2 | NEEDS_BUDGET => Admitted::OverMaxUrls,
             _ => Admitted::HostCap,
@@ -68,11 +74,13 @@ pub(crate) struct Release {
     pub(crate) acks: Vec<Vec<u8>>,
 }
 
-/// A claim: up to `want` new hosts, and top-ups of held leases (token, URLs wanted).
+/// A claim: up to `want` new hosts, and top-ups of held leases (token, URLs wanted);
+/// `idle` when the process holds no lease (it then looks at every shard for work).
 #[derive(Debug, Default)]
 pub(crate) struct ClaimRequest {
     pub(crate) want: u64,
     pub(crate) topups: Vec<(String, u64)>,
+    pub(crate) idle: bool,
 }
 
 /// One "sync" round trip: acknowledgements and finished leases, the counters' increments,
@@ -98,15 +106,6 @@ pub(crate) struct SyncReply {
     pub(crate) claimed: Option<Claimed>,
 }
 
-/// What the previous claims said about a shard: the hosts due soon and the expired leases
-/// (named in the next claim), and its version when every shard was last seen empty.
-#[derive(Debug, Default, Clone)]
-struct ShardView {
-    due_hosts: Vec<String>,
-    expired: Vec<String>,
-    empty_at: Option<i64>,
-}
-
 /// Hosts named per shard per claim as candidates (the script leases the due ones).
 const HINTS: u64 = 64;
 /// Hosts due within this many ms are named as candidates.
@@ -126,7 +125,8 @@ pub(crate) struct Session {
     max_urls: u64,
     host_cap: u64,
     settings: Settings,
-    views: Mutex<Vec<ShardView>>,
+    /// What this process knows of each shard's schedule: which shards a claim asks.
+    views: Mutex<ShardViews>,
     /// Each shard's running total of budget granted, as last heard (cluster only).
     granted: Mutex<BTreeMap<u32, i64>>,
 }
@@ -156,7 +156,7 @@ impl Session {
             plan,
             max_urls,
             host_cap,
-            views: Mutex::new(vec![ShardView::default(); settings.shards as usize]),
+            views: Mutex::new(ShardViews::new(settings.shards)),
             granted: Mutex::new(BTreeMap::new()),
             settings,
         };
@@ -349,7 +349,15 @@ impl Session {
                 return Err(bad("admit", &redis::Value::Array(replies.clone())));
             }
             for (code, &(b, i)) in codes.into_iter().zip(at) {
-                answers[b][i] = code?;
+                let mut code = code?;
+                if code == QUEUED_AND_SCHEDULED {
+                    let (host, _) = &batches[b][i];
+                    if let Ok(mut views) = self.views.lock() {
+                        views.scheduled(self.shard_of(host), host, Instant::now());
+                    }
+                    code = 1;
+                }
+                answers[b][i] = code;
             }
         }
         Ok(extra_replies)
@@ -493,16 +501,16 @@ impl Session {
         self.redis.scripts.release.call(group, &keys, &args);
     }
 
-    /// Adds the `claim.lua` call of `shard` to `group`: `want` new hosts among the ones the
-    /// last answer named, the `topups` (token, host, URLs wanted) and the expired leases
-    /// it named.
+    /// Adds the `claim.lua` call of `shard` to `group`: `want` new hosts among the ones
+    /// `views` knows to be due, the `topups` (token, host, URLs wanted) and the expired
+    /// leases the last answer named.
     fn claim_call(
         &self,
         group: &mut Group,
         shard: u32,
         want: u64,
         topups: &[(&String, &str, u64)],
-        view: &ShardView,
+        views: &ShardViews,
     ) {
         let keys_of = &self.shards[shard as usize];
         let s = &self.settings;
@@ -514,12 +522,16 @@ impl Session {
             keys_of.leases.clone(),
             keys_of.lease.clone(),
         ];
-        let expired: Vec<(&String, &str)> = view
-            .expired
+        let expired: Vec<(&String, &str)> = views
+            .expired(shard)
             .iter()
             .filter_map(|t| token_parts(t).map(|(_, host)| (t, host)))
             .collect();
-        let candidates: &[String] = if want > 0 { &view.due_hosts } else { &[] };
+        let candidates: Vec<&str> = if want > 0 {
+            views.candidates(shard).take(HINTS as usize).collect()
+        } else {
+            Vec::new()
+        };
         let mut args = vec![
             shard.to_string().into_bytes(),
             self.process.clone().into_bytes(),
@@ -578,9 +590,11 @@ impl Session {
     }
 
     /// One sync round (see [`SyncRequest`]): the crawl's own keys (counters, heartbeat)
-    /// and every shard's (acknowledgements, renewals, claims) at once.
+    /// and the shards' (acknowledgements, renewals, and claims of the shards
+    /// [`ShardViews::plan`] picks) at once.
     pub(crate) async fn sync(&self, request: SyncRequest) -> Result<SyncReply, DistributedError> {
         let n = self.shards.len();
+        let sent_at = Instant::now();
         let mut groups: Vec<Group> = (0..=n).map(|_| Group::default()).collect();
         let mut reply = SyncReply::default();
         let (releases, stale) = self.releases_by_shard(&request.releases);
@@ -613,33 +627,33 @@ impl Session {
                 renewing[s] = true;
             }
         }
-        let views = self
-            .views
-            .lock()
-            .map(|v| v.clone())
-            .unwrap_or_else(|_| vec![ShardView::default(); n]);
-        if let Some(claim) = &request.claim {
-            let mut topups: Vec<Vec<(&String, &str, u64)>> = vec![Vec::new(); n];
-            for (token, wanted) in &claim.topups {
-                if let Some((shard, host)) = token_parts(token).filter(|(s, _)| (*s as usize) < n) {
-                    topups[shard as usize].push((token, host, *wanted));
+        let plan = match &request.claim {
+            Some(claim) => {
+                let mut topups: Vec<Vec<(&String, &str, u64)>> = vec![Vec::new(); n];
+                for (token, wanted) in &claim.topups {
+                    if let Some((shard, host)) =
+                        token_parts(token).filter(|(s, _)| (*s as usize) < n)
+                    {
+                        topups[shard as usize].push((token, host, *wanted));
+                    }
                 }
+                let must: Vec<bool> = topups.iter().map(|t| !t.is_empty()).collect();
+                let mut views = self.views.lock().map_err(|_| poisoned("claim"))?;
+                let needs = ClaimNeeds {
+                    want: claim.want,
+                    must: &must,
+                    idle: claim.idle,
+                    beat: request.renew.is_some(),
+                };
+                let plan = views.plan(sent_at, &needs);
+                for (s, want) in plan.shards() {
+                    let topups = &topups[s as usize];
+                    self.claim_call(&mut groups[s as usize], s, want, topups, &views);
+                }
+                Some(plan)
             }
-            // The hosts wanted go to the shards that named due hosts, from a shard that
-            // turns with every claim, so that no shard is always served last.
-            let start = self.round_trips() as usize % n.max(1);
-            let mut left = claim.want;
-            let mut wants = vec![0u64; n];
-            for k in 0..n {
-                let s = (start + k) % n;
-                let take = left.min(views[s].due_hosts.len() as u64);
-                wants[s] = take;
-                left -= take;
-            }
-            for s in 0..n {
-                self.claim_call(&mut groups[s], s as u32, wants[s], &topups[s], &views[s]);
-            }
-        }
+            None => None,
+        };
         // Payloads published first: on a single server (one pipeline, in order) before
         // the leases end, so the next holder of a host finds every payload this process
         // archived from it; on a cluster at the same time (a holder that claims the host
@@ -652,42 +666,45 @@ impl Session {
         groups.insert(0, publish);
         let replies = self.redis.run_groups(&groups).await?;
         let mut claimed = Claimed::default();
-        let mut new_views = views;
+        let mut views = self.views.lock().map_err(|_| poisoned("claim"))?;
         let mut all_empty_again = true;
         for (s, group) in replies.iter().skip(1).take(n).enumerate() {
             let mut replies = group.iter();
             let mut next = |what| replies.next().ok_or_else(|| bad(what, &redis::Value::Nil));
             if releasing[s] {
-                reply.stale += int(next("release")?, "release")?.max(0) as u64;
+                let answer = array(next("release")?, "release")?;
+                let [stale, scheduled @ ..] = answer else {
+                    return Err(bad("release", &redis::Value::Array(answer.to_vec())));
+                };
+                reply.stale += int(stale, "release")?.max(0) as u64;
+                for host in scheduled {
+                    let host = text(host, "release")?;
+                    let wait = releases
+                        .get(&(s as u32))
+                        .and_then(|rs| rs.iter().find(|(_, h)| *h == host))
+                        .map_or(Duration::ZERO, |(r, _)| r.wait);
+                    views.scheduled(s as u32, &host, sent_at + wait);
+                }
             }
             if renewing[s] {
                 for token in array(next("renew")?, "renew")? {
                     reply.lost.push(text(token, "renew")?);
                 }
             }
-            if request.claim.is_some() {
-                let shard = parse_claim(next("claim")?)?;
+            if let Some(plan) = plan.as_ref().filter(|p| p.asked[s].is_some()) {
+                let mut shard = parse_claim(next("claim")?)?;
+                all_empty_again &= views.heard(plan, s as u32, &mut shard, sent_at);
                 let c = shard.claimed;
-                let empty = c.scheduled == 0 && c.outstanding == 0;
-                let view = &mut new_views[s];
-                all_empty_again &= empty && view.empty_at == Some(shard.version);
-                view.empty_at = empty.then_some(shard.version);
-                view.due_hosts = shard.due_hosts;
-                view.expired = shard.expired;
                 claimed.leases.extend(c.leases);
                 claimed.scheduled += c.scheduled;
                 claimed.outstanding += c.outstanding;
-                claimed.due_in = match (claimed.due_in, c.due_in) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
             }
         }
-        if request.claim.is_some() {
-            claimed.over = all_empty_again;
-            if let Ok(mut views) = self.views.lock() {
-                *views = new_views;
-            }
+        if let Some(plan) = plan {
+            // Only a sweep can tell (see `shard_views`); a claim of some shards never
+            // says the crawl is over.
+            claimed.over = plan.sweep && all_empty_again;
+            claimed.due_in = views.due_in(Instant::now());
             reply.claimed = Some(claimed);
         }
         Ok(reply)
@@ -889,6 +906,13 @@ impl<T: Send + 'static, C> Beside<T, C> {
             })
         });
         Some((answer, beside.carried))
+    }
+}
+
+fn poisoned(what: &'static str) -> DistributedError {
+    DistributedError::Reply {
+        what,
+        detail: "a poisoned lock".into(),
     }
 }
 
