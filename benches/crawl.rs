@@ -202,30 +202,62 @@ fn get(addr: &str, path: &str) -> bool {
         && answer.starts_with(b"HTTP/1.1 200")
 }
 
+/// The crawl with one thing off and on, interleaved run by run on one server (after a
+/// warm-up crawl), each run's line printed as it ends: what `--monitor` and `--exact` share.
+/// `crawl` gets whether the thing is on; `detail` adds to a run's line.
+fn off_and_on(
+    spec: &WebSpec,
+    runs: usize,
+    what: &str,
+    crawl: impl Fn(&ServerProcess, bool) -> Run,
+    detail: impl Fn(&Run) -> String,
+) -> [Vec<Run>; 2] {
+    let server = ServerProcess::start(spec, FEATURES, Serving::default());
+    let _ = crawl_once(spec, &server, false);
+    let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..runs {
+        for (on, table) in tables.iter_mut().enumerate() {
+            let run = crawl(&server, on == 1);
+            println!(
+                "run {i} {what} {}: {} pages in {:.2} s = {:.0} pages/s, {:.4} CPU s/1000 pages{}",
+                if on == 1 { "on " } else { "off" },
+                run.pages,
+                run.secs,
+                run.pages as f64 / run.secs,
+                run.cpu / run.pages as f64 * 1000.0,
+                detail(&run),
+            );
+            table.push(run);
+        }
+    }
+    server.stop();
+    tables
+}
+
+/// The median over runs of `f(on) / f(off)`, each run's two crawls having run back to back.
+fn on_over_off(tables: &[Vec<Run>; 2], f: &dyn Fn(&Run) -> f64) -> f64 {
+    median(
+        tables[1]
+            .iter()
+            .zip(&tables[0])
+            .map(|(on, off)| f(on) / f(off))
+            .collect(),
+    )
+}
+
 /// `--monitor`: the crawl with the monitor off and on (scraped every second), interleaved.
 fn monitor_cost(spec: &WebSpec, runs: usize) {
     println!(
         "crawl benchmark, monitor off vs on and scraped every second: {} hosts, {} pages, politeness off, concurrency 64, {} runs",
         spec.hosts, spec.pages, runs
     );
-    let server = ServerProcess::start(spec, FEATURES, Serving::default());
-    let _ = crawl_once(spec, &server, false);
-    let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
-    for i in 0..runs {
-        for (on, table) in tables.iter_mut().enumerate() {
-            let run = crawl_with(spec, &server, false, on == 1);
-            println!(
-                "run {i} monitor {}: {} pages in {:.2} s = {:.0} pages/s, {:.4} CPU s/1000 pages",
-                if on == 1 { "on " } else { "off" },
-                run.pages,
-                run.secs,
-                run.pages as f64 / run.secs,
-                run.cpu / run.pages as f64 * 1000.0,
-            );
-            table.push(run);
-        }
-    }
-    server.stop();
+    let tables = off_and_on(
+        spec,
+        runs,
+        "monitor",
+        |server, on| crawl_with(spec, server, false, on),
+        |_| String::new(),
+    );
     let cpu = |t: &[Run]| median(t.iter().map(|r| r.cpu / r.pages as f64 * 1000.0).collect());
     let rate = |t: &[Run]| median(t.iter().map(|r| r.pages as f64 / r.secs).collect());
     println!("--- medians over {runs} runs ---");
@@ -239,13 +271,7 @@ fn monitor_cost(spec: &WebSpec, runs: usize) {
         rate(&tables[1]),
         cpu(&tables[1])
     );
-    let ratios = median(
-        tables[1]
-            .iter()
-            .zip(&tables[0])
-            .map(|(on, off)| (on.cpu / on.pages as f64) / (off.cpu / off.pages as f64))
-            .collect(),
-    );
+    let ratios = on_over_off(&tables, &|r| r.cpu / r.pages as f64);
     println!(
         "monitor on / off, CPU per page: {:.4} (median of per-run ratios; {:+.2}%)",
         ratios,
@@ -554,28 +580,22 @@ fn exact_cost(spec: &WebSpec, runs: usize) {
         "crawl benchmark, seen.exact off vs on: {} hosts, {} pages, politeness off, concurrency 64, {} runs",
         spec.hosts, spec.pages, runs
     );
-    let server = ServerProcess::start(spec, FEATURES, Serving::default());
-    let _ = crawl_once(spec, &server, false);
-    let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
-    for i in 0..runs {
-        for (on, table) in tables.iter_mut().enumerate() {
-            EXACT_SEEN.store(on == 1, Ordering::Relaxed);
-            let run = crawl_once(spec, &server, false);
-            println!(
-                "run {i} seen.exact {}: {} pages in {:.2} s = {:.0} pages/s, {:.4} CPU s/1000 pages (parse {:.3} s, dispatch {:.3} s)",
-                if on == 1 { "on " } else { "off" },
-                run.pages,
-                run.secs,
-                run.pages as f64 / run.secs,
-                run.cpu / run.pages as f64 * 1000.0,
-                run.parse_cpu,
-                run.dispatch_cpu,
-            );
-            table.push(run);
-        }
-    }
+    let tables = off_and_on(
+        spec,
+        runs,
+        "seen.exact",
+        |server, on| {
+            EXACT_SEEN.store(on, Ordering::Relaxed);
+            crawl_once(spec, server, false)
+        },
+        |run| {
+            format!(
+                " (parse {:.3} s, dispatch {:.3} s)",
+                run.parse_cpu, run.dispatch_cpu
+            )
+        },
+    );
     EXACT_SEEN.store(false, Ordering::Relaxed);
-    server.stop();
     let cpu = |t: &[Run]| median(t.iter().map(|r| r.cpu / r.pages as f64 * 1000.0).collect());
     let rate = |t: &[Run]| median(t.iter().map(|r| r.pages as f64 / r.secs).collect());
     println!("--- medians over {runs} runs ---");
@@ -586,18 +606,9 @@ fn exact_cost(spec: &WebSpec, runs: usize) {
             cpu(table)
         );
     }
-    let ratio = |f: &dyn Fn(&Run) -> f64| {
-        median(
-            tables[1]
-                .iter()
-                .zip(&tables[0])
-                .map(|(on, off)| f(on) / f(off))
-                .collect(),
-        )
-    };
     println!(
         "seen.exact on / off: pages/s {:.3}, CPU per page {:.3} (medians of per-run ratios)",
-        ratio(&|r| r.pages as f64 / r.secs),
-        ratio(&|r| r.cpu / r.pages as f64)
+        on_over_off(&tables, &|r| r.pages as f64 / r.secs),
+        on_over_off(&tables, &|r| r.cpu / r.pages as f64)
     );
 }
