@@ -478,8 +478,8 @@ fn link() -> impl Strategy<Value = String> {
     ]
 }
 
-/// Every component of a URL (`Url`'s `==` compares only the text).
-fn components(url: &Url) -> [Option<String>; 9] {
+/// Every component of a URL (`Url`'s `==` compares only the text); also used by `whatwg_url`.
+pub(crate) fn components(url: &Url) -> [Option<String>; 9] {
     [
         Some(url.as_str().to_string()),
         Some(url.scheme().to_string()),

@@ -22,6 +22,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::normalize_props::components;
 use crawler::normalize::{Normalizer, PreparedBase, Rejected};
 use serde_json::Value;
 use url::Url;
@@ -181,21 +182,6 @@ fn whatwg_url_tests_normalize_to_valid_urls_idempotently_and_refusals_are_errors
         cases.len(),
         wrong.join("\n")
     );
-}
-
-/// Every component of two URLs (`Url`'s `==` compares only the text).
-fn components(url: &Url) -> [Option<String>; 9] {
-    [
-        Some(url.as_str().to_string()),
-        Some(url.scheme().to_string()),
-        Some(url.username().to_string()),
-        url.password().map(str::to_string),
-        url.host().map(|h| format!("{h:?}")),
-        url.port().map(|p| p.to_string()),
-        Some(url.path().to_string()),
-        url.query().map(str::to_string),
-        url.fragment().map(str::to_string),
-    ]
 }
 
 /// The extractor's resolver (`PreparedBase::join`, which builds the common forms without
