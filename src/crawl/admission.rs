@@ -24,7 +24,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault};
 use std::sync::Arc;
 
 use url::Url;
@@ -42,6 +42,7 @@ use crate::near_duplicate::NearDuplicates;
 use crate::normalize::{host_key, Normalizer};
 use crate::scope::{OutOfScope, Scope, SiteMemo};
 use crate::seen::{SeenBackend, SeenSet};
+use crate::state_store::FingerprintHasher;
 
 /// Why a discovered URL was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -421,7 +422,7 @@ impl ScreenScratch {
 struct OnPage {
     keys: RandomState,
     /// URL hash → index of the first candidate with that hash.
-    first: HashMap<u64, usize, BuildHasherDefault<KeyedHash>>,
+    first: HashMap<u64, usize, BuildHasherDefault<FingerprintHasher>>,
 }
 
 impl OnPage {
@@ -441,27 +442,6 @@ impl OnPage {
 
     fn insert(&mut self, url: &str, index: usize) {
         self.first.entry(self.keys.hash_one(url)).or_insert(index);
-    }
-}
-
-/// The map's hasher over keys that already are keyed SipHash values: passes them through.
-#[derive(Debug, Default)]
-struct KeyedHash(u64);
-
-impl Hasher for KeyedHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `u64` keys are hashed here; fold anything else in anyway.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
     }
 }
 

@@ -45,6 +45,7 @@ mod due;
 mod journal;
 mod run;
 mod table;
+pub(crate) use table::FingerprintHasher;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

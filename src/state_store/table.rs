@@ -48,7 +48,8 @@ use crate::durable::At;
 /// previous checkpoint, and one more covers a checkpoint prepared but never published.
 pub(crate) const KEEP_MANIFESTS: usize = 3;
 
-/// Fingerprints are uniform already: hashing them again only costs time.
+/// Fingerprints are uniform already: hashing them again only costs time. Also the hasher of
+/// admission's map keyed by keyed-SipHash values (`crawl::admission`), for the same reason.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct FingerprintHasher(u64);
 
