@@ -54,13 +54,18 @@ pub fn key_of(url: &str) -> String {
 
 /// The host name of host key `key` (no scheme, no port; see [`host_name`]).
 pub fn key_name(key: &str) -> Cow<'_, str> {
+    host_name(key_host(key))
+}
+
+/// The host part of host key `key` (`scheme://host[:port]`) as it is spelled there: no
+/// scheme, no port, not folded (keys made by [`host_key`] are folded already).
+pub fn key_host(key: &str) -> &str {
     let rest = key.split_once("://").map_or(key, |(_, rest)| rest);
     // An IPv6 literal keeps its brackets in a key, so the port is what follows `]:`.
-    let host = match rest.rfind(']') {
+    match rest.rfind(']') {
         Some(end) => &rest[..=end],
         None => rest.rsplit_once(':').map_or(rest, |(host, _)| host),
-    };
-    host_name(host)
+    }
 }
 
 #[cfg(test)]

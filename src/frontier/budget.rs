@@ -148,16 +148,6 @@ pub(crate) fn name_key(key: &str) -> BudgetKey {
     ))
 }
 
-/// The host name of host key `key` (`scheme://host[:port]`): no scheme, no port.
-pub(crate) fn host_name(key: &str) -> &str {
-    let rest = key.split_once("://").map_or(key, |(_, rest)| rest);
-    // An IPv6 literal keeps its brackets, so the port is what follows `]:`.
-    match rest.rfind(']') {
-        Some(end) => &rest[..=end],
-        None => rest.rsplit_once(':').map_or(rest, |(host, _)| host),
-    }
-}
-
 /// What a kind of budget allows: its rate (none: unlimited) and its cap on requests in flight.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Limits {

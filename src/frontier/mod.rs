@@ -355,7 +355,7 @@ impl FrontierPolicy {
 
     /// The limits of the name budget of host key `key` when a `[[site]]` sets any.
     pub(crate) fn site_limits(&self, key: &str) -> Option<Limits> {
-        let site = self.sites.for_host(budget::host_name(key))?;
+        let site = self.sites.for_host(crate::host::key_host(key))?;
         if site.rps.is_none() && site.burst.is_none() && site.concurrency.is_none() {
             return None;
         }
@@ -640,7 +640,7 @@ impl Frontier {
                 .resident
                 .hosts
                 .get(&dispatch.host)
-                .map_or("", |h| budget::host_name(&h.key));
+                .map_or("", |h| crate::host::key_host(&h.key));
             self.budgets
                 .adapt(dispatch.budgets.as_slice(), signal, name);
         }
