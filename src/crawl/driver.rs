@@ -545,6 +545,10 @@ impl Pump<'_> {
                 // rather than wait for their idle timeout.
                 fetch.fetcher.shed_idle_connections();
             }
+            // The source first: what it hands the frontier now (a continuous recrawl's URLs
+            // that fell due) must count in when the frontier is next ready, or the loop
+            // would sleep past them.
+            let source_at = source.poll(cx, now, stopping)?;
             let ready_at = if short_of_descriptors {
                 // Look again soon: idle connections close, fetches in flight end.
                 Some(now + RECOUNT_AFTER)
@@ -555,7 +559,6 @@ impl Pump<'_> {
             } else {
                 cx.frontier.next_ready_at()
             };
-            let source_at = source.poll(cx, now, stopping)?;
             let wake = [ready_at, source_at].into_iter().flatten().min();
             tokio::select! {
                 Some(completion) = self.completions.recv() => {

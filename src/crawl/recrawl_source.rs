@@ -197,8 +197,12 @@ fn open_store(
 struct Census {
     known: u64,
     retired: u64,
-    /// Per site, its first due URL: the generation's seeds.
-    sites: BTreeMap<String, String>,
+    /// Per site of the collection (one with a URL not retired), its first due URL, or a
+    /// URL not due when none is: the generation's seeds. Every site is there, due or not,
+    /// because the seeds make the scope: a site whose URLs fall due later in a continuous
+    /// run must still be in it. A seed not due is in the seen-set already, so it is not
+    /// fetched.
+    sites: BTreeMap<String, (bool, String)>,
     /// The URL not retired fetched longest ago, and when.
     first_due: Option<(u64, String)>,
     /// With `--continuous`: the URLs not due now, as (due, fingerprint).
@@ -277,14 +281,21 @@ impl RecrawlSource {
                     {
                         census.first_due = Some((state.fetched_at, state.url.clone()));
                     }
-                    if !retired
-                        && (min_secs == 0 || now.saturating_sub(state.fetched_at) >= min_secs)
-                    {
-                        if !census.sites.contains_key(site_of(&state.url)) {
-                            census
-                                .sites
-                                .insert(site_of(&state.url).to_string(), state.url.clone());
+                    let due = !retired
+                        && (min_secs == 0 || now.saturating_sub(state.fetched_at) >= min_secs);
+                    if !retired {
+                        let site = site_of(&state.url);
+                        match census.sites.get_mut(site) {
+                            None => {
+                                census
+                                    .sites
+                                    .insert(site.to_string(), (due, state.url.clone()));
+                            }
+                            Some(seed) if due && !seed.0 => *seed = (true, state.url.clone()),
+                            Some(_) => {}
                         }
+                    }
+                    if due {
                         return Some(state.fetched_at);
                     }
                     // Known but not due, or retired: seen in this generation, not fetched
@@ -314,10 +325,11 @@ impl RecrawlSource {
                 if census.known == 0 {
                     return Err(RecrawlError::Empty { path: pages }.into());
                 }
+                let any_due = census.sites.values().any(|(due, _)| *due);
                 let mut seeds: Vec<Url> = census
                     .sites
                     .values()
-                    .filter_map(|u| Url::parse(u).ok())
+                    .filter_map(|(_, u)| Url::parse(u).ok())
                     .collect();
                 let mut started_early = None;
                 if order.is_empty() && continuous {
@@ -330,7 +342,7 @@ impl RecrawlSource {
                         started_early = Some(url.clone());
                     }
                 }
-                if seeds.is_empty() {
+                if !any_due && started_early.is_none() {
                     let next = census
                         .first_due
                         .as_ref()

@@ -63,6 +63,16 @@ pub fn state_after(
     let generation = record.generation.unwrap_or(1);
     state.generation = generation;
     let Some(status) = record.status else {
+        // Not answered (a network error, a refusal): what was known stays, and the URL is
+        // asked about again an interval after this attempt, not at once: a continuous
+        // recrawl would otherwise ask a failing URL again in a loop.
+        let attempted = humantime::parse_rfc3339_weak(&record.fetched_at)
+            .or_else(|_| humantime::parse_rfc3339(&record.fetched_at))
+            .unwrap_or_else(|_| std::time::SystemTime::now())
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let wait = (state.interval_secs as f64).max(bounds.min_secs).max(1.0);
+        state.next_due = attempted.saturating_add(wait.round() as u64);
         return Some(state);
     };
     let first = before.is_none_or(|b| b.status == 0);
@@ -427,6 +437,29 @@ mod tests {
         let failed = state_after(Some(&changed), &failed, &b).unwrap();
         assert_eq!(failed.status, 200);
         assert_eq!(failed.payload_digest.as_deref(), Some("sha1:B"));
+        // ... and is due again an interval after the failed attempt, not at once.
+        assert_eq!(failed.fetched_at, changed.fetched_at);
+        assert_eq!(
+            failed.next_due,
+            1_795_680_000 + changed.interval_secs.max(1),
+            "a failure is not due again at once"
+        );
+        let mut never = record("http://b.test/", 0, None);
+        never.status = None;
+        let never = state_after(
+            None,
+            &never,
+            &Bounds::new(
+                std::time::Duration::from_secs(60),
+                std::time::Duration::from_secs(1000),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            never.next_due,
+            1_795_680_000 + 60,
+            "min_interval after a first failure"
+        );
         let mut robots = record("http://a.test/robots.txt", 200, None);
         robots.kind = crate::output::RecordKind::Robots;
         assert!(state_after(None, &robots, &b).is_none());
