@@ -122,7 +122,15 @@ struct CheckpointSeen {
 /// What the sampler keeps and the server reads.
 #[derive(Debug)]
 struct Sampled {
+    /// The latest snapshot the driver published.
     snapshot: Arc<CrawlSnapshot>,
+    /// The snapshot the latest sample took: what `/status.json` and the page show, so that
+    /// everything but the live counters in one reading is of one sample (its number tells
+    /// two readings apart; the driver publishes on a clock of its own).
+    shown: Arc<CrawlSnapshot>,
+    /// Whether the driver has published a snapshot, and whether `shown` is one.
+    published: bool,
+    shown_published: bool,
     history: History,
     phase: Phase,
     checkpoint: Option<CheckpointSeen>,
@@ -140,7 +148,22 @@ struct Shared {
 }
 
 impl Shared {
-    /// `/status.json` as of now: live counters, the latest snapshot and sample.
+    /// Keeps the driver's latest snapshot for the next sample to take.
+    fn publish(&self, snapshot: CrawlSnapshot) {
+        let mut sampled = match self.sampled.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        sampled.snapshot = Arc::new(snapshot);
+        sampled.published = true;
+        if !sampled.shown_published {
+            // No sample has taken a published snapshot yet: show this one rather than
+            // nothing (a distributed process's Redis figures, the first hosts).
+            sampled.shown = sampled.snapshot.clone();
+        }
+    }
+
+    /// `/status.json` as of now: live counters, the latest sample and the snapshot it took.
     fn status(&self) -> Status {
         let counters = self.counters.values();
         let sampled = match self.sampled.lock() {
@@ -197,6 +220,9 @@ impl Monitor {
             out_dir: out_dir.to_path_buf(),
             sampled: Mutex::new(Sampled {
                 snapshot: Arc::new(CrawlSnapshot::default()),
+                shown: Arc::new(CrawlSnapshot::default()),
+                published: false,
+                shown_published: false,
                 history: History::default(),
                 phase: Phase::Running,
                 checkpoint: None,
@@ -294,11 +320,7 @@ impl Monitor {
 
     /// Hands over the crawl's latest figures.
     pub fn publish(&self, snapshot: CrawlSnapshot) {
-        let mut sampled = match self.shared.sampled.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        sampled.snapshot = Arc::new(snapshot);
+        self.shared.publish(snapshot);
     }
 
     /// The crawl is over (`stopped` before its end): the final figures are published and
@@ -386,6 +408,8 @@ fn sample(shared: &Shared) {
         sampled.checkpoint = checkpoint;
     }
     sampled.history.push(elapsed, finished, errors, &snapshot);
+    sampled.shown = snapshot;
+    sampled.shown_published = sampled.published;
 }
 
 /// When the current checkpoint was published (its manifest's modification time), and its
@@ -400,4 +424,55 @@ fn last_checkpoint(out_dir: &Path, known: Option<CheckpointSeen>) -> Option<Chec
         .and_then(Result::ok)
         .map(|m| m.seq);
     Some(CheckpointSeen { at, seq })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(n: u64) -> CrawlSnapshot {
+        CrawlSnapshot {
+            queued: n,
+            ..CrawlSnapshot::default()
+        }
+    }
+
+    /// A reading shows the snapshot its sample took, so two readings with the same sample
+    /// number agree however often the driver publishes in between.
+    #[test]
+    fn a_status_shows_the_snapshot_of_its_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = Shared {
+            counters: Arc::new(CrawlCounters::default()),
+            started: SystemTime::now(),
+            max_urls: 100,
+            top_hosts: 5,
+            out_dir: dir.path().to_path_buf(),
+            sampled: Mutex::new(Sampled {
+                snapshot: Arc::new(CrawlSnapshot::default()),
+                shown: Arc::new(CrawlSnapshot::default()),
+                published: false,
+                shown_published: false,
+                history: History::default(),
+                phase: Phase::Running,
+                checkpoint: None,
+            }),
+        };
+        // Before any sample, the first published snapshot is shown rather than nothing.
+        shared.publish(queued(1));
+        assert_eq!(shared.status().frontier.queued, 1);
+        sample(&shared);
+        let first = shared.status();
+        shared.publish(queued(2));
+        let again = shared.status();
+        assert_eq!(again.sample, first.sample);
+        assert_eq!(
+            again.frontier.queued, 1,
+            "published after the sample: not shown yet"
+        );
+        sample(&shared);
+        let next = shared.status();
+        assert_eq!(next.sample, first.sample + 1);
+        assert_eq!(next.frontier.queued, 2);
+    }
 }

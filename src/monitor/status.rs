@@ -86,7 +86,7 @@ pub(crate) fn errors_of(c: &CounterValues) -> u64 {
 
 impl Status {
     pub(super) fn new(shared: &Shared, mut counters: CounterValues, sampled: &Sampled) -> Status {
-        let snapshot = &sampled.snapshot;
+        let snapshot = &sampled.shown;
         counters.descriptor_pauses += snapshot.descriptor_pauses_pending;
         let (pages_per_sec, errors_per_sec) = sampled.history.rates();
         let now = SystemTime::now();
