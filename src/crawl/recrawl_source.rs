@@ -269,7 +269,7 @@ impl RecrawlSource {
                 let not_due_path = scratch.join("not-due.txt");
                 let mut not_due = None;
                 let mut failed = None;
-                let mut order = DueOrder::build(store.clone(), &scratch.join("sort"), |state| {
+                let order = DueOrder::build(store.clone(), &scratch.join("sort"), |state| {
                     census.known += 1;
                     let retired = state.retired();
                     census.retired += u64::from(retired);
@@ -391,9 +391,16 @@ impl RecrawlSource {
                 // The due URLs after the seeds, in batches, the one fetched longest ago
                 // first (the seeds are due URLs themselves: not taken twice).
                 let seeded: HashSet<String> = seeds.iter().map(|u| u.to_string()).collect();
+                let mut order = Some(order);
                 opened.source.take_more_seeds(Box::new(move || loop {
-                    let batch = order.next_batch(DUE_BATCH).map_err(RecrawlError::from)?;
+                    let Some(sorted) = order.as_mut() else {
+                        return Ok(Vec::new());
+                    };
+                    let batch = sorted.next_batch(DUE_BATCH).map_err(RecrawlError::from)?;
                     if batch.is_empty() {
+                        // The sort's files go with it; then its (empty) scratch directory.
+                        order = None;
+                        let _ = std::fs::remove_dir(&scratch);
                         return Ok(Vec::new());
                     }
                     let urls: Vec<Url> = batch

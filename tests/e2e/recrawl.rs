@@ -187,6 +187,8 @@ fn a_recrawl_asks_with_validators_and_archives_what_did_not_change_as_revisits()
     let started = Instant::now();
     c.recrawl(&["recrawl.min_interval=0s"]);
     let recrawl_secs = started.elapsed().as_secs_f64();
+    let scratch = c.out().join("state").join("recrawl-scratch");
+    assert!(!scratch.exists(), "{} left behind", scratch.display());
     let log = c.server.log();
     let second = answers(&log[mark..]);
 
