@@ -32,6 +32,11 @@
 //! per server address, so each figure is the cost of the budgets and address lookups, not a
 //! slower crawl).
 //!
+//! `-- --arenas N` caps glibc malloc at N arenas instead of the crawler's 2
+//! (`crate::allocator`; 0 for glibc's default of 8 per core): run back to back with and
+//! without to see what the cap costs in CPU and saves in peak RSS. The CPU figures are
+//! printed as user and sys too.
+//!
 //! `-- --cores N` runs the crawler pinned to N cores and reports what limits its scaling:
 //! per-thread CPU, context switches and (with `--features bench-counters`) cross-thread
 //! hand-offs per page; see `support/scaling.rs`.
@@ -79,6 +84,8 @@ struct Run {
     pages: u64,
     secs: f64,
     cpu: f64,
+    /// Of `cpu`, the time in the kernel (the rest is user time).
+    sys_cpu: f64,
     fetch_cpu: f64,
     parse_cpu: f64,
     dispatch_cpu: f64,
@@ -86,6 +93,11 @@ struct Run {
     warc_bytes: u64,
     warc_payload: u64,
     revisits: u64,
+}
+
+/// The kernel's share of a process's CPU time, in seconds.
+fn sys_secs(u: &libc::rusage) -> f64 {
+    u.ru_stime.tv_sec as f64 + u.ru_stime.tv_usec as f64 / 1e6
 }
 
 fn crawl_once(spec: &WebSpec, server: &ServerProcess, warc: bool) -> Run {
@@ -124,6 +136,7 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
         .build()
         .expect("runtime");
     let cpu_before = cpu_secs(&rusage(libc::RUSAGE_SELF));
+    let sys_before = sys_secs(&rusage(libc::RUSAGE_SELF));
     let main_before = thread_cpu_ns();
     let started = Instant::now();
     let summary = runtime
@@ -140,11 +153,13 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     drop(runtime);
     let scraper_cpu = scraper.map_or(0.0, Scraper::stop);
     let cpu = cpu_secs(&rusage(libc::RUSAGE_SELF)) - cpu_before - scraper_cpu;
+    let sys_cpu = sys_secs(&rusage(libc::RUSAGE_SELF)) - sys_before;
     assert_eq!(summary.failures, 0, "{}", summary.human());
     Run {
         pages: summary.counts.finished,
         secs,
         cpu,
+        sys_cpu,
         fetch_cpu: worker_cpu.load(Ordering::Relaxed) as f64 / 1e9,
         parse_cpu: summary.parse_cpu_secs,
         dispatch_cpu,
@@ -301,6 +316,20 @@ fn main() {
     testweb_process::serve_if_asked();
     let args: Vec<String> = std::env::args().collect();
     crawler::allocator::limit_malloc_arenas();
+    if let Some(arenas) = testweb_process::arg_value("--arenas") {
+        let arenas: i32 = arenas
+            .parse()
+            .expect("--arenas N: a number of malloc arenas");
+        // glibc refuses 0; its own default is 8 arenas per core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32;
+        let arenas = if arenas == 0 { 8 * cores } else { arenas };
+        println!("glibc malloc capped at {arenas} arenas instead of the crawler's 2 (--arenas; 0: glibc's default)");
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: as in `crawler::allocator`: a parameter change, before other threads exist.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        }
+    }
     let runs = testweb_process::arg_value("--runs")
         .and_then(|v| v.parse().ok())
         .unwrap_or(5usize);
@@ -373,12 +402,13 @@ fn main() {
             }
             let run = crawl_once(&spec, &server, warc == 1);
             println!(
-                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s{}",
+                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (sys {:.3}; fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s{}",
                 if warc == 1 { "jsonl+warc" } else { "jsonl     " },
                 run.pages,
                 run.secs,
                 run.pages as f64 / run.secs,
                 run.cpu / run.pages as f64 * 1000.0,
+                run.sys_cpu / run.pages as f64 * 1000.0,
                 run.fetch_cpu / run.pages as f64 * 1000.0,
                 run.parse_cpu / run.pages as f64 * 1000.0,
                 run.dispatch_cpu / run.pages as f64 * 1000.0,
@@ -429,7 +459,12 @@ fn main() {
             }
         );
         println!("pages/s: {:.0}", pages_per_sec[warc]);
-        println!("crawler CPU s per 1000 pages: {:.3}", per_k(&|r| r.cpu));
+        println!(
+            "crawler CPU s per 1000 pages: {:.3} (user {:.3}, sys {:.3})",
+            per_k(&|r| r.cpu),
+            per_k(&|r| r.cpu - r.sys_cpu),
+            per_k(&|r| r.sys_cpu)
+        );
         println!(
             "  fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}",
             per_k(&|r| r.fetch_cpu),
