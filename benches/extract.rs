@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crawler::extract::{extract_links, ExtractOptions, Extracted};
-use crawler::normalize::{Normalizer, PreparedBase};
+use crawler::normalize::{Link, Normalizer, PreparedBase};
 use url::Url;
 
 /// Counts allocations (and reallocations, which allocate too), for allocations per link.
@@ -356,7 +356,7 @@ fn old_extract(html: &[u8], url: &Url, opts: &ExtractOptions) -> Extracted {
     };
     let old = extract_baseline::extract_links(html, url, None, &old_opts);
     Extracted {
-        links: old.links,
+        links: old.links.into_iter().map(Link::from).collect(),
         nofollow_skipped: old.nofollow_skipped,
         invalid: old.invalid,
         over_limit: old.over_limit,
@@ -449,7 +449,7 @@ fn allocations_per_link(name: &str, pages: &[String], url: &Url, opts: &ExtractO
         let mut resolved = out.links.clone();
         canon += allocations(|| {
             for u in &mut resolved {
-                black_box(normalizer.canonicalize(u).ok());
+                black_box(normalizer.canonicalize_link(u).ok());
             }
         })
         .0;

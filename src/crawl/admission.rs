@@ -146,7 +146,7 @@ impl Admission {
         let from_header = header.and_then(|target| page.join(target.trim()).ok());
         let mut canonical = from_header.or_else(|| extracted.canonical.take())?;
         if self.follow_canonical {
-            extracted.links.push(canonical.clone());
+            extracted.links.push(canonical.clone().into());
         }
         // Recorded in canonical form when it has one; a `mailto:` canonical as it is.
         let _ = self.normalizer.canonicalize(&mut canonical);
@@ -182,6 +182,10 @@ impl Admission {
         scratch.on_page.clear();
         let (mut not_http, mut seen) = (0u64, 0u64);
         for link in extracted.links {
+            let Ok(link) = link.into_url() else {
+                Refusal::Invalid.count(c, 1);
+                continue;
+            };
             match self.screen_marked(link, false, scratch, &candidates.urls) {
                 Ok(url) => scratch.take(url, &mut candidates.urls),
                 Err(Refusal::NotHttp) => not_http += 1,
