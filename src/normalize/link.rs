@@ -155,6 +155,45 @@ impl Link {
         }
     }
 
+    /// Sets the fragment (without its `#`), or removes it, as `Url::set_fragment` does for
+    /// a fragment of plain bytes; anything else is set through the parser.
+    pub fn set_fragment(&mut self, fragment: Option<&str>) {
+        self.drop_fragment();
+        let Some(fragment) = fragment else { return };
+        match &mut self.repr {
+            Repr::Plain { text, parts } if fragment.bytes().all(is_plain_fragment_byte) => {
+                parts.fragment_start = Some(text.len());
+                text.push('#');
+                text.push_str(fragment);
+            }
+            Repr::Plain { .. } => {
+                if let Ok(mut url) = self.to_url() {
+                    url.set_fragment(Some(fragment));
+                    *self = Link::from(url);
+                }
+            }
+            Repr::Parsed(url) => url.set_fragment(Some(fragment)),
+        }
+    }
+
+    /// The link's host key (`scheme://host[:port]`), as [`crate::host::host_key`] gives it
+    /// for the link's `Url`.
+    pub fn host_key(&self) -> String {
+        match &self.repr {
+            Repr::Plain { .. } => {
+                let host = self.host_str().unwrap_or("");
+                let folded = host.trim_end_matches('.');
+                // A host made only of dots keeps them, as `host_key` keeps them.
+                let host = if folded.is_empty() { host } else { folded };
+                match self.port() {
+                    Some(port) => format!("{}://{}:{}", self.scheme(), host, port),
+                    None => format!("{}://{}", self.scheme(), host),
+                }
+            }
+            Repr::Parsed(url) => crate::host::host_key(url),
+        }
+    }
+
     /// The parsed URL, when the link is one (the normalizer rewrites those in place).
     pub(super) fn parsed_mut(&mut self) -> Option<&mut Url> {
         match &mut self.repr {
@@ -204,6 +243,12 @@ impl AsRef<str> for Link {
     }
 }
 
+/// A byte `Url::set_fragment` keeps as it is: ASCII letters and digits and the
+/// punctuation the fragment percent-encode set leaves alone.
+fn is_plain_fragment_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?%".contains(&b)
+}
+
 /// Every accessor of `link` gives what the same accessor of `url` gives (for tests).
 pub fn reads_as(link: &Link, url: &Url) -> bool {
     link.as_str() == url.as_str()
@@ -240,6 +285,12 @@ mod tests {
             assert!(reads_as(&link, &url), "{href:?}: {link:?}");
             let built = link.clone().into_url().unwrap();
             assert!(super::super::join::same_url(&built, &url), "{href:?}");
+            assert_eq!(link.host_key(), crate::host::host_key(&url), "{href:?}");
+            let mut marked = link.clone();
+            marked.set_fragment(Some("sitemap"));
+            let mut want = url.clone();
+            want.set_fragment(Some("sitemap"));
+            assert!(marked.is_plain() && reads_as(&marked, &want), "{href:?}");
             let mut dropped = link.clone();
             dropped.drop_fragment();
             let mut want = url.clone();
