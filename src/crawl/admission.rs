@@ -503,20 +503,17 @@ impl Acceptance {
         let accepted = CrawlCounters::get(&c.accepted);
         let room = self.max_urls.saturating_sub(accepted) as usize;
         let host_cap = self.max_pages_per_host;
-        let queue = |frontier: &mut F, log: &mut Option<&mut QueueLog>, url: &Link| {
-            let item = QueuedUrl::new(
-                url.as_str().to_string(),
-                depth,
-                parent.clone(),
-                redirect_hops,
-            );
+        // The link's own string becomes the queued URL's: no copy per queued URL.
+        let queue = |frontier: &mut F, log: &mut Option<&mut QueueLog>, url: Link| {
+            let key = url.host_key();
+            let item = QueuedUrl::new(url.into_string(), depth, parent.clone(), redirect_hops);
             if let Some(log) = log.as_deref_mut() {
                 // Not logged, the URL would be in neither the checkpoint nor the log, and a
                 // crash would forget it: the crawl stops instead, its last checkpoint intact
                 // (the error says to --resume).
                 log.append(&item)?;
             }
-            Ok::<(), CrawlError>(frontier.push(&url.host_key(), item)?)
+            Ok::<(), CrawlError>(frontier.push(&key, item)?)
         };
         let mut queued = 0u64;
         let sites = &self.sites;
@@ -529,13 +526,13 @@ impl Acceptance {
         if room < urls.len() || host_cap > 0 || sites.caps_pages() {
             // Where a cap can bind, URLs are taken one by one in page order, each cap
             // checked before the seen-set is touched.
-            let mut considered = 0;
-            for url in &urls {
+            let (mut considered, offered) = (0, urls.len());
+            for url in urls {
                 if queued as usize == room {
                     break;
                 }
                 considered += 1;
-                let cap = cap_of(url);
+                let cap = cap_of(&url);
                 if cap > 0 && frontier.host_total_queued(&url.host_key()) >= cap {
                     Refusal::HostCap.count(counts, 1);
                     continue;
@@ -547,14 +544,15 @@ impl Acceptance {
                     Refusal::Seen.count(counts, 1);
                 }
             }
-            Refusal::OverMaxUrls.count(counts, (urls.len() - considered) as u64);
+            Refusal::OverMaxUrls.count(counts, (offered - considered) as u64);
         } else {
             // The common case: one batch per page, hashed first and prefetched.
             let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
             let mut fresh = std::mem::take(&mut self.batch_out);
             self.seen.insert_new_batch(&keys, &mut fresh);
+            drop(keys);
             let mut seen = 0;
-            for (url, &is_new) in urls.iter().zip(&fresh) {
+            for (url, &is_new) in urls.into_iter().zip(&fresh) {
                 if is_new {
                     queued += 1;
                     queue(frontier, &mut queue_log, url)?;

@@ -61,6 +61,14 @@ impl Link {
         }
     }
 
+    /// The link's text, taken out of it (no copy).
+    pub fn into_string(self) -> String {
+        match self.repr {
+            Repr::Plain { text, .. } => text,
+            Repr::Parsed(url) => url.into(),
+        }
+    }
+
     /// Whether the link was built without the parser (for tests and benches).
     pub fn is_plain(&self) -> bool {
         matches!(self.repr, Repr::Plain { .. })
