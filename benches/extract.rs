@@ -12,8 +12,10 @@
 //! near-duplicate digest on, the page limits set). Prints MB/s per core from *thread CPU
 //! time* (the machine is shared: wall time would count time spent waiting for a core), old
 //! and new interleaved page by page in one run, in three trials and their median; then the
-//! cost of resolving alone (`PreparedBase::join`, what the extractor runs, against
-//! `Url::join`: ns and allocations per link); then allocations per link (a counting
+//! cost of resolving alone (`PreparedBase::join_link`, what the extractor runs, against
+//! `PreparedBase::join` and `Url::join`: ns and allocations per link) and of resolving plus
+//! canonicalizing (`join_link` + `canonicalize_link` against `Url::join` + `canonicalize`,
+//! what a link costs before admission's scope rules); then allocations per link (a counting
 //! allocator wraps the system one) for the whole extraction and for normalizing
 //! (`Normalizer::canonicalize`). Every page of the 16 KB and real-size sets is first checked
 //! against the scraper reference (`tests/extract_support`): the bench refuses to time
@@ -44,7 +46,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crawler::extract::{extract_links, ExtractOptions, Extracted};
-use crawler::normalize::{Normalizer, PreparedBase};
+use crawler::normalize::{Link, Normalizer, PreparedBase};
 use url::Url;
 
 /// Counts allocations (and reallocations, which allocate too), for allocations per link.
@@ -356,7 +358,7 @@ fn old_extract(html: &[u8], url: &Url, opts: &ExtractOptions) -> Extracted {
     };
     let old = extract_baseline::extract_links(html, url, None, &old_opts);
     Extracted {
-        links: old.links,
+        links: old.links.into_iter().map(Link::from).collect(),
         nofollow_skipped: old.nofollow_skipped,
         invalid: old.invalid,
         over_limit: old.over_limit,
@@ -449,7 +451,7 @@ fn allocations_per_link(name: &str, pages: &[String], url: &Url, opts: &ExtractO
         let mut resolved = out.links.clone();
         canon += allocations(|| {
             for u in &mut resolved {
-                black_box(normalizer.canonicalize(u).ok());
+                black_box(normalizer.canonicalize_link(u).ok());
             }
         })
         .0;
@@ -519,65 +521,110 @@ fn hrefs_of(html: &str) -> Vec<String> {
         .collect()
 }
 
-/// Resolving alone: ns per link with `PreparedBase::join` (what the extractor runs) and
-/// with `Url::join` (what it ran), median of 3 trials, and allocations per link of each.
+/// One way of resolving a page's hrefs against its base.
+type Resolving<'a> = dyn Fn(&Url, &[String]) + 'a;
+
+/// Resolving alone: ns per link with `PreparedBase::join_link` (what the extractor runs: a
+/// `Link`, no `Url`), `PreparedBase::join` (a `Url` assembled from the parts, what it ran
+/// before) and `Url::join`, median of 3 trials, and allocations per link of each; then
+/// resolving and canonicalizing, as a link goes from the extractor through admission's
+/// normalizer: `join_link` + `Normalizer::canonicalize_link` against `Url::join` +
+/// `Normalizer::canonicalize`.
 fn resolve_cost(name: &str, pages: &[(Url, Vec<String>)], rounds: usize) {
+    let normalizer = Normalizer::default();
     let links: usize = pages.iter().map(|(_, hrefs)| hrefs.len()).sum();
-    let (mut fast_trials, mut join_trials) = (Vec::new(), Vec::new());
+    // The five ways, timed interleaved page by page.
+    let ways: [&Resolving<'_>; 5] = [
+        &|base, hrefs| {
+            let prepared = PreparedBase::new(base);
+            for href in hrefs {
+                black_box(prepared.join_link(black_box(href)).ok());
+            }
+        },
+        &|base, hrefs| {
+            let prepared = PreparedBase::new(base);
+            for href in hrefs {
+                black_box(prepared.join(black_box(href)).ok());
+            }
+        },
+        &|base, hrefs| {
+            for href in hrefs {
+                black_box(base.join(black_box(href)).ok());
+            }
+        },
+        &|base, hrefs| {
+            let prepared = PreparedBase::new(base);
+            for href in hrefs {
+                if let Ok(mut link) = prepared.join_link(black_box(href)) {
+                    black_box(normalizer.canonicalize_link(&mut link).ok());
+                    black_box(link);
+                }
+            }
+        },
+        &|base, hrefs| {
+            for href in hrefs {
+                if let Ok(mut url) = base.join(black_box(href)) {
+                    black_box(normalizer.canonicalize(&mut url).ok());
+                    black_box(url);
+                }
+            }
+        },
+    ];
+    let mut trials: [Vec<f64>; 5] = Default::default();
     for _ in 0..3 {
-        let (mut fast, mut join) = (Duration::ZERO, Duration::ZERO);
+        let mut spent = [Duration::ZERO; 5];
         for _ in 0..rounds {
             for (base, hrefs) in pages {
-                let t = thread_cpu();
-                let prepared = PreparedBase::new(base);
-                for href in hrefs {
-                    black_box(prepared.join(black_box(href)).ok());
+                for (way, total) in ways.iter().zip(&mut spent) {
+                    let t = thread_cpu();
+                    way(base, hrefs);
+                    *total += thread_cpu().saturating_sub(t);
                 }
-                fast += thread_cpu().saturating_sub(t);
-                let t = thread_cpu();
-                for href in hrefs {
-                    black_box(base.join(black_box(href)).ok());
-                }
-                join += thread_cpu().saturating_sub(t);
             }
         }
         let per = |t: Duration| t.as_secs_f64() * 1e9 / (links * rounds).max(1) as f64;
-        fast_trials.push(per(fast));
-        join_trials.push(per(join));
+        for (trial, total) in trials.iter_mut().zip(spent) {
+            trial.push(per(total));
+        }
     }
-    let (fast_allocs, _) = allocations(|| {
-        for (base, hrefs) in pages {
-            let prepared = PreparedBase::new(base);
-            for href in hrefs {
-                black_box(prepared.join(href).ok());
-            }
-        }
-    });
-    let (join_allocs, _) = allocations(|| {
-        for (base, hrefs) in pages {
-            for href in hrefs {
-                black_box(base.join(href).ok());
-            }
-        }
-    });
+    let allocs: Vec<f64> = ways
+        .iter()
+        .map(|way| {
+            let (n, _) = allocations(|| {
+                for (base, hrefs) in pages {
+                    way(base, hrefs);
+                }
+            });
+            n as f64 / links.max(1) as f64
+        })
+        .collect();
+    let ns: Vec<f64> = trials.into_iter().map(median).collect();
     let taken = pages
         .iter()
         .map(|(base, hrefs)| {
             let prepared = PreparedBase::new(base);
             hrefs
                 .iter()
-                .filter(|h| prepared.join_fast(h).is_some())
+                .filter(|h| prepared.join_link(h).is_ok_and(|l| l.is_plain()))
                 .count()
         })
         .sum::<usize>();
     println!(
-        "{name}: resolving {links} links: PreparedBase::join {:.0} ns per link ({:.2} allocations), \
-         Url::join {:.0} ns ({:.2} allocations), median of 3; fast path took {:.1}%",
-        median(fast_trials),
-        fast_allocs as f64 / links.max(1) as f64,
-        median(join_trials),
-        join_allocs as f64 / links.max(1) as f64,
+        "{name}: resolving {links} links, ns per link (allocations), median of 3: \
+         PreparedBase::join_link {:.0} ({:.2}), PreparedBase::join {:.0} ({:.2}), \
+         Url::join {:.0} ({:.2}); fast path took {:.1}%",
+        ns[0],
+        allocs[0],
+        ns[1],
+        allocs[1],
+        ns[2],
+        allocs[2],
         taken as f64 * 100.0 / links.max(1) as f64
+    );
+    println!(
+        "{name}: resolving + canonicalizing, ns per link (allocations): \
+         join_link + canonicalize_link {:.0} ({:.2}), Url::join + canonicalize {:.0} ({:.2})",
+        ns[3], allocs[3], ns[4], allocs[4],
     );
 }
 

@@ -113,6 +113,7 @@ use serde::{Deserialize, Serialize};
 use url::{Host, Url};
 
 use crate::host::host_name;
+use crate::normalize::Link;
 
 /// The longest block of path segments whose consecutive repetition is detected.
 pub const MAX_PERIOD: usize = 8;
@@ -340,27 +341,42 @@ impl Scope {
     /// half the cost of `check`) depend on the host alone, and a crawl's links keep naming
     /// the same few hosts. Same answer as `check`.
     pub(crate) fn check_with(&self, url: &Url, memo: &mut SiteMemo) -> Result<(), OutOfScope> {
+        let parts = (url.as_str(), url.host(), url.host_str(), url.path());
+        self.check_parts(parts, memo)
+    }
+
+    /// [`Self::check_with`] of a [`Link`], read through its offsets: no `Url` is built.
+    pub(crate) fn check_link(&self, link: &Link, memo: &mut SiteMemo) -> Result<(), OutOfScope> {
+        let parts = (link.as_str(), link.host(), link.host_str(), link.path());
+        self.check_parts(parts, memo)
+    }
+
+    /// The rules on a URL's text, host (as `Url::host` and `Url::host_str` give it) and path.
+    fn check_parts(
+        &self,
+        (text, host, host_str, path): (&str, Option<Host<&str>>, Option<&str>, &str),
+        memo: &mut SiteMemo,
+    ) -> Result<(), OutOfScope> {
         let o = &self.options;
-        let text = url.as_str();
         if o.max_url_length > 0 && text.len() > o.max_url_length {
             return Err(OutOfScope::TooLong);
         }
-        match url.host_str() {
+        match host_str {
             // A URL without a host is off-site; nothing to remember.
-            None => self.check_site(url)?,
-            Some(host) => {
-                let slot = &mut memo.slots[SiteMemo::slot_of(host)];
+            None => self.check_host(host, host_str)?,
+            Some(name) => {
+                let slot = &mut memo.slots[SiteMemo::slot_of(name)];
                 match slot {
-                    Some((known, verdict)) if known == host => (*verdict)?,
+                    Some((known, verdict)) if known == name => (*verdict)?,
                     _ => {
-                        let verdict = self.check_site(url);
+                        let verdict = self.check_host(host, host_str);
                         match slot {
                             Some((known, remembered)) => {
                                 known.clear();
-                                known.push_str(host);
+                                known.push_str(name);
                                 *remembered = verdict;
                             }
-                            None => *slot = Some((host.to_string(), verdict)),
+                            None => *slot = Some((name.to_string(), verdict)),
                         }
                         verdict?
                     }
@@ -377,18 +393,27 @@ impl Scope {
         {
             return Err(OutOfScope::NotAllowed);
         }
-        check_path(url.path(), o.max_path_segments, o.max_repeated_segments)
+        check_path(path, o.max_path_segments, o.max_repeated_segments)
     }
 
     /// Rules 2 and 3 alone (private address, site): whether the crawl may send any request
     /// to `url`'s host. For requests that are not pages of the crawl (robots.txt and its
     /// redirects), whose paths the URL rules were not written for.
     pub(crate) fn check_site(&self, url: &Url) -> Result<(), OutOfScope> {
+        self.check_host(url.host(), url.host_str())
+    }
+
+    /// [`Self::check_site`] of a host, as `Url::host` and `Url::host_str` give it.
+    fn check_host(
+        &self,
+        host: Option<Host<&str>>,
+        host_str: Option<&str>,
+    ) -> Result<(), OutOfScope> {
         let o = &self.options;
-        let Some(host) = url.host() else {
+        let Some(host) = host else {
             return Err(OutOfScope::OffSite);
         };
-        let name = host_name(url.host_str().unwrap_or(""));
+        let name = host_name(host_str.unwrap_or(""));
         let name = name.as_ref();
         if !o.allow_private && self.is_private_host(&host, name) {
             return Err(OutOfScope::PrivateAddress);
@@ -719,6 +744,11 @@ mod tests {
             })
             .collect();
         let mut memo = SiteMemo::default();
+        // Links read through their offsets (those with a domain host are built without a
+        // `Url`) get the same answers.
+        let base = Url::parse("http://a.example.org/").unwrap();
+        let prepared = crate::normalize::PreparedBase::new(&base);
+        let (mut link_memo, mut plain) = (SiteMemo::default(), 0);
         for round in 0..2 {
             for text in urls.iter().copied().chain(many.iter().map(String::as_str)) {
                 let url = Url::parse(text).unwrap();
@@ -727,8 +757,16 @@ mod tests {
                     scope.check(&url),
                     "{text} (round {round})"
                 );
+                let link = prepared.join_link(text).unwrap();
+                plain += usize::from(link.is_plain());
+                assert_eq!(
+                    scope.check_link(&link, &mut link_memo),
+                    scope.check(&url),
+                    "{text} as a link (round {round})"
+                );
             }
         }
+        assert!(plain > 100, "only {plain} links were plain");
     }
 
     #[test]

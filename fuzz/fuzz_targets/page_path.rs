@@ -2,7 +2,8 @@
 //! limits), each link through the normalizer and the scope rules, as a parse thread does.
 //! Nothing may panic, the page limits must hold (no more than `max_links` links, none
 //! longer than `max_url_length` plus what one href can add), and a normalized URL must be
-//! normalized again to itself.
+//! normalized again to itself. A link reads as its `Url`, and canonicalizing it as a `Link`
+//! gives what canonicalizing the `Url` gives.
 //!
 //! The first input byte picks the options (bits 0-1: the charset label; bits 2-3: the page
 //! URL, one of them over-long), the rest is the body.
@@ -10,7 +11,7 @@
 #![no_main]
 
 use crawler::extract::{extract_links, ExtractOptions};
-use crawler::normalize::Normalizer;
+use crawler::normalize::{reads_as, Normalizer};
 use crawler::scope::{Scope, ScopeOptions};
 use libfuzzer_sys::fuzz_target;
 use url::Url;
@@ -52,7 +53,11 @@ fn check(data: &[u8]) {
         Ok(scope) => scope,
         Err(e) => panic!("default scope refused: {e}"),
     };
-    for mut link in extracted.links {
+    for mut found in extracted.links {
+        let Ok(mut link) = found.to_url() else {
+            panic!("a link that is not a URL: {found}");
+        };
+        assert!(reads_as(&found, &link), "a link reads unlike its URL: {found}");
         // A resolved link is at most the base (one page URL or one <base>, both bounded by
         // the body) plus one href of at most MAX_URL_LENGTH, percent-encoded (x3).
         assert!(
@@ -60,9 +65,13 @@ fn check(data: &[u8]) {
             "{} bytes",
             link.as_str().len()
         );
-        if normalizer.canonicalize(&mut link).is_err() {
+        let as_link = normalizer.canonicalize_link(&mut found);
+        let as_url = normalizer.canonicalize(&mut link);
+        assert_eq!(as_link, as_url, "canonicalize_link answers otherwise: {link}");
+        if as_url.is_err() {
             continue;
         }
+        assert_eq!(found.as_str(), link.as_str(), "canonicalize_link differs");
         let _ = scope.check(&link);
         let once = link.as_str().to_string();
         let mut again = link.clone();

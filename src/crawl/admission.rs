@@ -10,6 +10,12 @@
 //!    the per-page duplicate check, and then, for the page's candidates in one batch, a
 //!    lock-free `contains` on the seen-set that drops what is certainly seen. It runs where the page was parsed, in parallel, and hands the
 //!    dispatcher only the few URLs that are probably new ([`Candidates`]).
+//!    URLs travel as [`Link`]s, the text and offsets the extractor built: normalization
+//!    (`Normalizer::canonicalize_link`), the scope rules (`Scope::check_link`), the host key
+//!    and the seen-set read them as they are, and a `Url` is built only for a link the
+//!    normalizer must rewrite (or a redirect's target, a sitemap entry, a canonical: those
+//!    arrive as `Url`s and pass the same steps as `Link::from(url)`). At ~80 links per page,
+//!    a `Url` per link was ~60 ns of the extraction budget.
 //! 2. **Acceptance** ([`Acceptance`], owned by the dispatcher): `max_urls`,
 //!    `max_pages_per_host`, the seen-set's exactly-once insert, the queue log and the push
 //!    into the frontier. One task does this, so "no URL queued twice" and "never more than
@@ -39,7 +45,7 @@ use crate::distributed::session::Admitted;
 use crate::extract::Extracted;
 use crate::frontier::QueuedUrl;
 use crate::near_duplicate::NearDuplicates;
-use crate::normalize::{host_key, Normalizer};
+use crate::normalize::{Link, Normalizer};
 use crate::scope::{OutOfScope, Scope, SiteMemo};
 use crate::seen::{SeenBackend, SeenSet};
 use crate::state_store::FingerprintHasher;
@@ -146,7 +152,7 @@ impl Admission {
         let from_header = header.and_then(|target| page.join(target.trim()).ok());
         let mut canonical = from_header.or_else(|| extracted.canonical.take())?;
         if self.follow_canonical {
-            extracted.links.push(canonical.clone());
+            extracted.links.push(canonical.clone().into());
         }
         // Recorded in canonical form when it has one; a `mailto:` canonical as it is.
         let _ = self.normalizer.canonicalize(&mut canonical);
@@ -200,7 +206,7 @@ impl Admission {
     /// overlaps the cache misses of all of them ([`crate::seen::SeenSet::contains_batch`]).
     /// With an exact seen-set (`[seen] exact`) the filter's "maybe seen" is then confirmed
     /// in one more batch, and only those certainly seen are dropped. Returns how many.
-    fn drop_seen(&self, urls: &mut Vec<Url>) -> u64 {
+    fn drop_seen(&self, urls: &mut Vec<Link>) -> u64 {
         if urls.is_empty() {
             return 0;
         }
@@ -319,7 +325,7 @@ impl Admission {
             return (Some(target), Err(why));
         }
         let candidates = Candidates {
-            urls: vec![target.clone()],
+            urls: vec![Link::from(target.clone())],
             depth,
             redirect_hops: hops + 1,
         };
@@ -356,7 +362,7 @@ impl Admission {
                 Refusal::Invalid.count(c, 1);
                 continue;
             };
-            match self.screen_marked(url, as_sitemaps, &mut scratch, &candidates.urls) {
+            match self.screen_marked(url.into(), as_sitemaps, &mut scratch, &candidates.urls) {
                 Ok(url) => scratch.take(url, &mut candidates.urls),
                 Err(refusal) => refusal.count(c, 1),
             }
@@ -373,16 +379,16 @@ impl Admission {
     /// [`ScreenScratch::take`].
     fn screen_marked(
         &self,
-        mut url: Url,
+        mut url: Link,
         sitemap: bool,
         scratch: &mut ScreenScratch,
-        taken: &[Url],
-    ) -> Result<Url, Refusal> {
+        taken: &[Link],
+    ) -> Result<Link, Refusal> {
         self.normalizer
-            .canonicalize(&mut url)
+            .canonicalize_link(&mut url)
             .map_err(|_| Refusal::NotHttp)?;
         self.scope
-            .check_with(&url, &mut scratch.site)
+            .check_link(&url, &mut scratch.site)
             .map_err(Refusal::OutOfScope)?;
         if sitemap {
             super::sitemaps::mark(&mut url);
@@ -406,7 +412,7 @@ pub(crate) struct ScreenScratch {
 
 impl ScreenScratch {
     /// Appends `url` to the page's candidates `taken`, and remembers it.
-    fn take(&mut self, url: Url, taken: &mut Vec<Url>) {
+    fn take(&mut self, url: Link, taken: &mut Vec<Link>) {
         self.on_page.insert(url.as_str(), taken.len());
         taken.push(url);
     }
@@ -430,7 +436,7 @@ impl OnPage {
         self.first.clear();
     }
 
-    fn contains(&self, url: &str, taken: &[Url]) -> bool {
+    fn contains(&self, url: &str, taken: &[Link]) -> bool {
         match self.first.get(&self.keys.hash_one(url)) {
             None => false,
             Some(&i) => {
@@ -497,40 +503,37 @@ impl Acceptance {
         let accepted = CrawlCounters::get(&c.accepted);
         let room = self.max_urls.saturating_sub(accepted) as usize;
         let host_cap = self.max_pages_per_host;
-        let queue = |frontier: &mut F, log: &mut Option<&mut QueueLog>, url: &Url| {
-            let item = QueuedUrl::new(
-                url.as_str().to_string(),
-                depth,
-                parent.clone(),
-                redirect_hops,
-            );
+        // The link's own string becomes the queued URL's: no copy per queued URL.
+        let queue = |frontier: &mut F, log: &mut Option<&mut QueueLog>, url: Link| {
+            let key = url.host_key();
+            let item = QueuedUrl::new(url.into_string(), depth, parent.clone(), redirect_hops);
             if let Some(log) = log.as_deref_mut() {
                 // Not logged, the URL would be in neither the checkpoint nor the log, and a
                 // crash would forget it: the crawl stops instead, its last checkpoint intact
                 // (the error says to --resume).
                 log.append(&item)?;
             }
-            Ok::<(), CrawlError>(frontier.push(&host_key(url), item)?)
+            Ok::<(), CrawlError>(frontier.push(&key, item)?)
         };
         let mut queued = 0u64;
         let sites = &self.sites;
-        let cap_of = |url: &Url| {
-            sites
-                .for_url(url)
+        let cap_of = |url: &Link| {
+            url.host_str()
+                .and_then(|host| sites.for_host(host))
                 .and_then(|s| s.max_pages)
                 .unwrap_or(host_cap)
         };
         if room < urls.len() || host_cap > 0 || sites.caps_pages() {
             // Where a cap can bind, URLs are taken one by one in page order, each cap
             // checked before the seen-set is touched.
-            let mut considered = 0;
-            for url in &urls {
+            let (mut considered, offered) = (0, urls.len());
+            for url in urls {
                 if queued as usize == room {
                     break;
                 }
                 considered += 1;
-                let cap = cap_of(url);
-                if cap > 0 && frontier.host_total_queued(&host_key(url)) >= cap {
+                let cap = cap_of(&url);
+                if cap > 0 && frontier.host_total_queued(&url.host_key()) >= cap {
                     Refusal::HostCap.count(counts, 1);
                     continue;
                 }
@@ -541,14 +544,15 @@ impl Acceptance {
                     Refusal::Seen.count(counts, 1);
                 }
             }
-            Refusal::OverMaxUrls.count(counts, (urls.len() - considered) as u64);
+            Refusal::OverMaxUrls.count(counts, (offered - considered) as u64);
         } else {
             // The common case: one batch per page, hashed first and prefetched.
             let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
             let mut fresh = std::mem::take(&mut self.batch_out);
             self.seen.insert_new_batch(&keys, &mut fresh);
+            drop(keys);
             let mut seen = 0;
-            for (url, &is_new) in urls.iter().zip(&fresh) {
+            for (url, &is_new) in urls.into_iter().zip(&fresh) {
                 if is_new {
                     queued += 1;
                     queue(frontier, &mut queue_log, url)?;
@@ -589,12 +593,12 @@ pub(crate) fn unknown_to(
             continue;
         }
         let item = QueuedUrl::new(
-            String::from(url.clone()),
+            url.as_str().to_string(),
             candidates.depth,
             parent.clone(),
             candidates.redirect_hops,
         );
-        items.push((host_key(&url), item));
+        items.push((url.host_key(), item));
     }
     Refusal::Seen.count(counts, known);
     items
@@ -632,8 +636,11 @@ pub(crate) fn count_shared(
 mod tests {
     use super::*;
 
-    fn urls(texts: &[&str]) -> Vec<Url> {
-        texts.iter().map(|t| Url::parse(t).unwrap()).collect()
+    fn urls(texts: &[&str]) -> Vec<Link> {
+        texts
+            .iter()
+            .map(|t| Url::parse(t).unwrap().into())
+            .collect()
     }
 
     #[test]

@@ -485,7 +485,7 @@ impl WorkSource for LeaseSource {
         self.sync = Some(sync);
         self.handed = Some(cx.out.progress());
         let seeds = Candidates {
-            urls: seeds,
+            urls: seeds.into_iter().map(Into::into).collect(),
             depth: 0,
             redirect_hops: 0,
         };

@@ -407,7 +407,7 @@ impl WorkSource for LocalSource {
                 let sitemaps = (c.crawl.sitemaps && !c.politeness.respect_robots)
                     .then(|| sitemaps::for_seeds(&fetch.admission, &seeds, &mut counts));
                 let seeds = Candidates {
-                    urls: seeds,
+                    urls: seeds.into_iter().map(Into::into).collect(),
                     depth: 0,
                     redirect_hops: 0,
                 };
@@ -424,7 +424,7 @@ impl WorkSource for LocalSource {
                             break;
                         }
                         let batch = Candidates {
-                            urls,
+                            urls: urls.into_iter().map(Into::into).collect(),
                             depth: 0,
                             redirect_hops: 0,
                         };

@@ -10,6 +10,7 @@ use url::Url;
 
 use crate::fetch::Fetched;
 use crate::frontier::{Dispatch, RobotsFetch};
+use crate::normalize::Link;
 use crate::output::PageRecord;
 use crate::robots::RobotsOutcome;
 use crate::warc::record::ArchivedFetch;
@@ -52,10 +53,11 @@ pub(crate) enum Outcome {
 }
 
 /// URLs found by one fetch that passed screening (see [`super::admission`]), all at the same
-/// depth, in page order.
+/// depth, in page order: in canonical form, as [`Link`]s (a page's links are carried as the
+/// extractor built them, text and offsets, and never parsed into a `Url` on the way).
 #[derive(Default)]
 pub(crate) struct Candidates {
-    pub(crate) urls: Vec<Url>,
+    pub(crate) urls: Vec<Link>,
     pub(crate) depth: u32,
     pub(crate) redirect_hops: u32,
 }

@@ -58,7 +58,7 @@ use crate::sitemap;
 pub(crate) const MARK: &str = "sitemap";
 
 /// Marks `url` (already normalized) as a sitemap.
-pub(crate) fn mark(url: &mut Url) {
+pub(crate) fn mark(url: &mut crate::normalize::Link) {
     url.set_fragment(Some(MARK));
 }
 

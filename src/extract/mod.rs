@@ -117,8 +117,8 @@
 //! nothing can be resolved before the end anyway). Link values are decoded into one arena
 //! and resolved at the end against the effective base taken apart once
 //! ([`crate::normalize::PreparedBase`]): the common forms of links are built from the
-//! base's parts without the URL parser (one allocation per link, the URL's own), the rest
-//! with `Url::join`, with the same results.
+//! base's parts without the URL parser, as [`Link`]s (text and offsets, no `Url`: one
+//! allocation per link, the text's own), the rest with `Url::join`, with the same results.
 
 mod scanner;
 
@@ -130,7 +130,7 @@ use encoding_rs::{Decoder, Encoding, UTF_8};
 use url::Url;
 
 use crate::near_duplicate::DigitlessDigest;
-use crate::normalize::PreparedBase;
+use crate::normalize::{Link, PreparedBase};
 
 use self::scanner::{Attrs, LinkTag, TagSink};
 
@@ -173,8 +173,9 @@ pub const BUDGET_BASE: usize = 1 << 20;
 #[derive(Debug, Default, Clone)]
 pub struct Extracted {
     /// Absolute URLs, resolved against the effective base, in document order, duplicates
-    /// kept, fragments left as they are.
-    pub links: Vec<Url>,
+    /// kept, fragments left as they are: as [`Link`]s, text and offsets, which the common
+    /// forms of links are built as without a `Url` ([`crate::normalize::Link`]).
+    pub links: Vec<Link>,
     /// Links skipped because of `rel=nofollow`.
     pub nofollow_skipped: usize,
     /// `href`/`src` values that did not resolve to a URL.
@@ -630,12 +631,12 @@ impl Collector<'_> {
                 continue;
             }
             let resolved = match &prepared {
-                Some(prepared) => prepared.join(href).ok(),
-                None => resolve(effective, href, query_encoding),
+                Some(prepared) => prepared.join_link(href).ok(),
+                None => resolve(effective, href, query_encoding).map(Link::from),
             };
             match resolved {
                 Some(url) => {
-                    used = used.saturating_add(url.as_str().len() + std::mem::size_of::<Url>());
+                    used = used.saturating_add(url.as_str().len() + std::mem::size_of::<Link>());
                     if budget.is_some_and(|budget| used > budget) {
                         out.over_limit += self.spans.len() - index;
                         break;
@@ -809,7 +810,7 @@ mod tests {
     fn links_past_the_page_limit_are_counted_not_kept() {
         let html: String = (0..10).map(|i| format!("<a href=/p{i}>x</a>")).collect();
         let out = limited(&html, 3, 0);
-        let kept: Vec<&str> = out.links.iter().map(Url::path).collect();
+        let kept: Vec<&str> = out.links.iter().map(Link::path).collect();
         assert_eq!(kept, ["/p0", "/p1", "/p2"]);
         assert_eq!(out.over_limit, 7);
         assert_eq!(limited(&html, 0, 0).links.len(), 10);
@@ -824,7 +825,7 @@ mod tests {
              <a href='/{long}'>7</a>"
         );
         let out = limited(&html, 6000, 2048);
-        let kept: Vec<&str> = out.links.iter().map(Url::as_str).collect();
+        let kept: Vec<&str> = out.links.iter().map(Link::as_str).collect();
         assert_eq!(
             kept,
             [
@@ -857,7 +858,7 @@ mod tests {
         let bytes: usize = out
             .links
             .iter()
-            .map(|u| u.as_str().len() + std::mem::size_of::<Url>())
+            .map(|u| u.as_str().len() + std::mem::size_of::<Link>())
             .sum();
         assert!(
             bytes <= html.len() * BUDGET_PER_BODY_BYTE + BUDGET_BASE,
@@ -954,7 +955,7 @@ mod tests {
             .finish()
             .links
             .iter()
-            .map(Url::to_string)
+            .map(Link::to_string)
             .collect();
         // The path is UTF-8 percent-encoded (the URL standard always does so); the query in
         // the page's encoding.
@@ -1010,7 +1011,7 @@ mod tests {
                 let got: Vec<String> = extract_links(html.as_bytes(), &page, None, &opts)
                     .links
                     .iter()
-                    .map(Url::to_string)
+                    .map(Link::to_string)
                     .collect();
                 assert_eq!(&got, want);
             }

@@ -6,7 +6,8 @@
 //! `Url::join` gives: the same URL, byte for byte, with the same components, or the same
 //! error. Links in the forms real pages are made of are resolved textually, from the base's
 //! parts and the link's bytes, and the result is assembled into a [`Url`] without parsing
-//! it again:
+//! it again, or, by [`PreparedBase::join_link`], handed on as a [`Link`] (the text and its
+//! offsets, no `Url` at all: what the extractor does):
 //! - relative paths (`item.html`, `../guide/x.html#s`, `a/./b/..`), dot segments
 //!   (`.`, `..`, `%2e`) resolved as the URL standard resolves them;
 //! - root-relative paths (`/docs/a.html`), queries (`?q=1`), fragments (`#f`) and the empty
@@ -47,6 +48,8 @@ use std::sync::OnceLock;
 use serde::de::value::{Error as PartsError, SeqDeserializer, U16Deserializer, U32Deserializer};
 use serde::de::{self, IntoDeserializer, Visitor};
 use url::{Host, Position, Url};
+
+use super::Link;
 
 /// A base URL taken apart for resolving many links against it.
 #[derive(Debug, Clone)]
@@ -98,7 +101,7 @@ impl<'a> PreparedBase<'a> {
 
     /// `href` resolved against the base: exactly `self.url().join(href)`.
     pub fn join(&self, href: &str) -> Result<Url, url::ParseError> {
-        if let Some(url) = self.fast.as_ref().and_then(|fast| fast.join(href)) {
+        if let Some(url) = self.join_fast(href) {
             return Ok(url);
         }
         self.url.join(href)
@@ -106,7 +109,17 @@ impl<'a> PreparedBase<'a> {
 
     /// `href` resolved on the fast path only: `None` where [`Self::join`] asks the parser.
     pub fn join_fast(&self, href: &str) -> Option<Url> {
-        self.fast.as_ref().and_then(|fast| fast.join(href))
+        let (text, parts) = self.fast.as_ref()?.join(href)?;
+        parts.assemble(text)
+    }
+
+    /// `href` resolved against the base as a [`Link`]: the text and parts of
+    /// `self.url().join(href)`, built without a `Url` on the fast path.
+    pub fn join_link(&self, href: &str) -> Result<Link, url::ParseError> {
+        match self.fast.as_ref().and_then(|fast| fast.join(href)) {
+            Some((text, parts)) => Ok(Link::plain(text, parts)),
+            None => self.url.join(href).map(Link::from),
+        }
     }
 }
 
@@ -146,7 +159,7 @@ impl<'a> BaseParts<'a> {
         })
     }
 
-    fn join(&self, href: &str) -> Option<Url> {
+    fn join(&self, href: &str) -> Option<Built> {
         let bytes = href.as_bytes();
         if bytes.len() > FAST_MAX || !is_plain(bytes) {
             return None;
@@ -184,7 +197,7 @@ impl<'a> BaseParts<'a> {
     }
 
     /// The base up to `end` (its path, or its query), then `tail` (a query or fragment).
-    fn keep_base(&self, end: usize, tail: &str) -> Option<Url> {
+    fn keep_base(&self, end: usize, tail: &str) -> Option<Built> {
         let mut out = String::with_capacity(end + tail.len());
         out.push_str(self.whole.get(..end)?);
         let query_start = if end == self.path_end {
@@ -203,31 +216,31 @@ impl<'a> BaseParts<'a> {
             query_start: query_start.or(query),
             fragment_start: fragment,
         };
-        parts.assemble(out)
+        Some((out, parts))
     }
 
     /// `out` holds the base's origin and the directory `href` is relative to; appends
     /// `href` (path, query, fragment) and assembles the URL.
-    fn finish_same_origin(&self, mut out: String, href: &str) -> Option<Url> {
+    fn finish_same_origin(&self, mut out: String, href: &str) -> Option<Built> {
         let path_end = href.find(['?', '#']).unwrap_or(href.len());
         push_path(&mut out, self.path_start, href.get(..path_end)?);
         let tail = href.get(path_end..)?;
         let (query, fragment) = tail_offsets(out.len(), tail);
         out.push_str(tail);
-        Parts {
+        let parts = Parts {
             scheme_end: self.scheme_end,
             host_end: self.host_end,
             port: self.port,
             path_start: self.path_start,
             query_start: query,
             fragment_start: fragment,
-        }
-        .assemble(out)
+        };
+        Some((out, parts))
     }
 }
 
 /// An `http(s)://` link; `rest` is what follows the `//`.
-fn absolute(https: bool, rest: &str) -> Option<Url> {
+fn absolute(https: bool, rest: &str) -> Option<Built> {
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let authority = rest.get(..authority_end)?;
     let (host, port) = match authority.split_once(':') {
@@ -256,15 +269,15 @@ fn absolute(https: bool, rest: &str) -> Option<Url> {
     let tail = after.get(path_end..)?;
     let (query, fragment) = tail_offsets(out.len(), tail);
     out.push_str(tail);
-    Parts {
+    let parts = Parts {
         scheme_end: if https { 5 } else { 4 },
         host_end,
         port,
         path_start,
         query_start: query,
         fragment_start: fragment,
-    }
-    .assemble(out)
+    };
+    Some((out, parts))
 }
 
 /// A port as the parser reads it: digits, at most 65535, the scheme's default dropped.
@@ -396,20 +409,29 @@ fn is_plain(bytes: &[u8]) -> bool {
     chunks.remainder().iter().all(|&b| PLAIN[usize::from(b)])
 }
 
+/// A URL's text built on the fast path, and its offsets.
+type Built = (String, Parts);
+
 /// The offsets of an http(s) URL with a domain host and no credentials, in its text.
 #[derive(Debug, Clone, Copy)]
-struct Parts {
-    scheme_end: u32,
-    host_end: usize,
-    port: Option<u16>,
-    path_start: usize,
-    query_start: Option<usize>,
-    fragment_start: Option<usize>,
+pub(super) struct Parts {
+    /// `http` (4) or `https` (5): where the scheme ends.
+    pub(super) scheme_end: u32,
+    pub(super) host_end: usize,
+    pub(super) port: Option<u16>,
+    pub(super) path_start: usize,
+    pub(super) query_start: Option<usize>,
+    pub(super) fragment_start: Option<usize>,
 }
 
 impl Parts {
+    /// Where the path ends in a text of `len` bytes.
+    pub(super) fn path_end(&self, len: usize) -> usize {
+        self.query_start.or(self.fragment_start).unwrap_or(len)
+    }
+
     /// The `Url` of `text` with these offsets, without parsing `text`.
-    fn assemble(self, text: String) -> Option<Url> {
+    pub(super) fn assemble(self, text: String) -> Option<Url> {
         let index = |i: usize| u32::try_from(i).ok();
         let host_start = self.scheme_end + 3;
         let parts = [
@@ -505,13 +527,14 @@ pub(crate) fn assembly_works() -> bool {
     })
 }
 
-/// An absolute URL's text through [`absolute`].
+/// An absolute URL's text through [`absolute`], assembled.
 fn absolute_from_text(text: &str) -> Option<Url> {
-    if let Some(rest) = text.strip_prefix("https://") {
-        absolute(true, rest)
+    let (text, parts) = if let Some(rest) = text.strip_prefix("https://") {
+        absolute(true, rest)?
     } else {
-        absolute(false, text.strip_prefix("http://")?)
-    }
+        absolute(false, text.strip_prefix("http://")?)?
+    };
+    parts.assemble(text)
 }
 
 /// Every component equal, not only the text (`Url`'s `==` compares the text).
@@ -646,6 +669,15 @@ mod tests {
                         assert!(same_url(want, got), "{base} + {href:?}: {want} vs {got}")
                     }
                     _ => assert_eq!(want, got, "{base} + {href:?}"),
+                }
+                match (&want, prepared.join_link(href)) {
+                    (Ok(want), Ok(link)) => {
+                        assert!(
+                            super::super::link::reads_as(&link, want),
+                            "{base} + {href:?}"
+                        )
+                    }
+                    (want, got) => assert_eq!(want.clone().err(), got.err(), "{base} + {href:?}"),
                 }
                 if let Some(url) = prepared.join_fast(href) {
                     fast += 1;

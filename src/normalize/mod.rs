@@ -88,6 +88,7 @@
 //!
 
 mod join;
+mod link;
 mod pattern;
 pub(crate) mod percent;
 
@@ -98,6 +99,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 pub use join::PreparedBase;
+pub use link::{reads_as, Link};
 use pattern::PatternSet;
 
 /// Why a link was not turned into a crawlable URL.
@@ -228,6 +230,62 @@ impl Normalizer {
             fold_www(url);
         }
         Ok(())
+    }
+
+    /// [`Self::canonicalize`] of a [`Link`]: the same result, without building a `Url` for
+    /// a fast-path link that needs no rewriting beyond dropping its fragment (the common
+    /// case: the checks below are the ones [`Self::canonicalize`] makes, on the link's
+    /// parts). Anything else is canonicalized as a `Url`.
+    pub fn canonicalize_link(&self, link: &mut Link) -> Result<(), Rejected> {
+        if let Some(url) = link.parsed_mut() {
+            return self.canonicalize(url);
+        }
+        // A fast-path link is http(s) with a domain host and no credentials: rule 1 holds.
+        link.drop_fragment();
+        if !self.needs_rewrite(link) {
+            return Ok(());
+        }
+        let mut url = link.to_url().map_err(|_| Rejected::Unparsable)?;
+        self.canonicalize(&mut url)?;
+        *link = Link::from(url);
+        Ok(())
+    }
+
+    /// Whether rules 2 and 4–7 would change a fast-path link (without its fragment).
+    fn needs_rewrite(&self, link: &Link) -> bool {
+        // A trailing dot comes from the base's host (a link's own host has none).
+        if link
+            .host_str()
+            .is_none_or(|host| host.is_empty() || host.ends_with('.'))
+        {
+            return true;
+        }
+        let path = link.path();
+        if matches!(percent::normalize(path), Cow::Owned(_))
+            || (!self.strip.is_empty() && path.contains(';'))
+            || (self.options.collapse_slashes && path.contains("//"))
+        {
+            return true;
+        }
+        if self.options.strip_default_documents {
+            let last = &path[path.rfind('/').map_or(0, |i| i + 1)..];
+            if DEFAULT_DOCUMENTS
+                .iter()
+                .any(|d| last.eq_ignore_ascii_case(d))
+            {
+                return true;
+            }
+        }
+        if let Some(query) = link.query() {
+            if query.is_empty()
+                || matches!(percent::normalize(query), Cow::Owned(_))
+                || (self.options.sort_query && !is_sorted_by_name(query))
+                || (!self.strip.is_empty() && self.strip.matches_any_param(query))
+            {
+                return true;
+            }
+        }
+        self.options.fold_www && link.host_str().is_some_and(|h| h.starts_with("www."))
     }
 
     /// Parses and canonicalizes a URL written by a person or found in a page. Parsing is

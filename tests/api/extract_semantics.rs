@@ -30,7 +30,7 @@ fn run_bytes(html: &[u8], encoding: Option<&str>, follow: bool) -> Extracted {
 }
 
 fn urls(e: &Extracted) -> Vec<&str> {
-    e.links.iter().map(Url::as_str).collect()
+    e.links.iter().map(|l| l.as_str()).collect()
 }
 
 #[test]

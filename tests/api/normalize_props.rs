@@ -5,7 +5,7 @@
 //! inputs are what `fuzz-normalize/` throws at it without a bound. (The hot path's speed is
 //! measured by `cargo bench --bench normalize`.)
 
-use crawler::normalize::{NormalizeOptions, Normalizer, PreparedBase, Rejected};
+use crawler::normalize::{reads_as, NormalizeOptions, Normalizer, PreparedBase, Rejected};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
@@ -522,23 +522,34 @@ proptest! {
     }
 
     /// The extractor's resolver (`PreparedBase::join`, which builds the common forms of
-    /// links without the URL parser) is `Url::join`: the same URL, component by component,
-    /// or the same error; and so the crawl's canonical form of every link is byte-identical
-    /// whichever resolved it.
+    /// links without the URL parser, and `join_link`, which builds them without a `Url`) is
+    /// `Url::join`: the same URL, component by component, or the same error; and so the
+    /// crawl's canonical form of every link (`canonicalize`, or `canonicalize_link` of the
+    /// `Link`) is byte-identical whichever resolved it.
     #[test]
     fn prepared_base_joins_as_the_parser_does(n in options(), base in url_like(), href in link()) {
         let Ok(base) = Url::parse(&base) else { return Ok(()) };
         let prepared = PreparedBase::new(&base);
         let want = base.join(&href);
         let got = prepared.join(&href);
-        match (want, got) {
-            (Ok(mut want), Ok(mut got)) => {
+        let link = prepared.join_link(&href);
+        match (want, got, link) {
+            (Ok(mut want), Ok(mut got), Ok(mut link)) => {
                 prop_assert_eq!(components(&want), components(&got), "{} + {:?}", base, href);
+                prop_assert!(reads_as(&link, &want), "{} + {:?}: link {:?}", base, href, link);
                 let (w, g) = (n.canonicalize(&mut want), n.canonicalize(&mut got));
+                let l = n.canonicalize_link(&mut link);
                 prop_assert_eq!(w, g);
+                prop_assert_eq!(w, l);
                 prop_assert_eq!(want.as_str(), got.as_str());
+                if w.is_ok() {
+                    prop_assert!(reads_as(&link, &want), "{} + {:?}: canonical {:?}", base, href, link);
+                }
             }
-            (want, got) => prop_assert_eq!(want, got, "{} + {:?}", base, href),
+            (want, got, link) => {
+                prop_assert_eq!(&want, &got, "{} + {:?}", base, href);
+                prop_assert_eq!(want.err(), link.err(), "{} + {:?}", base, href);
+            }
         }
     }
 

@@ -33,6 +33,7 @@ use std::collections::HashSet;
 use std::fmt;
 
 use crawler::extract::{ExtractOptions, Extracted};
+use crawler::normalize::Link;
 use encoding_rs::{Encoding, UTF_8};
 use html5ever::interface::TreeSink;
 use html5ever::tendril::StrTendril;
@@ -281,7 +282,7 @@ fn extract_from_dom(
         };
         let Some(value) = value else { continue };
         match resolve(&effective, value, enc) {
-            Some(url) => out.links.push(url),
+            Some(url) => out.links.push(url.into()),
             None => out.invalid += 1,
         }
     }
@@ -306,8 +307,8 @@ impl fmt::Display for Mismatch {
 /// Compares two extractions: same links in the same order, same counts, same base.
 pub fn compare(fast: &Extracted, reference: &Extracted) -> Result<(), Mismatch> {
     let mut what = Vec::new();
-    let f: Vec<&str> = fast.links.iter().map(Url::as_str).collect();
-    let r: Vec<&str> = reference.links.iter().map(Url::as_str).collect();
+    let f: Vec<&str> = fast.links.iter().map(Link::as_str).collect();
+    let r: Vec<&str> = reference.links.iter().map(Link::as_str).collect();
     if f != r {
         let first = f
             .iter()
