@@ -1,60 +1,69 @@
--- Acknowledges URLs of leases in one shard and ends leases. For each lease still this
--- process's, the acknowledged URLs (their records are written) leave the lease; an ended
--- lease gives its other URLs back to the head of the host's queue, writes the host's
--- next-allowed time and schedules the host again if it has URLs queued.
--- KEYS[1] the shard's meta hash, [2] sched, [3] next, [4] leased, [5] leases, [6] lease,
--- then per lease its host's queue and lease set.
--- ARGV[1] process id, then per lease: token, host, ms until the host may be served again,
--- end (1) or not (0), n, and n acknowledged items.
+-- Acknowledges URLs of leases and ends leases, in one or more shards: a section per shard.
+-- For each lease still this process's, the acknowledged URLs (their records are written)
+-- leave the lease; an ended lease gives its other URLs back to the head of the host's
+-- queue, writes the host's next-allowed time and schedules the host again if it has URLs
+-- queued. One call may carry several shards' sections on a single server (one script call
+-- per sync instead of one per shard touched); on a cluster every call carries one section,
+-- since a call's keys must share a slot.
+-- KEYS per section: the shard's meta hash, sched, next, leased, leases, lease, then per
+-- lease its host's queue and lease set.
+-- ARGV[1] process id, then per section: its number of leases, then per lease: token, host,
+-- ms until the host may be served again, end (1) or not (0), n, and n acknowledged items.
 -- Returns {the number of leases that were no longer this process's (expired and reclaimed),
 -- then the hosts of the ended leases that went back on the schedule} (the process hints its
 -- next claims with them: see shard_views.rs).
-local meta, sched, next_at, leased, leases, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-if redis.call('HEXISTS', meta, 'plan') == 0 then
-  return redis.error_reply('CRAWLGONE the crawl is not in Redis')
-end
 local proc = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local stale = 0
-local changed = false
 local scheduled = {}
-local key = 7
+local key = 1
 local i = 2
-while i + 4 <= #ARGV do
-  local tok, host, wait, ending, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 4])
-  local q, li = KEYS[key], KEYS[key + 1]
-  key = key + 2
-  if redis.call('HGET', lease, tok) == proc then
-    local from = i + 5
-    while from <= i + 4 + n do
-      local to = math.min(from + 499, i + 4 + n)
-      redis.call('SREM', li, unpack(ARGV, from, to))
-      from = to + 1
-    end
-    if ending == '1' then
-      local left = redis.call('SMEMBERS', li)
-      for j = #left, 1, -1 do
-        redis.call('LPUSH', q, left[j])
-      end
-      if #left > 0 then redis.call('HINCRBY', meta, 'queued', #left) end
-      redis.call('DEL', li)
-      redis.call('ZREM', leases, tok)
-      redis.call('HDEL', lease, tok)
-      redis.call('HDEL', leased, host)
-      local at = now + wait
-      redis.call('HSET', next_at, host, at)
-      if redis.call('LLEN', q) > 0 then
-        redis.call('ZADD', sched, 'NX', at, host)
-        scheduled[#scheduled + 1] = host
-      end
-      changed = true
-    end
-  else
-    stale = stale + 1
+while i <= #ARGV do
+  local meta, sched, next_at, leased, leases, lease =
+    KEYS[key], KEYS[key + 1], KEYS[key + 2], KEYS[key + 3], KEYS[key + 4], KEYS[key + 5]
+  key = key + 6
+  if redis.call('HEXISTS', meta, 'plan') == 0 then
+    return redis.error_reply('CRAWLGONE the crawl is not in Redis')
   end
-  i = i + 5 + n
+  local m = tonumber(ARGV[i])
+  i = i + 1
+  local changed = false
+  for _ = 1, m do
+    local tok, host, wait, ending, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 4])
+    local q, li = KEYS[key], KEYS[key + 1]
+    key = key + 2
+    if redis.call('HGET', lease, tok) == proc then
+      local from = i + 5
+      while from <= i + 4 + n do
+        local to = math.min(from + 499, i + 4 + n)
+        redis.call('SREM', li, unpack(ARGV, from, to))
+        from = to + 1
+      end
+      if ending == '1' then
+        local left = redis.call('SMEMBERS', li)
+        for j = #left, 1, -1 do
+          redis.call('LPUSH', q, left[j])
+        end
+        if #left > 0 then redis.call('HINCRBY', meta, 'queued', #left) end
+        redis.call('DEL', li)
+        redis.call('ZREM', leases, tok)
+        redis.call('HDEL', lease, tok)
+        redis.call('HDEL', leased, host)
+        local at = now + wait
+        redis.call('HSET', next_at, host, at)
+        if redis.call('LLEN', q) > 0 then
+          redis.call('ZADD', sched, 'NX', at, host)
+          scheduled[#scheduled + 1] = host
+        end
+        changed = true
+      end
+    else
+      stale = stale + 1
+    end
+    i = i + 5 + n
+  end
+  if changed then redis.call('HINCRBY', meta, 'ver', 1) end
 end
-if changed then redis.call('HINCRBY', meta, 'ver', 1) end
 table.insert(scheduled, 1, stale)
 return scheduled

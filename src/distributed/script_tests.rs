@@ -196,7 +196,7 @@ async fn release_scheduling(
     let mut keys = lease_keys(&k);
     keys.push(k.queue(host));
     keys.push(k.leased_items(host));
-    let mut args = bytes(&[proc, token, host, "0", if end { "1" } else { "0" }]);
+    let mut args = bytes(&[proc, "1", token, host, "0", if end { "1" } else { "0" }]);
     args.push(acks.len().to_string().into_bytes());
     args.extend(acks.iter().cloned());
     let reply = call(redis, &redis.scripts.release, &keys, args)
@@ -429,6 +429,76 @@ fn a_script_touching_an_undeclared_key_fails_in_the_tests() {
         assert!(
             format!("{refused:?}").contains("UNDECLARED key other in GET"),
             "{refused:?}"
+        );
+    });
+}
+
+/// On a single server one `release.lua` call carries every shard's releases of a sync:
+/// each section reads its own shard's keys and its leases' (a misaligned section would
+/// acknowledge in the wrong lease set or end nothing).
+#[test]
+fn one_release_call_serves_several_shards() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        start_crawl(&redis).await;
+        let other = ShardKeys::new(ID, 1);
+        let mut group = Group::default();
+        group.cmd("HSET").arg(&other.meta).arg("plan").arg("p");
+        redis.run(&group).await.unwrap();
+        let h = "http://h.test";
+        let urls = ["http://h.test/1", "http://h.test/2"];
+        assert_eq!(admit(&redis, h, &urls, 10, None).await, [5, 1]);
+        claim(&redis, "a", 60_000, 5, &[], &[]).await;
+        let a = claim(&redis, "a", 60_000, 5, &[h], &[]).await;
+        let lease = &a.claimed.leases[0];
+        // First a section of shard 1 whose lease is not this process's, then shard 0's:
+        // the first lease is acknowledged, the lease ended with the other URL given back.
+        let k = keys();
+        let mut keys = lease_keys(&other);
+        keys.extend([
+            other.queue("http://x.test"),
+            other.leased_items("http://x.test"),
+        ]);
+        keys.extend(lease_keys(&k));
+        keys.extend([k.queue(h), k.leased_items(h)]);
+        let mut args = bytes(&[
+            "a",
+            "1",
+            "1/1/http://x.test",
+            "http://x.test",
+            "0",
+            "1",
+            "0",
+        ]);
+        args.extend(bytes(&["1", &lease.token, h, "0", "1", "1"]));
+        args.push(lease.items[0].1.clone());
+        let reply = call(&redis, &redis.scripts.release, &keys, args)
+            .await
+            .unwrap();
+        let answer = super::array(&reply, "release").unwrap();
+        assert_eq!(
+            super::int(&answer[0], "release").unwrap(),
+            1,
+            "one stale lease"
+        );
+        assert_eq!(
+            super::text(&answer[1], "release").unwrap(),
+            h,
+            "host rescheduled"
+        );
+        let b = claim(&redis, "b", 60_000, 5, &[h], &[]).await;
+        let urls: Vec<&str> = b.claimed.leases[0]
+            .items
+            .iter()
+            .map(|(u, _)| u.url.as_str())
+            .collect();
+        assert_eq!(
+            urls,
+            ["http://h.test/2"],
+            "only the unacknowledged URL comes back"
         );
     });
 }

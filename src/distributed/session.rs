@@ -475,30 +475,65 @@ impl Session {
         Ok((originals, int(count, "HLEN")?.max(0) as u64))
     }
 
-    /// Adds the `release.lua` call of `releases`, all of `shard`, to `group`.
-    fn release_call(&self, group: &mut Group, shard: &ShardKeys, releases: &[(&Release, &str)]) {
-        let mut keys = vec![
-            shard.meta.clone(),
-            shard.sched.clone(),
-            shard.next.clone(),
-            shard.leased.clone(),
-            shard.leases.clone(),
-            shard.lease.clone(),
-        ];
+    /// Adds one `release.lua` call of `sections` (each shard's releases) to `group`.
+    fn release_call(&self, group: &mut Group, sections: &[(u32, &[(&Release, &str)])]) {
+        let mut keys = Vec::new();
         let mut args = vec![self.process.clone().into_bytes()];
-        for (r, host) in releases {
-            keys.push(shard.queue(host));
-            keys.push(shard.leased_items(host));
-            args.push(r.token.as_bytes().to_vec());
-            args.push(host.as_bytes().to_vec());
-            args.push((r.wait.as_millis() as u64 + 1).to_string().into_bytes());
-            args.push(if r.end { b"1".to_vec() } else { b"0".to_vec() });
-            args.push(r.acks.len().to_string().into_bytes());
-            for item in &r.acks {
-                args.push(item.clone());
+        for &(shard, releases) in sections {
+            let shard = &self.shards[shard as usize];
+            keys.extend([
+                shard.meta.clone(),
+                shard.sched.clone(),
+                shard.next.clone(),
+                shard.leased.clone(),
+                shard.leases.clone(),
+                shard.lease.clone(),
+            ]);
+            args.push(releases.len().to_string().into_bytes());
+            for (r, host) in releases {
+                keys.push(shard.queue(host));
+                keys.push(shard.leased_items(host));
+                args.push(r.token.as_bytes().to_vec());
+                args.push(host.as_bytes().to_vec());
+                args.push((r.wait.as_millis() as u64 + 1).to_string().into_bytes());
+                args.push(if r.end { b"1".to_vec() } else { b"0".to_vec() });
+                args.push(r.acks.len().to_string().into_bytes());
+                for item in &r.acks {
+                    args.push(item.clone());
+                }
             }
         }
         self.redis.scripts.release.call(group, &keys, &args);
+    }
+
+    /// Adds the `release.lua` calls of `releases`: on a single server one call for every
+    /// shard, into `single` (a script call costs Redis a fixed few µs beyond its work, and
+    /// a sync's acknowledgements touch many shards); on a cluster one call per shard, into
+    /// the shard's group of `shards` (a call's keys must share a slot). Returns, per shard,
+    /// whether its group got a call.
+    fn release_calls(
+        &self,
+        shards: &mut [Group],
+        single: &mut Group,
+        releases: &ByShard<'_>,
+    ) -> Vec<bool> {
+        let mut called = vec![false; shards.len()];
+        if releases.is_empty() {
+            return called;
+        }
+        if self.redis.is_cluster() {
+            for (&shard, rs) in releases {
+                self.release_call(&mut shards[shard as usize], &[(shard, rs)]);
+                called[shard as usize] = true;
+            }
+        } else {
+            let sections: Vec<(u32, &[(&Release, &str)])> = releases
+                .iter()
+                .map(|(&shard, rs)| (shard, rs.as_slice()))
+                .collect();
+            self.release_call(single, &sections);
+        }
+        called
     }
 
     /// Adds the `claim.lua` call of `shard` to `group`: `want` new hosts among the ones
@@ -599,15 +634,8 @@ impl Session {
         let mut reply = SyncReply::default();
         let (releases, stale) = self.releases_by_shard(&request.releases);
         reply.stale = stale;
-        let mut releasing = vec![false; n];
-        for (&shard, rs) in &releases {
-            self.release_call(
-                &mut groups[shard as usize],
-                &self.shards[shard as usize],
-                rs,
-            );
-            releasing[shard as usize] = true;
-        }
+        let mut released = Group::default();
+        let releasing = self.release_calls(&mut groups[..n], &mut released, &releases);
         self.increments_call(&mut groups[n], &request.increments);
         let mut renewing = vec![false; n];
         if let Some(tokens) = &request.renew {
@@ -663,28 +691,27 @@ impl Session {
         for (field, entry) in &request.publish {
             publish.cmd("HSETNX").arg(&payloads).arg(field).arg(entry);
         }
+        // Releases before the shards' claims, as on a cluster (each shard's group has its
+        // release first): a host a release puts back may be claimed in the same round.
+        let single_release = !released.is_empty();
         groups.insert(0, publish);
+        groups.insert(1, released);
         let replies = self.redis.run_groups(&groups).await?;
         let mut claimed = Claimed::default();
         let mut views = self.views.lock().map_err(|_| poisoned("claim"))?;
         let mut all_empty_again = true;
-        for (s, group) in replies.iter().skip(1).take(n).enumerate() {
+        if single_release {
+            let answer = replies
+                .get(1)
+                .and_then(|group| group.first())
+                .ok_or_else(|| bad("release", &redis::Value::Nil))?;
+            reply.stale += heard_release(answer, &releases, &mut views, sent_at)?;
+        }
+        for (s, group) in replies.iter().skip(2).take(n).enumerate() {
             let mut replies = group.iter();
             let mut next = |what| replies.next().ok_or_else(|| bad(what, &redis::Value::Nil));
             if releasing[s] {
-                let answer = array(next("release")?, "release")?;
-                let [stale, scheduled @ ..] = answer else {
-                    return Err(bad("release", &redis::Value::Array(answer.to_vec())));
-                };
-                reply.stale += int(stale, "release")?.max(0) as u64;
-                for host in scheduled {
-                    let host = text(host, "release")?;
-                    let wait = releases
-                        .get(&(s as u32))
-                        .and_then(|rs| rs.iter().find(|(_, h)| *h == host))
-                        .map_or(Duration::ZERO, |(r, _)| r.wait);
-                    views.scheduled(s as u32, &host, sent_at + wait);
-                }
+                reply.stale += heard_release(next("release")?, &releases, &mut views, sent_at)?;
             }
             if renewing[s] {
                 for token in array(next("renew")?, "renew")? {
@@ -719,14 +746,10 @@ impl Session {
         let n = self.shards.len();
         let mut groups: Vec<Group> = (0..=n).map(|_| Group::default()).collect();
         let (releases, _) = self.releases_by_shard(releases);
-        for (&shard, rs) in &releases {
-            self.release_call(
-                &mut groups[shard as usize],
-                &self.shards[shard as usize],
-                rs,
-            );
-        }
-        self.increments_call(&mut groups[n], increments);
+        let mut released = Group::default();
+        self.release_calls(&mut groups[..n], &mut released, &releases);
+        groups.insert(0, released);
+        self.increments_call(&mut groups[n + 1], increments);
         self.redis.run_groups(&groups).await?;
         Ok(())
     }
@@ -907,6 +930,33 @@ impl<T: Send + 'static, C> Beside<T, C> {
         });
         Some((answer, beside.carried))
     }
+}
+
+/// Reads a `release.lua` answer of `releases` (sent at `sent_at`): the hosts it put back on
+/// the schedule go to `views`; returns how many leases were no longer this process's.
+fn heard_release(
+    answer: &redis::Value,
+    releases: &ByShard<'_>,
+    views: &mut ShardViews,
+    sent_at: Instant,
+) -> Result<u64, DistributedError> {
+    let answer = array(answer, "release")?;
+    let [stale, scheduled @ ..] = answer else {
+        return Err(bad("release", &redis::Value::Array(answer.to_vec())));
+    };
+    for host in scheduled {
+        let host = text(host, "release")?;
+        // A host is in one shard's releases (it has one lease at a time).
+        let found = releases.iter().find_map(|(&shard, rs)| {
+            rs.iter()
+                .find(|(_, h)| *h == host)
+                .map(|(r, _)| (shard, r.wait))
+        });
+        if let Some((shard, wait)) = found {
+            views.scheduled(shard, &host, sent_at + wait);
+        }
+    }
+    Ok(int(stale, "release")?.max(0) as u64)
 }
 
 fn poisoned(what: &'static str) -> DistributedError {
