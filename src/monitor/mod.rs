@@ -136,6 +136,21 @@ struct Sampled {
     checkpoint: Option<CheckpointSeen>,
 }
 
+impl Sampled {
+    /// Before the first sample: nothing published, nothing shown, the crawl running.
+    fn new() -> Sampled {
+        Sampled {
+            snapshot: Arc::new(CrawlSnapshot::default()),
+            shown: Arc::new(CrawlSnapshot::default()),
+            published: false,
+            shown_published: false,
+            history: History::default(),
+            phase: Phase::Running,
+            checkpoint: None,
+        }
+    }
+}
+
 /// What the server's handlers share.
 #[derive(Debug)]
 struct Shared {
@@ -218,15 +233,7 @@ impl Monitor {
             max_urls,
             top_hosts: section.top_hosts.clamp(1, MAX_TOP_HOSTS),
             out_dir: out_dir.to_path_buf(),
-            sampled: Mutex::new(Sampled {
-                snapshot: Arc::new(CrawlSnapshot::default()),
-                shown: Arc::new(CrawlSnapshot::default()),
-                published: false,
-                shown_published: false,
-                history: History::default(),
-                phase: Phase::Running,
-                checkpoint: None,
-            }),
+            sampled: Mutex::new(Sampled::new()),
         });
         let (stop, stop_rx) = watch::channel(false);
         let tasks = vec![
@@ -448,15 +455,7 @@ mod tests {
             max_urls: 100,
             top_hosts: 5,
             out_dir: dir.path().to_path_buf(),
-            sampled: Mutex::new(Sampled {
-                snapshot: Arc::new(CrawlSnapshot::default()),
-                shown: Arc::new(CrawlSnapshot::default()),
-                published: false,
-                shown_published: false,
-                history: History::default(),
-                phase: Phase::Running,
-                checkpoint: None,
-            }),
+            sampled: Mutex::new(Sampled::new()),
         };
         // Before any sample, the first published snapshot is shown rather than nothing.
         shared.publish(queued(1));
