@@ -6,8 +6,10 @@
 //! resume) holds as it is:
 //! - **It takes on the due URLs** of the collection, found in one pass over the state store
 //!   (`crate::state_store::DueOrder`, sorted on disk by last fetch): one per site as the
-//!   generation's seeds (its scope is the collection's sites, as it was with all of them as
-//!   seeds), the others in batches before the first checkpoint ([`LocalSource`]'s
+//!   generation's seeds, and for a site with nothing due yet one of its URLs not due (the
+//!   seeds make the scope, which must be the collection's sites, as it was with all of them
+//!   as seeds, for URLs that fall due later in a continuous run; a seed not due is in the
+//!   seen-set already, so it is not fetched), the others in batches before the first checkpoint ([`LocalSource`]'s
 //!   `take_more_seeds`), so a generation of 10^8 URLs is never a list in memory; its journal
 //!   and archive go on after the earlier generations' instead of replacing them; the URLs
 //!   known but not due are put in the generation's seen-set first (through a scratch file),
