@@ -37,13 +37,18 @@ pub fn host_name(host: &str) -> Cow<'_, str> {
 /// key share one rate limit and one concurrency cap. A domain's trailing dots are left out
 /// (`a.test.` and `a.test` are one host), also for a URL that was not canonicalized.
 pub fn host_key(url: &Url) -> String {
-    let host = url.host_str().unwrap_or("");
+    host_key_of(url.scheme(), url.host_str().unwrap_or(""), url.port())
+}
+
+/// The host key of a URL given as its parts (see [`host_key`]): for links kept as text
+/// with offsets (`normalize::Link`), which have the parts without a `Url`.
+pub fn host_key_of(scheme: &str, host: &str, port: Option<u16>) -> String {
     let folded = host.trim_end_matches('.');
     // IP addresses never end in a dot; a host made only of dots keeps them.
     let host = if folded.is_empty() { host } else { folded };
-    match url.port() {
-        Some(port) => format!("{}://{}:{}", url.scheme(), host, port),
-        None => format!("{}://{}", url.scheme(), host),
+    match port {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
     }
 }
 

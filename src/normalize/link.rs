@@ -189,14 +189,7 @@ impl Link {
     pub fn host_key(&self) -> String {
         match &self.repr {
             Repr::Plain { .. } => {
-                let host = self.host_str().unwrap_or("");
-                let folded = host.trim_end_matches('.');
-                // A host made only of dots keeps them, as `host_key` keeps them.
-                let host = if folded.is_empty() { host } else { folded };
-                match self.port() {
-                    Some(port) => format!("{}://{}:{}", self.scheme(), host, port),
-                    None => format!("{}://{}", self.scheme(), host),
-                }
+                crate::host::host_key_of(self.scheme(), self.host_str().unwrap_or(""), self.port())
             }
             Repr::Parsed(url) => crate::host::host_key(url),
         }
