@@ -57,19 +57,20 @@ type Page = (String, Box<PageRecord>, Archived);
 
 /// An admission's answers: per page, per URL; and per payload looked up, its original's
 /// entry if another process published one, with the number of payloads published so far
-/// (see [`payloads`]).
+/// (see [`payloads`]). The URLs sent for each page come back with them: the call owns them
+/// while it runs rather than a copy.
 #[derive(Debug, Default)]
 pub(crate) struct Admission {
+    sent: Vec<Vec<(String, QueuedUrl)>>,
     answers: Vec<Vec<Admitted>>,
     originals: Vec<Option<Vec<u8>>>,
     payloads: u64,
 }
 
-/// The pages of an admission in flight, the URLs sent for each, and which pages' payloads
-/// were looked up (see [`crate::distributed::payloads`]).
+/// The pages of an admission in flight and which pages' payloads were looked up (see
+/// [`crate::distributed::payloads`]).
 pub(crate) struct Admitting {
     pages: Vec<Page>,
-    sent: Vec<Vec<(String, QueuedUrl)>>,
     looked_up: Vec<bool>,
 }
 
@@ -279,26 +280,23 @@ impl LeaseSource {
             looked_up.push(lookup.is_some());
             pages.push((url, record, archive));
         }
-        let admitting = Admitting {
-            pages,
-            sent,
-            looked_up,
-        };
-        if admitting.sent.iter().all(Vec::is_empty) && lookups.is_empty() {
+        let admitting = Admitting { pages, looked_up };
+        if sent.iter().all(Vec::is_empty) && lookups.is_empty() {
             let answers = Admission {
-                answers: vec![Vec::new(); admitting.sent.len()],
+                answers: vec![Vec::new(); sent.len()],
+                sent,
                 ..Admission::default()
             };
             return self.apply_admit(cx, admitting, answers).await;
         }
         let session = self.session.clone();
-        let batches = admitting.sent.clone();
         // Both round trips at once, on the one connection.
         let call = async move {
             let (answers, originals) =
-                tokio::join!(session.admit(&batches), session.payload_originals(&lookups));
+                tokio::join!(session.admit(&sent), session.payload_originals(&lookups));
             let (originals, payloads) = originals?;
             Ok(Admission {
+                sent,
                 answers: answers?,
                 originals,
                 payloads,
@@ -316,16 +314,12 @@ impl LeaseSource {
         admitting: Admitting,
         admission: Admission,
     ) -> Result<(), CrawlError> {
-        let Admitting {
-            pages,
-            sent,
-            looked_up,
-        } = admitting;
+        let Admitting { pages, looked_up } = admitting;
         self.payloads_known = self.payloads_known.max(admission.payloads);
         let mut originals = admission.originals.into_iter();
         for ((((url, mut record, mut archive), items), answers), looked_up) in pages
             .into_iter()
-            .zip(sent)
+            .zip(admission.sent)
             .zip(admission.answers)
             .zip(looked_up)
         {
