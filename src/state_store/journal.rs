@@ -62,26 +62,22 @@ pub fn state_after(
     let last_generation = state.generation;
     let generation = record.generation.unwrap_or(1);
     state.generation = generation;
+    let fetched_at = humantime::parse_rfc3339_weak(&record.fetched_at)
+        .or_else(|_| humantime::parse_rfc3339(&record.fetched_at))
+        .unwrap_or_else(|_| std::time::SystemTime::now());
+    let fetched_secs = fetched_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let Some(status) = record.status else {
         // Not answered (a network error, a refusal): what was known stays, and the URL is
         // asked about again an interval after this attempt, not at once: a continuous
         // recrawl would otherwise ask a failing URL again in a loop.
-        let attempted = humantime::parse_rfc3339_weak(&record.fetched_at)
-            .or_else(|_| humantime::parse_rfc3339(&record.fetched_at))
-            .unwrap_or_else(|_| std::time::SystemTime::now())
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
         let wait = (state.interval_secs as f64).max(bounds.min_secs).max(1.0);
-        state.next_due = attempted.saturating_add(wait.round() as u64);
+        state.next_due = fetched_secs.saturating_add(wait.round() as u64);
         return Some(state);
     };
     let first = before.is_none_or(|b| b.status == 0);
-    let fetched_at = humantime::parse_rfc3339_weak(&record.fetched_at)
-        .or_else(|_| humantime::parse_rfc3339(&record.fetched_at))
-        .unwrap_or_else(|_| std::time::SystemTime::now());
-    state.fetched_at = fetched_at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    state.fetched_at = fetched_secs;
     state.status = status;
     if status == 404 || status == 410 {
         if generation != last_generation || first {
