@@ -294,6 +294,19 @@ impl ShardKeys {
         }
     }
 
+    /// The six keys `claim.lua` and `release.lua` start with, in their order: meta, sched,
+    /// next, leased, leases, lease.
+    pub(crate) fn lease_keys(&self) -> [String; 6] {
+        [
+            self.meta.clone(),
+            self.sched.clone(),
+            self.next.clone(),
+            self.leased.clone(),
+            self.leases.clone(),
+            self.lease.clone(),
+        ]
+    }
+
     /// A host's queue.
     pub(crate) fn queue(&self, host: &str) -> String {
         format!("{}q:{host}", self.prefix)

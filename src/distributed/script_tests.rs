@@ -126,14 +126,7 @@ async fn admit(
 }
 
 fn lease_keys(k: &ShardKeys) -> Vec<String> {
-    vec![
-        k.meta.clone(),
-        k.sched.clone(),
-        k.next.clone(),
-        k.leased.clone(),
-        k.leases.clone(),
-        k.lease.clone(),
-    ]
+    k.lease_keys().to_vec()
 }
 
 /// `claim.lua` by `proc` of up to `hosts` of the `candidates`, reclaiming the `expired`

@@ -481,14 +481,7 @@ impl Session {
         let mut args = vec![self.process.clone().into_bytes()];
         for &(shard, releases) in sections {
             let shard = &self.shards[shard as usize];
-            keys.extend([
-                shard.meta.clone(),
-                shard.sched.clone(),
-                shard.next.clone(),
-                shard.leased.clone(),
-                shard.leases.clone(),
-                shard.lease.clone(),
-            ]);
+            keys.extend(shard.lease_keys());
             args.push(releases.len().to_string().into_bytes());
             for (r, host) in releases {
                 keys.push(shard.queue(host));
@@ -549,14 +542,7 @@ impl Session {
     ) {
         let keys_of = &self.shards[shard as usize];
         let s = &self.settings;
-        let mut keys = vec![
-            keys_of.meta.clone(),
-            keys_of.sched.clone(),
-            keys_of.next.clone(),
-            keys_of.leased.clone(),
-            keys_of.leases.clone(),
-            keys_of.lease.clone(),
-        ];
+        let mut keys = keys_of.lease_keys().to_vec();
         let expired: Vec<(&String, &str)> = views
             .expired(shard)
             .iter()
