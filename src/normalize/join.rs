@@ -12,14 +12,17 @@
 //!   (`.`, `..`, `%2e`) resolved as the URL standard resolves them;
 //! - root-relative paths (`/docs/a.html`), queries (`?q=1`), fragments (`#f`) and the empty
 //!   link;
-//! - scheme-relative (`//cdn.example/x`) and absolute `http://` / `https://` links whose
-//!   host is already in canonical form (lowercase ASCII letters, digits, `-` and `.`, not
-//!   punycode, not an address) with an optional port.
+//! - scheme-relative (`//cdn.example/x`) and absolute `http://` / `https://` links (the
+//!   scheme in any case) whose host is ASCII letters, digits, `-` and `.` (lowercased, as
+//!   the parser does; not punycode, not an address) with an optional port;
+//! - any of these with what the parser strips first: leading and trailing C0 controls and
+//!   spaces, and ASCII tabs and newlines anywhere (`href=" /x.html\n"`, as pages write
+//!   them).
 //!
 //! Anything else goes to `Url::join`: a byte the parser would percent-encode or drop
-//! (spaces, controls, non-ASCII, `"`, `'`, `<`, `>`, `` ` ``, `{`, `}`, `\`, `|`, `^`,
-//! `[`, `]`), an upper-case or punycode or numeric host, credentials, another scheme, a base
-//! that is not http(s) or whose host is an address.
+//! elsewhere (spaces and controls inside, non-ASCII, `"`, `'`, `<`, `>`, `` ` ``, `{`, `}`,
+//! `\`, `|`, `^`, `[`, `]`), a punycode or numeric host or one with other characters,
+//! credentials, another scheme, a base that is not http(s) or whose host is an address.
 //!
 //! # Guarantees
 //! - Equal to `Url::join` on every input: property-tested against it
@@ -159,11 +162,33 @@ impl<'a> BaseParts<'a> {
         })
     }
 
+    /// `href` resolved, or `None` for the parser. As the parser does first, leading and
+    /// trailing C0 controls and spaces are trimmed and ASCII tabs and newlines removed
+    /// (pages do write `href=" /x\n"`); the second costs a copy, only when there is one.
     fn join(&self, href: &str) -> Option<Built> {
-        let bytes = href.as_bytes();
-        if bytes.len() > FAST_MAX || !is_plain(bytes) {
+        if href.len() > FAST_MAX {
             return None;
         }
+        let href = href.trim_matches(|c: char| c <= ' ');
+        if is_plain(href.as_bytes()) {
+            return self.join_plain(href);
+        }
+        if !href.bytes().any(is_tab_or_newline) {
+            return None;
+        }
+        let cleaned: String = href
+            .chars()
+            .filter(|&c| !u8::try_from(c).is_ok_and(is_tab_or_newline))
+            .collect();
+        if !is_plain(cleaned.as_bytes()) {
+            return None;
+        }
+        self.join_plain(&cleaned)
+    }
+
+    /// [`Self::join`] of an `href` made of [`PLAIN`] bytes only.
+    fn join_plain(&self, href: &str) -> Option<Built> {
+        let bytes = href.as_bytes();
         let whole = self.whole;
         match bytes.first() {
             // The base without its fragment.
@@ -179,14 +204,18 @@ impl<'a> BaseParts<'a> {
                 self.finish_same_origin(out, href.get(1..)?)
             }
             Some(_) => {
-                let first_segment = href.find(['/', '?', '#']).unwrap_or(href.len());
-                if let Some(colon) = href.get(..first_segment)?.find(':') {
-                    // A scheme (or what the parser must decide about).
+                let first_segment = find_byte(href, is_path_end).unwrap_or(href.len());
+                if let Some(colon) = find_byte(href.get(..first_segment)?, |b| b == b':') {
+                    // A scheme (or what the parser must decide about); the parser lowercases
+                    // it.
                     let rest = href.get(colon + 1..)?.strip_prefix("//")?;
-                    return match href.get(..colon)? {
-                        "http" => absolute(false, rest),
-                        "https" => absolute(true, rest),
-                        _ => None,
+                    let scheme = href.get(..colon)?;
+                    return if scheme.eq_ignore_ascii_case("http") {
+                        absolute(false, rest)
+                    } else if scheme.eq_ignore_ascii_case("https") {
+                        absolute(true, rest)
+                    } else {
+                        None
                     };
                 }
                 let mut out = String::with_capacity(self.last_segment + href.len() + 1);
@@ -222,7 +251,7 @@ impl<'a> BaseParts<'a> {
     /// `out` holds the base's origin and the directory `href` is relative to; appends
     /// `href` (path, query, fragment) and assembles the URL.
     fn finish_same_origin(&self, mut out: String, href: &str) -> Option<Built> {
-        let path_end = href.find(['?', '#']).unwrap_or(href.len());
+        let path_end = find_byte(href, is_query_or_fragment).unwrap_or(href.len());
         push_path(&mut out, self.path_start, href.get(..path_end)?);
         let tail = href.get(path_end..)?;
         let (query, fragment) = tail_offsets(out.len(), tail);
@@ -241,7 +270,7 @@ impl<'a> BaseParts<'a> {
 
 /// An `http(s)://` link; `rest` is what follows the `//`.
 fn absolute(https: bool, rest: &str) -> Option<Built> {
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority_end = find_byte(rest, is_path_end).unwrap_or(rest.len());
     let authority = rest.get(..authority_end)?;
     let (host, port) = match authority.split_once(':') {
         None => (authority, None),
@@ -255,12 +284,16 @@ fn absolute(https: bool, rest: &str) -> Option<Built> {
     out.push_str(scheme);
     out.push_str(host);
     let host_end = out.len();
+    // The parser lowercases an ASCII host (the only mapping a plain host gets).
+    if let Some(written) = out.get_mut(scheme.len()..host_end) {
+        written.make_ascii_lowercase();
+    }
     if let Some(port) = port {
         push_port(&mut out, port);
     }
     let path_start = out.len();
     let after = rest.get(authority_end..)?;
-    let path_end = after.find(['?', '#']).unwrap_or(after.len());
+    let path_end = find_byte(after, is_query_or_fragment).unwrap_or(after.len());
     match after.get(..path_end)?.strip_prefix('/') {
         Some(path) => push_path(&mut out, path_start, path),
         // No path: a special URL's path is `/`.
@@ -296,29 +329,56 @@ fn push_port(out: &mut String, port: u16) {
     let _ = write!(out, ":{port}");
 }
 
-/// A host the parser would keep as it is: lowercase letters, digits, `-` and `.` in
-/// non-empty labels, no punycode label (the parser validates those), and a last label that
-/// starts with a letter (one that is a number makes the host an address, or invalid).
+/// A host the parser keeps as it is but for lowercasing it: ASCII letters, digits, `-` and
+/// `.` in non-empty labels, no punycode label (`xn--` in any case: the parser validates
+/// those), and a last label that starts with a letter (one that is a number makes the host
+/// an address, or invalid).
 fn is_plain_host(host: &str) -> bool {
     let bytes = host.as_bytes();
     if bytes.is_empty()
         || !bytes
             .iter()
-            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
     {
         return false;
     }
     let mut labels = host.split('.');
     let mut last = "";
     for label in &mut labels {
-        if label.is_empty() || label.starts_with("xn--") {
+        if label.is_empty()
+            || label
+                .get(..4)
+                .is_some_and(|head| head.eq_ignore_ascii_case("xn--"))
+        {
             return false;
         }
         last = label;
     }
     last.as_bytes()
         .first()
-        .is_some_and(|b| b.is_ascii_lowercase())
+        .is_some_and(|b| b.is_ascii_alphabetic())
+}
+
+/// Where the first byte of `s` for which `wanted` holds is. A byte loop: the searches here
+/// are for ASCII delimiters in short strings, where `str::find` with a set of `char`s
+/// decodes UTF-8 for nothing (it showed in the crawl bench's profile).
+fn find_byte(s: &str, wanted: impl Fn(u8) -> bool) -> Option<usize> {
+    s.bytes().position(wanted)
+}
+
+/// `/`, `?` or `#`: the end of an authority, or of a relative path's first segment.
+fn is_path_end(b: u8) -> bool {
+    matches!(b, b'/' | b'?' | b'#')
+}
+
+/// `?` or `#`: the end of a path.
+fn is_query_or_fragment(b: u8) -> bool {
+    matches!(b, b'?' | b'#')
+}
+
+/// What the URL parser removes from anywhere in its input.
+fn is_tab_or_newline(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | b'\r')
 }
 
 /// Appends the segments of `path` (a relative path, or an absolute one without its first
@@ -372,7 +432,7 @@ fn dots(segment: &str) -> u8 {
 /// Where the query and fragment start in a result whose `tail` (empty, `?…` or `#…`) is
 /// appended at `at`.
 fn tail_offsets(at: usize, tail: &str) -> (Option<usize>, Option<usize>) {
-    let fragment = tail.find('#');
+    let fragment = find_byte(tail, |b| b == b'#');
     let query = tail.starts_with('?').then_some(at);
     (query, fragment.map(|i| at + i))
 }
@@ -653,6 +713,29 @@ mod tests {
         "a\tb",
         "é",
         "//é.test/",
+        "HTTP://Abs.TEST/x",
+        "HTTP://H3.TEST:80/p/1",
+        "hTTps://ABS.test:443/y",
+        "Https://abs.test:80/",
+        "//XN--bcher-kva.test/",
+        "//Xn--bcher-kva.test/",
+        "//A.1/",
+        "//A.B1/",
+        "//a_b.test/",
+        "  http://abs.test/p\tq\n ",
+        "  /root\t/x\n ",
+        "\u{0}/root\u{1f}",
+        "http://abs.test/a\rb",
+        "ht\ttp://abs.test/",
+        "//abs.\ntest/",
+        " ?q ",
+        "\t#f",
+        "a\u{b}b",
+        "\u{c}x",
+        "\t\n\r",
+        " ",
+        "a \tb",
+        "\u{a0}x",
     ];
 
     #[test]
@@ -689,6 +772,30 @@ mod tests {
             }
         }
         assert!(fast > 300, "the fast path took only {fast}");
+    }
+
+    #[test]
+    fn what_the_parser_only_strips_or_lowercases_stays_on_the_fast_path() {
+        let base = Url::parse("http://h0.test/p/1").unwrap();
+        let prepared = PreparedBase::new(&base);
+        for href in [
+            "HTTP://H3.TEST:80/p/1",
+            "Https://A-b.Test/x",
+            "//H3.test/x",
+            "  http://h3.test/p\t/2\n ",
+            "\u{0}/x\u{1f}",
+            "\r\n../q?a=1#f",
+        ] {
+            let url = prepared.join_fast(href);
+            assert!(url.is_some(), "{href:?} went to the parser");
+            assert!(
+                same_url(&url.unwrap(), &base.join(href).unwrap()),
+                "{href:?}"
+            );
+        }
+        for href in ["//XN--bcher-kva.test/", "a \tb", "//A.1/", "//a_b.test/"] {
+            assert!(prepared.join_fast(href).is_none(), "{href:?} stayed fast");
+        }
     }
 
     #[test]
