@@ -697,23 +697,17 @@ fn encoder(encoding: &'static Encoding) -> impl for<'a> Fn(&'a str) -> Cow<'a, [
 fn push_decoded(out: &mut String, raw: &str) {
     if !raw.contains('\0') {
         // The common cases, straight into `out`: no reference at all, or only `&amp;` (a
-        // query's separators), which htmlize would decode into a string of its own.
+        // query's separators) and numeric references, which htmlize would decode into a
+        // string of its own.
         if !raw.contains('&') {
             out.push_str(raw);
             return;
         }
-        if raw
-            .match_indices('&')
-            .all(|(at, _)| raw.get(at..).is_some_and(|rest| rest.starts_with("&amp;")))
-        {
-            for (i, part) in raw.split("&amp;").enumerate() {
-                if i > 0 {
-                    out.push('&');
-                }
-                out.push_str(part);
-            }
+        let start = out.len();
+        if push_simple_references(out, raw) {
             return;
         }
+        out.truncate(start);
     }
     let decoded = htmlize::unescape_attribute(raw);
     if decoded.contains('\0') {
@@ -721,6 +715,53 @@ fn push_decoded(out: &mut String, raw: &str) {
     } else {
         out.push_str(&decoded);
     }
+}
+
+/// Appends `raw` with its character references decoded, when each is `&amp;` or a numeric
+/// reference (`&#104;`, `&#x2F;`, the `;` optional) of at most six digits whose character
+/// the tokenizer emits as it is: U+0001 to U+007F, and U+00A0 up except surrogates. Those are
+/// decoded the same in any context, with no table; anything else (a named reference, a
+/// bare `&`, a reference the tokenizer replaces, such as `&#0;` or `&#x80;`) returns
+/// `false`, with part of `raw` appended, and is left to htmlize.
+fn push_simple_references(out: &mut String, raw: &str) -> bool {
+    let mut rest = raw;
+    while let Some(amp) = memchr::memchr(b'&', rest.as_bytes()) {
+        let (Some(before), Some(after)) = (rest.get(..amp), rest.get(amp + 1..)) else {
+            return false;
+        };
+        out.push_str(before);
+        if let Some(tail) = after.strip_prefix("amp;") {
+            out.push('&');
+            rest = tail;
+            continue;
+        }
+        let Some(number) = after.strip_prefix('#') else {
+            return false;
+        };
+        let (radix, digits) = match number.strip_prefix(['x', 'X']) {
+            Some(hex) => (16, hex),
+            None => (10, number),
+        };
+        let len = digits
+            .bytes()
+            .take_while(|b| b.is_ascii_digit() || (radix == 16 && b.is_ascii_hexdigit()))
+            .count();
+        if len == 0 || len > 6 {
+            return false;
+        }
+        let character = digits
+            .get(..len)
+            .and_then(|digits| u32::from_str_radix(digits, radix).ok())
+            .filter(|&code| matches!(code, 0x01..=0x7f | 0xa0..=0x10_ffff))
+            .and_then(char::from_u32);
+        let (Some(character), Some(tail)) = (character, digits.get(len..)) else {
+            return false;
+        };
+        out.push(character);
+        rest = tail.strip_prefix(';').unwrap_or(tail);
+    }
+    out.push_str(rest);
+    true
 }
 
 fn decode(raw: &str) -> Cow<'_, str> {
@@ -1105,11 +1146,56 @@ mod tests {
             "x\0y&amp;",
             "&#38;",
             "?a=1&amp;b=2&c=3",
+            "&#104;ttp:&#x2F;/h.test/p",
+            "&#x2f",
+            "&#X2F;x",
+            "&#104",
+            "&#104x",
+            "&#x68g",
+            "&#65;&#66",
+            "&#;",
+            "&#x;",
+            "&#",
+            "&#x",
+            "a&#",
+            "&#0;",
+            "&#1;",
+            "&#9;&#10;&#12;&#13;",
+            "&#127;",
+            "&#128;",
+            "&#x80;",
+            "&#x81;",
+            "&#x9F;",
+            "&#159;",
+            "&#160;",
+            "&#xA0;",
+            "&#xD800;",
+            "&#xDFFF;",
+            "&#xFFFE;",
+            "&#x10FFFF;",
+            "&#x110000;",
+            "&#1114111;",
+            "&#1114112;",
+            "&#1234567;",
+            "&#0000104;",
+            "&#x00068;",
+            "&#x1F600;",
+            "&#104;&amp;&#x2F;&lt;",
+            "&#104;&copy",
+            "é&#233;",
         ] {
             let mut fast = String::from("prefix");
             push_decoded(&mut fast, raw);
             let reference = htmlize::unescape_attribute(raw).replace('\0', "\u{FFFD}");
             assert_eq!(fast, format!("prefix{reference}"), "{raw:?}");
+        }
+        // The references a page's links are written with are decoded without htmlize.
+        for raw in [
+            "&#104;ttp:&#x2F;/h.test/p",
+            "/a?b=1&amp;c=&#x32;",
+            "&#233;&#xA0;",
+        ] {
+            assert!(push_simple_references(&mut String::new(), raw), "{raw:?}");
         }
     }
 
