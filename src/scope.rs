@@ -14,7 +14,7 @@
 //! - `check` never panics and does not allocate (except for a path of more than 64
 //!   segments, possible only when `max_path_segments` allows it); it is a few hash
 //!   lookups, one public-suffix lookup (`seed-domains`), at most two [`regex::RegexSet`]
-//!   scans and one pass over the path. The crawl's screening calls `check_with`, which
+//!   scans and one pass over the path. The crawl's screening calls `check_link`, which
 //!   gives the same answers and skips the host lookups for a host it checked recently (a
 //!   [`SiteMemo`] per screening thread). `Scope` is `Send + Sync`, so every parse thread can
 //!   share one.
@@ -333,38 +333,42 @@ impl Scope {
     /// Whether the crawl may take `url` on; if not, the first rule it breaks (see the
     /// module documentation for the order).
     pub fn check(&self, url: &Url) -> Result<(), OutOfScope> {
-        self.check_with(url, &mut SiteMemo::default())
+        // No memo: one URL, and the gate asks this once per request, where building a memo
+        // (64 slots, a copy of the host) cost more than the rules themselves.
+        let parts = (url.as_str(), url.host(), url.host_str(), url.path());
+        self.check_parts(parts, None)
     }
 
     /// [`Self::check`], remembering in `memo` the verdict of rules 2 and 3 for the hosts
     /// recently asked about: those rules (a public-suffix lookup and a hash lookup, about
     /// half the cost of `check`) depend on the host alone, and a crawl's links keep naming
-    /// the same few hosts. Same answer as `check`.
+    /// the same few hosts. Same answer as `check` (the tests' reference for the memo).
+    #[cfg(test)]
     pub(crate) fn check_with(&self, url: &Url, memo: &mut SiteMemo) -> Result<(), OutOfScope> {
         let parts = (url.as_str(), url.host(), url.host_str(), url.path());
-        self.check_parts(parts, memo)
+        self.check_parts(parts, Some(memo))
     }
 
     /// [`Self::check_with`] of a [`Link`], read through its offsets: no `Url` is built.
     pub(crate) fn check_link(&self, link: &Link, memo: &mut SiteMemo) -> Result<(), OutOfScope> {
         let parts = (link.as_str(), link.host(), link.host_str(), link.path());
-        self.check_parts(parts, memo)
+        self.check_parts(parts, Some(memo))
     }
 
     /// The rules on a URL's text, host (as `Url::host` and `Url::host_str` give it) and path.
     fn check_parts(
         &self,
         (text, host, host_str, path): (&str, Option<Host<&str>>, Option<&str>, &str),
-        memo: &mut SiteMemo,
+        memo: Option<&mut SiteMemo>,
     ) -> Result<(), OutOfScope> {
         let o = &self.options;
         if o.max_url_length > 0 && text.len() > o.max_url_length {
             return Err(OutOfScope::TooLong);
         }
-        match host_str {
+        match (host_str, memo) {
             // A URL without a host is off-site; nothing to remember.
-            None => self.check_host(host, host_str)?,
-            Some(name) => {
+            (None, _) | (_, None) => self.check_host(host, host_str)?,
+            (Some(name), Some(memo)) => {
                 let slot = &mut memo.slots[SiteMemo::slot_of(name)];
                 match slot {
                     Some((known, verdict)) if known == name => (*verdict)?,
@@ -451,7 +455,7 @@ impl Scope {
 }
 
 /// The verdicts of the site rules (2 and 3) for recently checked hosts, kept by
-/// [`Scope::check_with`]: one per thread of screening, reused across URLs. A small
+/// [`Scope::check_link`]: one per thread of screening, reused across URLs. A small
 /// direct-mapped table (a slot per hash of the host, the newest host wins its slot), so it
 /// stays small and costs one hash and one comparison per URL whatever the crawl; a host's
 /// buffer is reused when its slot changes hands, so nothing is allocated once the slots are
