@@ -6,9 +6,10 @@
 //! must not wait for it:
 //!
 //! 1. **Screening** ([`Admission`], shared by the parse threads and the fetch tasks): the
-//!    page-level rules (nofollow, `max_depth`), then per URL normalization, the scope rules,
-//!    the per-page duplicate check, and then, for the page's candidates in one batch, a
-//!    lock-free `contains` on the seen-set that drops what is certainly seen. It runs where the page was parsed, in parallel, and hands the
+//!    page-level rules (nofollow, `max_depth`), then per URL normalization and the scope
+//!    rules, and then, for the page's candidates in one batch, a lock-free `contains` on the
+//!    seen-set that drops what is certainly seen, and the per-page duplicate check on what
+//!    is left. It runs where the page was parsed, in parallel, and hands the
 //!    dispatcher only the few URLs that are probably new ([`Candidates`]).
 //!    URLs travel as [`Link`]s, the text and offsets the extractor built: normalization
 //!    (`Normalizer::canonicalize_link`), the scope rules (`Scope::check_link`), the host key
@@ -28,9 +29,7 @@
 //! which the dispatcher adds to the crawl's counters with the record (see
 //! `super::counters`): so a checkpoint and a resume count each page's links exactly once.
 
-use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use url::Url;
@@ -48,7 +47,6 @@ use crate::near_duplicate::NearDuplicates;
 use crate::normalize::{Link, Normalizer};
 use crate::scope::{OutOfScope, Scope, SiteMemo};
 use crate::seen::{SeenBackend, SeenSet};
-use crate::state_store::FingerprintHasher;
 
 /// Why a discovered URL was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,11 +183,10 @@ impl Admission {
             Refusal::TooDeep.count(c, found);
             return candidates;
         }
-        scratch.on_page.clear();
         let (mut not_http, mut seen) = (0u64, 0u64);
         for link in extracted.links {
-            match self.screen_marked(link, false, scratch, &candidates.urls) {
-                Ok(url) => scratch.take(url, &mut candidates.urls),
+            match self.screen_marked(link, false, scratch) {
+                Ok(url) => candidates.urls.push(url),
                 Err(Refusal::NotHttp) => not_http += 1,
                 Err(Refusal::Seen) => seen += 1,
                 Err(other) => other.count(c, 1),
@@ -205,8 +202,14 @@ impl Admission {
     /// page rather than one lookup per link as it is screened: the seen-set's batch lookup
     /// overlaps the cache misses of all of them ([`crate::seen::SeenSet::contains_batch`]).
     /// With an exact seen-set (`[seen] exact`) the filter's "maybe seen" is then confirmed
-    /// in one more batch, and only those certainly seen are dropped. Returns how many.
+    /// in one more batch, and only those certainly seen are dropped. Then the page's
+    /// repeats of a URL it offered already ([`drop_repeats`]). Returns how many in all.
     fn drop_seen(&self, urls: &mut Vec<Link>) -> u64 {
+        self.drop_seen_by_the_set(urls) + drop_repeats(urls)
+    }
+
+    /// The seen-set's part of [`Self::drop_seen`].
+    fn drop_seen_by_the_set(&self, urls: &mut Vec<Link>) -> u64 {
         if urls.is_empty() {
             return 0;
         }
@@ -362,8 +365,8 @@ impl Admission {
                 Refusal::Invalid.count(c, 1);
                 continue;
             };
-            match self.screen_marked(url.into(), as_sitemaps, &mut scratch, &candidates.urls) {
-                Ok(url) => scratch.take(url, &mut candidates.urls),
+            match self.screen_marked(url.into(), as_sitemaps, &mut scratch) {
+                Ok(url) => candidates.urls.push(url),
                 Err(refusal) => refusal.count(c, 1),
             }
         }
@@ -373,16 +376,15 @@ impl Admission {
         candidates
     }
 
-    /// Normalization, scope, per-page duplicate (against `taken`, the page's candidates so
-    /// far), certainly-seen: the per-URL rules that need no single writer. The URL is marked
-    /// as a sitemap after normalization if `sitemap`. The caller passes an accepted URL to
-    /// [`ScreenScratch::take`].
+    /// Normalization and scope: the per-URL rules that need no single writer and no other
+    /// URL. The URL is marked as a sitemap after normalization if `sitemap`. The caller
+    /// gathers the accepted ones for [`Self::drop_seen`] (certainly seen, and repeated on
+    /// the page).
     fn screen_marked(
         &self,
         mut url: Link,
         sitemap: bool,
         scratch: &mut ScreenScratch,
-        taken: &[Link],
     ) -> Result<Link, Refusal> {
         self.normalizer
             .canonicalize_link(&mut url)
@@ -393,62 +395,57 @@ impl Admission {
         if sitemap {
             super::sitemaps::mark(&mut url);
         }
-        // The seen-set is asked once per page, for all of its candidates: `drop_seen`.
-        if scratch.on_page.contains(url.as_str(), taken) {
-            return Err(Refusal::Seen);
-        }
+        // The seen-set and the page's repeats are asked once per page, for all of its
+        // candidates: `drop_seen`.
         Ok(url)
     }
 }
 
+/// Drops the URLs `urls` holds a second time, keeping each first one in its place; returns
+/// how many. It runs on what the seen-set left of a page, a few URLs as a rule (a page's
+/// links are mostly known already, its repeats among them), so it compares them pairwise,
+/// and hashes only a longer list (a page of many new links): the check per link it replaced
+/// (a keyed hash of every link of the page, before the seen-set) cost more than the rest of
+/// the page's screening. A repeat is counted as seen, as it was: the first of it is queued
+/// or is seen.
+fn drop_repeats(urls: &mut Vec<Link>) -> u64 {
+    /// Up to this many URLs, pairwise comparison is the cheaper.
+    const PAIRWISE_MAX: usize = 16;
+    if urls.len() < 2 {
+        return 0;
+    }
+    let first: Vec<bool> = if urls.len() <= PAIRWISE_MAX {
+        urls.iter()
+            .enumerate()
+            .map(|(i, url)| {
+                !urls
+                    .get(..i)
+                    .is_some_and(|before| before.iter().any(|b| b.as_str() == url.as_str()))
+            })
+            .collect()
+    } else {
+        // std's keyed hash: a hostile page cannot choose URLs that collide.
+        let mut offered = HashSet::with_capacity(urls.len());
+        urls.iter()
+            .map(|url| offered.insert(url.as_str()))
+            .collect()
+    };
+    let repeats = first.iter().filter(|&&first| !first).count();
+    if repeats > 0 {
+        let mut i = 0;
+        urls.retain(|_| {
+            i += 1;
+            first.get(i - 1).copied().unwrap_or(true)
+        });
+    }
+    repeats as u64
+}
+
 /// What screening keeps from URL to URL, reused from page to page by each thread that
-/// screens: the page's URLs taken so far, and the scope's memo of the last host's site
-/// rules.
+/// screens: the scope's memo of the last hosts' site rules.
 #[derive(Debug, Default)]
 pub(crate) struct ScreenScratch {
-    on_page: OnPage,
     site: SiteMemo,
-}
-
-impl ScreenScratch {
-    /// Appends `url` to the page's candidates `taken`, and remembers it.
-    fn take(&mut self, url: Link, taken: &mut Vec<Link>) {
-        self.on_page.insert(url.as_str(), taken.len());
-        taken.push(url);
-    }
-}
-
-/// The per-page duplicate check: which URLs a page already offered, as indexes into its
-/// candidates keyed by a hash of the URL, so that no URL is copied (a `HashSet<String>`
-/// cost an allocation per candidate, and hashed each URL twice). Exact: a hash hit is
-/// confirmed against the URL itself, and a mismatch (two URLs with one 64-bit hash) falls
-/// back to comparing with every candidate. The hash is SipHash with this process's random
-/// key (std's `RandomState`), so a hostile page cannot choose URLs that collide.
-#[derive(Debug, Default)]
-struct OnPage {
-    keys: RandomState,
-    /// URL hash → index of the first candidate with that hash.
-    first: HashMap<u64, usize, BuildHasherDefault<FingerprintHasher>>,
-}
-
-impl OnPage {
-    fn clear(&mut self) {
-        self.first.clear();
-    }
-
-    fn contains(&self, url: &str, taken: &[Link]) -> bool {
-        match self.first.get(&self.keys.hash_one(url)) {
-            None => false,
-            Some(&i) => {
-                taken.get(i).is_some_and(|t| t.as_str() == url)
-                    || taken.iter().any(|t| t.as_str() == url)
-            }
-        }
-    }
-
-    fn insert(&mut self, url: &str, index: usize) {
-        self.first.entry(self.keys.hash_one(url)).or_insert(index);
-    }
 }
 
 /// The acceptance half: owned by the dispatcher, the single writer of the seen-set and of
@@ -644,35 +641,26 @@ mod tests {
     }
 
     #[test]
-    fn on_page_finds_what_was_taken_and_nothing_else() {
-        let mut on_page = OnPage::default();
-        let taken = urls(&["http://a.test/1", "http://a.test/2"]);
-        for (i, url) in taken.iter().enumerate() {
-            on_page.insert(url.as_str(), i);
+    fn repeats_are_dropped_and_first_ones_kept_in_place() {
+        let texts = |urls: &[Link]| {
+            urls.iter()
+                .map(|u| u.as_str().to_string())
+                .collect::<Vec<_>>()
+        };
+        // Both ways of finding them: pairwise, and hashed past `PAIRWISE_MAX`.
+        for n in [3, 40] {
+            let mut offered: Vec<String> = (0..n).map(|i| format!("http://a.test/{i}")).collect();
+            offered.insert(1, "http://a.test/0".into());
+            offered.push("http://a.test/2".into());
+            offered.push("http://a.test/0".into());
+            let refs: Vec<&str> = offered.iter().map(String::as_str).collect();
+            let mut list = urls(&refs);
+            assert_eq!(drop_repeats(&mut list), 3, "{n} URLs");
+            let want: Vec<String> = (0..n).map(|i| format!("http://a.test/{i}")).collect();
+            assert_eq!(texts(&list), want, "{n} URLs");
         }
-        assert!(on_page.contains("http://a.test/1", &taken));
-        assert!(on_page.contains("http://a.test/2", &taken));
-        assert!(!on_page.contains("http://a.test/3", &taken));
-        on_page.clear();
-        assert!(!on_page.contains("http://a.test/1", &taken));
-    }
-
-    #[test]
-    fn on_page_is_exact_when_two_urls_share_a_hash() {
-        // Forge the collision a 64-bit hash makes astronomically rare: the hash of /2 names
-        // the index of /1.
-        let mut on_page = OnPage::default();
-        let taken = urls(&["http://a.test/1", "http://a.test/2"]);
-        on_page.insert(taken[0].as_str(), 0);
-        let hash_of_2 = on_page.keys.hash_one(taken[1].as_str());
-        on_page.first.insert(hash_of_2, 0);
-        // /2 is found by comparing with every candidate, not confused with /1...
-        assert!(on_page.contains(taken[1].as_str(), &taken));
-        // ...and a URL with that hash that was not taken is not found.
-        assert!(!on_page.contains(taken[1].as_str(), &taken[..1]));
-        // The colliding URL's own insert keeps the first index; lookups stay exact.
-        on_page.insert(taken[1].as_str(), 1);
-        assert!(on_page.contains(taken[0].as_str(), &taken));
-        assert!(on_page.contains(taken[1].as_str(), &taken));
+        let mut one = urls(&["http://a.test/"]);
+        assert_eq!(drop_repeats(&mut one), 0);
+        assert_eq!(one.len(), 1);
     }
 }

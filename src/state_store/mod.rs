@@ -45,7 +45,6 @@ mod due;
 mod journal;
 mod run;
 mod table;
-pub(crate) use table::FingerprintHasher;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
