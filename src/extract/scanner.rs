@@ -345,6 +345,15 @@ impl NsStack {
     }
 }
 
+/// Whether a tag whose name starts with `first` may be one [`classify_in_html`] names: the
+/// first letters of those names, in either case.
+fn may_matter_in_html(first: u8) -> bool {
+    matches!(
+        first.to_ascii_lowercase(),
+        b'a' | b'b' | b'f' | b'i' | b'l' | b'm' | b'n' | b'p' | b's' | b't' | b'x'
+    )
+}
+
 fn is_space(b: u8) -> bool {
     matches!(b, b'\t' | b'\n' | b'\x0c' | b'\r' | b' ')
 }
@@ -418,6 +427,11 @@ impl Scanner<'_> {
         sink: &mut impl TagSink,
     ) -> (usize, After) {
         let b = self.b;
+        if self.ns.len == 0 && !b.get(at).is_some_and(|&c| may_matter_in_html(c)) {
+            // Nearly every tag of a page: outside foreign content, a name no tag that matters
+            // starts with. Skipped to its end without reading its name.
+            return (self.skip_tag(at).unwrap_or(b.len()), After::Data);
+        }
         let name_end = self.name_end(at);
         let name = self.classify(b.get(at..name_end).unwrap_or_default());
         let want = name.wants_attrs();
@@ -512,6 +526,10 @@ impl Scanner<'_> {
     /// followed through the namespace stack. Returns where data resumes.
     fn end_tag(&mut self, at: usize) -> usize {
         let b = self.b;
+        if self.ns.len == 0 && !b.get(at).is_some_and(|c| c.eq_ignore_ascii_case(&b'f')) {
+            // Outside foreign content only `</frameset>` changes anything (see below).
+            return self.skip_tag(at).unwrap_or(b.len());
+        }
         let name_end = self.name_end(at);
         let name = self.classify(b.get(at..name_end).unwrap_or_default());
         let end = match self.tag_end(name_end) {
@@ -552,6 +570,19 @@ impl Scanner<'_> {
             classify_in_html(raw)
         } else {
             classify(raw)
+        }
+    }
+
+    /// Where a tag whose name starts at `at` ends (`None` if the document ends first), for a
+    /// tag that matters only by where it ends: no `/>`, no attributes to record. The end of
+    /// its name does not matter either: a quote in the name leads to the attributes' lexer
+    /// as one after it does.
+    fn skip_tag(&self, at: usize) -> Option<usize> {
+        match self.tag_end(at) {
+            Some(end) => Some(end),
+            None => self
+                .attributes(self.name_end(at), None)
+                .map(|lexed| lexed.end),
         }
     }
 
@@ -932,6 +963,62 @@ mod tests {
         assert_eq!(
             tags("<plaintext></plaintext><a href=no>"),
             Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn every_name_that_matters_in_html_passes_the_first_letter_test() {
+        let names = [
+            "a",
+            "area",
+            "iframe",
+            "frame",
+            "base",
+            "meta",
+            "link",
+            "frameset",
+            "script",
+            "style",
+            "xmp",
+            "noembed",
+            "noframes",
+            "noscript",
+            "title",
+            "textarea",
+            "plaintext",
+            "svg",
+            "math",
+            "div",
+            "p",
+            "span",
+            "foreignObject",
+            "desc",
+            "mi",
+            "font",
+            "br",
+            "h1",
+        ];
+        let mut mattering = 0;
+        for name in names {
+            for spelled in [name.to_string(), name.to_ascii_uppercase()] {
+                if classify_in_html(spelled.as_bytes()) != Name::Other {
+                    mattering += 1;
+                    assert!(may_matter_in_html(spelled.as_bytes()[0]), "{spelled}");
+                }
+            }
+        }
+        assert_eq!(mattering, 2 * 19);
+        assert!(!may_matter_in_html(b'd') && !may_matter_in_html(b'H'));
+        // Skipped tags still end where the tokenizer ends them: after a quoted `>`, and
+        // not at all when cut off.
+        assert_eq!(
+            tags("<div title='>'><a href=1></div x='>'><a href=2>"),
+            ["A=1", "A=2"]
+        );
+        assert_eq!(tags("<a href=1><div title='>"), ["A=1"]);
+        assert_eq!(
+            tags("<frameset><frame src=1></Frameset><frame src=no>"),
+            ["Frame=1"]
         );
     }
 
