@@ -52,7 +52,9 @@
 //! carry links, and real pages (mean ~240 KB) are mostly inline scripts, styles, JSON and
 //! text, which the scanner crosses with `memchr` (SIMD) from one `<` (or, in scripts and
 //! comments, `-`) to the next. Tags it does not want are skipped without looking at their
-//! names twice; the ones it wants are lexed into fixed slots. Nothing here allocates (the
+//! names twice, and outside foreign content most without reading their names at all (a
+//! start tag whose first letter begins no name it acts on, an end tag other than
+//! `</frameset>`: one `memchr3` to the `>`); the ones it wants are lexed into fixed slots. Nothing here allocates (the
 //! namespace stack is a fixed array), so the cost per page is the bytes it reads.
 //! `memchr` is the well-kept crate for the SIMD search (already in the build through
 //! regex); the tokenizer rules are hand-written because no crate offers a lexer that skips
