@@ -236,9 +236,9 @@ pub fn extract_links(
         &transcoded
     };
     let digest = opts.digest.then(|| {
-        let mut digest = DigitlessDigest::default();
+        let digest = buffers.digest.get_or_insert_with(DigitlessDigest::default);
         digest.update(text);
-        digest.finish()
+        digest.finish_and_reset()
     });
     let mut extracted = collect(text, page_url, sniffed.encoding, opts, &mut buffers);
     extracted.digest = digest;
@@ -447,6 +447,9 @@ struct Buffers {
     input: Vec<u8>,
     arena: String,
     spans: Vec<Range<usize>>,
+    /// The near-duplicate digest of a whole document, emptied after each (its 8 KiB
+    /// buffer is the point of keeping it).
+    digest: Option<DigitlessDigest>,
 }
 
 /// The largest buffers a thread keeps between extractions, in bytes (each of the three).
