@@ -272,9 +272,12 @@ impl<'a> BaseParts<'a> {
 fn absolute(https: bool, rest: &str) -> Option<Built> {
     let authority_end = find_byte(rest, is_path_end).unwrap_or(rest.len());
     let authority = rest.get(..authority_end)?;
-    let (host, port) = match authority.split_once(':') {
+    let (host, port) = match find_byte(authority, |b| b == b':') {
         None => (authority, None),
-        Some((host, port)) => (host, parse_port(port, https)?),
+        Some(colon) => (
+            authority.get(..colon)?,
+            parse_port(authority.get(colon + 1..)?, https)?,
+        ),
     };
     if !is_plain_host(host) {
         return None;
@@ -335,28 +338,25 @@ fn push_port(out: &mut String, port: u16) {
 /// an address, or invalid).
 fn is_plain_host(host: &str) -> bool {
     let bytes = host.as_bytes();
-    if bytes.is_empty()
-        || !bytes
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-    {
-        return false;
-    }
-    let mut labels = host.split('.');
-    let mut last = "";
-    for label in &mut labels {
-        if label.is_empty()
-            || label
-                .get(..4)
-                .is_some_and(|head| head.eq_ignore_ascii_case("xn--"))
-        {
+    // A label is empty, or punycode, seen from its first byte.
+    let bad_label = |start: usize| match bytes.get(start..) {
+        None | Some([]) | Some([b'.', ..]) => true,
+        Some(label) => label
+            .get(..4)
+            .is_some_and(|head| head.eq_ignore_ascii_case(b"xn--")),
+    };
+    let mut label = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'.' {
+            if bad_label(label) {
+                return false;
+            }
+            label = i + 1;
+        } else if !(b.is_ascii_alphanumeric() || b == b'-') {
             return false;
         }
-        last = label;
     }
-    last.as_bytes()
-        .first()
-        .is_some_and(|b| b.is_ascii_alphabetic())
+    !bad_label(label) && bytes.get(label).is_some_and(|b| b.is_ascii_alphabetic())
 }
 
 /// Where the first byte of `s` for which `wanted` holds is. A byte loop: the searches here
@@ -386,6 +386,12 @@ fn is_tab_or_newline(b: u8) -> bool {
 /// path state does: `..` removes the last segment (never the origin), `.` nothing, and
 /// either as the last segment leaves the path ending in `/`.
 fn push_path(out: &mut String, floor: usize, path: &str) {
+    if !may_have_dot_segment(path) {
+        // Nearly every link: each segment would be appended as it is.
+        out.push('/');
+        out.push_str(path);
+        return;
+    }
     let mut segments = path.split('/').peekable();
     while let Some(segment) = segments.next() {
         let last = segments.peek().is_none();
@@ -413,6 +419,15 @@ fn push_path(out: &mut String, floor: usize, path: &str) {
             }
         }
     }
+}
+
+/// Whether a segment of `path` starts with `.` or `%`, as every one [`dots`] counts does.
+fn may_have_dot_segment(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    matches!(bytes.first(), Some(b'.' | b'%'))
+        || bytes
+            .windows(2)
+            .any(|pair| pair[0] == b'/' && matches!(pair[1], b'.' | b'%'))
 }
 
 /// 1 for a single-dot segment (`.`, `%2e`), 2 for a double-dot one (`..`, `.%2e`, `%2e.`,
