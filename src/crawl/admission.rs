@@ -184,6 +184,9 @@ impl Admission {
             return candidates;
         }
         let (mut not_http, mut seen) = (0u64, 0u64);
+        // Most links pass normalization and scope (the seen-set drops them after): room for
+        // all, rather than a reallocation and copy per doubling.
+        candidates.urls.reserve_exact(extracted.links.len());
         for link in extracted.links {
             match self.screen_marked(link, false, scratch) {
                 Ok(url) => candidates.urls.push(url),
