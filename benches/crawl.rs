@@ -93,6 +93,17 @@ struct Run {
     warc_bytes: u64,
     warc_payload: u64,
     revisits: u64,
+    /// WARC records written, and responses archived in full but stored, not deflated.
+    warc_records: u64,
+    warc_stored: u64,
+}
+
+impl Run {
+    /// Of the responses archived in full, the share stored rather than deflated.
+    fn stored_share(&self) -> f64 {
+        let in_full = (self.warc_records / 2).saturating_sub(self.revisits);
+        self.warc_stored as f64 / in_full.max(1) as f64
+    }
 }
 
 /// The kernel's share of a process's CPU time, in seconds.
@@ -109,6 +120,13 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = server.config(out.path());
     config.output.warc = warc;
+    if let Some(mode) = testweb_process::arg_value("--warc-deflate") {
+        config.output.warc_deflate = match mode.as_str() {
+            "always" => crawler::warc::WarcDeflate::Always,
+            "spare-cpu" => crawler::warc::WarcDeflate::SpareCpu,
+            other => panic!("--warc-deflate {other}: use spare-cpu or always"),
+        };
+    }
     // With `--encodings`, every coding the crawler decodes is measured: `br` too, which a
     // real crawl offers only when `network.accept_encoding` lists it.
     config.network.accept_encoding = vec!["gzip".into(), "deflate".into(), "br".into()];
@@ -167,6 +185,8 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
         warc_bytes: summary.counts.warc_bytes,
         warc_payload: summary.counts.warc_payload_bytes,
         revisits: summary.counts.warc_revisits,
+        warc_records: summary.counts.warc_records,
+        warc_stored: summary.counts.warc_stored,
     }
 }
 
@@ -417,11 +437,13 @@ fn main() {
                 run.bytes as f64 / run.secs / 1e6,
                 if warc == 1 {
                     format!(
-                        ", WARC {:.1} MB for {:.1} MB of payload ({:.2}:1), {} revisits",
+                        ", WARC {:.1} MB for {:.1} MB of payload ({:.2}:1, {:.0} bytes/page), {} revisits, {:.1}% of responses stored",
                         run.warc_bytes as f64 / 1e6,
                         run.warc_payload as f64 / 1e6,
                         run.warc_payload as f64 / run.warc_bytes.max(1) as f64,
-                        run.revisits
+                        run.warc_bytes as f64 / run.pages as f64,
+                        run.revisits,
+                        run.stored_share() * 100.0
                     )
                 } else {
                     String::new()
@@ -485,12 +507,27 @@ fn main() {
                 ),
                 median(table.iter().map(|r| r.revisits as f64).collect())
             );
+            let stored = median(table.iter().map(Run::stored_share).collect());
+            println!(
+                "WARC bytes written per page: {:.0}; responses archived in full deflated {:.1}%, stored {:.1}% (output.warc_deflate = {})",
+                median(
+                    table
+                        .iter()
+                        .map(|r| r.warc_bytes as f64 / r.pages as f64)
+                        .collect()
+                ),
+                (1.0 - stored) * 100.0,
+                stored * 100.0,
+                testweb_process::arg_value("--warc-deflate").unwrap_or_else(|| "spare-cpu".into())
+            );
         }
     }
     if !long_tail && !no_warc {
         println!(
-            "WARC on / off, pages/s: {:.2}",
-            pages_per_sec[1] / pages_per_sec[0]
+            "WARC on / off, pages/s: {:.2} (of the medians), {:.3} (median of per-run ratios); CPU per page {:.3}",
+            pages_per_sec[1] / pages_per_sec[0],
+            on_over_off(&tables, &|r| r.pages as f64 / r.secs),
+            on_over_off(&tables, &|r| r.cpu / r.pages as f64)
         );
     }
     println!("crawler peak RSS: {peak_rss_mb:.1} MB");

@@ -61,6 +61,7 @@
 //! copies. The tests read our files with that crate and with warcio, as independent checks.
 
 pub mod cdxj;
+pub(crate) mod deflate_pool;
 pub(crate) mod digest;
 pub(crate) mod digest_index;
 #[cfg(test)]
@@ -79,11 +80,27 @@ pub(crate) mod writer;
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 pub use writer::{remove_archive, WarcLocation};
 pub(crate) use writer::{ArchiveOptions, ArchiveTally, ArchiveWriter, CurrentFile};
 
-use crate::fetch::Fetched;
-use record::{encode_fetch, warc_date, ArchivedFetch, FetchParts};
+use crate::fetch::{Exchange, Fetched};
+use record::{warc_date, ArchivedFetch, FetchParts};
+
+/// `output.warc_deflate`: where the records' deflate runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WarcDeflate {
+    /// On threads of idle priority while the output thread holds the records
+    /// ([`deflate_pool`]); a record they have not deflated when it must be written is
+    /// stored. The crawl never pays for it; the archive is bigger on a busy machine.
+    #[default]
+    SpareCpu,
+    /// Where each fetch ends, on the crawl's CPU: every record deflated, whatever it costs
+    /// the crawl's speed.
+    Always,
+}
 
 /// What building records needs: the current file's `warcinfo`, the gzip level, and whether
 /// payloads compressed already are stored.
@@ -93,31 +110,72 @@ pub(crate) struct Archiver {
     pub(crate) gzip_level: u32,
     /// `output.warc_store_compressed`: payloads compressed already are stored, not deflated.
     pub(crate) store_compressed: bool,
+    /// `output.warc_deflate`.
+    pub(crate) deflate: WarcDeflate,
 }
 
 impl Archiver {
-    /// The records of a finished fetch of `url`, if the fetch kept its exchange.
+    /// The records of a finished fetch of `url`, if the fetch kept its exchange; the
+    /// response's head and payload are copied (the caller still needs them).
     pub(crate) fn archive(&self, url: &str, fetched: &Fetched) -> Option<Box<ArchivedFetch>> {
         let exchange = fetched.exchange.as_deref()?;
-        Some(Box::new(encode_fetch(
-            FetchParts {
-                target_uri: url,
-                date: warc_date(exchange.date),
-                warcinfo_id: self.current.warcinfo_id(),
-                request_head: &exchange.request_head,
-                response_head: &exchange.response_head,
-                payload: exchange.payload(fetched.body.as_deref()),
-                peer: exchange.peer,
-                http2: exchange.http2,
-                truncated: exchange.truncated,
-                payload_compressed: self.store_compressed
-                    && record::already_compressed(
-                        exchange.content_coded,
-                        fetched.content_type.as_deref(),
-                    ),
-            },
-            self.gzip_level,
-        )))
+        let block = (
+            exchange.response_head.clone(),
+            exchange.payload(fetched.body.as_deref()).to_vec(),
+        );
+        Some(self.build(url, exchange, fetched.content_type.as_deref(), block))
+    }
+
+    /// The same for a fetch that is done with its response: its head and payload are
+    /// taken out of `fetched` into the records, not copied.
+    pub(crate) fn archive_taking(
+        &self,
+        url: &str,
+        fetched: &mut Fetched,
+    ) -> Option<Box<ArchivedFetch>> {
+        let exchange = fetched.exchange.as_deref_mut()?;
+        let head = std::mem::take(&mut exchange.response_head);
+        let payload = match exchange.raw_body.take() {
+            Some(raw) => raw,
+            None => fetched.body.take().unwrap_or_default(),
+        };
+        Some(self.build(
+            url,
+            exchange,
+            fetched.content_type.as_deref(),
+            (head, payload),
+        ))
+    }
+
+    /// The records of `exchange`, whose response head and payload are `block`.
+    fn build(
+        &self,
+        url: &str,
+        exchange: &Exchange,
+        content_type: Option<&str>,
+        (head, payload): (Vec<u8>, Vec<u8>),
+    ) -> Box<ArchivedFetch> {
+        let parts = FetchParts {
+            target_uri: url,
+            date: warc_date(exchange.date),
+            warcinfo_id: self.current.warcinfo_id(),
+            request_head: &exchange.request_head,
+            response_head: &head,
+            payload: &payload,
+            peer: exchange.peer,
+            http2: exchange.http2,
+            truncated: exchange.truncated,
+            payload_compressed: self.store_compressed
+                && record::already_compressed(exchange.content_coded, content_type),
+        };
+        let prepared = record::prepare(&parts, self.gzip_level);
+        let mut fetch = Box::new(prepared.with_block((head, payload)));
+        if self.deflate == WarcDeflate::Always {
+            if let Some(response) = Arc::get_mut(&mut fetch.response) {
+                response.deflate_in_place();
+            }
+        }
+        fetch
     }
 }
 
@@ -125,27 +183,54 @@ impl Archiver {
 /// `output.warc_gzip_level` and the digests cost per page); not an interface.
 #[doc(hidden)]
 pub mod cost {
-    use super::record::{encode_fetch, FetchParts};
+    use super::record::{prepare, FetchParts};
 
-    /// Builds a fetch's request and response records at `level` (0: stored) and returns
-    /// their bytes.
+    fn parts<'a>(
+        request_head: &'a [u8],
+        response_head: &'a [u8],
+        payload: &'a [u8],
+    ) -> FetchParts<'a> {
+        FetchParts {
+            target_uri: "http://h0.test/p/1",
+            date: "2026-11-26T12:00:00.000001Z".into(),
+            warcinfo_id: uuid::Uuid::nil(),
+            request_head,
+            response_head,
+            payload,
+            peer: None,
+            http2: false,
+            truncated: false,
+            payload_compressed: false,
+        }
+    }
+
+    /// Builds a fetch's request and response records at `level` (0: stored) as
+    /// `output.warc_deflate = "always"` does where the fetch ends, and returns their bytes.
+    /// The block is copied in first (the crawl takes it from the fetch instead).
     pub fn records(request_head: &[u8], response_head: &[u8], payload: &[u8], level: u32) -> usize {
-        let fetch = encode_fetch(
-            FetchParts {
-                target_uri: "http://h0.test/p/1",
-                date: "2026-11-26T12:00:00.000001Z".into(),
-                warcinfo_id: uuid::Uuid::nil(),
-                request_head,
-                response_head,
-                payload,
-                peer: None,
-                http2: false,
-                truncated: false,
-                payload_compressed: false,
-            },
-            level,
-        );
-        fetch.response_member.len() + fetch.request_member.len()
+        let fetch = prepare(&parts(request_head, response_head, payload), level)
+            .with_block((response_head.to_vec(), payload.to_vec()));
+        fetch.response.deflate();
+        fetch.response.member().len() + fetch.request_member.len()
+    }
+
+    /// What `"spare-cpu"` does on the crawl's CPU when no spare CPU deflates the response:
+    /// the digests, the header and request record where the fetch ends, then the response
+    /// written stored by the output thread (into `out`, standing for its file's buffer).
+    /// Returns the bytes written.
+    pub fn records_stored(
+        request_head: &[u8],
+        response_head: &[u8],
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> usize {
+        let fetch = prepare(&parts(request_head, response_head, payload), 1)
+            .with_block((response_head.to_vec(), payload.to_vec()));
+        out.clear();
+        out.extend_from_slice(&fetch.request_member);
+        // Writing to a Vec cannot fail.
+        let _ = fetch.response.member().write_to(out);
+        out.len()
     }
 
     /// A response's block and payload digests as records get them (one pass).
