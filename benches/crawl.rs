@@ -14,7 +14,12 @@
 //!
 //! Each run is made twice, interleaved: once writing `pages.jsonl` only, once also archiving
 //! every fetch as WARC (`[output] warc = true`), so the archive's cost is a ratio within one
-//! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written, compression ratio.
+//! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written (per page too),
+//! compression ratio, and the share of responses stored rather than deflated (with the
+//! default `output.warc_deflate = "spare-cpu"`, those the idle-priority deflate threads did
+//! not get to; `-- --warc-deflate always` deflates every record on the crawl's CPU instead,
+//! `-- --warc-level N` sets `output.warc_gzip_level`). The deflate threads' CPU is shown
+//! apart: it is CPU the crawl did not want.
 //!
 //! With `-- --tls` the runs compare transports instead: the same crawl over plain http,
 //! https with HTTP/2 (ALPN `h2`) and https with HTTP/1.1 only, each against a server process
@@ -96,6 +101,8 @@ struct Run {
     /// WARC records written, and responses archived in full but stored, not deflated.
     warc_records: u64,
     warc_stored: u64,
+    /// Of `cpu`, the archive's deflate threads (idle priority: CPU nobody else wanted).
+    deflate_cpu: f64,
 }
 
 impl Run {
@@ -120,6 +127,9 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = server.config(out.path());
     config.output.warc = warc;
+    if let Some(level) = testweb_process::arg_value("--warc-level") {
+        config.output.warc_gzip_level = level.parse().expect("--warc-level N: a gzip level");
+    }
     if let Some(mode) = testweb_process::arg_value("--warc-deflate") {
         config.output.warc_deflate = match mode.as_str() {
             "always" => crawler::warc::WarcDeflate::Always,
@@ -156,6 +166,7 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     let cpu_before = cpu_secs(&rusage(libc::RUSAGE_SELF));
     let sys_before = sys_secs(&rusage(libc::RUSAGE_SELF));
     let main_before = thread_cpu_ns();
+    let deflate_before = crawler::warc::cost::deflate_threads_cpu_ns();
     let started = Instant::now();
     let summary = runtime
         .block_on(run_crawl(CrawlRequest {
@@ -187,6 +198,7 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
         revisits: summary.counts.warc_revisits,
         warc_records: summary.counts.warc_records,
         warc_stored: summary.counts.warc_stored,
+        deflate_cpu: (crawler::warc::cost::deflate_threads_cpu_ns() - deflate_before) as f64 / 1e9,
     }
 }
 
@@ -422,7 +434,7 @@ fn main() {
             }
             let run = crawl_once(&spec, &server, warc == 1);
             println!(
-                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (sys {:.3}; fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s{}",
+                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (sys {:.3}; fetch {:.3}, parse {:.3}, dispatch {:.3}, deflate threads {:.3}, rest {:.3}), {:.0} MB/s{}",
                 if warc == 1 { "jsonl+warc" } else { "jsonl     " },
                 run.pages,
                 run.secs,
@@ -432,7 +444,9 @@ fn main() {
                 run.fetch_cpu / run.pages as f64 * 1000.0,
                 run.parse_cpu / run.pages as f64 * 1000.0,
                 run.dispatch_cpu / run.pages as f64 * 1000.0,
-                (run.cpu - run.fetch_cpu - run.parse_cpu - run.dispatch_cpu) / run.pages as f64
+                run.deflate_cpu / run.pages as f64 * 1000.0,
+                (run.cpu - run.fetch_cpu - run.parse_cpu - run.dispatch_cpu - run.deflate_cpu)
+                    / run.pages as f64
                     * 1000.0,
                 run.bytes as f64 / run.secs / 1e6,
                 if warc == 1 {
@@ -488,11 +502,13 @@ fn main() {
             per_k(&|r| r.sys_cpu)
         );
         println!(
-            "  fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}",
+            "  fetch {:.3}, parse {:.3}, dispatch {:.3}, deflate threads {:.3}, rest {:.3}; without the deflate threads {:.3}",
             per_k(&|r| r.fetch_cpu),
             per_k(&|r| r.parse_cpu),
             per_k(&|r| r.dispatch_cpu),
-            per_k(&|r| r.cpu - r.fetch_cpu - r.parse_cpu - r.dispatch_cpu)
+            per_k(&|r| r.deflate_cpu),
+            per_k(&|r| r.cpu - r.fetch_cpu - r.parse_cpu - r.dispatch_cpu - r.deflate_cpu),
+            per_k(&|r| r.cpu - r.deflate_cpu)
         );
         if warc == 1 {
             println!(
@@ -524,10 +540,11 @@ fn main() {
     }
     if !long_tail && !no_warc {
         println!(
-            "WARC on / off, pages/s: {:.2} (of the medians), {:.3} (median of per-run ratios); CPU per page {:.3}",
+            "WARC on / off, pages/s: {:.2} (of the medians), {:.3} (median of per-run ratios); CPU per page {:.3}, without the deflate threads {:.3}",
             pages_per_sec[1] / pages_per_sec[0],
             on_over_off(&tables, &|r| r.pages as f64 / r.secs),
-            on_over_off(&tables, &|r| r.cpu / r.pages as f64)
+            on_over_off(&tables, &|r| r.cpu / r.pages as f64),
+            on_over_off(&tables, &|r| (r.cpu - r.deflate_cpu) / r.pages as f64)
         );
     }
     println!("crawler peak RSS: {peak_rss_mb:.1} MB");

@@ -10,6 +10,14 @@
 //! process reads to acknowledge URLs without a round trip to this thread. After a burst
 //! it lingers a millisecond before waiting on the channel again, so that a busy
 //! crawl hands it records in batches instead of waking it once per record (see `LINGER`).
+//!
+//! A sink may make part of a fetch's records later, off the crawl's CPU (the archive
+//! deflates on idle-priority threads, `crate::warc::deflate_pool`): records then wait in
+//! the writer, in the order sent, until made, or until the waiting ones hold more than the
+//! sink allows or have waited 0.5 s, when the oldest is written as it is (see `Waiting`).
+//! The crawl never waits for that work, and a flush (a checkpoint, a distributed process's
+//! acknowledgement) writes every record waiting first. Records waiting are, for a crash,
+//! like those in the channel: still inside the crawler, fetched again on `--resume`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};

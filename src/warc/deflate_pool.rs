@@ -24,6 +24,11 @@ use std::thread::JoinHandle;
 
 use super::record::ResponseRecord;
 
+/// CPU time of the deflate threads that have ended, in this process: what the crawl bench
+/// takes out of the crawler's CPU, since these threads only run on CPU nobody else wanted.
+pub(crate) static THREADS_CPU_NS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
 /// The deflate threads and their queue.
 pub(crate) struct DeflatePool {
     shared: Arc<Shared>,
@@ -73,6 +78,10 @@ impl DeflatePool {
                 .spawn(move || {
                     let _ = told.send(lower_priority());
                     work(&shared);
+                    THREADS_CPU_NS.fetch_add(
+                        crate::cpu_time::thread_cpu_ns(),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                 })?;
             pool.threads.push(thread);
         }

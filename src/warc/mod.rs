@@ -233,6 +233,12 @@ pub mod cost {
         out.len()
     }
 
+    /// CPU time, in nanoseconds, of the deflate threads of every archive closed so far in
+    /// this process (idle-priority CPU: not what the crawl competes for).
+    pub fn deflate_threads_cpu_ns() -> u64 {
+        super::deflate_pool::THREADS_CPU_NS.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A response's block and payload digests as records get them (one pass).
     pub fn digests(head: &[u8], payload: &[u8]) -> [u8; 20] {
         super::digest::block_and_payload(head, payload).0
