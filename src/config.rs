@@ -1620,6 +1620,22 @@ mod tests {
     }
 
     #[test]
+    fn warc_deflate_is_spare_cpu_or_always_and_anything_else_names_the_key() {
+        use crate::warc::WarcDeflate;
+        let load = |mode: &str| Config::load(None, &[format!("output.warc_deflate={mode}")]);
+        assert_eq!(Config::default().output.warc_deflate, WarcDeflate::SpareCpu);
+        assert_eq!(
+            load("always").unwrap().output.warc_deflate,
+            WarcDeflate::Always
+        );
+        let refused = load("fast").unwrap_err().to_string();
+        assert!(
+            refused.contains("output.warc_deflate") && refused.contains("spare-cpu"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn repository_config_documents_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
         let file = Config::load(Some(&path), &[]).unwrap();
