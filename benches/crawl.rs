@@ -18,7 +18,8 @@
 //! compression ratio, and the share of responses stored rather than deflated (with the
 //! default `output.warc_deflate = "spare-cpu"`, those the idle-priority deflate threads did
 //! not get to; `-- --warc-deflate always` deflates every record on the crawl's CPU instead,
-//! `-- --warc-level N` sets `output.warc_gzip_level`). The deflate threads' CPU is shown
+//! `-- --warc-level N` sets `output.warc_gzip_level`, `-- --warc-window-mib N`
+//! `output.warc_deflate_window`). The deflate threads' CPU is shown
 //! apart: it is CPU the crawl did not want.
 //!
 //! With `-- --tls` the runs compare transports instead: the same crawl over plain http,
@@ -127,6 +128,10 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = server.config(out.path());
     config.output.warc = warc;
+    if let Some(mib) = testweb_process::arg_value("--warc-window-mib") {
+        let mib: u64 = mib.parse().expect("--warc-window-mib N: MiB");
+        config.output.warc_deflate_window = crawler::config::ByteSize(mib << 20);
+    }
     if let Some(level) = testweb_process::arg_value("--warc-level") {
         config.output.warc_gzip_level = level.parse().expect("--warc-level N: a gzip level");
     }

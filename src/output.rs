@@ -14,7 +14,7 @@
 //! A sink may make part of a fetch's records later, off the crawl's CPU (the archive
 //! deflates on idle-priority threads, `crate::warc::deflate_pool`): records then wait in
 //! the writer, in the order sent, until made, or until the waiting ones hold more than the
-//! sink allows or have waited 0.5 s, when the oldest is written as it is (see `Waiting`).
+//! sink allows or have waited 5 ms, when the oldest is written as it is (see `Waiting`).
 //! The crawl never waits for that work, and a flush (a checkpoint, a distributed process's
 //! acknowledgement) writes every record waiting first. Records waiting are, for a crash,
 //! like those in the channel: still inside the crawler, fetched again on `--resume`.
@@ -382,9 +382,13 @@ impl OutputWriter {
 const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The longest a record waits for its fetch's records to be made (see [`Waiting`]): past
-/// this it is written as it is. What bounds the wait when the crawl is too slow to fill
-/// [`Sink::hold_bytes`] and the machine too busy to give the deflate threads any time.
-const MAX_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+/// this it is written as it is. It bounds what a `kill -9` loses of the records waiting
+/// (pages fetched again on `--resume`): 5 ms of the crawl, a record or two on a slow one
+/// (`recrawl::kill_9_during_a_recrawl_resumes_exactly` allows 8 pages fetched again per
+/// kill, in flight included: with 0.5 s it saw ~29 a kill, with 20 ms 9 once in 5 runs). On
+/// a deflate thread a 16 KiB page takes ~20 µs: a record not made in 5 ms is one no spare
+/// CPU was going to make soon.
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Records received and not written yet, in the order they came: a record whose fetch's
 /// records are not made yet ([`ArchivedFetch::made`]: its response is still to be deflated

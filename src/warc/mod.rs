@@ -61,7 +61,7 @@
 //! - **So deflate runs on CPU the crawl does not want** (`output.warc_deflate =
 //!   "spare-cpu"`, the default; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
 //!   taking records newest first while the output thread holds them (up to
-//!   `output.warc_deflate_window`, 16 MiB, and 0.5 s). A record they have not deflated
+//!   `output.warc_deflate_window`, 16 MiB, and 5 ms). A record they have not deflated
 //!   when it must be written is written stored: the crawl never waits and never pays for
 //!   compression; on a machine with spare cores everything is deflated, on a saturated one
 //!   the archive grows toward the bytes received. What stays on the crawl's CPU: the
