@@ -71,21 +71,26 @@
 //!   (`records, spare-cpu, stored`), plus writing its bytes.
 //! - **The crawl bench** (`cargo bench --bench crawl -- --runs 3`, then `-- --runs 3
 //!   --warc-deflate always`, then `--warc-level 0`, back to back, thin LTO, 2 cores under
-//!   others' builds, load 8–9: CPU per 1,000 pages is the steady figure, pages/s is not):
+//!   others' builds, load 6–9: CPU per 1,000 pages is the steady figure, pages/s is not).
+//!   First with records waiting up to 0.5 s, then (last two rows) with the 5 ms kept:
 //!
-//!   | archive | crawler CPU s/1000 pages, off → on | of it the deflate threads | written per page | responses stored |
-//!   |---|---:|---:|---:|---:|
-//!   | `spare-cpu` (default) | 0.091 → 0.131 | 0.018 | 7,537 B | 28% |
-//!   | `always`, level 1 | 0.085 → 0.140 | – | 3,620 B | 0% |
-//!   | level 0 (all stored) | 0.088 → 0.117 | – | 17,604 B | 100% |
+//!   | archive | crawler CPU s/1000 pages, off → on | of it the deflate threads | written per page | responses stored | pages/s on/off | peak RSS |
+//!   |---|---:|---:|---:|---:|---:|---:|
+//!   | `spare-cpu`, 0.5 s wait | 0.091 → 0.131 | 0.018 | 7,537 B | 28% | 0.77 | 101 MB |
+//!   | `always`, level 1 | 0.085 → 0.140 | – | 3,620 B | 0% | 0.73 | 67 MB |
+//!   | level 0 (all stored) | 0.088 → 0.117 | – | 17,604 B | 100% | 0.90 | 75 MB |
+//!   | `spare-cpu`, 5 ms wait | 0.093 → 0.143 | 0.013 | 10,143 B | 47% | 0.75 | 71 MB |
+//!   | `always`, level 1 | 0.090 → 0.159 | – | 3,620 B | 0% | 0.67 | 65 MB |
 //!
-//!   With `spare-cpu` the crawl's own CPU grows by 22 µs a page (0.113 without the deflate
-//!   threads), against 55 µs with `always` and 29 µs storing everything: the parse threads
-//!   +13 µs (digests, header), the output thread and the kernel the rest. Storing is not
-//!   free: writing 17.6 KB a page instead of 3.6 KB costs the output thread and the
+//!   With `spare-cpu` the crawl's own CPU grows by 22–37 µs a page (without the deflate
+//!   threads), against 55–69 µs with `always` and 29 µs storing everything: the parse
+//!   threads +13 µs (digests, header), the output thread and the kernel the rest. Storing
+//!   is not free: writing 17.6 KB a page instead of 3.6 KB costs the output thread and the
 //!   kernel's page cache ~7 µs more, which is what the idle threads' deflate buys back.
-//!   Pages/s on/off in those runs (medians of per-run ratios): 0.77, 0.73, 0.90, all
-//!   within the noise of that load; the lead's idle-machine run is the figure to quote.
+//!   The wait was cut to 5 ms because records waiting are lost by a `kill -9` (see
+//!   `crate::output`'s `MAX_WAIT`); it halves the share deflated under that load and takes
+//!   30 MB off the peak RSS. Pages/s on/off are medians of per-run ratios, within the
+//!   noise of that load; the lead's idle-machine run is the figure to quote.
 //! - **What is left for the crawl's 0.9×** (an idle 2-core machine: crawler ~85 µs and
 //!   server ~40 µs a page, so ≤ ~14 µs may be added): the digests, 10.4 µs, are most of
 //!   it. In a local crawl (not distributed, not a recrawl) nothing needs the payload digest
