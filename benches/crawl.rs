@@ -14,7 +14,13 @@
 //!
 //! Each run is made twice, interleaved: once writing `pages.jsonl` only, once also archiving
 //! every fetch as WARC (`[output] warc = true`), so the archive's cost is a ratio within one
-//! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written, compression ratio.
+//! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written (per page too),
+//! compression ratio, and the share of responses stored rather than deflated (with the
+//! default `output.warc_deflate = "spare-cpu"`, those the idle-priority deflate threads did
+//! not get to; `-- --warc-deflate always` deflates every record on the crawl's CPU instead,
+//! `-- --warc-level N` sets `output.warc_gzip_level`, `-- --warc-window-mib N`
+//! `output.warc_deflate_window`). The deflate threads' CPU is shown
+//! apart: it is CPU the crawl did not want.
 //!
 //! With `-- --tls` the runs compare transports instead: the same crawl over plain http,
 //! https with HTTP/2 (ALPN `h2`) and https with HTTP/1.1 only, each against a server process
@@ -93,6 +99,19 @@ struct Run {
     warc_bytes: u64,
     warc_payload: u64,
     revisits: u64,
+    /// WARC records written, and responses archived in full but stored, not deflated.
+    warc_records: u64,
+    warc_stored: u64,
+    /// Of `cpu`, the archive's deflate threads (idle priority: CPU nobody else wanted).
+    deflate_cpu: f64,
+}
+
+impl Run {
+    /// Of the responses archived in full, the share stored rather than deflated.
+    fn stored_share(&self) -> f64 {
+        let in_full = (self.warc_records / 2).saturating_sub(self.revisits);
+        self.warc_stored as f64 / in_full.max(1) as f64
+    }
 }
 
 /// The kernel's share of a process's CPU time, in seconds.
@@ -109,6 +128,20 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     let out = tempfile::tempdir().expect("tempdir");
     let mut config = server.config(out.path());
     config.output.warc = warc;
+    if let Some(mib) = testweb_process::arg_value("--warc-window-mib") {
+        let mib: u64 = mib.parse().expect("--warc-window-mib N: MiB");
+        config.output.warc_deflate_window = crawler::config::ByteSize(mib << 20);
+    }
+    if let Some(level) = testweb_process::arg_value("--warc-level") {
+        config.output.warc_gzip_level = level.parse().expect("--warc-level N: a gzip level");
+    }
+    if let Some(mode) = testweb_process::arg_value("--warc-deflate") {
+        config.output.warc_deflate = match mode.as_str() {
+            "always" => crawler::warc::WarcDeflate::Always,
+            "spare-cpu" => crawler::warc::WarcDeflate::SpareCpu,
+            other => panic!("--warc-deflate {other}: use spare-cpu or always"),
+        };
+    }
     // With `--encodings`, every coding the crawler decodes is measured: `br` too, which a
     // real crawl offers only when `network.accept_encoding` lists it.
     config.network.accept_encoding = vec!["gzip".into(), "deflate".into(), "br".into()];
@@ -138,6 +171,7 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     let cpu_before = cpu_secs(&rusage(libc::RUSAGE_SELF));
     let sys_before = sys_secs(&rusage(libc::RUSAGE_SELF));
     let main_before = thread_cpu_ns();
+    let deflate_before = crawler::warc::cost::deflate_threads_cpu_ns();
     let started = Instant::now();
     let summary = runtime
         .block_on(run_crawl(CrawlRequest {
@@ -167,6 +201,9 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
         warc_bytes: summary.counts.warc_bytes,
         warc_payload: summary.counts.warc_payload_bytes,
         revisits: summary.counts.warc_revisits,
+        warc_records: summary.counts.warc_records,
+        warc_stored: summary.counts.warc_stored,
+        deflate_cpu: (crawler::warc::cost::deflate_threads_cpu_ns() - deflate_before) as f64 / 1e9,
     }
 }
 
@@ -402,7 +439,7 @@ fn main() {
             }
             let run = crawl_once(&spec, &server, warc == 1);
             println!(
-                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (sys {:.3}; fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}), {:.0} MB/s{}",
+                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (sys {:.3}; fetch {:.3}, parse {:.3}, dispatch {:.3}, deflate threads {:.3}, rest {:.3}), {:.0} MB/s{}",
                 if warc == 1 { "jsonl+warc" } else { "jsonl     " },
                 run.pages,
                 run.secs,
@@ -412,16 +449,20 @@ fn main() {
                 run.fetch_cpu / run.pages as f64 * 1000.0,
                 run.parse_cpu / run.pages as f64 * 1000.0,
                 run.dispatch_cpu / run.pages as f64 * 1000.0,
-                (run.cpu - run.fetch_cpu - run.parse_cpu - run.dispatch_cpu) / run.pages as f64
+                run.deflate_cpu / run.pages as f64 * 1000.0,
+                (run.cpu - run.fetch_cpu - run.parse_cpu - run.dispatch_cpu - run.deflate_cpu)
+                    / run.pages as f64
                     * 1000.0,
                 run.bytes as f64 / run.secs / 1e6,
                 if warc == 1 {
                     format!(
-                        ", WARC {:.1} MB for {:.1} MB of payload ({:.2}:1), {} revisits",
+                        ", WARC {:.1} MB for {:.1} MB of payload ({:.2}:1, {:.0} bytes/page), {} revisits, {:.1}% of responses stored",
                         run.warc_bytes as f64 / 1e6,
                         run.warc_payload as f64 / 1e6,
                         run.warc_payload as f64 / run.warc_bytes.max(1) as f64,
-                        run.revisits
+                        run.warc_bytes as f64 / run.pages as f64,
+                        run.revisits,
+                        run.stored_share() * 100.0
                     )
                 } else {
                     String::new()
@@ -466,11 +507,13 @@ fn main() {
             per_k(&|r| r.sys_cpu)
         );
         println!(
-            "  fetch {:.3}, parse {:.3}, dispatch {:.3}, rest {:.3}",
+            "  fetch {:.3}, parse {:.3}, dispatch {:.3}, deflate threads {:.3}, rest {:.3}; without the deflate threads {:.3}",
             per_k(&|r| r.fetch_cpu),
             per_k(&|r| r.parse_cpu),
             per_k(&|r| r.dispatch_cpu),
-            per_k(&|r| r.cpu - r.fetch_cpu - r.parse_cpu - r.dispatch_cpu)
+            per_k(&|r| r.deflate_cpu),
+            per_k(&|r| r.cpu - r.fetch_cpu - r.parse_cpu - r.dispatch_cpu - r.deflate_cpu),
+            per_k(&|r| r.cpu - r.deflate_cpu)
         );
         if warc == 1 {
             println!(
@@ -485,12 +528,28 @@ fn main() {
                 ),
                 median(table.iter().map(|r| r.revisits as f64).collect())
             );
+            let stored = median(table.iter().map(Run::stored_share).collect());
+            println!(
+                "WARC bytes written per page: {:.0}; responses archived in full deflated {:.1}%, stored {:.1}% (output.warc_deflate = {})",
+                median(
+                    table
+                        .iter()
+                        .map(|r| r.warc_bytes as f64 / r.pages as f64)
+                        .collect()
+                ),
+                (1.0 - stored) * 100.0,
+                stored * 100.0,
+                testweb_process::arg_value("--warc-deflate").unwrap_or_else(|| "spare-cpu".into())
+            );
         }
     }
     if !long_tail && !no_warc {
         println!(
-            "WARC on / off, pages/s: {:.2}",
-            pages_per_sec[1] / pages_per_sec[0]
+            "WARC on / off, pages/s: {:.2} (of the medians), {:.3} (median of per-run ratios); CPU per page {:.3}, without the deflate threads {:.3}",
+            pages_per_sec[1] / pages_per_sec[0],
+            on_over_off(&tables, &|r| r.pages as f64 / r.secs),
+            on_over_off(&tables, &|r| r.cpu / r.pages as f64),
+            on_over_off(&tables, &|r| (r.cpu - r.deflate_cpu) / r.pages as f64)
         );
     }
     println!("crawler peak RSS: {peak_rss_mb:.1} MB");

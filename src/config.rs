@@ -329,6 +329,13 @@ pub struct OutputSection {
     /// Records whose payload is compressed already (sent content-coded, or an image, video,
     /// archive…) are stored in their gzip member rather than deflated again.
     pub warc_store_compressed: bool,
+    /// Where records are deflated: on threads of idle priority, stored when they fall
+    /// behind (`spare-cpu`), or where each fetch ends, on the crawl's CPU (`always`); see
+    /// [`crate::warc`].
+    pub warc_deflate: crate::warc::WarcDeflate,
+    /// With `warc_deflate = "spare-cpu"`: how much memory of records may wait for the
+    /// deflate threads before the oldest is stored.
+    pub warc_deflate_window: ByteSize,
 }
 
 impl Default for OutputSection {
@@ -343,6 +350,8 @@ impl Default for OutputSection {
             warc_dedup_memory: ByteSize(32 << 20),
             warc_gzip_level: 1,
             warc_store_compressed: true,
+            warc_deflate: crate::warc::WarcDeflate::SpareCpu,
+            warc_deflate_window: ByteSize(16 << 20),
         }
     }
 }
@@ -558,6 +567,8 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
             "warc_dedup_memory",
             "warc_gzip_level",
             "warc_store_compressed",
+            "warc_deflate",
+            "warc_deflate_window",
         ],
     ),
     (
@@ -1604,6 +1615,22 @@ mod tests {
         let refused = load("10").unwrap_err().to_string();
         assert!(
             refused.contains("output.warc_gzip_level: 10 is not a gzip level"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn warc_deflate_is_spare_cpu_or_always_and_anything_else_names_the_key() {
+        use crate::warc::WarcDeflate;
+        let load = |mode: &str| Config::load(None, &[format!("output.warc_deflate={mode}")]);
+        assert_eq!(Config::default().output.warc_deflate, WarcDeflate::SpareCpu);
+        assert_eq!(
+            load("always").unwrap().output.warc_deflate,
+            WarcDeflate::Always
+        );
+        let refused = load("fast").unwrap_err().to_string();
+        assert!(
+            refused.contains("output.warc_deflate") && refused.contains("spare-cpu"),
             "{refused}"
         );
     }

@@ -256,6 +256,10 @@ counters!(
     warc_revisits,
     /// Payload bytes not archived again thanks to revisit records.
     warc_bytes_saved,
+    /// Responses archived in full whose gzip member is stored, not deflated: payloads
+    /// compressed already, `output.warc_gzip_level = 0`, small records, and, with
+    /// `output.warc_deflate = "spare-cpu"`, those no spare CPU deflated in time.
+    warc_stored,
 );
 
 impl PageCounts {
@@ -266,6 +270,7 @@ impl PageCounts {
         self.warc_payload_bytes += tally.payload_bytes;
         self.warc_revisits += tally.revisits;
         self.warc_bytes_saved += tally.bytes_saved;
+        self.warc_stored += tally.stored;
     }
 
     /// Counts `n` URLs refused by the scope rules for `reason`.

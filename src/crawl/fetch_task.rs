@@ -59,15 +59,15 @@ const ARCHIVE_INLINE_BYTES: usize = 256 << 10;
 async fn archive_fetch(
     shared: &FetchShared,
     url: &str,
-    fetched: Fetched,
+    mut fetched: Fetched,
 ) -> Option<Box<ArchivedFetch>> {
     let archiver = shared.archiver.clone()?;
     let exchange = fetched.exchange.as_deref()?;
     if exchange.payload(fetched.body.as_deref()).len() <= ARCHIVE_INLINE_BYTES {
-        return archiver.archive(url, &fetched);
+        return archiver.archive_taking(url, &mut fetched);
     }
     let url = url.to_string();
-    tokio::task::spawn_blocking(move || archiver.archive(&url, &fetched))
+    tokio::task::spawn_blocking(move || archiver.archive_taking(&url, &mut fetched))
         .await
         .ok()
         .flatten()

@@ -108,7 +108,7 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
         let ParseJob {
             dispatch,
             url,
-            fetched,
+            mut fetched,
             mut record,
         } = job;
         let depth = dispatch.item.depth + 1;
@@ -179,7 +179,7 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
         let archive = shared
             .archiver
             .as_ref()
-            .and_then(|archiver| archiver.archive(&dispatch.item.url, &fetched));
+            .and_then(|archiver| archiver.archive_taking(&dispatch.item.url, &mut fetched));
         done.push(Completion::Page {
             dispatch,
             outcome: Outcome::Done {

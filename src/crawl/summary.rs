@@ -250,10 +250,11 @@ impl CrawlSummary {
             };
             let _ = write!(
                 s,
-                "\narchive: {} WARC records, {} written for {} of payload archived in full ({ratio:.1}:1 with the headers); {} duplicate payloads written as revisits, {} not stored again",
+                "\narchive: {} WARC records, {} written for {} of payload archived in full ({ratio:.1}:1 with the headers; {} responses stored, not deflated); {} duplicate payloads written as revisits, {} not stored again",
                 c.warc_records,
                 crate::quantity::HumanBytes(c.warc_bytes),
                 crate::quantity::HumanBytes(c.warc_payload_bytes),
+                c.warc_stored,
                 c.warc_revisits,
                 crate::quantity::HumanBytes(c.warc_bytes_saved)
             );

@@ -256,6 +256,11 @@ pub(crate) const COUNTERS: &[CounterMetric] = &[
         "crawler_archive_bytes_saved",
         "Payload bytes not archived again thanks to revisits",
     ),
+    plain(
+        "warc_stored",
+        "crawler_archive_stored",
+        "Responses archived in full stored, not deflated",
+    ),
 ];
 
 /// The scope counters' family (one series per reason of `OutOfScope`).

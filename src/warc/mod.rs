@@ -14,6 +14,7 @@
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
 //! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams) |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
+//! | `deflate_pool.rs` | deflating responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
 //! | `digest_index.rs` | the payload digests archived, in fixed memory |
 //! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index; the same for a dead distributed process's files (sealing) |
 //! | `reader.rs` | members and records read back (index, recovery) |
@@ -30,37 +31,85 @@
 //!   on, robots.txt fetches get a line too (`"kind": "robots"`). A response that is answered
 //!   by a retry (a 503 tried again) is not archived: the attempt that ends the URL is. A crash
 //!   leaves at most records in excess, which resume cuts ([`recovery`]).
-//! - **Off the driver's path.** Digests and compression run where the response is
-//!   finished (parse threads, fetch tasks); the output thread only appends finished members.
+//! - **Off the driver's path.** Digests run where the response is finished (parse threads,
+//!   fetch tasks); compression runs on threads of idle priority, or there too with
+//!   `output.warc_deflate = "always"`; the output thread appends members, writing stored the
+//!   responses not deflated by the time they must be written.
+//! - **Stored or deflated, the same records.** A response's member is deflated or stored
+//!   (still one gzip member, its own offset and length); an archive mixes both, which every
+//!   gzip and WARC reader takes (warcio check in the tests), and recovery reads both.
 //!
 //! # What an archived page costs, and the choices made by the figures
-//! Building a fetch's records is CPU on the parse threads, and a crawl on a busy machine is
-//! CPU-bound, so each µs per page is pages/s lost. Per 16 KiB page of the crawl bench
-//! (thread CPU, `cargo bench --bench warc`, medians of 3 on this 2-core EPYC under load):
+//! Building a fetch's records is CPU, and a crawl on a busy machine is CPU-bound, so each
+//! µs per page is pages/s lost. Per 16 KiB page of the crawl bench (thread CPU, `cargo bench
+//! --bench warc`, medians of 3, 2-core EPYC under others' builds):
 //! - **Digests.** The block digest (HTTP head and payload) and the payload digest run over
 //!   the same bytes; the `sha1` crate already uses the SHA extensions, but one SHA-1 stream
 //!   is bound by the latency of its rounds. Two streams interleaved ([`digest`]) cost
-//!   10.6 µs for both, against 17.5 µs one after the other (1,550 against 945 MB/s, the
+//!   10.4 µs for both, against 17.4 µs one after the other (1,585 against 951 MB/s, the
 //!   same on real-size pages).
 //! - **Deflate.** zlib-rs level 1 (zlib-ng's `deflate_quick`) is the fastest gzip encoder
 //!   we can reach from Rust: 790–800 MB/s alone, ~20.5 µs for a 16 KiB page. A fetch's
-//!   records at level 1 cost 35 µs a page (written: 0.22 of the payload), at level 0
-//!   13.3 µs (1.07), at level 6 101 µs (0.17); on real-size pages (mean 260 KB) 768 µs
-//!   (0.31), 322 µs (1.00) and 3.7 ms (0.22). Measured side by side in one scratch run (thread CPU): zlib-rs level 2
-//!   375 MB/s (0.137), libdeflate level 1 467 MB/s (0.128), zlib-rs's huffman-only and RLE
-//!   strategies 140–170 MB/s (0.61: slower *and* bigger than level 1), smaller windows or
-//!   hash memory no faster. So level 1 stays the default, and `output.warc_gzip_level = 0`
-//!   stores the records instead (a CRC and a copy: ~1 µs a page, the archive as big as the
-//!   bytes received) for operators who want the crawl's full speed more than disk.
+//!   records at level 1 cost 34 µs a page (written: 0.22 of the payload), stored 12.4 µs
+//!   (1.07), at level 6 97 µs (0.17); on real-size pages (mean 260 KB) 846 µs (0.31),
+//!   282 µs (1.00) and 3.7 ms (0.22). Measured side by side in one scratch run (thread
+//!   CPU): zlib-rs level 2 375 MB/s (0.137), libdeflate level 1 467 MB/s (0.128),
+//!   zlib-rs's huffman-only and RLE strategies 140–170 MB/s (0.61: slower *and* bigger
+//!   than level 1), smaller windows or hash memory no faster. No level or strategy makes
+//!   deflate cheap enough to run on the crawl's CPU: 20 µs is a quarter of the crawl's own
+//!   ~85 µs a page.
+//! - **So deflate runs on CPU the crawl does not want** (`output.warc_deflate =
+//!   "spare-cpu"`, the default; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
+//!   taking records newest first while the output thread holds them (up to
+//!   `output.warc_deflate_window`, 16 MiB, and 5 ms). A record they have not deflated
+//!   when it must be written is written stored: the crawl never waits and never pays for
+//!   compression; on a machine with spare cores everything is deflated, on a saturated one
+//!   the archive grows toward the bytes received. What stays on the crawl's CPU: the
+//!   digests (the payload digest decides revisit or response, and a distributed crawl asks
+//!   Redis by it before the output thread sees the fetch), the header and request record,
+//!   and for a response written stored its CRC and copy: 13.1 µs a page
+//!   (`records, spare-cpu, stored`), plus writing its bytes.
+//! - **The crawl bench** (`cargo bench --bench crawl -- --runs 3`, then `-- --runs 3
+//!   --warc-deflate always`, then `--warc-level 0`, back to back, thin LTO, 2 cores under
+//!   others' builds, load 6–9: CPU per 1,000 pages is the steady figure, pages/s is not).
+//!   First with records waiting up to 0.5 s, then (last two rows) with the 5 ms kept:
+//!
+//!   | archive | crawler CPU s/1000 pages, off → on | of it the deflate threads | written per page | responses stored | pages/s on/off | peak RSS |
+//!   |---|---:|---:|---:|---:|---:|---:|
+//!   | `spare-cpu`, 0.5 s wait | 0.091 → 0.131 | 0.018 | 7,537 B | 28% | 0.77 | 101 MB |
+//!   | `always`, level 1 | 0.085 → 0.140 | – | 3,620 B | 0% | 0.73 | 67 MB |
+//!   | level 0 (all stored) | 0.088 → 0.117 | – | 17,604 B | 100% | 0.90 | 75 MB |
+//!   | `spare-cpu`, 5 ms wait | 0.093 → 0.143 | 0.013 | 10,143 B | 47% | 0.75 | 71 MB |
+//!   | `always`, level 1 | 0.090 → 0.159 | – | 3,620 B | 0% | 0.67 | 65 MB |
+//!
+//!   With `spare-cpu` the crawl's own CPU grows by 22–37 µs a page (without the deflate
+//!   threads), against 55–69 µs with `always` and 29 µs storing everything: the parse
+//!   threads +13 µs (digests, header), the output thread and the kernel the rest. Storing
+//!   is not free: writing 17.6 KB a page instead of 3.6 KB costs the output thread and the
+//!   kernel's page cache ~7 µs more, which is what the idle threads' deflate buys back.
+//!   The wait was cut to 5 ms because records waiting are lost by a `kill -9` (see
+//!   `crate::output`'s `MAX_WAIT`); it halves the share deflated under that load and takes
+//!   30 MB off the peak RSS. Pages/s on/off are medians of per-run ratios, within the
+//!   noise of that load; the lead's idle-machine run is the figure to quote.
+//! - **What is left for the crawl's 0.9×** (an idle 2-core machine: crawler ~85 µs and
+//!   server ~40 µs a page, so ≤ ~14 µs may be added): the digests, 10.4 µs, are most of
+//!   it. In a local crawl (not distributed, not a recrawl) nothing needs the payload digest
+//!   before the output thread, so they could move to the idle threads too, with the output
+//!   thread computing them for a record nobody got to; per µs of idle CPU that saves the
+//!   crawl 1 µs, where deflating saves ~0.35 (the write cost above). Not built yet.
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
+//! - `output.warc_deflate = "always"` deflates every record where its fetch ends, on the
+//!   crawl's CPU (the smallest archive whatever the load, at the crawl's cost above);
+//!   `output.warc_gzip_level = 0` stores every record and starts no thread.
 //!
 //! Why our own writer rather than the `warc` crate: it compresses a whole file as one gzip
 //! stream, so no record has an offset of its own, and it builds records from buffered
 //! copies. The tests read our files with that crate and with warcio, as independent checks.
 
 pub mod cdxj;
+pub(crate) mod deflate_pool;
 pub(crate) mod digest;
 pub(crate) mod digest_index;
 #[cfg(test)]
@@ -79,11 +128,27 @@ pub(crate) mod writer;
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 pub use writer::{remove_archive, WarcLocation};
 pub(crate) use writer::{ArchiveOptions, ArchiveTally, ArchiveWriter, CurrentFile};
 
-use crate::fetch::Fetched;
-use record::{encode_fetch, warc_date, ArchivedFetch, FetchParts};
+use crate::fetch::{Exchange, Fetched};
+use record::{warc_date, ArchivedFetch, FetchParts};
+
+/// `output.warc_deflate`: where the records' deflate runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WarcDeflate {
+    /// On threads of idle priority while the output thread holds the records
+    /// ([`deflate_pool`]); a record they have not deflated when it must be written is
+    /// stored. The crawl never pays for it; the archive is bigger on a busy machine.
+    #[default]
+    SpareCpu,
+    /// Where each fetch ends, on the crawl's CPU: every record deflated, whatever it costs
+    /// the crawl's speed.
+    Always,
+}
 
 /// What building records needs: the current file's `warcinfo`, the gzip level, and whether
 /// payloads compressed already are stored.
@@ -93,31 +158,72 @@ pub(crate) struct Archiver {
     pub(crate) gzip_level: u32,
     /// `output.warc_store_compressed`: payloads compressed already are stored, not deflated.
     pub(crate) store_compressed: bool,
+    /// `output.warc_deflate`.
+    pub(crate) deflate: WarcDeflate,
 }
 
 impl Archiver {
-    /// The records of a finished fetch of `url`, if the fetch kept its exchange.
+    /// The records of a finished fetch of `url`, if the fetch kept its exchange; the
+    /// response's head and payload are copied (the caller still needs them).
     pub(crate) fn archive(&self, url: &str, fetched: &Fetched) -> Option<Box<ArchivedFetch>> {
         let exchange = fetched.exchange.as_deref()?;
-        Some(Box::new(encode_fetch(
-            FetchParts {
-                target_uri: url,
-                date: warc_date(exchange.date),
-                warcinfo_id: self.current.warcinfo_id(),
-                request_head: &exchange.request_head,
-                response_head: &exchange.response_head,
-                payload: exchange.payload(fetched.body.as_deref()),
-                peer: exchange.peer,
-                http2: exchange.http2,
-                truncated: exchange.truncated,
-                payload_compressed: self.store_compressed
-                    && record::already_compressed(
-                        exchange.content_coded,
-                        fetched.content_type.as_deref(),
-                    ),
-            },
-            self.gzip_level,
-        )))
+        let block = (
+            exchange.response_head.clone(),
+            exchange.payload(fetched.body.as_deref()).to_vec(),
+        );
+        Some(self.build(url, exchange, fetched.content_type.as_deref(), block))
+    }
+
+    /// The same for a fetch that is done with its response: its head and payload are
+    /// taken out of `fetched` into the records, not copied.
+    pub(crate) fn archive_taking(
+        &self,
+        url: &str,
+        fetched: &mut Fetched,
+    ) -> Option<Box<ArchivedFetch>> {
+        let exchange = fetched.exchange.as_deref_mut()?;
+        let head = std::mem::take(&mut exchange.response_head);
+        let payload = match exchange.raw_body.take() {
+            Some(raw) => raw,
+            None => fetched.body.take().unwrap_or_default(),
+        };
+        Some(self.build(
+            url,
+            exchange,
+            fetched.content_type.as_deref(),
+            (head, payload),
+        ))
+    }
+
+    /// The records of `exchange`, whose response head and payload are `block`.
+    fn build(
+        &self,
+        url: &str,
+        exchange: &Exchange,
+        content_type: Option<&str>,
+        (head, payload): (Vec<u8>, Vec<u8>),
+    ) -> Box<ArchivedFetch> {
+        let parts = FetchParts {
+            target_uri: url,
+            date: warc_date(exchange.date),
+            warcinfo_id: self.current.warcinfo_id(),
+            request_head: &exchange.request_head,
+            response_head: &head,
+            payload: &payload,
+            peer: exchange.peer,
+            http2: exchange.http2,
+            truncated: exchange.truncated,
+            payload_compressed: self.store_compressed
+                && record::already_compressed(exchange.content_coded, content_type),
+        };
+        let prepared = record::prepare(&parts, self.gzip_level);
+        let mut fetch = Box::new(prepared.with_block((head, payload)));
+        if self.deflate == WarcDeflate::Always {
+            if let Some(response) = Arc::get_mut(&mut fetch.response) {
+                response.deflate_in_place();
+            }
+        }
+        fetch
     }
 }
 
@@ -125,27 +231,60 @@ impl Archiver {
 /// `output.warc_gzip_level` and the digests cost per page); not an interface.
 #[doc(hidden)]
 pub mod cost {
-    use super::record::{encode_fetch, FetchParts};
+    use super::record::{prepare, FetchParts};
 
-    /// Builds a fetch's request and response records at `level` (0: stored) and returns
-    /// their bytes.
+    fn parts<'a>(
+        request_head: &'a [u8],
+        response_head: &'a [u8],
+        payload: &'a [u8],
+    ) -> FetchParts<'a> {
+        FetchParts {
+            target_uri: "http://h0.test/p/1",
+            date: "2026-11-26T12:00:00.000001Z".into(),
+            warcinfo_id: uuid::Uuid::nil(),
+            request_head,
+            response_head,
+            payload,
+            peer: None,
+            http2: false,
+            truncated: false,
+            payload_compressed: false,
+        }
+    }
+
+    /// Builds a fetch's request and response records at `level` (0: stored) as
+    /// `output.warc_deflate = "always"` does where the fetch ends, and returns their bytes.
+    /// The block is copied in first (the crawl takes it from the fetch instead).
     pub fn records(request_head: &[u8], response_head: &[u8], payload: &[u8], level: u32) -> usize {
-        let fetch = encode_fetch(
-            FetchParts {
-                target_uri: "http://h0.test/p/1",
-                date: "2026-11-26T12:00:00.000001Z".into(),
-                warcinfo_id: uuid::Uuid::nil(),
-                request_head,
-                response_head,
-                payload,
-                peer: None,
-                http2: false,
-                truncated: false,
-                payload_compressed: false,
-            },
-            level,
-        );
-        fetch.response_member.len() + fetch.request_member.len()
+        let fetch = prepare(&parts(request_head, response_head, payload), level)
+            .with_block((response_head.to_vec(), payload.to_vec()));
+        fetch.response.deflate();
+        fetch.response.member().len() + fetch.request_member.len()
+    }
+
+    /// What `"spare-cpu"` does on the crawl's CPU when no spare CPU deflates the response:
+    /// the digests, the header and request record where the fetch ends, then the response
+    /// written stored by the output thread (into `out`, standing for its file's buffer).
+    /// Returns the bytes written.
+    pub fn records_stored(
+        request_head: &[u8],
+        response_head: &[u8],
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> usize {
+        let fetch = prepare(&parts(request_head, response_head, payload), 1)
+            .with_block((response_head.to_vec(), payload.to_vec()));
+        out.clear();
+        out.extend_from_slice(&fetch.request_member);
+        // Writing to a Vec cannot fail.
+        let _ = fetch.response.member().write_to(out);
+        out.len()
+    }
+
+    /// CPU time, in nanoseconds, of the deflate threads of every archive closed so far in
+    /// this process (idle-priority CPU: not what the crawl competes for).
+    pub fn deflate_threads_cpu_ns() -> u64 {
+        super::deflate_pool::THREADS_CPU_NS.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A response's block and payload digests as records get them (one pass).

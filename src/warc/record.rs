@@ -14,6 +14,7 @@
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 
 use sha1::{Digest, Sha1};
 use uuid::Uuid;
@@ -152,31 +153,26 @@ const STORED_UP_TO: usize = 1024;
 /// Largest stored deflate block (its length is 16 bits).
 const STORED_BLOCK: usize = 0xffff;
 
+/// The gzip header: magic, deflate, no flags, no time, no extra flags, OS unknown.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+
 /// `parts`, concatenated, as one gzip member (RFC 1952: header, raw deflate, CRC-32 and
 /// length), with this thread's reused compressor, or as stored blocks for level [`STORED`].
 pub(crate) fn gzip_member(parts: &[&[u8]], level: u32) -> Vec<u8> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    let stored = total <= STORED_UP_TO || level == STORED;
-    // Compressed HTML is a fraction of its size; a quarter is a good first guess. Stored
-    // blocks take 5 bytes each besides the bytes.
-    let capacity = if stored {
-        total + 5 * (total / STORED_BLOCK + 1) + 18
-    } else {
-        total / 4 + 64
-    };
-    let mut out = Vec::with_capacity(capacity);
-    // Magic, deflate, no flags, no time, no extra flags, OS unknown.
-    out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255]);
-    let mut crc = crc32fast::Hasher::new();
-    if stored {
+    if total <= STORED_UP_TO || level == STORED {
         // A small record (a request, a revisit's head): compressing a few hundred bytes saves
         // little, and resetting the compressor's tables costs more than the whole record. A
         // compressed payload: see `already_compressed`.
-        stored_blocks(parts, total, &mut out, &mut crc);
-        out.extend_from_slice(&crc.finalize().to_le_bytes());
-        out.extend_from_slice(&(total as u32).to_le_bytes());
+        let mut out = Vec::with_capacity(stored_member_len(total));
+        // Writing to a Vec cannot fail.
+        let _ = write_stored_member(&mut out, parts, total);
         return out;
     }
+    // Compressed HTML is a fraction of its size; a quarter is a good first guess.
+    let mut out = Vec::with_capacity(total / 4 + 64);
+    out.extend_from_slice(&GZIP_HEADER);
+    let mut crc = crc32fast::Hasher::new();
     DEFLATE.with(|cell| {
         let mut slot = cell.borrow_mut();
         let compress = match slot.as_mut() {
@@ -200,37 +196,53 @@ pub(crate) fn gzip_member(parts: &[&[u8]], level: u32) -> Vec<u8> {
     out
 }
 
-/// `parts` (`total` bytes) as a deflate stream of stored blocks of up to [`STORED_BLOCK`]
-/// bytes, the last one final (one empty final block when there are no bytes).
-fn stored_blocks(parts: &[&[u8]], total: usize, out: &mut Vec<u8>, crc: &mut crc32fast::Hasher) {
+/// The length of the gzip member that stores `total` bytes: the header and trailer (18
+/// bytes), and 5 bytes per stored block (one empty block when there are no bytes).
+pub(crate) fn stored_member_len(total: usize) -> usize {
+    18 + 5 * total.div_ceil(STORED_BLOCK).max(1) + total
+}
+
+/// Writes `parts` (`total` bytes) to `out` as one gzip member of stored blocks of up to
+/// [`STORED_BLOCK`] bytes, [`stored_member_len`] bytes in all. Straight into the output
+/// thread's buffer, so that a record stored there is copied once, not gathered first.
+pub(crate) fn write_stored_member(
+    out: &mut impl std::io::Write,
+    parts: &[&[u8]],
+    total: usize,
+) -> std::io::Result<()> {
+    out.write_all(&GZIP_HEADER)?;
+    let mut crc = crc32fast::Hasher::new();
     let mut left = total;
     let mut pieces = parts.iter().copied().filter(|p| !p.is_empty());
     let mut piece: &[u8] = &[];
     loop {
         let block = left.min(STORED_BLOCK);
         left -= block;
-        out.push(u8::from(left == 0)); // BFINAL on the last, BTYPE = stored
-        out.extend_from_slice(&(block as u16).to_le_bytes());
-        out.extend_from_slice(&(!(block as u16)).to_le_bytes());
+        let mut block_head = [u8::from(left == 0), 0, 0, 0, 0]; // BFINAL on the last, BTYPE = stored
+        block_head[1..3].copy_from_slice(&(block as u16).to_le_bytes());
+        block_head[3..5].copy_from_slice(&(!(block as u16)).to_le_bytes());
+        out.write_all(&block_head)?;
         let mut need = block;
         while need > 0 {
             if piece.is_empty() {
                 match pieces.next() {
                     Some(next) => piece = next,
                     // `total` is the parts' sum: they cannot run out first.
-                    None => return,
+                    None => break,
                 }
             }
             let take = need.min(piece.len());
             crc.update(&piece[..take]);
-            out.extend_from_slice(&piece[..take]);
+            out.write_all(&piece[..take])?;
             piece = &piece[take..];
             need -= take;
         }
         if left == 0 {
-            return;
+            break;
         }
     }
+    out.write_all(&crc.finalize().to_le_bytes())?;
+    out.write_all(&(total as u32).to_le_bytes())
 }
 
 /// Feeds `input` to `compress`, growing `out` as needed, until all of it is taken (and, for
@@ -271,10 +283,10 @@ pub(crate) struct ArchivedFetch {
     /// The id the response record has, and a revisit written instead takes.
     pub(crate) response_id: Uuid,
     pub(crate) warcinfo_id: Uuid,
-    pub(crate) response_member: Vec<u8>,
+    /// The response record: its header and block, and its gzip member once made (see
+    /// [`ResponseRecord`]). Shared with the deflate threads while they work on it.
+    pub(crate) response: Arc<ResponseRecord>,
     pub(crate) request_member: Vec<u8>,
-    /// The HTTP head, kept to build a revisit record (whose block is the head only).
-    pub(crate) response_head: Vec<u8>,
     pub(crate) payload_digest: Sha1Digest,
     /// Entity-body bytes as sent (what a revisit saves).
     pub(crate) payload_bytes: u64,
@@ -287,6 +299,120 @@ pub(crate) struct ArchivedFetch {
     /// Set for a `304 Not Modified` to a recrawl's conditional request: written as a
     /// `revisit` of profile server-not-modified referring to what this names.
     pub(crate) not_modified: Option<Box<NotModified>>,
+}
+
+impl ArchivedFetch {
+    /// Whether the records can be written as they are meant to be: the response's member is
+    /// deflated, or is one that is stored anyway.
+    pub(crate) fn made(&self) -> bool {
+        self.response.made()
+    }
+
+    /// Memory these records hold until written (what the output thread's waiting room
+    /// counts).
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.response.held_bytes() + self.request_member.len()
+    }
+}
+
+/// A response record whose gzip member is made when there is CPU for it. Its header (the
+/// named fields, digests included) is final when the fetch ends; deflating the block can
+/// wait: a deflate thread makes the member ([`ResponseRecord::deflate`]), and if the output
+/// thread must write the record first, it writes the same bytes as a stored member
+/// ([`ResponseRecord::member`]). Both are the same record to every reader.
+#[derive(Debug)]
+pub(crate) struct ResponseRecord {
+    /// The record's header block (`WARC/1.1` to the empty line); empty once deflated in
+    /// place.
+    header: String,
+    /// The HTTP status line and headers as received: the block's start, and the whole
+    /// block of a revisit written instead.
+    pub(crate) head: Vec<u8>,
+    /// The entity body as sent; empty once deflated in place.
+    payload: Vec<u8>,
+    /// The level to deflate at, or [`STORED`] for a record stored anyway (a compressed
+    /// payload, level 0, a record too small to gain).
+    level: u32,
+    deflated: OnceLock<Vec<u8>>,
+}
+
+/// A response record's gzip member as the output thread writes it.
+pub(crate) enum Member<'a> {
+    /// Made already: deflated (by a deflate thread, or where the fetch ended), or a record
+    /// built whole (a revisit).
+    Made(&'a [u8]),
+    /// To be written stored: these parts, in order.
+    Stored([&'a [u8]; 4]),
+}
+
+impl Member<'_> {
+    /// Its length in the file.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Member::Made(bytes) => bytes.len(),
+            Member::Stored(parts) => stored_member_len(parts.iter().map(|p| p.len()).sum()),
+        }
+    }
+
+    pub(crate) fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        match self {
+            Member::Made(bytes) => out.write_all(bytes),
+            Member::Stored(parts) => {
+                write_stored_member(out, parts, parts.iter().map(|p| p.len()).sum())
+            }
+        }
+    }
+}
+
+impl ResponseRecord {
+    fn parts(&self) -> [&[u8]; 4] {
+        [
+            self.header.as_bytes(),
+            &self.head,
+            &self.payload,
+            b"\r\n\r\n",
+        ]
+    }
+
+    /// Makes the deflated member, unless the record is stored anyway or it is made already.
+    pub(crate) fn deflate(&self) {
+        if self.made() {
+            return;
+        }
+        let _ = self.deflated.set(gzip_member(&self.parts(), self.level));
+    }
+
+    /// Deflates now and lets the header and payload go: the records made where the fetch
+    /// ended (`output.warc_deflate = "always"`).
+    pub(crate) fn deflate_in_place(&mut self) {
+        self.deflate();
+        if self.deflated.get().is_some() {
+            self.header = String::new();
+            self.payload = Vec::new();
+        }
+    }
+
+    /// Whether the member is as it is meant to be: deflated, or stored anyway.
+    pub(crate) fn made(&self) -> bool {
+        self.level == STORED || self.deflated.get().is_some()
+    }
+
+    /// The member to write now: deflated if it is, else stored. Taken once, so that the
+    /// length a file's rotation counts is that of the bytes written, even if a deflate
+    /// thread finishes meanwhile.
+    pub(crate) fn member(&self) -> Member<'_> {
+        match self.deflated.get() {
+            Some(bytes) => Member::Made(bytes),
+            None => Member::Stored(self.parts()),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.header.len()
+            + self.head.len()
+            + self.payload.capacity()
+            + self.deflated.get().map_or(0, Vec::len)
+    }
 }
 
 /// What a `304 Not Modified` stands for: the payload an earlier generation archived for
@@ -344,50 +470,100 @@ pub(crate) struct FetchParts<'a> {
     pub(crate) payload_compressed: bool,
 }
 
-/// Builds and compresses the response and request records of one fetch.
+/// Builds and compresses the response and request records of one fetch, now (the tests'
+/// records; the crawl's are built by `Archiver`).
+#[cfg(test)]
 pub(crate) fn encode_fetch(fetch: FetchParts<'_>, level: u32) -> ArchivedFetch {
-    let response_level = if fetch.payload_compressed {
-        STORED
-    } else {
-        level
-    };
+    let block = (fetch.response_head.to_vec(), fetch.payload.to_vec());
+    let mut archived = prepare(&fetch, level).with_block(block);
+    if let Some(response) = Arc::get_mut(&mut archived.response) {
+        response.deflate_in_place();
+    }
+    archived
+}
+
+/// A fetch's records but for the response's block: the digests (over the block, which
+/// [`FetchParts`] lends), the response's header, the request record.
+pub(crate) struct Prepared {
+    target_uri: String,
+    date: String,
+    response_id: Uuid,
+    warcinfo_id: Uuid,
+    header: String,
+    level: u32,
+    request_member: Vec<u8>,
+    payload_digest: Sha1Digest,
+    peer: Option<IpAddr>,
+    http2: bool,
+}
+
+/// The digests, the response's header and the request record of `fetch`: the work that must
+/// be done where the fetch ends (the payload digest decides revisit or response, and a
+/// distributed crawl asks Redis by it before the output thread sees the fetch).
+pub(crate) fn prepare(fetch: &FetchParts<'_>, level: u32) -> Prepared {
     let response_id = Uuid::new_v4();
     let request_id = Uuid::new_v4();
     let (block_digest, payload_digest) =
         super::digest::block_and_payload(fetch.response_head, fetch.payload);
-    let mut response = fetch_fields("response", response_id, &fetch);
+    let mut response = fetch_fields("response", response_id, fetch);
     if fetch.truncated {
         response.add("WARC-Truncated", "length");
     }
     response.add("WARC-Block-Digest", &digest_label(&block_digest));
     response.add("WARC-Payload-Digest", &digest_label(&payload_digest));
-    let response_member = member(
-        response,
-        HTTP_RESPONSE,
-        &[fetch.response_head, fetch.payload],
-        response_level,
-    );
-    let mut request = fetch_fields("request", request_id, &fetch);
+    let block = fetch.response_head.len() + fetch.payload.len();
+    let header = response.finish(HTTP_RESPONSE, block);
+    let total = header.len() + block + 4;
+    let response_level = if fetch.payload_compressed || total <= STORED_UP_TO {
+        STORED
+    } else {
+        level
+    };
+    let mut request = fetch_fields("request", request_id, fetch);
     request.add("WARC-Concurrent-To", &record_id(response_id));
     request.add(
         "WARC-Block-Digest",
         &digest_label(&sha1_of(&[fetch.request_head])),
     );
-    let request_member = member(request, HTTP_REQUEST, &[fetch.request_head], level);
-    ArchivedFetch {
+    Prepared {
         target_uri: fetch.target_uri.to_string(),
-        date: fetch.date,
+        date: fetch.date.clone(),
         response_id,
         warcinfo_id: fetch.warcinfo_id,
-        response_member,
-        request_member,
-        response_head: fetch.response_head.to_vec(),
+        header,
+        level: response_level,
+        request_member: member(request, HTTP_REQUEST, &[fetch.request_head], level),
         payload_digest,
-        payload_bytes: fetch.payload.len() as u64,
         peer: fetch.peer,
         http2: fetch.http2,
-        not_modified: None,
-        shared_original: None,
+    }
+}
+
+impl Prepared {
+    /// The records, with the response's block: `(head, payload)`, the same bytes as the
+    /// [`FetchParts`] this was prepared from, now owned (taken from the fetch, not copied,
+    /// where the fetch is done with them).
+    pub(crate) fn with_block(self, (head, payload): (Vec<u8>, Vec<u8>)) -> ArchivedFetch {
+        ArchivedFetch {
+            target_uri: self.target_uri,
+            date: self.date,
+            response_id: self.response_id,
+            warcinfo_id: self.warcinfo_id,
+            payload_bytes: payload.len() as u64,
+            response: Arc::new(ResponseRecord {
+                header: self.header,
+                head,
+                payload,
+                level: self.level,
+                deflated: OnceLock::new(),
+            }),
+            request_member: self.request_member,
+            payload_digest: self.payload_digest,
+            peer: self.peer,
+            http2: self.http2,
+            not_modified: None,
+            shared_original: None,
+        }
     }
 }
 
@@ -398,7 +574,7 @@ pub(crate) fn revisit_member(fetch: &ArchivedFetch, original: &Original, level: 
         fetch,
         original,
         (REVISIT_PROFILE, Some(&fetch.payload_digest)),
-        (&fetch.response_head, level),
+        (&fetch.response.head, level),
     )
 }
 
@@ -487,6 +663,13 @@ mod tests {
     use super::*;
     use std::io::Read;
 
+    /// The response's member as the output thread would write it now.
+    fn response_member(fetch: &ArchivedFetch) -> Vec<u8> {
+        let mut out = Vec::new();
+        fetch.response.member().write_to(&mut out).unwrap();
+        out
+    }
+
     fn gunzip(member: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(member)
@@ -528,7 +711,7 @@ mod tests {
         let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\r\n";
         let payload = b"<html>hello</html>";
         let fetch = encode_fetch(parts(payload, head), 6);
-        let text = gunzip(&fetch.response_member);
+        let text = gunzip(&response_member(&fetch));
         let split = text.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
         let header = std::str::from_utf8(&text[..split]).unwrap();
         assert!(header.starts_with("WARC/1.1\r\nWARC-Type: response\r\n"));
@@ -646,14 +829,17 @@ mod tests {
         coded.payload_compressed = true;
         let stored = encode_fetch(coded, 1);
         let deflated = encode_fetch(parts(&payload, head), 1);
-        let text = gunzip(&stored.response_member);
+        let (stored_member, deflated_member) =
+            (response_member(&stored), response_member(&deflated));
+        let text = gunzip(&stored_member);
         let block = [&head[..], &payload[..], b"\r\n\r\n"].concat();
         assert!(text.ends_with(&block));
-        assert!(gunzip(&deflated.response_member).ends_with(&block));
+        assert!(gunzip(&deflated_member).ends_with(&block));
         // Stored: the bytes plus 5 per block, the gzip header and trailer.
-        assert_eq!(stored.response_member.len(), text.len() + 5 * 3 + 18);
+        assert_eq!(stored_member.len(), text.len() + 5 * 3 + 18);
+        assert_eq!(stored_member.len(), stored.response.member().len());
         assert_eq!(stored.payload_digest, deflated.payload_digest);
-        assert!(deflated.response_member.len() < stored.response_member.len());
+        assert!(deflated_member.len() < stored_member.len());
     }
 
     #[test]

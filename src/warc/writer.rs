@@ -33,7 +33,7 @@ use uuid::Uuid;
 use super::digest_index::PayloadIndex;
 use super::record::{
     digest_label, not_modified_member, record_id, revisit_member, warc_date, warcinfo_member,
-    ArchivedFetch, Original, Sha1Digest,
+    ArchivedFetch, Member, Original, Sha1Digest,
 };
 use crate::durable::{At, IoAt};
 use crate::output::PageRecord;
@@ -109,6 +109,9 @@ pub(crate) struct ArchiveTally {
     pub(crate) payload_bytes: u64,
     pub(crate) revisits: u64,
     pub(crate) bytes_saved: u64,
+    /// Responses archived in full whose member is stored, not deflated (see
+    /// `output.warc_deflate`).
+    pub(crate) stored: u64,
 }
 
 /// The archive being written.
@@ -252,8 +255,13 @@ impl ArchiveWriter {
                 (original, revisit)
             }
         };
-        let response: &[u8] = revisit.as_deref().unwrap_or(&fetch.response_member);
-        let pair = (fetch.request_member.len() + response.len()) as u64;
+        // Taken once: a deflate thread may finish this member while it is written stored.
+        let response = match &revisit {
+            Some(revisit) => Member::Made(revisit),
+            None => fetch.response.member(),
+        };
+        let response_len = response.len() as u64;
+        let pair = fetch.request_member.len() as u64 + response_len;
         if self.length + pair > self.options.max_bytes && self.fetches_in_file > 0 {
             self.rotate()?;
         }
@@ -262,13 +270,13 @@ impl ArchiveWriter {
             .write_all(&fetch.request_member)
             .at("write", &self.path)?;
         let offset = self.length + fetch.request_member.len() as u64;
-        self.file.write_all(response).at("write", &self.path)?;
+        response.write_to(&mut self.file).at("write", &self.path)?;
         self.length += pair;
         record.payload_digest = Some(label);
         record.warc = Some(WarcLocation {
             file: self.name.clone(),
             offset,
-            length: response.len() as u64,
+            length: response_len,
             record: if original.is_some() {
                 "revisit"
             } else {
@@ -291,6 +299,7 @@ impl ArchiveWriter {
             tally.bytes_saved = fetch.payload_bytes;
         } else {
             tally.payload_bytes = fetch.payload_bytes;
+            tally.stored = u64::from(matches!(response, Member::Stored(_)));
             self.index.insert(&fetch.payload_digest, line_at);
         }
         Ok(tally)

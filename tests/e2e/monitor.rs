@@ -294,6 +294,7 @@ const SUMMARY_OF: &[(&str, &str)] = &[
     ("crawler_archive_payload_bytes_total", "warc_payload_bytes"),
     ("crawler_archive_revisits_total", "warc_revisits"),
     ("crawler_archive_bytes_saved_total", "warc_bytes_saved"),
+    ("crawler_archive_stored_total", "warc_stored"),
 ];
 
 fn summary_value(summary: &serde_json::Value, series: &str) -> f64 {
