@@ -39,7 +39,9 @@
 //!   one ([`crate::seen`]: MurmurHash3 x64_128, the same [`Plan`], 512-bit blocks) with the
 //!   plan's blocks split evenly over the shards ([`shard_blocks`]), in strings of at most
 //!   [`BLOCKS_PER_SHARD`] blocks (a Redis string holds at most 2^32 bits). A URL's k bits
-//!   are in one block of its host's shard: one `BITFIELD` reads them, one sets them.
+//!   are in one block of its host's shard; `admit.lua` sets a call's URLs' bits with one
+//!   `BITFIELD SET` for many URLs (its old values say which were new) when no cap can
+//!   refuse one of them, and reads before it sets, URL by URL, when one may.
 //! - `q:<host>`: each host's queue (a list of [`queue_item`]s: a [`QueuedUrl`] packed,
 //!   about its URL's bytes); `sched`: a sorted set of the
 //!   hosts that have URLs queued and are not leased, scored by the instant (ms, Redis clock)
@@ -67,7 +69,12 @@
 //!   the budget and the host cap, sets the bits and pushes the URL in one atomic script on
 //!   the URL's host's shard, where all of its URL's bits and queue are: no URL is queued
 //!   twice. A page's links go to their shards' scripts in one round (a pipeline per shard,
-//!   all sent at once).
+//!   all sent at once). A call's bits are set in one go only when the budget left and each
+//!   host's cap have room for every URL of the call: then no URL can be refused, so
+//!   setting first and reading the old bits (in URL order, a repeat finds its own bits
+//!   set) decides exactly what reading first would; otherwise each URL is read, checked
+//!   and only then set, so a refused URL leaves no bit (`script_tests` runs both on the
+//!   same calls and compares answers, queues and bits).
 //! - **`max_urls` exact over all processes: one counter.** On a single server `admit.lua`
 //!   also declares the crawl's `meta` and takes each URL from its `granted` counter in the
 //!   same atomic step (one round per page, as before shards). On a cluster one script
@@ -391,7 +398,7 @@ pub const DEFAULT_SHARDS: u32 = 64;
 pub fn redis_layout(plan: &Plan) -> String {
     let parts = shard_blocks(plan, DEFAULT_SHARDS).div_ceil(BLOCKS_PER_SHARD);
     format!(
-        "in Redis (distributed mode): the same {:.1} MiB split over the crawl's {DEFAULT_SHARDS} host shards (distributed.shards), {parts} string key(s) of at most {} MiB each (seen:<part>), one BITFIELD read and at most one write per new URL",
+        "in Redis (distributed mode): the same {:.1} MiB split over the crawl's {DEFAULT_SHARDS} host shards (distributed.shards), {parts} string key(s) of at most {} MiB each (seen:<part>), the k bits of a batch's URLs set by one BITFIELD per 100 or so (read first, URL by URL, only where a cap may refuse)",
         plan.bytes as f64 / (1 << 20) as f64,
         (BLOCKS_PER_SHARD * 64) >> 20
     )

@@ -10,6 +10,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::client::Group;
+use super::session::AdmitCall;
 use super::{parse_claim, prefix, Redis, ShardKeys};
 use crate::frontier::QueuedUrl;
 
@@ -83,41 +84,36 @@ async fn admit(
     max_urls: u64,
     granted: Option<i64>,
 ) -> Vec<i64> {
+    let items: Vec<(String, QueuedUrl)> =
+        urls.iter().map(|u| (host.to_string(), item(u))).collect();
+    admit_items(redis, &items, max_urls, 0, granted).await
+}
+
+/// `admit.lua` for `items` (host, URL; a host's next to each other), with `max_urls` and
+/// a host cap, laid out as the session lays a call out. The codes.
+async fn admit_items(
+    redis: &Redis,
+    items: &[(String, QueuedUrl)],
+    max_urls: u64,
+    host_cap: u64,
+    granted: Option<i64>,
+) -> Vec<i64> {
     let plan = crate::seen::Plan::for_fpp(10_000, 0.001).unwrap();
     let k = keys();
-    let mut keys = vec![
-        k.meta.clone(),
-        k.sched.clone(),
-        k.next.clone(),
-        k.leased.clone(),
-        k.hostn.clone(),
-    ];
-    let inline = granted.is_none();
-    if inline {
-        keys.push(format!("{}meta", prefix(ID)));
-    }
-    let mut args = bytes(&[
-        if inline { "1" } else { "0" },
-        &max_urls.to_string(),
-        "0",
-        &plan.k.to_string(),
-        &granted.unwrap_or(0).to_string(),
-    ]);
-    let mut offsets = Vec::new();
-    for url in urls {
-        let part = super::bloom_bits(&plan, 1, url.as_bytes(), &mut offsets);
-        while offsets.len() < plan.k as usize {
-            offsets.push(offsets[0]);
-        }
-        keys.push(k.queue(host));
-        keys.push(k.seen(part));
-        args.push(host.as_bytes().to_vec());
-        args.push(super::queue_item::encode(host, &item(url)));
-        args.extend(offsets.iter().map(|o| o.to_string().into_bytes()));
-    }
-    let reply = call(redis, &redis.scripts.admit, &keys, args)
-        .await
-        .unwrap();
+    let crawl_meta = format!("{}meta", prefix(ID));
+    let call = AdmitCall {
+        plan: &plan,
+        shards: 1,
+        keys: &k,
+        crawl_meta: granted.is_none().then_some(crawl_meta.as_str()),
+        max_urls,
+        host_cap,
+        granted: granted.unwrap_or(0),
+    };
+    let items: Vec<&(String, QueuedUrl)> = items.iter().collect();
+    let mut group = Group::default();
+    call.add(&mut group, &redis.scripts.admit, &items);
+    let reply = redis.run(&group).await.unwrap().remove(0);
     super::array(&reply, "admit")
         .unwrap()
         .iter()
@@ -492,6 +488,140 @@ fn one_release_call_serves_several_shards() {
             urls,
             ["http://h.test/2"],
             "only the unacknowledged URL comes back"
+        );
+    });
+}
+
+/// A call that no cap can refuse sets its URLs' bits in one BITFIELD per part (several,
+/// past a chunk of URLs), a call that a cap may refuse reads URL by URL: both decide alike.
+/// The same calls on two servers, one with room to spare (one go), one whose `max_urls` is
+/// exactly what gets admitted (URL by URL), leave the same answers, queues, bits and counts;
+/// a URL repeated within a call is seen, and a refused URL leaves no bit behind.
+#[test]
+fn one_bitfield_for_a_call_decides_as_url_by_url_does() {
+    let (spare, exact) = (Server::start(), Server::start());
+    runtime().block_on(async {
+        let connect = |server: &Server| {
+            let url = server.url();
+            async move { Redis::connect(&url, Duration::from_secs(10)).await.unwrap() }
+        };
+        let (a, b) = (connect(&spare).await, connect(&exact).await);
+        start_crawl(&a).await;
+        start_crawl(&b).await;
+        let (h1, h2) = ("http://h1.test", "http://h2.test");
+        let pair = |host: &str, path: String| (host.to_string(), item(&format!("{host}{path}")));
+        let first = [pair(h1, "/0".into())];
+        // 150 new URLs of h1, one of them twice, the one admitted before, 100 new of h2:
+        // more URLs than one BITFIELD takes (100 at k = 10).
+        let mut call: Vec<(String, QueuedUrl)> =
+            (1..=150).map(|i| pair(h1, format!("/{i}"))).collect();
+        call.insert(70, pair(h1, "/3".into()));
+        call.push(pair(h1, "/0".into()));
+        call.extend((0..100).map(|i| pair(h2, format!("/{i}"))));
+        let new = 250u64;
+        let mut answers = Vec::new();
+        for (redis, max_urls) in [(&a, 10_000), (&b, 1 + new)] {
+            assert_eq!(admit_items(redis, &first, max_urls, 0, None).await, [5]);
+            answers.push(admit_items(redis, &call, max_urls, 0, None).await);
+        }
+        assert_eq!(answers[0], answers[1]);
+        let codes = &answers[0];
+        assert_eq!(codes.len(), call.len());
+        assert_eq!(
+            (codes[70], codes[151], codes[152]),
+            (0, 0, 5),
+            "repeat, seen, first of h2"
+        );
+        assert_eq!(
+            codes.iter().filter(|&&c| c == 1 || c == 5).count() as u64,
+            new
+        );
+        async fn state(redis: &Redis, hosts: [&str; 2]) -> Vec<Value> {
+            let k = keys();
+            let mut group = Group::default();
+            group.cmd("GET").arg(k.seen(0));
+            for host in hosts {
+                group.cmd("LRANGE").arg(k.queue(host)).arg(0).arg(-1);
+            }
+            group
+                .cmd("HMGET")
+                .arg(&k.meta)
+                .arg(&["accepted", "queued", "bits"]);
+            group.cmd("ZRANGE").arg(&k.sched).arg(0).arg(-1);
+            redis.run(&group).await.unwrap()
+        }
+        let (state_a, state_b) = (state(&a, [h1, h2]).await, state(&b, [h1, h2]).await);
+        assert_eq!(state_a, state_b);
+        let queued = super::array(&state_a[1], "h1").unwrap().len();
+        assert_eq!(queued, 151, "h1's queue: /0 and /1..=/150, once each");
+        // Each server took the path meant: one BITFIELD per 100 URLs, or two per new URL.
+        async fn bitfield_calls(redis: &Redis) -> u64 {
+            let mut group = Group::default();
+            group.cmd("INFO").arg("commandstats");
+            let info = super::text(&redis.run(&group).await.unwrap()[0], "INFO").unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_bitfield:calls="))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap()
+        }
+        assert_eq!(bitfield_calls(&a).await, 1 + 3);
+        assert!(bitfield_calls(&b).await > 2 * new);
+
+        // A cap refuses mid-call: the refused URL's bits stay clear, so it is new once
+        // there is room.
+        let capped = [pair(h2, "/new".into()), pair(h2, "/over".into())];
+        assert_eq!(admit_items(&a, &capped, 10_000, 0, None).await, [1, 1]);
+        assert_eq!(
+            admit_items(&b, &capped, 1 + new + 1, 0, None).await,
+            [1, 2],
+            "max_urls reached on the second"
+        );
+        assert_eq!(
+            admit_items(&b, &capped[1..], 1 + new + 2, 0, None).await,
+            [1],
+            "a URL refused for max_urls left no bit set"
+        );
+    });
+}
+
+/// A host cap, counted per call: a call in which a host would pass its cap reads URL by
+/// URL and refuses what passes it (code 3, no bit set); one with room for all sets them in
+/// one go.
+#[test]
+fn a_host_cap_refuses_inside_a_call_and_leaves_no_bits() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        start_crawl(&redis).await;
+        let (h1, h2) = ("http://h1.test", "http://h2.test");
+        let pair = |host: &str, path: &str| (host.to_string(), item(&format!("{host}{path}")));
+        let call = [
+            pair(h1, "/1"),
+            pair(h1, "/2"),
+            pair(h1, "/2"),
+            pair(h1, "/3"),
+            pair(h2, "/a"),
+        ];
+        assert_eq!(
+            admit_items(&redis, &call, 100, 2, None).await,
+            [5, 1, 0, 3, 5]
+        );
+        // Room for h2's second (one go), not for h1's third (URL by URL, refused again).
+        assert_eq!(
+            admit_items(&redis, &[pair(h2, "/b")], 100, 2, None).await,
+            [1]
+        );
+        assert_eq!(
+            admit_items(&redis, &[pair(h1, "/3")], 100, 2, None).await,
+            [3]
+        );
+        // With a larger cap /3 is new: its refusals set no bit.
+        assert_eq!(
+            admit_items(&redis, &[pair(h1, "/3")], 100, 3, None).await,
+            [1]
         );
     });
 }

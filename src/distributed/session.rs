@@ -257,8 +257,8 @@ impl Session {
         shard_of(host, self.shards.len() as u32)
     }
 
-    /// Adds one `admit.lua` call for `items` (with their host keys), all of `shard`, to
-    /// `group`; `granted` is the shard's running total of budget (a cluster's).
+    /// Adds one `admit.lua` call for `items` (with their host keys, sorted by host), all of
+    /// `shard`, to `group`; `granted` is the shard's running total of budget (a cluster's).
     fn admit_call(
         &self,
         group: &mut Group,
@@ -266,45 +266,17 @@ impl Session {
         items: &[&(String, QueuedUrl)],
         granted: i64,
     ) {
-        let keys_of = &self.shards[shard as usize];
         let inline = !self.redis.is_cluster();
-        let mut keys = vec![
-            keys_of.meta.clone(),
-            keys_of.sched.clone(),
-            keys_of.next.clone(),
-            keys_of.leased.clone(),
-            keys_of.hostn.clone(),
-        ];
-        if inline {
-            keys.push(self.meta.clone());
-        }
-        let mut args: Vec<Vec<u8>> = Vec::with_capacity(5 + items.len() * (2 + 16));
-        args.push(if inline { b"1".to_vec() } else { b"0".to_vec() });
-        args.push(self.max_urls.to_string().into_bytes());
-        args.push(self.host_cap.to_string().into_bytes());
-        args.push(self.plan.k.to_string().into_bytes());
-        args.push(granted.to_string().into_bytes());
-        let mut offsets = Vec::new();
-        for (host, item) in items.iter().map(|pair| (&pair.0, &pair.1)) {
-            let part = bloom_bits(
-                &self.plan,
-                self.shards.len() as u32,
-                item.url.as_bytes(),
-                &mut offsets,
-            );
-            // k probes may land on the same bit; the script reads exactly k offsets.
-            while offsets.len() < self.plan.k as usize {
-                offsets.push(offsets.last().copied().unwrap_or(0));
-            }
-            keys.push(keys_of.queue(host));
-            keys.push(keys_of.seen(part));
-            args.push(host.clone().into_bytes());
-            args.push(queue_item::encode(host, item));
-            for o in &offsets {
-                args.push(o.to_string().into_bytes());
-            }
-        }
-        self.redis.scripts.admit.call(group, &keys, &args);
+        let call = AdmitCall {
+            plan: &self.plan,
+            shards: self.shards.len() as u32,
+            keys: &self.shards[shard as usize],
+            crawl_meta: inline.then_some(self.meta.as_str()),
+            max_urls: self.max_urls,
+            host_cap: self.host_cap,
+            granted,
+        };
+        call.add(group, &self.redis.scripts.admit, items);
     }
 
     /// One round of admissions: per shard, the items at `at` (batch, index) of `batches`;
@@ -416,6 +388,11 @@ impl Session {
         }
         if by_shard.is_empty() {
             return Ok(vec![Vec::new(); batches.len()]);
+        }
+        // A call takes its URLs host by host (see `AdmitCall`); stable, so a host's URLs
+        // keep their order.
+        for at in by_shard.values_mut() {
+            at.sort_by(|&(b1, i1), &(b2, i2)| batches[b1][i1].0.cmp(&batches[b2][i2].0));
         }
         self.admit_round(batches, &by_shard, &mut answers, None)
             .await?;
@@ -841,6 +818,91 @@ impl Session {
         Ok(Some(
             serde_json::to_vec_pretty(&summary).unwrap_or_default(),
         ))
+    }
+}
+
+/// One `admit.lua` call's setting: the shard, the budget and the filter's layout; its
+/// keys and arguments are laid out as the script reads them (host by host, a URL as its
+/// item, its seen part and its k bit offsets).
+pub(super) struct AdmitCall<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) shards: u32,
+    pub(super) keys: &'a ShardKeys,
+    /// The crawl's meta hash, when the budget is taken inline (a single server).
+    pub(super) crawl_meta: Option<&'a str>,
+    pub(super) max_urls: u64,
+    pub(super) host_cap: u64,
+    pub(super) granted: i64,
+}
+
+impl AdmitCall<'_> {
+    /// Adds the call for `items` (each with its host key; a host's URLs next to each
+    /// other, or the host counts twice against its cap's room) to `group`.
+    pub(super) fn add(
+        &self,
+        group: &mut Group,
+        script: &super::client::Script,
+        items: &[&(String, QueuedUrl)],
+    ) {
+        let k = self.plan.k as usize;
+        // Each URL's seen part and offsets, and the distinct parts (almost always one).
+        let mut parts: Vec<u64> = Vec::with_capacity(1);
+        let mut offsets = Vec::with_capacity(items.len() * k);
+        let mut part_of = Vec::with_capacity(items.len());
+        let mut bits = Vec::with_capacity(k);
+        for (_, item) in items {
+            let part = bloom_bits(self.plan, self.shards, item.url.as_bytes(), &mut bits);
+            // k probes may land on the same bit; the script reads exactly k offsets.
+            while bits.len() < k {
+                bits.push(bits.last().copied().unwrap_or(0));
+            }
+            offsets.extend_from_slice(&bits[..k]);
+            let index = match parts.iter().position(|&p| p == part) {
+                Some(index) => index,
+                None => {
+                    parts.push(part);
+                    parts.len() - 1
+                }
+            };
+            part_of.push(index + 1);
+        }
+        // Hosts as runs of equal keys.
+        let mut runs: Vec<(&str, usize)> = Vec::new();
+        for (host, _) in items {
+            match runs.last_mut() {
+                Some((last, n)) if *last == host.as_str() => *n += 1,
+                _ => runs.push((host.as_str(), 1)),
+            }
+        }
+        let mut keys = vec![
+            self.keys.meta.clone(),
+            self.keys.sched.clone(),
+            self.keys.next.clone(),
+            self.keys.leased.clone(),
+            self.keys.hostn.clone(),
+        ];
+        keys.extend(self.crawl_meta.map(str::to_string));
+        keys.extend(parts.iter().map(|&p| self.keys.seen(p)));
+        keys.extend(runs.iter().map(|(host, _)| self.keys.queue(host)));
+        let cmd = script.call_with_keys(group, &keys);
+        cmd.arg(if self.crawl_meta.is_some() { "1" } else { "0" })
+            .arg(self.max_urls)
+            .arg(self.host_cap)
+            .arg(k)
+            .arg(self.granted)
+            .arg(runs.len())
+            .arg(parts.len());
+        let mut next = 0;
+        for (host, n) in runs {
+            cmd.arg(host).arg(n);
+            for u in next..next + n {
+                let (host, item) = items[u];
+                cmd.arg(queue_item::encode(host, item))
+                    .arg(part_of[u])
+                    .arg(&offsets[u * k..(u + 1) * k]);
+            }
+            next += n;
+        }
     }
 }
 
