@@ -52,8 +52,8 @@ const IDLE_POLL: Duration = Duration::from_millis(50);
 /// A finished call's answer and what it carried.
 type CallResult<T, C> = (Result<T, DistributedError>, C);
 
-/// A finished page: its URL, record, links and archive records.
-type Page = (String, Box<PageRecord>, Archived);
+/// A finished page: its URL, its host key, record and archive records.
+type Page = (String, String, Box<PageRecord>, Archived);
 
 /// An admission's answers: per page, per URL; and per payload looked up, its original's
 /// entry if another process published one, with the number of payloads published so far
@@ -109,8 +109,9 @@ pub(crate) struct LeaseSource {
     sync: Option<BackgroundSync>,
     /// The output thread's count of records handed to the OS.
     handed: Option<Arc<Handed>>,
-    /// Finished pages whose links wait for the admission in flight.
-    waiting: Vec<(String, Box<PageRecord>, Candidates, Archived)>,
+    /// Finished pages (URL, host key, record, links, archive) whose links wait for the
+    /// admission in flight.
+    waiting: Vec<(String, String, Box<PageRecord>, Candidates, Archived)>,
     admitting: Option<Beside<Admission, Admitting>>,
     /// `distributed.shared_payloads`: the cap of the crawl's shared payload index (0: off).
     shared_payloads: u64,
@@ -271,14 +272,14 @@ impl LeaseSource {
         let mut sent = Vec::new();
         let mut looked_up = Vec::new();
         let mut lookups = Vec::new();
-        for (url, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
+        for (url, host, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
             sent.push(self.unknown(candidates, Some(url.clone()), &mut record.counts));
             let lookup = archive.as_ref().filter(|_| self.shared_payloads > 0);
             if let Some(fetch) = lookup {
                 lookups.push(payloads::field(&fetch.payload_digest));
             }
             looked_up.push(lookup.is_some());
-            pages.push((url, record, archive));
+            pages.push((url, host, record, archive));
         }
         let admitting = Admitting { pages, looked_up };
         if sent.iter().all(Vec::is_empty) && lookups.is_empty() {
@@ -317,7 +318,7 @@ impl LeaseSource {
         let Admitting { pages, looked_up } = admitting;
         self.payloads_known = self.payloads_known.max(admission.payloads);
         let mut originals = admission.originals.into_iter();
-        for ((((url, mut record, mut archive), items), answers), looked_up) in pages
+        for ((((url, host, mut record, mut archive), items), answers), looked_up) in pages
             .into_iter()
             .zip(admission.sent)
             .zip(admission.answers)
@@ -338,7 +339,7 @@ impl LeaseSource {
             if let Some((field, entry)) = publish {
                 self.to_publish.push_back((number, field, entry));
             }
-            self.leases.recorded(&key_of(&url), &url, number);
+            self.leases.recorded(&host, &url, number);
         }
         Ok(())
     }
@@ -507,9 +508,15 @@ impl WorkSource for LeaseSource {
     ) -> Result<(), CrawlError> {
         // The dispatch goes back to the frontier now (its slot is free); the record is
         // written, and the URL closed in its lease, once its links are admitted.
+        // The host key from the frontier (in memory while its URL is in flight) rather than
+        // parsed again from the URL.
         let url = dispatch.item.url.clone();
+        let host = match cx.frontier.host_key(dispatch.host) {
+            Some(key) => key.to_string(),
+            None => key_of(&url),
+        };
         cx.frontier.complete(dispatch);
-        self.waiting.push((url, record, candidates, archive));
+        self.waiting.push((url, host, record, candidates, archive));
         Ok(())
     }
 
