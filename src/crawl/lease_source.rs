@@ -415,6 +415,7 @@ impl LeaseSource {
             return Ok(());
         };
         let over = claimed.over;
+        let claimed_looks_over = claimed.looks_over;
         let due_in = claimed.due_in;
         let (got, queue) = self
             .leases
@@ -427,7 +428,7 @@ impl LeaseSource {
         // Once over, always over (an empty crawl stays empty); a claim that asked only
         // some shards says nothing about it.
         self.crawl_over |= over;
-        self.next_claim = if got > 0 {
+        self.next_claim = if got > 0 || claimed_looks_over {
             Instant::now()
         } else {
             Instant::now()

@@ -458,6 +458,11 @@ pub(crate) struct Claimed {
     /// The crawl is over: every shard empty, and unchanged since the previous sweep that
     /// found them all empty (see [`shard_views`]).
     pub(crate) over: bool,
+    /// A sweep found every shard empty (nothing scheduled, no lease), not yet twice: the
+    /// crawl looks over, and the sweep that can tell goes at once rather than at the next
+    /// idle poll (a crawl's end is seen a poll sooner; this happens once per crawl, or in
+    /// a race with a process's admission).
+    pub(crate) looks_over: bool,
 }
 
 /// One shard's answer to `claim.lua`: the claim, the shard's version, the hosts due soon
@@ -532,6 +537,7 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<ShardClaim, DistributedErr
             .ok()
             .map(Duration::from_millis),
         over: false,
+        looks_over: false,
     };
     for lease in array(leases, "claim")? {
         let fields = array(lease, "claim")?;

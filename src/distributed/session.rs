@@ -663,6 +663,7 @@ impl Session {
         let mut claimed = Claimed::default();
         let mut views = self.views.lock().map_err(|_| poisoned("claim"))?;
         let mut all_empty_again = true;
+        let mut all_empty = true;
         if single_release {
             let answer = replies
                 .get(1)
@@ -683,6 +684,7 @@ impl Session {
             }
             if let Some(plan) = plan.as_ref().filter(|p| p.asked[s].is_some()) {
                 let mut shard = parse_claim(next("claim")?)?;
+                all_empty &= shard.claimed.scheduled == 0 && shard.claimed.outstanding == 0;
                 all_empty_again &= views.heard(plan, s as u32, &mut shard, sent_at);
                 let c = shard.claimed;
                 claimed.leases.extend(c.leases);
@@ -694,6 +696,7 @@ impl Session {
             // Only a sweep can tell (see `shard_views`); a claim of some shards never
             // says the crawl is over.
             claimed.over = plan.sweep && all_empty_again;
+            claimed.looks_over = plan.sweep && all_empty && !claimed.over;
             claimed.due_in = views.due_in(Instant::now());
             reply.claimed = Some(claimed);
         }
