@@ -66,8 +66,11 @@
 //! move Redis's CPU.
 //!
 //! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3; `-- --only local`,
-//! `--only redis1` or `--only redis2` runs one mode, e.g. under `perf record`). Needs
-//! `redis-server` and `redis-cli` on the PATH.
+//! `--only redis1` or `--only redis2` runs one mode, e.g. under `perf record`; `--set
+//! KEY=VALUE`, repeatable, changes a config key in every mode, e.g. `--set
+//! distributed.lease_urls=64`). Needs `redis-server` and `redis-cli` on the PATH. The last
+//! column, `starved`, is the share of a process's run with a fetch slot free and nothing
+//! queued locally (its summary's `starved_secs`): the time it waited for Redis.
 
 #[path = "support/testweb_process.rs"]
 mod testweb_process;
@@ -158,6 +161,13 @@ enum Mode {
     Redis(usize),
 }
 
+fn processes_of(mode: Mode) -> usize {
+    match mode {
+        Mode::Local => 1,
+        Mode::Redis(n) => n,
+    }
+}
+
 struct Run {
     pages: u64,
     secs: f64,
@@ -169,10 +179,51 @@ struct Run {
     /// URLs admitted (queued) and leases claimed, from the crawl's `meta` in Redis.
     admitted: u64,
     claims: u64,
+    /// Seconds with a fetch slot free and nothing queued (see [`starved_secs`]).
+    starved: f64,
 }
 
+/// The benchmark's configuration, with the `--set KEY=VALUE` of its command line (as the
+/// crawler's own `--set`, e.g. `--set distributed.lease_urls=64`) applied to both modes.
 fn config(web_port: u16, out: &std::path::Path) -> Config {
-    testweb_process::bench_config(web_port, out)
+    let base = testweb_process::bench_config(web_port, out);
+    let args: Vec<String> = std::env::args().collect();
+    let sets: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--set")
+        .map(|w| w[1].clone())
+        .collect();
+    if sets.is_empty() {
+        return base;
+    }
+    let mut config = Config::load(None, &sets).expect("--set KEY=VALUE");
+    config.network.resolve = base.network.resolve;
+    config.output.dir = base.output.dir;
+    config.politeness.enabled = base.politeness.enabled;
+    config.politeness.respect_robots = base.politeness.respect_robots;
+    config.crawl.max_urls = base.crawl.max_urls;
+    config.crawl.max_depth = base.crawl.max_depth;
+    if !sets.iter().any(|s| s.starts_with("crawl.concurrency=")) {
+        config.crawl.concurrency = base.crawl.concurrency;
+    }
+    config
+}
+
+/// Seconds the processes of a crawl in `out` spent with a fetch slot free and nothing
+/// queued (waiting for Redis), summed from their `summary-<id>.json`.
+fn starved_secs(out: &std::path::Path) -> f64 {
+    std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("summary-") && name.ends_with(".json")
+        })
+        .filter_map(|e| std::fs::read(e.path()).ok())
+        .filter_map(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .filter_map(|json| json["distributed"]["starved_secs"].as_f64())
+        .sum()
 }
 
 fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
@@ -267,6 +318,7 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
         }
     };
     let round_trips = field("counters", "redis_round_trips");
+    let starved = starved_secs(out.path());
     let admitted = shards_sum("accepted");
     let claims = shards_sum("lease_seq");
     Run {
@@ -282,6 +334,7 @@ fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
         script_calls,
         admitted,
         claims,
+        starved,
     }
 }
 
@@ -366,7 +419,7 @@ fn main() {
         s.links_per_page
     );
     println!(
-        "{:<22} {:>8} {:>10} {:>22} {:>20} {:>16} {:>18} {:>14} {:>10}",
+        "{:<22} {:>8} {:>10} {:>22} {:>20} {:>16} {:>18} {:>14} {:>10} {:>9}",
         "mode",
         "pages",
         "pages/s",
@@ -375,7 +428,8 @@ fn main() {
         "round trips/page",
         "script calls/page",
         "admitted/s",
-        "claims/s"
+        "claims/s",
+        "starved"
     );
     let mut local_rate = 0.0;
     let mut per_process = (0.0, 0.0);
@@ -419,8 +473,16 @@ fn main() {
         // One Redis node: its admissions and claims per second.
         let admitted = median(results.iter().map(|r| r.admitted as f64 / r.secs).collect());
         let claims = median(results.iter().map(|r| r.claims as f64 / r.secs).collect());
+        // The share of the run a process waited for Redis with a slot free.
+        let starved = median(
+            results
+                .iter()
+                .map(|r| r.starved / r.secs / processes_of(mode) as f64)
+                .collect(),
+        );
         println!(
-            "{name:<22} {pages:>8.0} {rate:>10.0} {cpu:>22.3} {redis_cpu:>20.4} {trips:>16.3} {calls:>18.2} {admitted:>14.0} {claims:>10.0}"
+            "{name:<22} {pages:>8.0} {rate:>10.0} {cpu:>22.3} {redis_cpu:>20.4} {trips:>16.3} {calls:>18.2} {admitted:>14.0} {claims:>10.0} {:>8.1}%",
+            starved * 100.0
         );
         match mode {
             Mode::Local => local_rate = rate,

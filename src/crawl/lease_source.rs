@@ -124,6 +124,11 @@ pub(crate) struct LeaseSource {
     next_claim: Instant,
     next_beat: Instant,
     crawl_over: bool,
+    /// Time with a fetch slot free and no URL queued here before the crawl was over: what
+    /// waiting for Redis cost this process (in its summary, `starved_secs`), and whether the
+    /// last poll found it so.
+    starved: Duration,
+    last_poll: Option<(Instant, bool)>,
     /// A line per progress interval (no bar: a bar of this process alone would mislead);
     /// `crawler status` shows the whole crawl.
     log_tick: Option<Interval>,
@@ -201,6 +206,8 @@ impl LeaseSource {
             next_claim: now,
             next_beat: now,
             crawl_over: false,
+            starved: Duration::ZERO,
+            last_poll: None,
             log_tick,
         };
         Ok(Opened {
@@ -551,6 +558,13 @@ impl WorkSource for LeaseSource {
         now: Instant,
         stopping: bool,
     ) -> Result<Option<Instant>, CrawlError> {
+        let (in_flight, queued) = (cx.frontier.in_flight(), cx.frontier.queued());
+        let short =
+            !self.crawl_over && queued == 0 && in_flight < self.config.crawl.concurrency as u64;
+        if let Some((at, true)) = self.last_poll {
+            self.starved += now.saturating_duration_since(at);
+        }
+        self.last_poll = Some((now, short));
         if self.syncing.is_some() {
             return Ok(None);
         }
@@ -561,7 +575,6 @@ impl WorkSource for LeaseSource {
             per_host: u64::from(c.politeness.per_host_concurrency.max(1)),
             lease_urls: u64::from(self.session.settings().lease_urls),
         };
-        let (in_flight, queued) = (cx.frontier.in_flight(), cx.frontier.queued());
         let wants = self.leases.wants(&appetite, in_flight, queued, stopping);
         let at = self.leases.sync_at(
             now,
@@ -700,7 +713,9 @@ impl WorkSource for LeaseSource {
         // is over).
         let mut json = serde_json::to_value(summary).unwrap_or_default();
         if let Some(object) = json.as_object_mut() {
-            let figures = self.session.process_figures(finished, self.leases.stale());
+            let figures = self
+                .session
+                .process_figures(finished, self.leases.stale(), self.starved);
             object.insert("distributed".into(), figures);
         }
         let json = serde_json::to_vec_pretty(&json).unwrap_or_default();

@@ -797,8 +797,13 @@ impl Session {
     }
 
     /// What this process cost in Redis, for its own summary: `finished` pages, `stale`
-    /// leases lost.
-    pub(crate) fn process_figures(&self, finished: u64, stale: u64) -> serde_json::Value {
+    /// leases lost, and the time it was `starved` (a fetch slot free, nothing queued here).
+    pub(crate) fn process_figures(
+        &self,
+        finished: u64,
+        stale: u64,
+        starved: Duration,
+    ) -> serde_json::Value {
         let round_trips = self.round_trips();
         serde_json::json!({
             "process": self.process,
@@ -809,6 +814,7 @@ impl Session {
             "shards": self.shards.len(),
             "cluster": self.redis.is_cluster(),
             "unreplicated_writes": self.redis.unreplicated(),
+            "starved_secs": starved.as_secs_f64(),
         })
     }
 
