@@ -23,7 +23,7 @@ use super::queue_item;
 use super::seal::{seal_dead, SealScope};
 use super::shard_views::{ClaimNeeds, ShardViews};
 use super::{
-    array, bad, blob, bloom_bits, int, parse_claim, prefix, shard_of, status, text, token_parts,
+    array, bad, blob, bloom_probe, int, parse_claim, prefix, shard_of, status, text, token_parts,
     Claimed, DistributedError, Redis, Settings, ShardKeys,
 };
 use crate::counters::CrawlCounters;
@@ -832,7 +832,7 @@ impl Session {
 
 /// One `admit.lua` call's setting: the shard, the budget and the filter's layout; its
 /// keys and arguments are laid out as the script reads them (host by host, a URL as its
-/// item, its seen part and its k bit offsets).
+/// item, its seen part, its block and its probe: see [`bloom_probe`]).
 pub(super) struct AdmitCall<'a> {
     pub(super) plan: &'a Plan,
     pub(super) shards: u32,
@@ -853,19 +853,18 @@ impl AdmitCall<'_> {
         script: &super::client::Script,
         items: &[&(String, QueuedUrl)],
     ) {
-        let k = self.plan.k as usize;
-        // Each URL's seen part and offsets, and the distinct parts (almost always one).
+        // Each URL's seen part, block and probe, and the distinct parts (almost always one).
         let mut parts: Vec<u64> = Vec::with_capacity(1);
-        let mut offsets = Vec::with_capacity(items.len() * k);
-        let mut part_of = Vec::with_capacity(items.len());
-        let mut bits = Vec::with_capacity(k);
+        let mut probes = Vec::with_capacity(items.len());
+        let (mut offsets, mut probe) = (Vec::new(), Vec::new());
         for (_, item) in items {
-            let part = bloom_bits(self.plan, self.shards, item.url.as_bytes(), &mut bits);
-            // k probes may land on the same bit; the script reads exactly k offsets.
-            while bits.len() < k {
-                bits.push(bits.last().copied().unwrap_or(0));
-            }
-            offsets.extend_from_slice(&bits[..k]);
+            let (part, at) = bloom_probe(
+                self.plan,
+                self.shards,
+                item.url.as_bytes(),
+                &mut offsets,
+                &mut probe,
+            );
             let index = match parts.iter().position(|&p| p == part) {
                 Some(index) => index,
                 None => {
@@ -873,7 +872,7 @@ impl AdmitCall<'_> {
                     parts.len() - 1
                 }
             };
-            part_of.push(index + 1);
+            probes.push((index + 1, at, probe.clone()));
         }
         // Hosts as runs of equal keys.
         let mut runs: Vec<(&str, usize)> = Vec::new();
@@ -897,7 +896,6 @@ impl AdmitCall<'_> {
         cmd.arg(if self.crawl_meta.is_some() { "1" } else { "0" })
             .arg(self.max_urls)
             .arg(self.host_cap)
-            .arg(k)
             .arg(self.granted)
             .arg(runs.len())
             .arg(parts.len());
@@ -906,9 +904,11 @@ impl AdmitCall<'_> {
             cmd.arg(host).arg(n);
             for u in next..next + n {
                 let (host, item) = items[u];
+                let (part, at, probe) = &probes[u];
                 cmd.arg(queue_item::encode(host, item))
-                    .arg(part_of[u])
-                    .arg(&offsets[u * k..(u + 1) * k]);
+                    .arg(*part)
+                    .arg(*at)
+                    .arg(probe.as_slice());
             }
             next += n;
         }
