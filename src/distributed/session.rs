@@ -761,13 +761,25 @@ impl Session {
             silence: self.settings.lease,
         };
         let mut sealing = seal_dead(&scope).await?;
-        if let (true, Some(soon)) = (wait, sealing.silent_soon) {
-            tracing::info!(
-                "waiting {:.1} s to seal the output of a process that stopped its heartbeats",
-                soon.as_secs_f64()
-            );
+        // Bounded: a process silent soon is dead once silent for `lease_secs`; one being
+        // sealed by another is ended as soon as that one is done.
+        let deadline = Instant::now() + 2 * self.settings.lease + Duration::from_secs(1);
+        let mut told = false;
+        while let (true, Some(soon)) = (wait, sealing.silent_soon) {
+            if Instant::now() >= deadline {
+                break;
+            }
+            if !told && soon > super::seal::SEALING_BY_ANOTHER {
+                tracing::info!(
+                    "waiting {:.1} s to seal the output of a process that stopped its heartbeats",
+                    soon.as_secs_f64()
+                );
+                told = true;
+            }
             tokio::time::sleep(soon + Duration::from_millis(50)).await;
-            sealing.sealed.extend(seal_dead(&scope).await?.sealed);
+            let again = seal_dead(&scope).await?;
+            sealing.sealed.extend(again.sealed);
+            sealing.silent_soon = again.silent_soon;
         }
         if !sealing.sealed.is_empty() {
             tracing::info!(
