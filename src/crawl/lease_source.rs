@@ -52,8 +52,8 @@ const IDLE_POLL: Duration = Duration::from_millis(50);
 /// A finished call's answer and what it carried.
 type CallResult<T, C> = (Result<T, DistributedError>, C);
 
-/// A finished page: its URL, record, links and archive records.
-type Page = (String, Box<PageRecord>, Archived);
+/// A finished page: its URL, its host key, record and archive records.
+type Page = (String, String, Box<PageRecord>, Archived);
 
 /// An admission's answers: per page, per URL; and per payload looked up, its original's
 /// entry if another process published one, with the number of payloads published so far
@@ -109,8 +109,9 @@ pub(crate) struct LeaseSource {
     sync: Option<BackgroundSync>,
     /// The output thread's count of records handed to the OS.
     handed: Option<Arc<Handed>>,
-    /// Finished pages whose links wait for the admission in flight.
-    waiting: Vec<(String, Box<PageRecord>, Candidates, Archived)>,
+    /// Finished pages (URL, host key, record, links, archive) whose links wait for the
+    /// admission in flight.
+    waiting: Vec<(String, String, Box<PageRecord>, Candidates, Archived)>,
     admitting: Option<Beside<Admission, Admitting>>,
     /// `distributed.shared_payloads`: the cap of the crawl's shared payload index (0: off).
     shared_payloads: u64,
@@ -123,6 +124,11 @@ pub(crate) struct LeaseSource {
     next_claim: Instant,
     next_beat: Instant,
     crawl_over: bool,
+    /// Time with a fetch slot free and no URL queued here before the crawl was over: what
+    /// waiting for Redis cost this process (in its summary, `starved_secs`), and whether the
+    /// last poll found it so.
+    starved: Duration,
+    last_poll: Option<(Instant, bool)>,
     /// A line per progress interval (no bar: a bar of this process alone would mislead);
     /// `crawler status` shows the whole crawl.
     log_tick: Option<Interval>,
@@ -200,6 +206,8 @@ impl LeaseSource {
             next_claim: now,
             next_beat: now,
             crawl_over: false,
+            starved: Duration::ZERO,
+            last_poll: None,
             log_tick,
         };
         Ok(Opened {
@@ -271,14 +279,14 @@ impl LeaseSource {
         let mut sent = Vec::new();
         let mut looked_up = Vec::new();
         let mut lookups = Vec::new();
-        for (url, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
+        for (url, host, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
             sent.push(self.unknown(candidates, Some(url.clone()), &mut record.counts));
             let lookup = archive.as_ref().filter(|_| self.shared_payloads > 0);
             if let Some(fetch) = lookup {
                 lookups.push(payloads::field(&fetch.payload_digest));
             }
             looked_up.push(lookup.is_some());
-            pages.push((url, record, archive));
+            pages.push((url, host, record, archive));
         }
         let admitting = Admitting { pages, looked_up };
         if sent.iter().all(Vec::is_empty) && lookups.is_empty() {
@@ -317,7 +325,7 @@ impl LeaseSource {
         let Admitting { pages, looked_up } = admitting;
         self.payloads_known = self.payloads_known.max(admission.payloads);
         let mut originals = admission.originals.into_iter();
-        for ((((url, mut record, mut archive), items), answers), looked_up) in pages
+        for ((((url, host, mut record, mut archive), items), answers), looked_up) in pages
             .into_iter()
             .zip(admission.sent)
             .zip(admission.answers)
@@ -338,7 +346,7 @@ impl LeaseSource {
             if let Some((field, entry)) = publish {
                 self.to_publish.push_back((number, field, entry));
             }
-            self.leases.recorded(&key_of(&url), &url, number);
+            self.leases.recorded(&host, &url, number);
         }
         Ok(())
     }
@@ -414,6 +422,7 @@ impl LeaseSource {
             return Ok(());
         };
         let over = claimed.over;
+        let claimed_looks_over = claimed.looks_over;
         let due_in = claimed.due_in;
         let (got, queue) = self
             .leases
@@ -426,7 +435,7 @@ impl LeaseSource {
         // Once over, always over (an empty crawl stays empty); a claim that asked only
         // some shards says nothing about it.
         self.crawl_over |= over;
-        self.next_claim = if got > 0 {
+        self.next_claim = if got > 0 || claimed_looks_over {
             Instant::now()
         } else {
             Instant::now()
@@ -507,9 +516,15 @@ impl WorkSource for LeaseSource {
     ) -> Result<(), CrawlError> {
         // The dispatch goes back to the frontier now (its slot is free); the record is
         // written, and the URL closed in its lease, once its links are admitted.
+        // The host key from the frontier (in memory while its URL is in flight) rather than
+        // parsed again from the URL.
         let url = dispatch.item.url.clone();
+        let host = match cx.frontier.host_key(dispatch.host) {
+            Some(key) => key.to_string(),
+            None => key_of(&url),
+        };
         cx.frontier.complete(dispatch);
-        self.waiting.push((url, record, candidates, archive));
+        self.waiting.push((url, host, record, candidates, archive));
         Ok(())
     }
 
@@ -543,6 +558,13 @@ impl WorkSource for LeaseSource {
         now: Instant,
         stopping: bool,
     ) -> Result<Option<Instant>, CrawlError> {
+        let (in_flight, queued) = (cx.frontier.in_flight(), cx.frontier.queued());
+        let short =
+            !self.crawl_over && queued == 0 && in_flight < self.config.crawl.concurrency as u64;
+        if let Some((at, true)) = self.last_poll {
+            self.starved += now.saturating_duration_since(at);
+        }
+        self.last_poll = Some((now, short));
         if self.syncing.is_some() {
             return Ok(None);
         }
@@ -553,7 +575,6 @@ impl WorkSource for LeaseSource {
             per_host: u64::from(c.politeness.per_host_concurrency.max(1)),
             lease_urls: u64::from(self.session.settings().lease_urls),
         };
-        let (in_flight, queued) = (cx.frontier.in_flight(), cx.frontier.queued());
         let wants = self.leases.wants(&appetite, in_flight, queued, stopping);
         let at = self.leases.sync_at(
             now,
@@ -692,7 +713,9 @@ impl WorkSource for LeaseSource {
         // is over).
         let mut json = serde_json::to_value(summary).unwrap_or_default();
         if let Some(object) = json.as_object_mut() {
-            let figures = self.session.process_figures(finished, self.leases.stale());
+            let figures = self
+                .session
+                .process_figures(finished, self.leases.stale(), self.starved);
             object.insert("distributed".into(), figures);
         }
         let json = serde_json::to_vec_pretty(&json).unwrap_or_default();

@@ -285,13 +285,24 @@ impl Script {
     /// An `EVALSHA` of this script with `keys` (every key it touches: Redis Cluster's rule)
     /// and `args`.
     pub(crate) fn call(&self, group: &mut Group, keys: &[String], args: &[Vec<u8>]) {
+        let cmd = self.call_with_keys(group, keys);
+        for a in args {
+            cmd.arg(a.as_slice());
+        }
+    }
+
+    /// An `EVALSHA` of this script with `keys`, its arguments to be added to the command
+    /// returned (written straight into the command: no argument list built first).
+    pub(crate) fn call_with_keys<'g>(
+        &self,
+        group: &'g mut Group,
+        keys: &[String],
+    ) -> &'g mut redis::Cmd {
         let cmd = group.cmd("EVALSHA").arg(&self.sha).arg(keys.len());
         for key in keys {
             cmd.arg(key.as_str());
         }
-        for a in args {
-            cmd.arg(a.as_slice());
-        }
+        cmd
     }
 }
 

@@ -39,7 +39,9 @@
 //!   one ([`crate::seen`]: MurmurHash3 x64_128, the same [`Plan`], 512-bit blocks) with the
 //!   plan's blocks split evenly over the shards ([`shard_blocks`]), in strings of at most
 //!   [`BLOCKS_PER_SHARD`] blocks (a Redis string holds at most 2^32 bits). A URL's k bits
-//!   are in one block of its host's shard: one `BITFIELD` reads them, one sets them.
+//!   are in one 64-byte block of its host's shard: `admit.lua` reads the block
+//!   (`GETRANGE`), tests the bits in Lua and writes the block back with them set
+//!   (`SETRANGE`) once the URL is admitted.
 //! - `q:<host>`: each host's queue (a list of [`queue_item`]s: a [`QueuedUrl`] packed,
 //!   about its URL's bytes); `sched`: a sorted set of the
 //!   hosts that have URLs queued and are not leased, scored by the instant (ms, Redis clock)
@@ -49,7 +51,7 @@
 //!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
 //!   at a time, which tops its lease up while the host has URLs queued. A token is
 //!   `<shard>/<sequence>/<host>` ([`token_parts`]): the keys of a lease held follow from it.
-//! - `meta`: the plan (every script checks it is there), accepted, queued, bits set, lease
+//! - `meta`: the plan (every script checks it is there), accepted, queued, lease
 //!   numbers, `budget` (a cluster's: what `grant.lua` gave the shard), `ver` (grows with
 //!   every change of the shard's queues or leases: see Termination).
 //!
@@ -67,7 +69,9 @@
 //!   the budget and the host cap, sets the bits and pushes the URL in one atomic script on
 //!   the URL's host's shard, where all of its URL's bits and queue are: no URL is queued
 //!   twice. A page's links go to their shards' scripts in one round (a pipeline per shard,
-//!   all sent at once).
+//!   all sent at once). Within a call URLs are decided one by one in order, each read,
+//!   checked and only then set (a URL repeated in a call finds its own bits set; a refused
+//!   URL leaves no bit); only the pushes and the schedule are done once per host.
 //! - **`max_urls` exact over all processes: one counter.** On a single server `admit.lua`
 //!   also declares the crawl's `meta` and takes each URL from its `granted` counter in the
 //!   same atomic step (one round per page, as before shards). On a cluster one script
@@ -384,6 +388,31 @@ pub(crate) fn bloom_bits(plan: &Plan, shards: u32, key: &[u8], offsets: &mut Vec
     block / BLOCKS_PER_SHARD
 }
 
+/// A key's place in its shard's part of the shared filter as `admit.lua` reads it: the part,
+/// the byte offset of the key's 64-byte block in it, and in `probe` one (byte in the block,
+/// mask) pair per byte holding some of its k bits, bit `o` of the part being byte `o / 8`,
+/// mask `0x80 >> o % 8` (the bits `BITFIELD u1` and `SETBIT` address, so a filter written
+/// either way reads the same).
+pub(crate) fn bloom_probe(
+    plan: &Plan,
+    shards: u32,
+    key: &[u8],
+    offsets: &mut Vec<u64>,
+    probe: &mut Vec<u8>,
+) -> (u64, u64) {
+    let part = bloom_bits(plan, shards, key, offsets);
+    let block = offsets.first().map_or(0, |o| o / 512);
+    probe.clear();
+    for &o in offsets.iter() {
+        let (b, mask) = (((o % 512) / 8) as u8, 0x80u8 >> (o % 8));
+        match probe.chunks_exact_mut(2).find(|pair| pair[0] == b) {
+            Some(pair) => pair[1] |= mask,
+            None => probe.extend_from_slice(&[b, mask]),
+        }
+    }
+    (part, block * 64)
+}
+
 /// Host shards of a crawl unless `distributed.shards` says otherwise (see the module doc).
 pub const DEFAULT_SHARDS: u32 = 64;
 
@@ -391,7 +420,7 @@ pub const DEFAULT_SHARDS: u32 = 64;
 pub fn redis_layout(plan: &Plan) -> String {
     let parts = shard_blocks(plan, DEFAULT_SHARDS).div_ceil(BLOCKS_PER_SHARD);
     format!(
-        "in Redis (distributed mode): the same {:.1} MiB split over the crawl's {DEFAULT_SHARDS} host shards (distributed.shards), {parts} string key(s) of at most {} MiB each (seen:<part>), one BITFIELD read and at most one write per new URL",
+        "in Redis (distributed mode): the same {:.1} MiB split over the crawl's {DEFAULT_SHARDS} host shards (distributed.shards), {parts} string key(s) of at most {} MiB each (seen:<part>), a URL's 64-byte block read (GETRANGE) and, if it is admitted, written (SETRANGE)",
         plan.bytes as f64 / (1 << 20) as f64,
         (BLOCKS_PER_SHARD * 64) >> 20
     )
@@ -451,6 +480,11 @@ pub(crate) struct Claimed {
     /// The crawl is over: every shard empty, and unchanged since the previous sweep that
     /// found them all empty (see [`shard_views`]).
     pub(crate) over: bool,
+    /// A sweep found every shard empty (nothing scheduled, no lease), not yet twice: the
+    /// crawl looks over, and the sweep that can tell goes at once rather than at the next
+    /// idle poll (a crawl's end is seen a poll sooner; this happens once per crawl, or in
+    /// a race with a process's admission).
+    pub(crate) looks_over: bool,
 }
 
 /// One shard's answer to `claim.lua`: the claim, the shard's version, the hosts due soon
@@ -525,6 +559,7 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<ShardClaim, DistributedErr
             .ok()
             .map(Duration::from_millis),
         over: false,
+        looks_over: false,
     };
     for lease in array(leases, "claim")? {
         let fields = array(lease, "claim")?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::client::Group;
+use super::session::AdmitCall;
 use super::{parse_claim, prefix, Redis, ShardKeys};
 use crate::frontier::QueuedUrl;
 
@@ -83,41 +84,36 @@ async fn admit(
     max_urls: u64,
     granted: Option<i64>,
 ) -> Vec<i64> {
+    let items: Vec<(String, QueuedUrl)> =
+        urls.iter().map(|u| (host.to_string(), item(u))).collect();
+    admit_items(redis, &items, max_urls, 0, granted).await
+}
+
+/// `admit.lua` for `items` (host, URL; a host's next to each other), with `max_urls` and
+/// a host cap, laid out as the session lays a call out. The codes.
+async fn admit_items(
+    redis: &Redis,
+    items: &[(String, QueuedUrl)],
+    max_urls: u64,
+    host_cap: u64,
+    granted: Option<i64>,
+) -> Vec<i64> {
     let plan = crate::seen::Plan::for_fpp(10_000, 0.001).unwrap();
     let k = keys();
-    let mut keys = vec![
-        k.meta.clone(),
-        k.sched.clone(),
-        k.next.clone(),
-        k.leased.clone(),
-        k.hostn.clone(),
-    ];
-    let inline = granted.is_none();
-    if inline {
-        keys.push(format!("{}meta", prefix(ID)));
-    }
-    let mut args = bytes(&[
-        if inline { "1" } else { "0" },
-        &max_urls.to_string(),
-        "0",
-        &plan.k.to_string(),
-        &granted.unwrap_or(0).to_string(),
-    ]);
-    let mut offsets = Vec::new();
-    for url in urls {
-        let part = super::bloom_bits(&plan, 1, url.as_bytes(), &mut offsets);
-        while offsets.len() < plan.k as usize {
-            offsets.push(offsets[0]);
-        }
-        keys.push(k.queue(host));
-        keys.push(k.seen(part));
-        args.push(host.as_bytes().to_vec());
-        args.push(super::queue_item::encode(host, &item(url)));
-        args.extend(offsets.iter().map(|o| o.to_string().into_bytes()));
-    }
-    let reply = call(redis, &redis.scripts.admit, &keys, args)
-        .await
-        .unwrap();
+    let crawl_meta = format!("{}meta", prefix(ID));
+    let call = AdmitCall {
+        plan: &plan,
+        shards: 1,
+        keys: &k,
+        crawl_meta: granted.is_none().then_some(crawl_meta.as_str()),
+        max_urls,
+        host_cap,
+        granted: granted.unwrap_or(0),
+    };
+    let items: Vec<&(String, QueuedUrl)> = items.iter().collect();
+    let mut group = Group::default();
+    call.add(&mut group, &redis.scripts.admit, &items);
+    let reply = redis.run(&group).await.unwrap().remove(0);
     super::array(&reply, "admit")
         .unwrap()
         .iter()
@@ -492,6 +488,135 @@ fn one_release_call_serves_several_shards() {
             urls,
             ["http://h.test/2"],
             "only the unacknowledged URL comes back"
+        );
+    });
+}
+
+/// A call decides its URLs one by one, in order, host by host: a URL repeated within the
+/// call is seen, as is one admitted before; a URL's bits are the ones `BITFIELD u1` and
+/// `SETBIT` address at [`super::bloom_bits`]'s offsets (the layout of the filter before
+/// `admit.lua` read and wrote whole blocks, so a crawl's filter reads the same); and a URL
+/// refused for `max_urls` leaves no bit behind.
+#[test]
+fn a_call_decides_url_by_url_and_sets_the_bits_bitfield_reads() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        start_crawl(&redis).await;
+        let (h1, h2) = ("http://h1.test", "http://h2.test");
+        let pair = |host: &str, path: String| (host.to_string(), item(&format!("{host}{path}")));
+        assert_eq!(
+            admit_items(&redis, &[pair(h1, "/0".into())], 10_000, 0, None).await,
+            [5]
+        );
+        // 150 new URLs of h1, one of them twice, the one admitted before, 100 new of h2.
+        let mut call: Vec<(String, QueuedUrl)> =
+            (1..=150).map(|i| pair(h1, format!("/{i}"))).collect();
+        call.insert(70, pair(h1, "/3".into()));
+        call.push(pair(h1, "/0".into()));
+        call.extend((0..100).map(|i| pair(h2, format!("/{i}"))));
+        let codes = admit_items(&redis, &call, 10_000, 0, None).await;
+        assert_eq!(codes.len(), call.len());
+        assert_eq!(
+            (codes[70], codes[151], codes[152]),
+            (0, 0, 5),
+            "repeat, seen, first of h2"
+        );
+        assert_eq!(codes.iter().filter(|&&c| c == 1 || c == 5).count(), 250);
+        let k = keys();
+        let mut group = Group::default();
+        group.cmd("LLEN").arg(k.queue(h1));
+        let replies = redis.run(&group).await.unwrap();
+        assert_eq!(
+            super::int(&replies[0], "LLEN").unwrap(),
+            151,
+            "h1's queue: /0 and /1..=/150, once each"
+        );
+        // Every admitted URL's bits read as set by BITFIELD at bloom_bits' offsets; a URL
+        // never sent has one clear.
+        let plan = crate::seen::Plan::for_fpp(10_000, 0.001).unwrap();
+        let bits_of = |url: &str| {
+            let mut offsets = Vec::new();
+            let part = super::bloom_bits(&plan, 1, url.as_bytes(), &mut offsets);
+            let mut group = Group::default();
+            let cmd = group.cmd("BITFIELD").arg(k.seen(part));
+            for o in &offsets {
+                cmd.arg("GET").arg("u1").arg(*o);
+            }
+            let redis = &redis;
+            async move {
+                let replies = redis.run(&group).await.unwrap();
+                super::array(&replies[0], "BITFIELD")
+                    .unwrap()
+                    .iter()
+                    .map(|v| super::int(v, "BITFIELD").unwrap())
+                    .collect::<Vec<i64>>()
+            }
+        };
+        for (_, item) in &call {
+            assert!(
+                bits_of(&item.url).await.iter().all(|&b| b == 1),
+                "{}",
+                item.url
+            );
+        }
+        assert!(bits_of("http://h1.test/never").await.contains(&0));
+
+        // max_urls refuses mid-call: the refused URL's bits stay clear, so it is new once
+        // there is room.
+        let capped = [pair(h2, "/new".into()), pair(h2, "/over".into())];
+        assert_eq!(
+            admit_items(&redis, &capped, 1 + 250 + 1, 0, None).await,
+            [1, 2],
+            "max_urls reached on the second"
+        );
+        assert!(bits_of("http://h2.test/over").await.contains(&0));
+        assert_eq!(
+            admit_items(&redis, &capped[1..], 1 + 250 + 2, 0, None).await,
+            [1],
+            "a URL refused for max_urls left no bit set"
+        );
+    });
+}
+
+/// A host cap, read once per host and call, counts the URLs the call queues: what passes
+/// it is refused (code 3, no bit set).
+#[test]
+fn a_host_cap_refuses_inside_a_call_and_leaves_no_bits() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        start_crawl(&redis).await;
+        let (h1, h2) = ("http://h1.test", "http://h2.test");
+        let pair = |host: &str, path: &str| (host.to_string(), item(&format!("{host}{path}")));
+        let call = [
+            pair(h1, "/1"),
+            pair(h1, "/2"),
+            pair(h1, "/2"),
+            pair(h1, "/3"),
+            pair(h2, "/a"),
+        ];
+        assert_eq!(
+            admit_items(&redis, &call, 100, 2, None).await,
+            [5, 1, 0, 3, 5]
+        );
+        // Room for h2's second, not for h1's third (refused again).
+        assert_eq!(
+            admit_items(&redis, &[pair(h2, "/b")], 100, 2, None).await,
+            [1]
+        );
+        assert_eq!(
+            admit_items(&redis, &[pair(h1, "/3")], 100, 2, None).await,
+            [3]
+        );
+        // With a larger cap /3 is new: its refusals set no bit.
+        assert_eq!(
+            admit_items(&redis, &[pair(h1, "/3")], 100, 3, None).await,
+            [1]
         );
     });
 }

@@ -38,6 +38,9 @@ use crate::durable::{At, IoAt};
 /// How long the sealing lock lasts if its holder dies while sealing.
 const SEAL_LOCK: Duration = Duration::from_secs(120);
 
+/// How soon to look again at a dead process another process is sealing.
+pub(crate) const SEALING_BY_ANOTHER: Duration = Duration::from_millis(50);
+
 /// The exclusive `flock` a live process holds on its pages file (created if missing);
 /// released when dropped, or by the kernel when the process dies.
 pub(crate) struct OutputLock {
@@ -103,7 +106,8 @@ pub(crate) struct Sealing {
     pub(crate) sealed: Vec<String>,
     /// Processes that do not hold their pages file and have not ended, but whose last
     /// heartbeat is recent: dead (or not started yet) and not yet silent for `lease_secs`.
-    /// How long until the last of them is.
+    /// How long until the last of them is; or, for a dead process another process is
+    /// sealing right now, [`SEALING_BY_ANOTHER`] (look again then: it is ended once sealed).
     pub(crate) silent_soon: Option<Duration>,
 }
 
@@ -173,6 +177,9 @@ pub(crate) async fn seal_dead(scope: &SealScope<'_>) -> Result<Sealing, Distribu
         if !matches!(got.first(), Some(redis::Value::Okay))
             && !matches!(got.first(), Some(redis::Value::SimpleString(s)) if s == "OK")
         {
+            // Another process is sealing it: at the crawl's end, wait for it to finish, so
+            // that the crawl-wide summary names the process as sealed.
+            sealing.silent_soon = sealing.silent_soon.max(Some(SEALING_BY_ANOTHER));
             continue;
         }
         let warc_dir = scope.out.join("warc");
@@ -424,8 +431,19 @@ mod tests {
             );
             // Sealed once: nothing more to do.
             assert!(seal_dead(&scope).await.unwrap().sealed.is_empty());
-            // A live process holding its lock is not waited for.
+            // A live process holding its lock is not waited for; one another process is
+            // sealing is looked at again shortly, until that one has ended it.
             let _live = OutputLock::acquire(&files["live"].0).unwrap();
+            assert_eq!(
+                seal_dead(&scope).await.unwrap().silent_soon,
+                Some(SEALING_BY_ANOTHER)
+            );
+            let mut pipe = crate::distributed::client::Group::default();
+            pipe.cmd("HSET")
+                .arg(format!("{p}ended"))
+                .arg("locked")
+                .arg("sealed by other");
+            redis.run(&pipe).await.unwrap();
             assert_eq!(seal_dead(&scope).await.unwrap().silent_soon, None);
         });
     }

@@ -23,7 +23,7 @@ use super::queue_item;
 use super::seal::{seal_dead, SealScope};
 use super::shard_views::{ClaimNeeds, ShardViews};
 use super::{
-    array, bad, blob, bloom_bits, int, parse_claim, prefix, shard_of, status, text, token_parts,
+    array, bad, blob, bloom_probe, int, parse_claim, prefix, shard_of, status, text, token_parts,
     Claimed, DistributedError, Redis, Settings, ShardKeys,
 };
 use crate::counters::CrawlCounters;
@@ -257,8 +257,8 @@ impl Session {
         shard_of(host, self.shards.len() as u32)
     }
 
-    /// Adds one `admit.lua` call for `items` (with their host keys), all of `shard`, to
-    /// `group`; `granted` is the shard's running total of budget (a cluster's).
+    /// Adds one `admit.lua` call for `items` (with their host keys, sorted by host), all of
+    /// `shard`, to `group`; `granted` is the shard's running total of budget (a cluster's).
     fn admit_call(
         &self,
         group: &mut Group,
@@ -266,45 +266,17 @@ impl Session {
         items: &[&(String, QueuedUrl)],
         granted: i64,
     ) {
-        let keys_of = &self.shards[shard as usize];
         let inline = !self.redis.is_cluster();
-        let mut keys = vec![
-            keys_of.meta.clone(),
-            keys_of.sched.clone(),
-            keys_of.next.clone(),
-            keys_of.leased.clone(),
-            keys_of.hostn.clone(),
-        ];
-        if inline {
-            keys.push(self.meta.clone());
-        }
-        let mut args: Vec<Vec<u8>> = Vec::with_capacity(5 + items.len() * (2 + 16));
-        args.push(if inline { b"1".to_vec() } else { b"0".to_vec() });
-        args.push(self.max_urls.to_string().into_bytes());
-        args.push(self.host_cap.to_string().into_bytes());
-        args.push(self.plan.k.to_string().into_bytes());
-        args.push(granted.to_string().into_bytes());
-        let mut offsets = Vec::new();
-        for (host, item) in items.iter().map(|pair| (&pair.0, &pair.1)) {
-            let part = bloom_bits(
-                &self.plan,
-                self.shards.len() as u32,
-                item.url.as_bytes(),
-                &mut offsets,
-            );
-            // k probes may land on the same bit; the script reads exactly k offsets.
-            while offsets.len() < self.plan.k as usize {
-                offsets.push(offsets.last().copied().unwrap_or(0));
-            }
-            keys.push(keys_of.queue(host));
-            keys.push(keys_of.seen(part));
-            args.push(host.clone().into_bytes());
-            args.push(queue_item::encode(host, item));
-            for o in &offsets {
-                args.push(o.to_string().into_bytes());
-            }
-        }
-        self.redis.scripts.admit.call(group, &keys, &args);
+        let call = AdmitCall {
+            plan: &self.plan,
+            shards: self.shards.len() as u32,
+            keys: &self.shards[shard as usize],
+            crawl_meta: inline.then_some(self.meta.as_str()),
+            max_urls: self.max_urls,
+            host_cap: self.host_cap,
+            granted,
+        };
+        call.add(group, &self.redis.scripts.admit, items);
     }
 
     /// One round of admissions: per shard, the items at `at` (batch, index) of `batches`;
@@ -416,6 +388,11 @@ impl Session {
         }
         if by_shard.is_empty() {
             return Ok(vec![Vec::new(); batches.len()]);
+        }
+        // A call takes its URLs host by host (see `AdmitCall`); stable, so a host's URLs
+        // keep their order.
+        for at in by_shard.values_mut() {
+            at.sort_by(|&(b1, i1), &(b2, i2)| batches[b1][i1].0.cmp(&batches[b2][i2].0));
         }
         self.admit_round(batches, &by_shard, &mut answers, None)
             .await?;
@@ -686,6 +663,7 @@ impl Session {
         let mut claimed = Claimed::default();
         let mut views = self.views.lock().map_err(|_| poisoned("claim"))?;
         let mut all_empty_again = true;
+        let mut all_empty = true;
         if single_release {
             let answer = replies
                 .get(1)
@@ -706,6 +684,7 @@ impl Session {
             }
             if let Some(plan) = plan.as_ref().filter(|p| p.asked[s].is_some()) {
                 let mut shard = parse_claim(next("claim")?)?;
+                all_empty &= shard.claimed.scheduled == 0 && shard.claimed.outstanding == 0;
                 all_empty_again &= views.heard(plan, s as u32, &mut shard, sent_at);
                 let c = shard.claimed;
                 claimed.leases.extend(c.leases);
@@ -717,6 +696,7 @@ impl Session {
             // Only a sweep can tell (see `shard_views`); a claim of some shards never
             // says the crawl is over.
             claimed.over = plan.sweep && all_empty_again;
+            claimed.looks_over = plan.sweep && all_empty && !claimed.over;
             claimed.due_in = views.due_in(Instant::now());
             reply.claimed = Some(claimed);
         }
@@ -781,13 +761,25 @@ impl Session {
             silence: self.settings.lease,
         };
         let mut sealing = seal_dead(&scope).await?;
-        if let (true, Some(soon)) = (wait, sealing.silent_soon) {
-            tracing::info!(
-                "waiting {:.1} s to seal the output of a process that stopped its heartbeats",
-                soon.as_secs_f64()
-            );
+        // Bounded: a process silent soon is dead once silent for `lease_secs`; one being
+        // sealed by another is ended as soon as that one is done.
+        let deadline = Instant::now() + 2 * self.settings.lease + Duration::from_secs(1);
+        let mut told = false;
+        while let (true, Some(soon)) = (wait, sealing.silent_soon) {
+            if Instant::now() >= deadline {
+                break;
+            }
+            if !told && soon > super::seal::SEALING_BY_ANOTHER {
+                tracing::info!(
+                    "waiting {:.1} s to seal the output of a process that stopped its heartbeats",
+                    soon.as_secs_f64()
+                );
+                told = true;
+            }
             tokio::time::sleep(soon + Duration::from_millis(50)).await;
-            sealing.sealed.extend(seal_dead(&scope).await?.sealed);
+            let again = seal_dead(&scope).await?;
+            sealing.sealed.extend(again.sealed);
+            sealing.silent_soon = again.silent_soon;
         }
         if !sealing.sealed.is_empty() {
             tracing::info!(
@@ -817,8 +809,13 @@ impl Session {
     }
 
     /// What this process cost in Redis, for its own summary: `finished` pages, `stale`
-    /// leases lost.
-    pub(crate) fn process_figures(&self, finished: u64, stale: u64) -> serde_json::Value {
+    /// leases lost, and the time it was `starved` (a fetch slot free, nothing queued here).
+    pub(crate) fn process_figures(
+        &self,
+        finished: u64,
+        stale: u64,
+        starved: Duration,
+    ) -> serde_json::Value {
         let round_trips = self.round_trips();
         serde_json::json!({
             "process": self.process,
@@ -829,6 +826,7 @@ impl Session {
             "shards": self.shards.len(),
             "cluster": self.redis.is_cluster(),
             "unreplicated_writes": self.redis.unreplicated(),
+            "starved_secs": starved.as_secs_f64(),
         })
     }
 
@@ -841,6 +839,91 @@ impl Session {
         Ok(Some(
             serde_json::to_vec_pretty(&summary).unwrap_or_default(),
         ))
+    }
+}
+
+/// One `admit.lua` call's setting: the shard, the budget and the filter's layout; its
+/// keys and arguments are laid out as the script reads them (host by host, a URL as its
+/// item, its seen part, its block and its probe: see [`bloom_probe`]).
+pub(super) struct AdmitCall<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) shards: u32,
+    pub(super) keys: &'a ShardKeys,
+    /// The crawl's meta hash, when the budget is taken inline (a single server).
+    pub(super) crawl_meta: Option<&'a str>,
+    pub(super) max_urls: u64,
+    pub(super) host_cap: u64,
+    pub(super) granted: i64,
+}
+
+impl AdmitCall<'_> {
+    /// Adds the call for `items` (each with its host key; a host's URLs next to each
+    /// other, or the host counts twice against its cap's room) to `group`.
+    pub(super) fn add(
+        &self,
+        group: &mut Group,
+        script: &super::client::Script,
+        items: &[&(String, QueuedUrl)],
+    ) {
+        // Each URL's seen part, block and probe, and the distinct parts (almost always one).
+        let mut parts: Vec<u64> = Vec::with_capacity(1);
+        let mut probes = Vec::with_capacity(items.len());
+        let (mut offsets, mut probe) = (Vec::new(), Vec::new());
+        for (_, item) in items {
+            let (part, at) = bloom_probe(
+                self.plan,
+                self.shards,
+                item.url.as_bytes(),
+                &mut offsets,
+                &mut probe,
+            );
+            let index = match parts.iter().position(|&p| p == part) {
+                Some(index) => index,
+                None => {
+                    parts.push(part);
+                    parts.len() - 1
+                }
+            };
+            probes.push((index + 1, at, probe.clone()));
+        }
+        // Hosts as runs of equal keys.
+        let mut runs: Vec<(&str, usize)> = Vec::new();
+        for (host, _) in items {
+            match runs.last_mut() {
+                Some((last, n)) if *last == host.as_str() => *n += 1,
+                _ => runs.push((host.as_str(), 1)),
+            }
+        }
+        let mut keys = vec![
+            self.keys.meta.clone(),
+            self.keys.sched.clone(),
+            self.keys.next.clone(),
+            self.keys.leased.clone(),
+            self.keys.hostn.clone(),
+        ];
+        keys.extend(self.crawl_meta.map(str::to_string));
+        keys.extend(parts.iter().map(|&p| self.keys.seen(p)));
+        keys.extend(runs.iter().map(|(host, _)| self.keys.queue(host)));
+        let cmd = script.call_with_keys(group, &keys);
+        cmd.arg(if self.crawl_meta.is_some() { "1" } else { "0" })
+            .arg(self.max_urls)
+            .arg(self.host_cap)
+            .arg(self.granted)
+            .arg(runs.len())
+            .arg(parts.len());
+        let mut next = 0;
+        for (host, n) in runs {
+            cmd.arg(host).arg(n);
+            for u in next..next + n {
+                let (host, item) = items[u];
+                let (part, at, probe) = &probes[u];
+                cmd.arg(queue_item::encode(host, item))
+                    .arg(*part)
+                    .arg(*at)
+                    .arg(probe.as_slice());
+            }
+            next += n;
+        }
     }
 }
 
