@@ -50,8 +50,9 @@ pub(crate) struct FetchShared {
     pub(crate) known: Option<Arc<crate::recrawl::KnownUrls>>,
 }
 
-/// Payloads above this size are compressed for the archive on a blocking thread, not on the
-/// async workers (a 10 MB PDF takes tens of milliseconds).
+/// Payloads above this size have their records built (digests, and deflate with
+/// `output.warc_deflate = "always"`) on a blocking thread, not on the async workers: a
+/// 10 MB PDF's digests alone take milliseconds.
 const ARCHIVE_INLINE_BYTES: usize = 256 << 10;
 
 /// The archive's records of a fetch of `url` that ended here, built off the async workers
