@@ -194,24 +194,14 @@ fn lower_priority() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::warc::record::{prepare, FetchParts, Member};
+    use crate::warc::fixture::fetch_parts;
+    use crate::warc::record::{prepare, Member};
 
     fn record(payload: &[u8]) -> Arc<ResponseRecord> {
-        let parts = FetchParts {
-            target_uri: "http://a.test/x",
-            date: "2026-11-26T12:00:00.000001Z".into(),
-            warcinfo_id: uuid::Uuid::nil(),
-            request_head: b"GET /x HTTP/1.1\r\n\r\n",
-            response_head: b"HTTP/1.1 200 OK\r\n\r\n",
-            payload,
-            peer: None,
-            http2: false,
-            truncated: false,
-            payload_compressed: false,
-        };
-        let prepared = prepare(&parts, 1);
+        let head = b"HTTP/1.1 200 OK\r\n\r\n";
+        let prepared = prepare(&fetch_parts("http://a.test/x", head, payload), 1);
         prepared
-            .with_block((parts.response_head.to_vec(), payload.to_vec()))
+            .with_block((head.to_vec(), payload.to_vec()))
             .response
     }
 

@@ -31,6 +31,27 @@ pub(crate) fn writer(out: &Path, prefix: &str, pages: PathBuf) -> ArchiveWriter 
     .unwrap()
 }
 
+/// A plain fetch of `url` for the archive's tests: `GET`, then `response_head` and `payload`
+/// as received, no peer, nothing truncated or content-coded.
+pub(crate) fn fetch_parts<'a>(
+    url: &'a str,
+    response_head: &'a [u8],
+    payload: &'a [u8],
+) -> FetchParts<'a> {
+    FetchParts {
+        target_uri: url,
+        date: "2026-11-26T12:00:00.000001Z".into(),
+        warcinfo_id: uuid::Uuid::nil(),
+        request_head: b"GET / HTTP/1.1\r\n\r\n",
+        response_head,
+        payload,
+        peer: None,
+        http2: false,
+        truncated: false,
+        payload_compressed: false,
+    }
+}
+
 /// Archives a 200 response of `url` with `payload`, as the output thread does (records
 /// first, handed to the OS), for a line that goes at offset `at` of the pages file. Returns
 /// the record (with its `warc` location) and its line, newline included.
@@ -40,21 +61,7 @@ pub(crate) fn archive_fetch(
     payload: &[u8],
     at: u64,
 ) -> (PageRecord, Vec<u8>) {
-    let fetch = encode_fetch(
-        FetchParts {
-            target_uri: url,
-            date: "2026-11-23T00:00:00Z".into(),
-            warcinfo_id: uuid::Uuid::nil(),
-            request_head: b"GET / HTTP/1.1\r\n\r\n",
-            response_head: b"HTTP/1.1 200 OK\r\n\r\n",
-            payload,
-            peer: None,
-            http2: false,
-            truncated: false,
-            payload_compressed: false,
-        },
-        1,
-    );
+    let fetch = encode_fetch(fetch_parts(url, b"HTTP/1.1 200 OK\r\n\r\n", payload), 1);
     let mut record = PageRecord {
         url: url.into(),
         status: Some(200),

@@ -171,8 +171,9 @@ impl Sink for WarcSink {
 mod tests {
     use super::*;
     use crate::output::{journal_path, OutputPosition, OutputWriter};
+    use crate::warc::fixture::fetch_parts;
     use crate::warc::reader::{parse_record, Members};
-    use crate::warc::record::{digest_label, prepare, sha1_of, FetchParts};
+    use crate::warc::record::{digest_label, prepare, sha1_of};
 
     /// A page of ~16 KiB, different for each `i`.
     fn payload(i: usize) -> Vec<u8> {
@@ -189,19 +190,7 @@ mod tests {
     fn fetch(i: usize) -> ArchivedFetch {
         let (url, payload) = (url(i), payload(i));
         let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\r\n".to_vec();
-        let parts = FetchParts {
-            target_uri: &url,
-            date: "2026-11-26T12:00:00.000001Z".into(),
-            warcinfo_id: uuid::Uuid::nil(),
-            request_head: b"GET / HTTP/1.1\r\n\r\n",
-            response_head: &head,
-            payload: &payload,
-            peer: None,
-            http2: false,
-            truncated: false,
-            payload_compressed: false,
-        };
-        let prepared = prepare(&parts, 1);
+        let prepared = prepare(&fetch_parts(&url, &head, &payload), 1);
         prepared.with_block((head, payload))
     }
 
