@@ -58,8 +58,10 @@
 //!   than level 1), smaller windows or hash memory no faster. No level or strategy makes
 //!   deflate cheap enough to run on the crawl's CPU: 20 µs is a quarter of the crawl's own
 //!   ~85 µs a page.
-//! - **So deflate runs on CPU the crawl does not want** (`output.warc_deflate =
-//!   "spare-cpu"`, the default; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
+//! - **So deflate can run on CPU the crawl does not want** (`output.warc_deflate =
+//!   "spare-cpu"`, an option; the default stays `"always"`, since records held back from
+//!   `pages.jsonl` are lost by a `kill -9`: the recrawl kill -9 test saw 9 pages fetched
+//!   again for one kill, 8 allowed; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
 //!   taking records newest first while the output thread holds them (up to
 //!   `output.warc_deflate_window`, 16 MiB, and 5 ms). A record they have not deflated
 //!   when it must be written is written stored: the crawl never waits and never pays for
@@ -142,11 +144,13 @@ use record::{warc_date, ArchivedFetch, FetchParts};
 pub enum WarcDeflate {
     /// On threads of idle priority while the output thread holds the records
     /// ([`deflate_pool`]); a record they have not deflated when it must be written is
-    /// stored. The crawl never pays for it; the archive is bigger on a busy machine.
-    #[default]
+    /// stored. The crawl never pays for it; the archive is bigger on a busy machine, and a
+    /// `kill -9` also loses the records waiting (their pages are fetched again on resume).
     SpareCpu,
     /// Where each fetch ends, on the crawl's CPU: every record deflated, whatever it costs
-    /// the crawl's speed.
+    /// the crawl's speed. The default: the smallest archive, and nothing held back from
+    /// `pages.jsonl` (see `super`'s figures for what `SpareCpu` buys and costs).
+    #[default]
     Always,
 }
 
