@@ -245,6 +245,15 @@ fn kill_until_done(
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        // Killed after its last checkpoint said "finished" and before it exited: the crawl
+        // was done, there is nothing to resume (the crawler refuses `--resume` then, rightly).
+        let finished = std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
+            .is_some_and(|m| m["finished"] == serde_json::Value::Bool(true));
+        if finished {
+            break;
+        }
         kills += 1;
     }
     assert!(kills >= 1, "the crawl was never killed (seed {seed})");
