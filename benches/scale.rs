@@ -132,6 +132,36 @@ fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// The resident sizes (MiB) of the process's largest mappings, largest first, from
+/// `/proc/self/smaps`: which of the big arrays (the seen-set, the maps' arrays, the heap's
+/// arenas) make the peak.
+fn largest_mappings(count: usize) -> Vec<(f64, String)> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut found = Vec::new();
+    let mut name = String::new();
+    for line in smaps.lines() {
+        if let Some(kb) = line.strip_prefix("Rss:") {
+            let kb: f64 = kb
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .unwrap_or(0.0);
+            found.push((kb / 1024.0, name.clone()));
+        } else if line
+            .split_whitespace()
+            .next()
+            .is_some_and(|f| f.contains('-'))
+        {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            name = fields.get(5).map_or("anonymous", |n| n).to_string();
+        }
+    }
+    found.sort_by(|a, b| b.0.total_cmp(&a.0));
+    found.truncate(count);
+    found
+}
+
 fn disk_bytes(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
@@ -544,6 +574,7 @@ fn main() {
     let written = frontier.store_write_stats();
     let queued_at_end = stats.queued + in_flight.len() as u64;
     let peak = peak_rss_mib();
+    let mappings = largest_mappings(12);
     drop(frontier);
     drop(seen);
     drop(in_flight);
@@ -597,6 +628,14 @@ fn main() {
         stats.memory_bytes as f64 / MIB,
         stats.hosts,
         stats.hosts_queued
+    );
+    println!(
+        "  resident at end, largest mappings (MiB): {}",
+        mappings
+            .iter()
+            .map(|(mib, name)| format!("{mib:.0} {name}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!(
         "  disk: max {:.0} MiB at a checkpoint, {:.0} MiB at end ({:.0} bytes per queued URL)",
