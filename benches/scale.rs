@@ -3,22 +3,34 @@
 //! Synthetic pages are "fetched" (popped from the frontier, held in flight a while, completed)
 //! and each yields `SCALE_FANOUT` links written the sloppy way pages write them (upper-case
 //! host, default port, dot segments, fragments, tracking parameters). Every link goes through
-//! the crawl's own stages: [`Normalizer`] → [`SeenSet::insert_new_batch`] → [`Frontier::push`];
-//! pages come out of [`Frontier::pop_ready`] with politeness off (the frontier's cost, not a
-//! rate limit, is measured). 70 % of links stay on their page's host, 30 % go to a host drawn
+//! the crawl's own stages, split between threads as the crawl splits them: *screening* (a
+//! crawl's parse threads) resolves each link against its page's URL and canonicalizes it on
+//! the crawl's path ([`PreparedBase::join_link`], [`Normalizer::canonicalize_link`]: no `Url`
+//! unless a rule rewrites the link) and drops what the seen-set's lock-free read says is
+//! certainly seen; *acceptance* (the crawl's dispatcher, the one thread that owns the
+//! frontier) takes each page's links through [`SeenSet::insert_new_batch`] → [`Frontier::push`],
+//! and pages come out of [`Frontier::pop_ready`] with politeness off (the frontier's cost, not
+//! a rate limit, is measured). Screening runs on a thread of its own, fed 32 pages at a time;
+//! `SCALE_SCREEN=inline` runs it on the admitting thread instead (everything on one thread,
+//! as this bench ran until session 11, when it also built a `Url` per link with
+//! `Normalizer::normalize_str`, which the crawl no longer does). 70 % of links stay on their page's host, 30 % go to a host drawn
 //! uniformly from `SCALE_HOSTS` (default 1e6): the worst case for the disk queues, since a
 //! host's URLs arrive spread over the whole run. Checkpoints are taken every
 //! `SCALE_CHECKPOINT_SECS` as the crawl takes them (the frontier's checkpoint
 //! in the pause; the seen-set streamed by [`checkpoint::write`] on another thread), and at the end the
 //! state is dropped and resumed from the last checkpoint, timed up to the first URL handed out.
 //!
+//! What "accepted URLs/s" includes: everything above, the bench's own writing of the links
+//! (on the screening thread, or inline) and the checkpoints' pauses; not the crawl's queue
+//! log (one JSON line per accepted URL), which this bench never had.
+//!
 //! Run: `SCALE_URLS=1e8 cargo bench --bench scale` (default 1e7; `SCALE_DIR` for where the
 //! files go, default `target/scale-bench`, removed before and after the run).
 //!
 //! Prints: accepted URLs per second, pops per second, peak RSS (VmHWM), the frontier's own
 //! estimate of its memory, disk used (largest seen at a checkpoint), checkpoint pause and write
-//! time (median and max), and resume time split into checkpoint load, frontier reopen and the
-//! first pop.
+//! time (median and max), resume time split into checkpoint load, frontier reopen and the
+//! first pop, and the CPU time of the admitting thread per accepted URL.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -27,7 +39,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crawler::checkpoint::{self, Manifest};
 use crawler::frontier::{Dispatch, Frontier, FrontierOptions, FrontierPolicy, QueuedUrl, Work};
-use crawler::normalize::{host_key, NormalizeOptions, Normalizer};
+use crawler::normalize::{Link, NormalizeOptions, Normalizer, PreparedBase};
 use crawler::quantity::parse_count;
 use crawler::seen::{Plan, SeenSet};
 
@@ -120,6 +132,36 @@ fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// The resident sizes (MiB) of the process's largest mappings, largest first, from
+/// `/proc/self/smaps`: which of the big arrays (the seen-set, the maps' arrays, the heap's
+/// arenas) make the peak.
+fn largest_mappings(count: usize) -> Vec<(f64, String)> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut found = Vec::new();
+    let mut name = String::new();
+    for line in smaps.lines() {
+        if let Some(kb) = line.strip_prefix("Rss:") {
+            let kb: f64 = kb
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .unwrap_or(0.0);
+            found.push((kb / 1024.0, name.clone()));
+        } else if line
+            .split_whitespace()
+            .next()
+            .is_some_and(|f| f.contains('-'))
+        {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            name = fields.get(5).map_or("anonymous", |n| n).to_string();
+        }
+    }
+    found.sort_by(|a, b| b.0.total_cmp(&a.0));
+    found.truncate(count);
+    found
+}
+
 fn disk_bytes(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
@@ -131,6 +173,17 @@ fn disk_bytes(path: &Path) -> u64 {
     } else {
         meta.len()
     }
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives on this stack.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -240,19 +293,150 @@ fn policy() -> FrontierPolicy {
     })
 }
 
+/// Pages whose links are screened together: one message each way between the admitting
+/// thread and the screening thread (per page, the channel's wake-ups would cost more than
+/// the screening).
+const SCREEN_BATCH: usize = 32;
+/// Batches sent for screening and not back yet: enough that the admitting thread always has
+/// a batch to admit while the next is screened.
+const SCREEN_AHEAD: usize = 2;
+
+/// The links of pages, as the crawl's screening hands them to its dispatcher.
+struct Screened {
+    /// Each page's URL (the links' parent) and its links that are not certainly seen.
+    pages: Vec<(String, Vec<Link>)>,
+    /// Links written on the pages (before normalization and the seen-set's read).
+    links: u64,
+}
+
+/// What a crawl's parse threads do with a page's links before the dispatcher sees them, and
+/// the bench's own part (writing the links): per page `fanout` sloppy links (70 % to the
+/// page's host), each resolved against the page's URL and canonicalized on the crawl's path
+/// ([`PreparedBase::join_link`], [`Normalizer::canonicalize_link`]), then the seen-set's
+/// lock-free read drops those certainly seen ([`SeenSet::contains_batch`], as the crawl's
+/// screening does).
+struct Screener {
+    rng: Rng,
+    normalizer: Normalizer,
+    seen: Arc<SeenSet>,
+    hosts: u64,
+    pages_per_host: u64,
+    fanout: usize,
+    raw: String,
+    known: Vec<bool>,
+}
+
+impl Screener {
+    fn screen(&mut self, parents: Vec<String>) -> Screened {
+        let mut pages = Vec::with_capacity(parents.len());
+        let mut links = 0;
+        for parent in parents {
+            let mut found = Vec::with_capacity(self.fanout);
+            let base = url::Url::parse(&parent).expect("a queued URL parses");
+            let base = PreparedBase::new(&base);
+            let parent_host = host_of(&parent).unwrap_or(0);
+            for _ in 0..self.fanout {
+                let host = if self.rng.below(10) < 7 {
+                    parent_host
+                } else {
+                    self.rng.below(self.hosts)
+                };
+                let page = self.rng.below(self.pages_per_host);
+                let style = self.rng.next();
+                sloppy_link(&mut self.raw, host, page, style);
+                links += 1;
+                if let Ok(mut link) = base.join_link(&self.raw) {
+                    if self.normalizer.canonicalize_link(&mut link).is_ok() {
+                        found.push(link);
+                    }
+                }
+            }
+            let keys: Vec<&[u8]> = found.iter().map(|l| l.as_str().as_bytes()).collect();
+            self.seen.contains_batch(&keys, &mut self.known);
+            drop(keys);
+            let mut known = self.known.iter();
+            found.retain(|_| !known.next().copied().unwrap_or(false));
+            pages.push((parent, found));
+        }
+        Screened { pages, links }
+    }
+}
+
+/// Where the links are screened: on a thread of their own, as a crawl's parse threads do
+/// (the default), or inline on the admitting thread (`SCALE_SCREEN=inline`: everything on
+/// one thread, as this bench ran before, for comparison).
+enum Screening {
+    Thread {
+        to: std::sync::mpsc::Sender<Vec<String>>,
+        from: std::sync::mpsc::Receiver<Screened>,
+        worker: std::thread::JoinHandle<Duration>,
+    },
+    Inline(Box<Screener>, VecDeque<Screened>),
+}
+
+impl Screening {
+    fn start(screener: Screener, inline: bool) -> Screening {
+        if inline {
+            return Screening::Inline(Box::new(screener), VecDeque::new());
+        }
+        let (to, pages) = std::sync::mpsc::channel::<Vec<String>>();
+        let (done, from) = std::sync::mpsc::channel();
+        let mut screener = screener;
+        let worker = std::thread::spawn(move || {
+            for parents in pages {
+                if done.send(screener.screen(parents)).is_err() {
+                    break;
+                }
+            }
+            thread_cpu()
+        });
+        Screening::Thread { to, from, worker }
+    }
+
+    fn send(&mut self, parents: Vec<String>) {
+        match self {
+            Screening::Thread { to, .. } => to.send(parents).expect("screening thread"),
+            Screening::Inline(screener, ready) => ready.push_back(screener.screen(parents)),
+        }
+    }
+
+    /// A screened batch: waits for one when `wait`.
+    fn receive(&mut self, wait: bool) -> Option<Screened> {
+        match self {
+            Screening::Thread { from, .. } if wait => Some(from.recv().expect("screening thread")),
+            Screening::Thread { from, .. } => from.try_recv().ok(),
+            Screening::Inline(_, ready) => ready.pop_front(),
+        }
+    }
+
+    /// Ends the screening thread; its CPU time (`None` inline).
+    fn stop(self) -> Option<Duration> {
+        match self {
+            Screening::Thread { to, from, worker } => {
+                drop(to);
+                drop(from);
+                Some(worker.join().expect("screening thread"))
+            }
+            Screening::Inline(..) => None,
+        }
+    }
+}
+
 fn main() {
     crawler::allocator::limit_malloc_arenas();
     let s = Settings::from_env();
+    let inline = std::env::var("SCALE_SCREEN").is_ok_and(|v| v == "inline");
     let _ = std::fs::remove_dir_all(&s.dir);
     std::fs::create_dir_all(&s.dir).expect("bench dir");
     let plan = Plan::for_fpp(s.urls, s.fpp).expect("plan");
     println!(
-        "scale: {} URLs over {} hosts, fan-out {}, checkpoint every {:?}, seen-set {:.1} MiB, dir {}",
+        "scale: {} URLs over {} hosts, fan-out {}, checkpoint every {:?}, seen-set {:.1} MiB, screening {}, dir {}",
         s.urls,
         s.hosts,
         s.fanout,
         s.checkpoint_every,
         plan.bytes as f64 / MIB,
+        if inline { "inline" } else { "on a thread" },
         s.dir.display()
     );
     let seen = Arc::new(SeenSet::new(plan.clone()).expect("seen-set"));
@@ -270,50 +454,67 @@ fn main() {
         plan: plan.clone(),
         max_urls: s.urls,
     };
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let pages_per_host = (2 * s.urls / s.hosts).max(8);
+    let mut screening = Screening::start(
+        Screener {
+            rng: Rng(0x9E37_79B9_7F4A_7C15),
+            normalizer: Normalizer::new(&NormalizeOptions::default()).expect("normalizer"),
+            seen: seen.clone(),
+            hosts: s.hosts,
+            pages_per_host,
+            fanout: s.fanout,
+            raw: String::new(),
+            known: Vec::new(),
+        },
+        inline,
+    );
     let started = Instant::now();
+    let cpu_started = thread_cpu();
     let mut accepted = 0u64;
     let mut finished = 0u64;
     let mut links = 0u64;
     let mut in_flight: VecDeque<Dispatch> = VecDeque::with_capacity(IN_FLIGHT);
-    let mut raw = String::new();
-    let mut batch: Vec<url::Url> = Vec::new();
     let mut fresh: Vec<bool> = Vec::new();
     let mut next_checkpoint = started + s.checkpoint_every;
     let mut next_report = started + Duration::from_secs(10);
+    let mut next_look = 4096u64;
+    let mut ahead = 0usize;
 
     // Seeds: the front page of the first thousand hosts.
+    let mut raw = String::new();
+    let mut seeds = Vec::new();
     for host in 0..s.hosts.min(1000) {
         sloppy_link(&mut raw, host, 0, 0);
-        batch.push(normalizer.normalize_str(&raw).expect("seed"));
+        let url = normalizer.normalize_str(&raw).expect("seed");
+        seeds.push(Link::from(url));
     }
-    let mut parent_host = 0u64;
-    let mut parent_url = String::new();
+    let mut admit = vec![(String::new(), seeds)];
     loop {
-        // Admit the batch: the dispatcher's path.
-        if !batch.is_empty() {
-            let keys: Vec<&[u8]> = batch.iter().map(|u| u.as_str().as_bytes()).collect();
+        // Admit the screened links, page by page: the dispatcher's path.
+        for (parent, urls) in admit.drain(..) {
+            let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
             seen.insert_new_batch(&keys, &mut fresh);
-            for (url, &is_new) in batch.iter().zip(&fresh) {
+            drop(keys);
+            for (url, &is_new) in urls.into_iter().zip(&fresh) {
                 if is_new && accepted < s.urls {
                     accepted += 1;
+                    let key = url.host_key();
                     let item = QueuedUrl {
-                        url: url.as_str().to_string(),
+                        url: url.into_string(),
                         depth: 1,
-                        parent: (!parent_url.is_empty()).then(|| parent_url.clone()),
+                        parent: (!parent.is_empty()).then(|| parent.clone()),
                         redirect_hops: 0,
                         attempts: 0,
                     };
-                    frontier.push(&host_key(url), item).expect("push");
+                    frontier.push(&key, item).expect("push");
                 }
             }
-            batch.clear();
         }
         if accepted >= s.urls {
             break;
         }
-        // "Fetch": hand out pages until IN_FLIGHT are flying, complete the oldest.
+        // "Fetch": hand out pages until IN_FLIGHT are flying, complete the oldest and send
+        // their URLs for their links.
         let now = tokio::time::Instant::now();
         while in_flight.len() < IN_FLIGHT {
             match frontier.pop_ready(now).expect("pop") {
@@ -322,28 +523,28 @@ fn main() {
                 None => break,
             }
         }
-        let Some(done) = in_flight.pop_front() else {
-            panic!("the frontier ran dry at {accepted} URLs: raise SCALE_FANOUT");
-        };
-        finished += 1;
-        parent_host = host_of(&done.item.url).unwrap_or(parent_host);
-        parent_url.clone_from(&done.item.url);
-        frontier.complete(done);
-        // Its links, through the normalizer.
-        for _ in 0..s.fanout {
-            let host = if rng.below(10) < 7 {
-                parent_host
-            } else {
-                rng.below(s.hosts)
-            };
-            let page = rng.below(pages_per_host);
-            sloppy_link(&mut raw, host, page, rng.next());
-            links += 1;
-            if let Ok(url) = normalizer.normalize_str(&raw) {
-                batch.push(url);
+        if ahead < SCREEN_AHEAD && !in_flight.is_empty() {
+            let take = in_flight.len().min(SCREEN_BATCH);
+            let mut parents = Vec::with_capacity(take);
+            for done in in_flight.drain(..take) {
+                finished += 1;
+                parents.push(done.item.url.clone());
+                frontier.complete(done);
             }
+            screening.send(parents);
+            ahead += 1;
         }
-        if finished % 4096 == 0 {
+        if ahead == 0 {
+            panic!("the frontier ran dry at {accepted} URLs: raise SCALE_FANOUT");
+        }
+        // Wait for the screening only when there is nothing else to do.
+        if let Some(batch) = screening.receive(ahead == SCREEN_AHEAD || in_flight.is_empty()) {
+            ahead -= 1;
+            links += batch.links;
+            admit = batch.pages;
+        }
+        if finished >= next_look {
+            next_look = finished + 4096;
             let at = Instant::now();
             if at >= next_checkpoint {
                 ckpt.take(&seen, &mut frontier, accepted, finished);
@@ -364,6 +565,8 @@ fn main() {
         }
     }
     let crawl_secs = started.elapsed().as_secs_f64();
+    let admit_cpu = thread_cpu() - cpu_started;
+    let screen_cpu = screening.stop();
     // The last checkpoint, as a clean stop takes it.
     ckpt.take(&seen, &mut frontier, accepted, finished);
     ckpt.wait(&mut frontier);
@@ -371,6 +574,7 @@ fn main() {
     let written = frontier.store_write_stats();
     let queued_at_end = stats.queued + in_flight.len() as u64;
     let peak = peak_rss_mib();
+    let mappings = largest_mappings(12);
     drop(frontier);
     drop(seen);
     drop(in_flight);
@@ -411,11 +615,27 @@ fn main() {
         links as f64 / crawl_secs
     );
     println!(
+        "  CPU per accepted URL: admitting thread {:.2} µs{}",
+        admit_cpu.as_secs_f64() * 1e6 / accepted.max(1) as f64,
+        screen_cpu.map_or(" (screening inline)".to_string(), |cpu| format!(
+            ", screening thread {:.2} µs",
+            cpu.as_secs_f64() * 1e6 / accepted.max(1) as f64
+        ))
+    );
+    println!(
         "  peak RSS {peak:.0} MiB (seen-set {:.0} MiB); frontier estimate at end {:.0} MiB; {} hosts, {} with URLs queued, {queued_at_end} URLs queued at end",
         plan.bytes as f64 / MIB,
         stats.memory_bytes as f64 / MIB,
         stats.hosts,
         stats.hosts_queued
+    );
+    println!(
+        "  resident at end, largest mappings (MiB): {}",
+        mappings
+            .iter()
+            .map(|(mib, name)| format!("{mib:.0} {name}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!(
         "  disk: max {:.0} MiB at a checkpoint, {:.0} MiB at end ({:.0} bytes per queued URL)",

@@ -82,6 +82,23 @@
 //! copy (8–11 ms); it grows with hosts, not URLs. Disk was ~185 bytes per queued URL (store
 //! format version 1; version 2 takes ~89 at 1e7, version 3 ~35, see the store's doc).
 //!
+//! Session 11, `SCALE_URLS=1e8`, thin LTO, the two cores shared with four builds (load 6–10, so
+//! wall-clock rates say little), session 9's bench and today's side by side: the old bench
+//! (everything on one thread, a `Url` per link) 79.8 k URLs/s, 6.3 µs of CPU per accepted URL
+//! (all threads, the checkpoint writer's included), peak RSS 800 MiB; today's (links screened
+//! on their own thread as the crawl's parse threads do, see `benches/scale.rs`) 81.0 k URLs/s,
+//! the frontier's thread 4.83 µs per URL (a ceiling of ~207 k URLs/s on a core of its own),
+//! screening 1.09 µs, 6.2 µs in all, peak RSS 798 MiB. So the frontier's thread is now the
+//! whole limit, and it is flat (`perf` at 4e6, shares of all samples): the seen-set's probes
+//! (both threads) 5 %, gathering tails into groups 4.4 %, the store's host map on push 4.2 %,
+//! decompressing a whole group to pop one entry 3.9 %, malloc and free ~13 %, the schedule 2 %.
+//! 400 k URLs/s (2.5 µs) needs that thread split, not tuned: the store's encoding, compression
+//! and writes (and the pops' decoding) on a thread of their own, or the frontier sharded by
+//! host. Peak RSS: seen-set 187.5 MiB, this frontier's own estimate 340–386 MiB, and ~230 MiB
+//! beyond both that `malloc_trim` does not give back (tried at each checkpoint at 1e7: under 2
+//! MiB freed), so live: among it the tallies' copy (16 MiB) and the table's buffer (~40 MiB)
+//! while a sync holds them, which the estimate leaves out.
+//!
 //! # Layout
 //!
 //! This file holds the [`Frontier`] API and its types; each sibling does one job:
