@@ -31,10 +31,12 @@
 //!   on, robots.txt fetches get a line too (`"kind": "robots"`). A response that is answered
 //!   by a retry (a 503 tried again) is not archived: the attempt that ends the URL is. A crash
 //!   leaves at most records in excess, which resume cuts ([`recovery`]).
-//! - **Off the driver's path.** Digests run where the response is finished (parse threads,
-//!   fetch tasks); compression runs on threads of idle priority, or there too with
-//!   `output.warc_deflate = "always"`; the output thread appends members, writing stored the
-//!   responses not deflated by the time they must be written.
+//! - **Off the driver's path.** In a local crawl the digests and compression run on threads
+//!   of idle priority; the output thread computes the digests of a response nobody got to
+//!   and writes it stored. Where the crawl needs the payload digest before the output
+//!   thread (distributed, continuous recrawl) the digests run where the response is
+//!   finished (parse threads, fetch tasks), and so does compression with
+//!   `output.warc_deflate = "always"`.
 //! - **Stored or deflated, the same records.** A response's member is deflated or stored
 //!   (still one gzip member, its own offset and length); an archive mixes both, which every
 //!   gzip and WARC reader takes (warcio check in the tests), and recovery reads both.
@@ -59,9 +61,9 @@
 //!   deflate cheap enough to run on the crawl's CPU: 20 µs is a quarter of the crawl's own
 //!   ~85 µs a page.
 //! - **So deflate can run on CPU the crawl does not want** (`output.warc_deflate =
-//!   "spare-cpu"`, an option; the default stays `"always"`, since records held back from
-//!   `pages.jsonl` are lost by a `kill -9`: the recrawl kill -9 test saw 9 pages fetched
-//!   again for one kill, 8 allowed; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
+//!   "spare-cpu"`, the default; records held back from `pages.jsonl` are lost by a
+//!   `kill -9` and fetched again, like the pages in flight, which the recrawl kill -9 test
+//!   checks page by page; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
 //!   taking records newest first while the output thread holds them (up to
 //!   `output.warc_deflate_window`, 16 MiB, and 5 ms). A record they have not deflated
 //!   when it must be written is written stored: the crawl never waits and never pays for
@@ -143,14 +145,15 @@ use record::{warc_date, ArchivedFetch, FetchParts};
 #[serde(rename_all = "kebab-case")]
 pub enum WarcDeflate {
     /// On threads of idle priority while the output thread holds the records
-    /// ([`deflate_pool`]); a record they have not deflated when it must be written is
-    /// stored. The crawl never pays for it; the archive is bigger on a busy machine, and a
-    /// `kill -9` also loses the records waiting (their pages are fetched again on resume).
+    /// ([`deflate_pool`]), with the digests in a local crawl; a record they have not
+    /// deflated when it must be written is stored. The default: the crawl never pays for
+    /// compression; the archive is bigger on a busy machine, and a `kill -9` also loses the
+    /// records waiting (their pages are fetched again on resume, like those in flight).
+    #[default]
     SpareCpu,
     /// Where each fetch ends, on the crawl's CPU: every record deflated, whatever it costs
-    /// the crawl's speed. The default: the smallest archive, and nothing held back from
-    /// `pages.jsonl` (see `super`'s figures for what `SpareCpu` buys and costs).
-    #[default]
+    /// the crawl's speed: the smallest archive, and nothing held back from `pages.jsonl`
+    /// (see `super`'s figures for what `SpareCpu` buys and costs).
     Always,
 }
 
@@ -164,6 +167,11 @@ pub(crate) struct Archiver {
     pub(crate) store_compressed: bool,
     /// `output.warc_deflate`.
     pub(crate) deflate: WarcDeflate,
+    /// The response's digests are computed where the fetch ends: the crawl needs the payload
+    /// digest before the output thread (a distributed crawl looks it up in Redis, a
+    /// continuous recrawl schedules by it), or no deflate thread would compute them. Else
+    /// a deflate thread or the output thread does ([`record::ResponseRecord::seal`]).
+    pub(crate) digests_where_fetched: bool,
 }
 
 impl Archiver {
@@ -226,6 +234,8 @@ impl Archiver {
             if let Some(response) = Arc::get_mut(&mut fetch.response) {
                 response.deflate_in_place();
             }
+        } else if self.digests_where_fetched {
+            fetch.response.seal();
         }
         fetch
     }
