@@ -14,6 +14,7 @@
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use sha1::{Digest, Sha1};
@@ -343,6 +344,8 @@ pub(crate) struct ResponseRecord {
     /// payload, level 0, a record too small to gain).
     level: u32,
     deflated: OnceLock<Vec<u8>>,
+    /// The output thread writes the record as it is: no deflate thread starts on it.
+    withdrawn: AtomicBool,
 }
 
 /// What a response record's digests settle: its header, whole, and the payload digest.
@@ -423,6 +426,20 @@ impl ResponseRecord {
             header,
             payload_digest,
         })
+    }
+
+    /// Whether the digests are computed.
+    pub(crate) fn is_sealed(&self) -> bool {
+        self.sealed.get().is_some()
+    }
+
+    /// Marks the record as being written as it is (see [`super::deflate_pool`]).
+    pub(crate) fn withdraw(&self) {
+        self.withdrawn.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn withdrawn(&self) -> bool {
+        self.withdrawn.load(Ordering::Relaxed)
     }
 
     /// Computes the digests and makes the deflated member, unless the record is stored
@@ -613,6 +630,7 @@ impl Prepared {
                 fields: self.fields,
                 digests_at: self.digests_at,
                 sealed: OnceLock::new(),
+                withdrawn: AtomicBool::new(false),
                 head,
                 payload,
                 level: self.level,
