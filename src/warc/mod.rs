@@ -276,10 +276,23 @@ pub mod cost {
         fetch.response.member().len() + fetch.request_member.len()
     }
 
-    /// What `"spare-cpu"` does on the crawl's CPU when no spare CPU deflates the response:
-    /// the digests, the header and request record where the fetch ends, then the response
-    /// written stored by the output thread (into `out`, standing for its file's buffer).
-    /// Returns the bytes written.
+    /// What `"spare-cpu"` does where the fetch ends in a local crawl: the response's named
+    /// fields and the request record, the digests left for later. Returns the request's
+    /// bytes.
+    pub fn records_where_fetched(
+        request_head: &[u8],
+        response_head: &[u8],
+        payload: &[u8],
+    ) -> usize {
+        let fetch = prepare(&parts(request_head, response_head, payload), 1)
+            .with_block((response_head.to_vec(), payload.to_vec()));
+        fetch.request_member.len()
+    }
+
+    /// What `"spare-cpu"` does on the crawl's CPU when no spare CPU gets to the response:
+    /// the header and request record where the fetch ends, then the digests and the
+    /// response written stored by the output thread (into `out`, standing for its file's
+    /// buffer). Returns the bytes written.
     pub fn records_stored(
         request_head: &[u8],
         response_head: &[u8],
