@@ -14,7 +14,7 @@
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
 //! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams) |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
-//! | `deflate_pool.rs` | deflating responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
+//! | `deflate_pool.rs` | digests and deflate of responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
 //! | `digest_index.rs` | the payload digests archived, in fixed memory |
 //! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index; the same for a dead distributed process's files (sealing) |
 //! | `reader.rs` | members and records read back (index, recovery) |
@@ -95,12 +95,14 @@
 //!   `crate::output`'s `MAX_WAIT`); it halves the share deflated under that load and takes
 //!   30 MB off the peak RSS. Pages/s on/off are medians of per-run ratios, within the
 //!   noise of that load; the lead's idle-machine run is the figure to quote.
-//! - **What is left for the crawl's 0.9×** (an idle 2-core machine: crawler ~85 µs and
-//!   server ~40 µs a page, so ≤ ~14 µs may be added): the digests, 10.4 µs, are most of
-//!   it. In a local crawl (not distributed, not a recrawl) nothing needs the payload digest
-//!   before the output thread, so they could move to the idle threads too, with the output
-//!   thread computing them for a record nobody got to; per µs of idle CPU that saves the
-//!   crawl 1 µs, where deflating saves ~0.35 (the write cost above). Not built yet.
+//! - **The digests go to the idle threads too** (an idle 2-core machine: crawler ~80 µs and
+//!   server ~40 µs a page, so ≤ ~14 µs may be added for 0.9×, and the digests alone were
+//!   10.4 µs). In a local crawl (not distributed, not a continuous recrawl) nothing needs
+//!   the payload digest before the output thread, so where the fetch ends only the header
+//!   fields and the request record are built; the deflate threads compute the digests of
+//!   every record waiting before they deflate any (per µs of idle CPU a digest saves the
+//!   crawl 1 µs, a deflate ~0.35: the write cost above), and the output thread computes
+//!   them for a record nobody got to ([`record::ResponseRecord::seal`]).
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
