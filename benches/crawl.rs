@@ -15,9 +15,9 @@
 //! Each run is made twice, interleaved: once writing `pages.jsonl` only, once also archiving
 //! every fetch as WARC (`[output] warc = true`), so the archive's cost is a ratio within one
 //! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written (per page too),
-//! compression ratio, and the share of responses stored rather than deflated (with
-//! `-- --warc-deflate spare-cpu`, those the idle-priority deflate threads did not get to;
-//! the default, `always`, deflates every record on the crawl's CPU,
+//! compression ratio, and the share of responses stored rather than deflated (by default,
+//! `spare-cpu`, those the idle-priority deflate threads did not get to;
+//! `-- --warc-deflate always` deflates every record on the crawl's CPU,
 //! `-- --warc-level N` sets `output.warc_gzip_level`, `-- --warc-window-mib N`
 //! `output.warc_deflate_window`). The deflate threads' CPU is shown
 //! apart: it is CPU the crawl did not want.
@@ -539,7 +539,7 @@ fn main() {
                 ),
                 (1.0 - stored) * 100.0,
                 stored * 100.0,
-                testweb_process::arg_value("--warc-deflate").unwrap_or_else(|| "always".into())
+                testweb_process::arg_value("--warc-deflate").unwrap_or_else(|| "spare-cpu".into())
             );
         }
     }

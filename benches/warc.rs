@@ -4,9 +4,10 @@
 //!
 //! Each line is one way of building a fetch's records as the crawl does (`crawler::warc`):
 //! the two SHA-1 digests alone (one pass, and the `sha1` crate twice as before); what
-//! `output.warc_deflate = "spare-cpu"` costs the crawl for a record no spare CPU deflated
-//! (digests, header and request where the fetch ends, the response written stored by the
-//! output thread: the crawl's whole cost of a record, since deflating runs on idle threads);
+//! `output.warc_deflate = "spare-cpu"` (the default) costs where the fetch ends in a local
+//! crawl (header fields and request record: the digests are left to the idle threads), and
+//! for a record no spare CPU got to (that, then the digests and the response written stored
+//! by the output thread: the crawl's whole cost of a record);
 //! and the whole request and response records made where the fetch ends (`"always"`) at
 //! each `output.warc_gzip_level` worth comparing (0 stores, 1 is the default, 6 is gzip's). The options are interleaved within each of three
 //! trials; printed are the medians. The crawl-level figure (pages/s with and without the
@@ -26,7 +27,7 @@ type Way = (&'static str, fn(&[u8], &[u8]) -> usize);
 
 /// The ways measured: name, and what it does with a response head and a payload (returning
 /// the bytes it would write).
-const WAYS: [Way; 6] = [
+const WAYS: [Way; 7] = [
     ("digests, sha1 crate twice  ", |h, p| {
         std::hint::black_box(cost::digests_one_by_one(h, p));
         40
@@ -34,6 +35,9 @@ const WAYS: [Way; 6] = [
     ("digests, one pass (SHA-NI) ", |h, p| {
         std::hint::black_box(cost::digests(h, p));
         40
+    }),
+    ("records, spare-cpu, fetch  ", |h, p| {
+        cost::records_where_fetched(REQUEST_HEAD, h, p)
     }),
     ("records, spare-cpu, stored ", |h, p| {
         thread_local! {

@@ -350,7 +350,7 @@ impl Default for OutputSection {
             warc_dedup_memory: ByteSize(32 << 20),
             warc_gzip_level: 1,
             warc_store_compressed: true,
-            warc_deflate: crate::warc::WarcDeflate::Always,
+            warc_deflate: crate::warc::WarcDeflate::SpareCpu,
             warc_deflate_window: ByteSize(16 << 20),
         }
     }
@@ -1623,7 +1623,7 @@ mod tests {
     fn warc_deflate_is_spare_cpu_or_always_and_anything_else_names_the_key() {
         use crate::warc::WarcDeflate;
         let load = |mode: &str| Config::load(None, &[format!("output.warc_deflate={mode}")]);
-        assert_eq!(Config::default().output.warc_deflate, WarcDeflate::Always);
+        assert_eq!(Config::default().output.warc_deflate, WarcDeflate::SpareCpu);
         assert_eq!(
             load("always").unwrap().output.warc_deflate,
             WarcDeflate::Always

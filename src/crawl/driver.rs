@@ -203,6 +203,7 @@ pub(crate) async fn drive<S: WorkSource>(
             journal_bytes: journal.start.bytes,
             prefix: journal.warc_prefix.clone(),
             resumed: journal.resumed,
+            digest_before_output: config.distributed.redis.is_some() || config.recrawl.continuous,
         },
         counters.clone(),
     )?;

@@ -283,7 +283,7 @@ impl LeaseSource {
             sent.push(self.unknown(candidates, Some(url.clone()), &mut record.counts));
             let lookup = archive.as_ref().filter(|_| self.shared_payloads > 0);
             if let Some(fetch) = lookup {
-                lookups.push(payloads::field(&fetch.payload_digest));
+                lookups.push(payloads::field(&fetch.payload_digest()));
             }
             looked_up.push(lookup.is_some());
             pages.push((url, host, record, archive));
@@ -338,7 +338,7 @@ impl LeaseSource {
                     Some(entry) => fetch.shared_original = payloads::original(&entry),
                     None => {
                         publish = payloads::entry(fetch)
-                            .map(|entry| (payloads::field(&fetch.payload_digest), entry));
+                            .map(|entry| (payloads::field(&fetch.payload_digest()), entry));
                     }
                 }
             }

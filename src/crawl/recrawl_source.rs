@@ -439,7 +439,7 @@ impl RecrawlSource {
         // here already: the payload's digest and the response record's id and date.
         let mut outcome = record.clone();
         if let (Some(archived), false) = (archive, record.status == Some(304)) {
-            outcome.payload_digest = Some(digest_label(&archived.payload_digest));
+            outcome.payload_digest = Some(digest_label(&archived.payload_digest()));
             outcome.warc = Some(crate::warc::WarcLocation {
                 file: String::new(),
                 offset: 0,

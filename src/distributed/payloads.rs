@@ -108,6 +108,6 @@ mod tests {
         assert_eq!(original.record_id, record_id(fetch.response_id));
         assert!(super::original(&entry[..20]).is_none());
         assert!(super::original(b"").is_none());
-        assert_eq!(field(&fetch.payload_digest).len(), FIELD_BYTES);
+        assert_eq!(field(&fetch.payload_digest()).len(), FIELD_BYTES);
     }
 }

@@ -14,7 +14,7 @@
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
 //! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams) |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
-//! | `deflate_pool.rs` | deflating responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
+//! | `deflate_pool.rs` | digests and deflate of responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
 //! | `digest_index.rs` | the payload digests archived, in fixed memory |
 //! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index; the same for a dead distributed process's files (sealing) |
 //! | `reader.rs` | members and records read back (index, recovery) |
@@ -31,10 +31,12 @@
 //!   on, robots.txt fetches get a line too (`"kind": "robots"`). A response that is answered
 //!   by a retry (a 503 tried again) is not archived: the attempt that ends the URL is. A crash
 //!   leaves at most records in excess, which resume cuts ([`recovery`]).
-//! - **Off the driver's path.** Digests run where the response is finished (parse threads,
-//!   fetch tasks); compression runs on threads of idle priority, or there too with
-//!   `output.warc_deflate = "always"`; the output thread appends members, writing stored the
-//!   responses not deflated by the time they must be written.
+//! - **Off the driver's path.** In a local crawl the digests and compression run on threads
+//!   of idle priority; the output thread computes the digests of a response nobody got to
+//!   and writes it stored. Where the crawl needs the payload digest before the output
+//!   thread (distributed, continuous recrawl) the digests run where the response is
+//!   finished (parse threads, fetch tasks), and so does compression with
+//!   `output.warc_deflate = "always"`.
 //! - **Stored or deflated, the same records.** A response's member is deflated or stored
 //!   (still one gzip member, its own offset and length); an archive mixes both, which every
 //!   gzip and WARC reader takes (warcio check in the tests), and recovery reads both.
@@ -59,9 +61,9 @@
 //!   deflate cheap enough to run on the crawl's CPU: 20 µs is a quarter of the crawl's own
 //!   ~85 µs a page.
 //! - **So deflate can run on CPU the crawl does not want** (`output.warc_deflate =
-//!   "spare-cpu"`, an option; the default stays `"always"`, since records held back from
-//!   `pages.jsonl` are lost by a `kill -9`: the recrawl kill -9 test saw 9 pages fetched
-//!   again for one kill, 8 allowed; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
+//!   "spare-cpu"`, the default; records held back from `pages.jsonl` are lost by a
+//!   `kill -9` and fetched again, like the pages in flight, which the recrawl kill -9 test
+//!   checks page by page; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
 //!   taking records newest first while the output thread holds them (up to
 //!   `output.warc_deflate_window`, 16 MiB, and 5 ms). A record they have not deflated
 //!   when it must be written is written stored: the crawl never waits and never pays for
@@ -93,12 +95,14 @@
 //!   `crate::output`'s `MAX_WAIT`); it halves the share deflated under that load and takes
 //!   30 MB off the peak RSS. Pages/s on/off are medians of per-run ratios, within the
 //!   noise of that load; the lead's idle-machine run is the figure to quote.
-//! - **What is left for the crawl's 0.9×** (an idle 2-core machine: crawler ~85 µs and
-//!   server ~40 µs a page, so ≤ ~14 µs may be added): the digests, 10.4 µs, are most of
-//!   it. In a local crawl (not distributed, not a recrawl) nothing needs the payload digest
-//!   before the output thread, so they could move to the idle threads too, with the output
-//!   thread computing them for a record nobody got to; per µs of idle CPU that saves the
-//!   crawl 1 µs, where deflating saves ~0.35 (the write cost above). Not built yet.
+//! - **The digests go to the idle threads too** (an idle 2-core machine: crawler ~80 µs and
+//!   server ~40 µs a page, so ≤ ~14 µs may be added for 0.9×, and the digests alone were
+//!   10.4 µs). In a local crawl (not distributed, not a continuous recrawl) nothing needs
+//!   the payload digest before the output thread, so where the fetch ends only the header
+//!   fields and the request record are built; the deflate threads compute the digests of
+//!   every record waiting before they deflate any (per µs of idle CPU a digest saves the
+//!   crawl 1 µs, a deflate ~0.35: the write cost above), and the output thread computes
+//!   them for a record nobody got to ([`record::ResponseRecord::seal`]).
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
@@ -143,14 +147,15 @@ use record::{warc_date, ArchivedFetch, FetchParts};
 #[serde(rename_all = "kebab-case")]
 pub enum WarcDeflate {
     /// On threads of idle priority while the output thread holds the records
-    /// ([`deflate_pool`]); a record they have not deflated when it must be written is
-    /// stored. The crawl never pays for it; the archive is bigger on a busy machine, and a
-    /// `kill -9` also loses the records waiting (their pages are fetched again on resume).
+    /// ([`deflate_pool`]), with the digests in a local crawl; a record they have not
+    /// deflated when it must be written is stored. The default: the crawl never pays for
+    /// compression; the archive is bigger on a busy machine, and a `kill -9` also loses the
+    /// records waiting (their pages are fetched again on resume, like those in flight).
+    #[default]
     SpareCpu,
     /// Where each fetch ends, on the crawl's CPU: every record deflated, whatever it costs
-    /// the crawl's speed. The default: the smallest archive, and nothing held back from
-    /// `pages.jsonl` (see `super`'s figures for what `SpareCpu` buys and costs).
-    #[default]
+    /// the crawl's speed: the smallest archive, and nothing held back from `pages.jsonl`
+    /// (see `super`'s figures for what `SpareCpu` buys and costs).
     Always,
 }
 
@@ -164,6 +169,11 @@ pub(crate) struct Archiver {
     pub(crate) store_compressed: bool,
     /// `output.warc_deflate`.
     pub(crate) deflate: WarcDeflate,
+    /// The response's digests are computed where the fetch ends: the crawl needs the payload
+    /// digest before the output thread (a distributed crawl looks it up in Redis, a
+    /// continuous recrawl schedules by it), or no deflate thread would compute them. Else
+    /// a deflate thread or the output thread does ([`record::ResponseRecord::seal`]).
+    pub(crate) digests_where_fetched: bool,
 }
 
 impl Archiver {
@@ -226,6 +236,8 @@ impl Archiver {
             if let Some(response) = Arc::get_mut(&mut fetch.response) {
                 response.deflate_in_place();
             }
+        } else if self.digests_where_fetched {
+            fetch.response.seal();
         }
         fetch
     }
@@ -266,10 +278,23 @@ pub mod cost {
         fetch.response.member().len() + fetch.request_member.len()
     }
 
-    /// What `"spare-cpu"` does on the crawl's CPU when no spare CPU deflates the response:
-    /// the digests, the header and request record where the fetch ends, then the response
-    /// written stored by the output thread (into `out`, standing for its file's buffer).
-    /// Returns the bytes written.
+    /// What `"spare-cpu"` does where the fetch ends in a local crawl: the response's named
+    /// fields and the request record, the digests left for later. Returns the request's
+    /// bytes.
+    pub fn records_where_fetched(
+        request_head: &[u8],
+        response_head: &[u8],
+        payload: &[u8],
+    ) -> usize {
+        let fetch = prepare(&parts(request_head, response_head, payload), 1)
+            .with_block((response_head.to_vec(), payload.to_vec()));
+        fetch.request_member.len()
+    }
+
+    /// What `"spare-cpu"` does on the crawl's CPU when no spare CPU gets to the response:
+    /// the header and request record where the fetch ends, then the digests and the
+    /// response written stored by the output thread (into `out`, standing for its file's
+    /// buffer). Returns the bytes written.
     pub fn records_stored(
         request_head: &[u8],
         response_head: &[u8],

@@ -14,6 +14,7 @@
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use sha1::{Digest, Sha1};
@@ -287,7 +288,6 @@ pub(crate) struct ArchivedFetch {
     /// [`ResponseRecord`]). Shared with the deflate threads while they work on it.
     pub(crate) response: Arc<ResponseRecord>,
     pub(crate) request_member: Vec<u8>,
-    pub(crate) payload_digest: Sha1Digest,
     /// Entity-body bytes as sent (what a revisit saves).
     pub(crate) payload_bytes: u64,
     pub(crate) peer: Option<IpAddr>,
@@ -302,10 +302,16 @@ pub(crate) struct ArchivedFetch {
 }
 
 impl ArchivedFetch {
-    /// Whether the records can be written as they are meant to be: the response's member is
-    /// deflated, or is one that is stored anyway.
+    /// Whether the records can be written as they are meant to be: the response's digests
+    /// are computed, and its member is deflated or is one that is stored anyway.
     pub(crate) fn made(&self) -> bool {
         self.response.made()
+    }
+
+    /// SHA-1 of the payload as sent: what decides revisit or response. Computed by the
+    /// first that asks, if nobody computed it yet (see [`ResponseRecord::seal`]).
+    pub(crate) fn payload_digest(&self) -> Sha1Digest {
+        self.response.seal().payload_digest
     }
 
     /// Memory these records hold until written (what the output thread's waiting room
@@ -315,16 +321,20 @@ impl ArchivedFetch {
     }
 }
 
-/// A response record whose gzip member is made when there is CPU for it. Its header (the
-/// named fields, digests included) is final when the fetch ends; deflating the block can
-/// wait: a deflate thread makes the member ([`ResponseRecord::deflate`]), and if the output
-/// thread must write the record first, it writes the same bytes as a stored member
+/// A response record whose digests and gzip member are made when there is CPU for them. Its
+/// named fields but the two digests are final when the fetch ends; the digests (and with
+/// them the header, [`ResponseRecord::seal`]) and deflating the block can wait: a deflate
+/// thread makes both ([`ResponseRecord::deflate`]), and if the output thread must write the
+/// record first, it computes the digests itself and writes the bytes as a stored member
 /// ([`ResponseRecord::member`]). Both are the same record to every reader.
 #[derive(Debug)]
 pub(crate) struct ResponseRecord {
-    /// The record's header block (`WARC/1.1` to the empty line); empty once deflated in
-    /// place.
-    header: String,
+    /// The record's header block (`WARC/1.1` to the empty line) without its digest fields,
+    /// which go at `digests_at`; empty once deflated in place.
+    fields: String,
+    digests_at: usize,
+    /// The digests and the whole header, once computed.
+    sealed: OnceLock<Sealed>,
     /// The HTTP status line and headers as received: the block's start, and the whole
     /// block of a revisit written instead.
     pub(crate) head: Vec<u8>,
@@ -334,7 +344,23 @@ pub(crate) struct ResponseRecord {
     /// payload, level 0, a record too small to gain).
     level: u32,
     deflated: OnceLock<Vec<u8>>,
+    /// The output thread writes the record as it is: no deflate thread starts on it.
+    withdrawn: AtomicBool,
 }
+
+/// What a response record's digests settle: its header, whole, and the payload digest.
+#[derive(Debug)]
+pub(crate) struct Sealed {
+    /// Empty once deflated in place.
+    header: String,
+    pub(crate) payload_digest: Sha1Digest,
+}
+
+/// The bytes the two digest fields take in a response's header (labels are fixed-length:
+/// `sha1:` and 32 base32 digits).
+const DIGEST_FIELDS_LEN: usize = "WARC-Block-Digest: ".len()
+    + "WARC-Payload-Digest: ".len()
+    + 2 * ("sha1:".len() + 32 + "\r\n".len());
 
 /// A response record's gzip member as the output thread writes it.
 pub(crate) enum Member<'a> {
@@ -367,19 +393,65 @@ impl Member<'_> {
 impl ResponseRecord {
     fn parts(&self) -> [&[u8]; 4] {
         [
-            self.header.as_bytes(),
+            self.seal().header.as_bytes(),
             &self.head,
             &self.payload,
             b"\r\n\r\n",
         ]
     }
 
-    /// Makes the deflated member, unless the record is stored anyway or it is made already.
+    /// The block and payload digests, computed now if nobody did yet, and the header with
+    /// them. Two threads may compute them at once (a deflate thread and the output thread,
+    /// which must not wait for a thread of idle priority): the first to finish keeps its
+    /// result, the same bytes either way.
+    pub(crate) fn seal(&self) -> &Sealed {
+        if let Some(sealed) = self.sealed.get() {
+            return sealed;
+        }
+        let (block_digest, payload_digest) =
+            super::digest::block_and_payload(&self.head, &self.payload);
+        let (before, after) = self.fields.split_at(self.digests_at);
+        let mut header = String::with_capacity(self.fields.len() + DIGEST_FIELDS_LEN);
+        header.push_str(before);
+        for (name, digest) in [
+            ("WARC-Block-Digest: ", &block_digest),
+            ("WARC-Payload-Digest: ", &payload_digest),
+        ] {
+            header.push_str(name);
+            header.push_str(&digest_label(digest));
+            header.push_str("\r\n");
+        }
+        header.push_str(after);
+        self.sealed.get_or_init(|| Sealed {
+            header,
+            payload_digest,
+        })
+    }
+
+    /// Whether the digests are computed.
+    pub(crate) fn is_sealed(&self) -> bool {
+        self.sealed.get().is_some()
+    }
+
+    /// Marks the record as being written as it is (see [`super::deflate_pool`]).
+    pub(crate) fn withdraw(&self) {
+        self.withdrawn.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn withdrawn(&self) -> bool {
+        self.withdrawn.load(Ordering::Relaxed)
+    }
+
+    /// Computes the digests and makes the deflated member, unless the record is stored
+    /// anyway or it is made already.
     pub(crate) fn deflate(&self) {
         if self.made() {
             return;
         }
-        let _ = self.deflated.set(gzip_member(&self.parts(), self.level));
+        self.seal();
+        if self.level != STORED {
+            let _ = self.deflated.set(gzip_member(&self.parts(), self.level));
+        }
     }
 
     /// Deflates now and lets the header and payload go: the records made where the fetch
@@ -387,14 +459,19 @@ impl ResponseRecord {
     pub(crate) fn deflate_in_place(&mut self) {
         self.deflate();
         if self.deflated.get().is_some() {
-            self.header = String::new();
+            self.fields = String::new();
+            self.digests_at = 0;
             self.payload = Vec::new();
+            if let Some(sealed) = self.sealed.get_mut() {
+                sealed.header = String::new();
+            }
         }
     }
 
-    /// Whether the member is as it is meant to be: deflated, or stored anyway.
+    /// Whether the member is as it is meant to be: digests computed, and deflated or stored
+    /// anyway.
     pub(crate) fn made(&self) -> bool {
-        self.level == STORED || self.deflated.get().is_some()
+        self.sealed.get().is_some() && (self.level == STORED || self.deflated.get().is_some())
     }
 
     /// The member to write now: deflated if it is, else stored. Taken once, so that the
@@ -408,7 +485,7 @@ impl ResponseRecord {
     }
 
     fn held_bytes(&self) -> usize {
-        self.header.len()
+        self.fields.len()
             + self.head.len()
             + self.payload.capacity()
             + self.deflated.get().map_or(0, Vec::len)
@@ -482,38 +559,37 @@ pub(crate) fn encode_fetch(fetch: FetchParts<'_>, level: u32) -> ArchivedFetch {
     archived
 }
 
-/// A fetch's records but for the response's block: the digests (over the block, which
-/// [`FetchParts`] lends), the response's header, the request record.
+/// A fetch's records but for the response's block (which [`FetchParts`] lends) and its
+/// digests: the response's named fields, the request record.
 pub(crate) struct Prepared {
     target_uri: String,
     date: String,
     response_id: Uuid,
     warcinfo_id: Uuid,
-    header: String,
+    fields: String,
+    digests_at: usize,
     level: u32,
     request_member: Vec<u8>,
-    payload_digest: Sha1Digest,
     peer: Option<IpAddr>,
     http2: bool,
 }
 
-/// The digests, the response's header and the request record of `fetch`: the work that must
-/// be done where the fetch ends (the payload digest decides revisit or response, and a
-/// distributed crawl asks Redis by it before the output thread sees the fetch).
+/// The response's named fields and the request record of `fetch`: what is built where the
+/// fetch ends. The response's digests are not: whoever needs them first computes them
+/// ([`ResponseRecord::seal`]): where the fetch ends when the crawl needs the payload digest
+/// there (a distributed crawl asks Redis by it before the output thread sees the fetch), a
+/// deflate thread when it gets there first, else the output thread.
 pub(crate) fn prepare(fetch: &FetchParts<'_>, level: u32) -> Prepared {
     let response_id = Uuid::new_v4();
     let request_id = Uuid::new_v4();
-    let (block_digest, payload_digest) =
-        super::digest::block_and_payload(fetch.response_head, fetch.payload);
     let mut response = fetch_fields("response", response_id, fetch);
     if fetch.truncated {
         response.add("WARC-Truncated", "length");
     }
-    response.add("WARC-Block-Digest", &digest_label(&block_digest));
-    response.add("WARC-Payload-Digest", &digest_label(&payload_digest));
+    let digests_at = response.text.len();
     let block = fetch.response_head.len() + fetch.payload.len();
-    let header = response.finish(HTTP_RESPONSE, block);
-    let total = header.len() + block + 4;
+    let fields = response.finish(HTTP_RESPONSE, block);
+    let total = fields.len() + DIGEST_FIELDS_LEN + block + 4;
     let response_level = if fetch.payload_compressed || total <= STORED_UP_TO {
         STORED
     } else {
@@ -530,10 +606,10 @@ pub(crate) fn prepare(fetch: &FetchParts<'_>, level: u32) -> Prepared {
         date: fetch.date.clone(),
         response_id,
         warcinfo_id: fetch.warcinfo_id,
-        header,
+        fields,
+        digests_at,
         level: response_level,
         request_member: member(request, HTTP_REQUEST, &[fetch.request_head], level),
-        payload_digest,
         peer: fetch.peer,
         http2: fetch.http2,
     }
@@ -551,14 +627,16 @@ impl Prepared {
             warcinfo_id: self.warcinfo_id,
             payload_bytes: payload.len() as u64,
             response: Arc::new(ResponseRecord {
-                header: self.header,
+                fields: self.fields,
+                digests_at: self.digests_at,
+                sealed: OnceLock::new(),
+                withdrawn: AtomicBool::new(false),
                 head,
                 payload,
                 level: self.level,
                 deflated: OnceLock::new(),
             }),
             request_member: self.request_member,
-            payload_digest: self.payload_digest,
             peer: self.peer,
             http2: self.http2,
             not_modified: None,
@@ -573,7 +651,7 @@ pub(crate) fn revisit_member(fetch: &ArchivedFetch, original: &Original, level: 
     revisit_with(
         fetch,
         original,
-        (REVISIT_PROFILE, Some(&fetch.payload_digest)),
+        (REVISIT_PROFILE, Some(&fetch.payload_digest())),
         (&fetch.response.head, level),
     )
 }
@@ -738,6 +816,42 @@ mod tests {
     }
 
     #[test]
+    fn digests_left_for_later_are_the_ones_computed_at_once() {
+        // The crawl leaves the digests to whoever needs them first; the record is the same
+        // bytes as one whose digests were computed where it was built.
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\r\n";
+        let payload = b"<p>later</p>".repeat(200);
+        let mut truncated = parts(&payload, head);
+        truncated.truncated = true;
+        for fetch in [parts(&payload, head), truncated] {
+            let block = (head.to_vec(), payload.clone());
+            let later = prepare(&fetch, 1).with_block(block.clone());
+            assert!(later.response.sealed.get().is_none() && !later.made());
+            let fields = later.response.fields.len();
+            let now = encode_fetch(fetch, 1);
+            assert_eq!(later.payload_digest(), sha1_of(&[&payload]));
+            assert_eq!(later.payload_digest(), now.payload_digest());
+            let text = gunzip(&response_member(&later));
+            // The same record but for its id (a new one each time).
+            let without_id = |text: &[u8]| {
+                String::from_utf8_lossy(text)
+                    .lines()
+                    .filter(|l| !l.starts_with("WARC-Record-ID: "))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            assert!(
+                without_id(&text) == without_id(&gunzip(&response_member(&now))),
+                "records differ"
+            );
+            // What the level was chosen by: the header's length, digests included.
+            let header = text.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+            assert_eq!(header, fields + DIGEST_FIELDS_LEN);
+            assert!(text.starts_with(b"WARC/1.1\r\nWARC-Type: response\r\n"));
+        }
+    }
+
+    #[test]
     fn a_revisit_refers_to_its_original_and_keeps_only_the_head() {
         let head = b"HTTP/1.1 200 OK\r\n\r\n";
         let fetch = encode_fetch(parts(b"same bytes", head), 1);
@@ -838,7 +952,7 @@ mod tests {
         // Stored: the bytes plus 5 per block, the gzip header and trailer.
         assert_eq!(stored_member.len(), text.len() + 5 * 3 + 18);
         assert_eq!(stored_member.len(), stored.response.member().len());
-        assert_eq!(stored.payload_digest, deflated.payload_digest);
+        assert_eq!(stored.payload_digest(), deflated.payload_digest());
         assert!(deflated_member.len() < stored_member.len());
     }
 

@@ -27,6 +27,10 @@ pub(crate) struct ArchivePlan {
     /// The files' name prefix (a distributed process's includes its id).
     pub(crate) prefix: String,
     pub(crate) resumed: bool,
+    /// The crawl reads each fetch's payload digest before the output thread does (a
+    /// distributed crawl's shared dedup, a continuous recrawl's schedule): the digests are
+    /// then computed where the fetch ends, not left to the deflate threads.
+    pub(crate) digest_before_output: bool,
 }
 
 /// An opened archive: the sink for the output thread, the current file for the background
@@ -92,6 +96,7 @@ pub(crate) fn open(
     } else {
         None
     };
+    let digests_where_fetched = plan.digest_before_output || pool.is_none();
     Ok(Some(OpenedArchive {
         sink: Box::new(WarcSink {
             writer,
@@ -103,6 +108,7 @@ pub(crate) fn open(
             gzip_level: o.warc_gzip_level,
             store_compressed: o.warc_store_compressed,
             deflate: o.warc_deflate,
+            digests_where_fetched,
         },
         current,
     }))

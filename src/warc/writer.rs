@@ -220,7 +220,7 @@ impl ArchiveWriter {
         line_at: u64,
         flush_pages: &mut dyn FnMut() -> Result<(), IoAt>,
     ) -> Result<ArchiveTally, IoAt> {
-        let mut label = digest_label(&fetch.payload_digest);
+        let mut label = digest_label(&fetch.payload_digest());
         let (original, revisit) = match fetch.not_modified.as_deref() {
             Some(unchanged) => {
                 // A 304: the page is what an earlier generation archived, found by its
@@ -245,7 +245,7 @@ impl ArchiveWriter {
             }
             None => {
                 let original = self.original_of(
-                    (&fetch.payload_digest, fetch.shared_original.as_ref()),
+                    (&fetch.payload_digest(), fetch.shared_original.as_ref()),
                     &label,
                     flush_pages,
                 )?;
@@ -300,7 +300,7 @@ impl ArchiveWriter {
         } else {
             tally.payload_bytes = fetch.payload_bytes;
             tally.stored = u64::from(matches!(response, Member::Stored(_)));
-            self.index.insert(&fetch.payload_digest, line_at);
+            self.index.insert(&fetch.payload_digest(), line_at);
         }
         Ok(tally)
     }
