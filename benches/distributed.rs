@@ -438,19 +438,47 @@ fn main() {
         "claims/s",
         "starved"
     );
+    let modes: Vec<(&str, Mode)> = [
+        ("local", Mode::Local),
+        ("redis1", Mode::Redis(1)),
+        ("redis2", Mode::Redis(2)),
+    ]
+    .into_iter()
+    .filter(|(key, _)| only.as_deref().is_none_or(|o| o == *key))
+    .collect();
+    // The modes take turns run by run, so that each run of one mode has a run of the others
+    // beside it in time: on a shared machine the load swings within an invocation, and a
+    // ratio of runs made side by side (printed per run below) shows whether a slow run was
+    // the machine (both slow) or the mode (one slow, and then its `starved` says whether
+    // it waited for Redis).
+    let mut all: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
+    for run in 0..runs {
+        for (results, (_, mode)) in all.iter_mut().zip(&modes) {
+            results.push(crawl_once(*mode, web_port, redis_port, run));
+        }
+    }
     let mut local_rate = 0.0;
     let mut per_process = (0.0, 0.0);
-    for (key, name, mode) in [
-        ("local", "1 process, local", Mode::Local),
-        ("redis1", "1 process on Redis", Mode::Redis(1)),
-        ("redis2", "2 processes on Redis", Mode::Redis(2)),
-    ] {
-        if only.as_deref().is_some_and(|o| o != key) {
-            continue;
-        }
-        let results: Vec<Run> = (0..runs)
-            .map(|run| crawl_once(mode, web_port, redis_port, run))
-            .collect();
+    let mut per_run: Vec<String> = Vec::new();
+    for ((key, mode), results) in modes.iter().zip(all.iter()) {
+        let (key, mode) = (*key, *mode);
+        let name = match mode {
+            Mode::Local => "1 process, local",
+            Mode::Redis(1) => "1 process on Redis",
+            Mode::Redis(_) => "2 processes on Redis",
+        };
+        per_run.push(format!(
+            "  {key:<7} per run: {}",
+            results
+                .iter()
+                .map(|r| format!(
+                    "{:.0} pages/s, starved {:.1}%",
+                    r.pages as f64 / r.secs,
+                    r.starved / r.secs / processes_of(mode) as f64 * 100.0
+                ))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
         let pages = median(results.iter().map(|r| r.pages as f64).collect());
         let rate = median(results.iter().map(|r| r.pages as f64 / r.secs).collect());
         let cpu = median(
@@ -497,11 +525,33 @@ fn main() {
             Mode::Redis(_) => {}
         }
     }
+    for line in &per_run {
+        println!("{line}");
+    }
     let (rate, redis_cpu) = per_process;
     println!(
         "1 process on Redis: {:.2}x the local rate (goal >= 0.8x)",
         rate / local_rate.max(1e-9)
     );
+    let rate_of = |mode: &str| {
+        modes.iter().position(|(key, _)| *key == mode).map(|i| {
+            all[i]
+                .iter()
+                .map(|r| r.pages as f64 / r.secs)
+                .collect::<Vec<_>>()
+        })
+    };
+    if let (Some(local), Some(redis1)) = (rate_of("local"), rate_of("redis1")) {
+        let ratios: Vec<String> = local
+            .iter()
+            .zip(&redis1)
+            .map(|(l, r)| format!("{:.2}x", r / l.max(1e-9)))
+            .collect();
+        println!(
+            "  side by side, run by run: {} (a slow run of both modes is the machine's)",
+            ratios.join(" ")
+        );
+    }
     if redis_cpu > 0.0 {
         // One Redis core gives 1000 / redis_cpu thousand-page units per second.
         let pages_per_core = 1000.0 / redis_cpu;

@@ -269,6 +269,18 @@ impl LeaseSource {
         queued
     }
 
+    /// Held leases whose hosts this admission queued URLs for may top up at once.
+    fn note_queued(&mut self, items: &[(String, QueuedUrl)], answers: &[Admitted]) {
+        let now = Instant::now();
+        let mut last: Option<&str> = None;
+        for ((host, _), answer) in items.iter().zip(answers) {
+            if *answer == Admitted::Queued && last != Some(host.as_str()) {
+                self.leases.queued_for(host, now);
+                last = Some(host);
+            }
+        }
+    }
+
     /// Sends the waiting pages' links to Redis (one pipeline, one script per page with
     /// links the local cache does not know); pages with none are recorded at once.
     async fn start_admit(&mut self, cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
@@ -332,6 +344,7 @@ impl LeaseSource {
             .zip(looked_up)
         {
             record.new_links = self.count_admitted(&items, &answers, &mut record.counts);
+            self.note_queued(&items, &answers);
             let mut publish = None;
             if let (true, Some(fetch)) = (looked_up, archive.as_mut()) {
                 match originals.next().flatten() {
@@ -372,8 +385,15 @@ impl LeaseSource {
     /// has, the counters' increments, renewal of held leases (`beat`), and, when `claim`, a
     /// claim of up to `want` hosts with top-ups of held leases running low. It never waits
     /// for the output thread: a round trip to that thread in every sync (a wake-up of
-    /// another thread on loaded cores) delays every claim.
-    fn start_sync(&mut self, frontier: &Frontier, beat: bool, want: u64, claim: bool) {
+    /// another thread on loaded cores) delays every claim. `short`: the process wants work
+    /// (held leases with room are topped up: see `Leases::claim`).
+    fn start_sync(
+        &mut self,
+        frontier: &Frontier,
+        beat: bool,
+        (want, short): (u64, bool),
+        claim: bool,
+    ) {
         let now = Instant::now();
         let handed = self.handed();
         let releases = self
@@ -385,7 +405,7 @@ impl LeaseSource {
             Vec::new()
         };
         let (claim, topped) = if claim {
-            let (request, topped) = self.leases.claim(want, now);
+            let (request, topped) = self.leases.claim(want, short, now);
             (Some(request), topped)
         } else {
             (None, Vec::new())
@@ -524,6 +544,7 @@ impl WorkSource for LeaseSource {
             None => key_of(&url),
         };
         cx.frontier.complete(dispatch);
+        self.leases.fetched(&host, &url);
         self.waiting.push((url, host, record, candidates, archive));
         Ok(())
     }
@@ -576,11 +597,16 @@ impl WorkSource for LeaseSource {
             lease_urls: u64::from(self.session.settings().lease_urls),
         };
         let wants = self.leases.wants(&appetite, in_flight, queued, stopping);
+        // Held leases with room are topped up while the process is short of work only
+        // with politeness off: with it on, a host's URLs wait for its rate, not for more
+        // of them here.
+        let short = wants.is_some() && !c.politeness.enabled;
         let at = self.leases.sync_at(
             now,
             self.handed(),
             self.next_beat,
             wants.map(|_| self.next_claim),
+            short,
             stopping,
         );
         if at > now {
@@ -591,7 +617,7 @@ impl WorkSource for LeaseSource {
         if beat {
             self.next_beat = now + self.session.settings().lease / 3;
         }
-        self.start_sync(cx.frontier, beat, want, !stopping);
+        self.start_sync(cx.frontier, beat, (want, short), !stopping);
         Ok(None)
     }
 
@@ -662,7 +688,7 @@ impl WorkSource for LeaseSource {
     /// back to the head of their hosts' queues.
     async fn end(&mut self, cx: &mut Cx<'_, Frontier>, stopped: bool) -> Result<(), CrawlError> {
         if !stopped {
-            self.start_sync(cx.frontier, false, 0, true);
+            self.start_sync(cx.frontier, false, (0, false), true);
             return self.finish_calls(cx).await;
         }
         self.finish_calls(cx).await?;

@@ -8,6 +8,15 @@
 //! too); a top-up of a lease that finished while the claim was on its way holds that lease
 //! again instead of ending it.
 //!
+//! When to top a lease up is the process's throughput: a lease asks for more by the URLs it
+//! has left to fetch (those fetched and waiting for their links' admission are no work for
+//! the fetch slots), by any room left while the process is short of work, and at once when
+//! this process's own admission queued URLs of its host. Admission is untouched by these
+//! rules (a top-up only moves URLs already admitted from the host's queue into its lease,
+//! in `claim.lua`), so `max_urls` stays exact and no URL is queued twice; what a top-up
+//! changes is how many unacknowledged URLs a lease holds, and a process killed with
+//! `kill -9` still costs at most those, fetched again after its leases expire.
+//!
 //! Why a type of its own: these rules are what "nothing acknowledged is lost" rests on, and
 //! here they are unit-tested without a Redis server (see the tests below); the run loop
 //! (`crate::crawl`'s lease source) only moves values between this, the frontier and
@@ -36,8 +45,12 @@ type Ack = (u64, Vec<u8>);
 /// A lease this process holds.
 struct Held {
     token: String,
-    /// URLs not yet recorded, with the item they are stored as in the lease.
-    open: HashMap<String, Vec<u8>>,
+    /// URLs not yet fetched (queued here or in flight), with the item they are stored as in
+    /// the lease: what top-ups are measured by.
+    unfetched: HashMap<String, Vec<u8>>,
+    /// URLs fetched whose records wait for their links' admission: still open in the
+    /// lease, but no longer work for the fetch slots, so they do not hold a top-up back.
+    fetched: HashMap<String, Vec<u8>>,
     /// Recorded URLs not yet acknowledged, in the order recorded.
     acks: Vec<Ack>,
     /// No top-up before this instant (the host's queue was empty).
@@ -125,19 +138,41 @@ impl Leases {
         self.oldest_unacked.is_some_and(|n| n > handed)
     }
 
+    /// `url` (of host `host`) was fetched: its record waits for its links' admission.
+    pub(crate) fn fetched(&mut self, host: &str, url: &str) {
+        if let Some(held) = self.held.get_mut(host) {
+            if let Some((url, item)) = held.unfetched.remove_entry(url) {
+                held.fetched.insert(url, item);
+            }
+        }
+    }
+
+    /// This process's admission queued URLs of `host` in Redis: a lease on it whose last
+    /// top-up found the queue empty may ask again at once rather than after
+    /// [`TOPUP_RETRY`].
+    pub(crate) fn queued_for(&mut self, host: &str, now: Instant) {
+        if let Some(held) = self.held.get_mut(host) {
+            held.dry_until = held.dry_until.min(now);
+        }
+    }
+
     /// `url` (of host `host`) was recorded as record `number`: it closes in its lease, and
     /// a lease with nothing open is done.
     pub(crate) fn recorded(&mut self, host: &str, url: &str, number: u64) {
         let Some(held) = self.held.get_mut(host) else {
             return;
         };
-        if let Some(item) = held.open.remove(url) {
+        let item = match held.fetched.remove(url) {
+            Some(item) => Some(item),
+            None => held.unfetched.remove(url),
+        };
+        if let Some(item) = item {
             held.acks.push((number, item));
             self.pending_acks += 1;
             self.acks_since.get_or_insert_with(Instant::now);
             self.oldest_unacked.get_or_insert(number);
         }
-        if held.open.is_empty() {
+        if held.unfetched.is_empty() && held.fetched.is_empty() {
             if let Some(held) = self.held.remove(host) {
                 self.done.push(Done {
                     token: held.token,
@@ -149,16 +184,17 @@ impl Leases {
     }
 
     /// When the next sync should go, given the output thread's count of records `handed` to
-    /// the OS, the next heartbeat and, when the process `wants_work`, the next claim.
+    /// the OS, the next heartbeat and, when the process wants work, the next claim
+    /// (`short`: held leases with room are topped up, see [`Leases::runs_low`]).
     pub(crate) fn sync_at(
         &self,
         now: Instant,
         handed: u64,
         next_beat: Instant,
         next_claim: Option<Instant>,
+        short: bool,
         stopping: bool,
     ) -> Instant {
-        let half = self.lease_urls.div_ceil(2);
         let mut at = next_beat;
         let can_ack = self.oldest_unacked.is_some_and(|n| n <= handed);
         let done_ready = self
@@ -178,12 +214,22 @@ impl Leases {
             for held in self
                 .held
                 .values()
-                .filter(|h| h.open.len() < half && now < h.topup_until)
+                .filter(|h| self.runs_low(h, short) && now < h.topup_until)
             {
                 at = at.min(held.dry_until);
             }
         }
         at
+    }
+
+    /// Whether a held lease wants a top-up: fewer than half its URLs left to fetch, or any
+    /// room left while the process is `short` of work (its slots and queue not full: see
+    /// [`Leases::wants`]). The second is what keeps a process that holds every host fed:
+    /// with few hosts each has more in flight than half a lease, and waiting for half to
+    /// drain left the slots empty.
+    fn runs_low(&self, held: &Held, short: bool) -> bool {
+        let left = held.unfetched.len();
+        left < self.lease_urls.div_ceil(2) || (short && left < self.lease_urls)
     }
 
     /// The releases a sync carries: acknowledgements of the URLs whose records are among the
@@ -263,9 +309,15 @@ impl Leases {
         self.held.values().map(|h| h.token.clone()).collect()
     }
 
-    /// A claim of `want` hosts with top-ups of held leases running low; also returns the
-    /// hosts topped up, to hand back to [`Leases::claimed`].
-    pub(crate) fn claim(&self, want: u64, now: Instant) -> (ClaimRequest, Vec<String>) {
+    /// A claim of `want` hosts with top-ups of held leases running low (see
+    /// [`Leases::runs_low`]; `short`: the process wants work); also returns the hosts
+    /// topped up, to hand back to [`Leases::claimed`].
+    pub(crate) fn claim(
+        &self,
+        want: u64,
+        short: bool,
+        now: Instant,
+    ) -> (ClaimRequest, Vec<String>) {
         let mut request = ClaimRequest {
             want,
             topups: Vec::new(),
@@ -273,13 +325,10 @@ impl Leases {
         };
         let mut topped = Vec::new();
         for (host, held) in &self.held {
-            if held.open.len() < self.lease_urls.div_ceil(2)
-                && held.dry_until <= now
-                && now < held.topup_until
-            {
+            if self.runs_low(held, short) && held.dry_until <= now && now < held.topup_until {
                 request.topups.push((
                     held.token.clone(),
-                    (self.lease_urls - held.open.len()) as u64,
+                    (self.lease_urls - held.unfetched.len()) as u64,
                 ));
                 topped.push(host.clone());
             }
@@ -339,7 +388,8 @@ impl Leases {
                         lease.host.clone(),
                         Held {
                             token: lease.token.clone(),
-                            open: HashMap::new(),
+                            unfetched: HashMap::new(),
+                            fetched: HashMap::new(),
                             acks,
                             dry_until: sent_at,
                             topup_until: sent_at + self.lease / 2,
@@ -352,7 +402,7 @@ impl Leases {
             };
             held.dry_until = sent_at;
             for (item, bytes) in lease.items {
-                held.open.insert(item.url.clone(), bytes);
+                held.unfetched.insert(item.url.clone(), bytes);
                 queue.push((lease.host.clone(), item));
             }
         }
@@ -459,6 +509,49 @@ mod tests {
         assert!(leases.is_empty());
     }
 
+    /// A lease asks for a top-up by the URLs it has left to fetch, not by those waiting for
+    /// their links' admission; with the process short of work, by any room left; and a
+    /// lease whose top-up found nothing asks again as soon as this process queued URLs for
+    /// its host rather than after `TOPUP_RETRY`.
+    #[test]
+    fn top_ups_follow_the_urls_left_to_fetch_and_the_processs_own_admissions() {
+        let mut leases = Leases::new(Duration::from_secs(10), 4);
+        let now = Instant::now();
+        let urls = ["http://h.test/a", "http://h.test/b", "http://h.test/c"];
+        leases.claimed(claimed(vec![lease("t1", H, &urls)]), now, vec![]);
+        // Three of four left to fetch: no top-up, unless the process is short of work.
+        assert!(leases.claim(0, false, now).0.topups.is_empty());
+        assert_eq!(
+            leases.claim(0, true, now).0.topups,
+            vec![("t1".to_string(), 1)]
+        );
+        // Two fetched, their records waiting for admission: open still, but one left to
+        // fetch, so the lease asks for three more.
+        leases.fetched(H, urls[0]);
+        leases.fetched(H, urls[1]);
+        let (request, topped) = leases.claim(0, false, now);
+        assert_eq!(request.topups, vec![("t1".to_string(), 3)]);
+        assert_eq!(
+            leases.sync_at(now, 0, now + Duration::from_secs(9), None, false, false),
+            now
+        );
+        // The top-up found the host's queue empty: it waits...
+        leases.claimed(claimed(vec![]), now, topped);
+        assert!(leases.claim(0, false, now).0.topups.is_empty());
+        // ...until this process's admission queues URLs of the host.
+        leases.queued_for(H, now);
+        assert_eq!(leases.claim(0, false, now).0.topups.len(), 1);
+        // A fetched URL still closes in its lease when recorded, and the lease is done
+        // only when every URL is recorded.
+        leases.recorded(H, urls[0], 1);
+        leases.recorded(H, urls[1], 2);
+        assert_eq!(leases.held(), 1);
+        leases.recorded(H, urls[2], 3);
+        assert_eq!(leases.held(), 0);
+        let r = leases.releases(3, |_| Duration::ZERO);
+        assert_eq!((r.len(), r[0].end, r[0].acks.len()), (1, true, 3));
+    }
+
     /// A top-up answered after the lease finished holds it again, with its pending
     /// acknowledgements; a lease lost to another process is forgotten unacknowledged.
     #[test]
@@ -478,7 +571,7 @@ mod tests {
             vec![H.into()],
         );
         assert_eq!((got, queue.len(), leases.held()), (0, 1, 1));
-        let (request, topped) = leases.claim(2, now);
+        let (request, topped) = leases.claim(2, false, now);
         assert_eq!(request.want, 2);
         assert_eq!(topped, vec![H.to_string()]);
         assert_eq!(request.topups, vec![("t1".to_string(), 3)]);
