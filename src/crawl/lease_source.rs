@@ -398,14 +398,16 @@ impl LeaseSource {
         let handed = self.handed();
         let releases = self
             .leases
-            .releases(handed, |host| frontier.handoff_wait(host, now));
+            .releases(now, handed, |host| frontier.handoff_wait(host, now));
         let increments = if !releases.is_empty() || beat {
             self.increments()
         } else {
             Vec::new()
         };
         let (claim, topped) = if claim {
-            let (request, topped) = self.leases.claim(want, short, now);
+            let (request, topped) = self
+                .leases
+                .claim(want, short, now, |host| frontier.handoff_wait(host, now));
             (Some(request), topped)
         } else {
             (None, Vec::new())

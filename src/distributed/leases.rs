@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::session::{ClaimRequest, Release};
+use super::session::{ClaimRequest, Release, TopUp};
 use super::Claimed;
 use crate::frontier::QueuedUrl;
 
@@ -60,6 +60,13 @@ struct Held {
     /// move between processes (processes joining later get their share) and no process
     /// keeps a busy host for the whole crawl.
     topup_until: Instant,
+}
+
+impl Held {
+    /// Every URL of the lease recorded (its acknowledgements may still wait).
+    fn is_drained(&self) -> bool {
+        self.unfetched.is_empty() && self.fetched.is_empty()
+    }
 }
 
 /// A lease all of whose URLs are recorded, to end once their records are handed to the OS.
@@ -172,7 +179,9 @@ impl Leases {
             self.acks_since.get_or_insert_with(Instant::now);
             self.oldest_unacked.get_or_insert(number);
         }
-        if held.unfetched.is_empty() && held.fetched.is_empty() {
+        // A drained lease stays held while it may be topped up: its next top-up refills it
+        // or ends it (`claim.lua`), in one round trip either way.
+        if held.is_drained() && Instant::now() >= held.topup_until {
             if let Some(held) = self.held.remove(host) {
                 self.done.push(Done {
                     token: held.token,
@@ -211,12 +220,13 @@ impl Leases {
             at = at.min(claim);
         }
         if !stopping {
-            for held in self
-                .held
-                .values()
-                .filter(|h| self.runs_low(h, short) && now < h.topup_until)
-            {
-                at = at.min(held.dry_until);
+            for held in self.held.values() {
+                if held.is_drained() && held.acks.last().is_none_or(|(n, _)| *n <= handed) {
+                    // To be refilled or ended (or, past its top-ups, ended) now.
+                    at = now;
+                } else if self.runs_low(held, short) && now < held.topup_until {
+                    at = at.min(held.dry_until);
+                }
             }
         }
         at
@@ -238,9 +248,26 @@ impl Leases {
     /// serves it.
     pub(crate) fn releases(
         &mut self,
+        now: Instant,
         handed: u64,
         wait: impl Fn(&str) -> Duration,
     ) -> Vec<Release> {
+        // Drained leases past their top-ups end as done ones do.
+        let retired: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.is_drained() && now >= h.topup_until)
+            .map(|(host, _)| host.clone())
+            .collect();
+        for host in retired {
+            if let Some(held) = self.held.remove(&host) {
+                self.done.push(Done {
+                    token: held.token,
+                    host,
+                    acks: held.acks,
+                });
+            }
+        }
         let mut releases = Vec::new();
         // What stays unacknowledged: how many, and the oldest's record number.
         let mut remaining = 0;
@@ -310,13 +337,16 @@ impl Leases {
     }
 
     /// A claim of `want` hosts with top-ups of held leases running low (see
-    /// [`Leases::runs_low`]; `short`: the process wants work); also returns the hosts
-    /// topped up, to hand back to [`Leases::claimed`].
+    /// [`Leases::runs_low`]; `short`: the process wants work); a drained lease whose
+    /// acknowledgements have all gone (this sync's releases, made first, carry the last)
+    /// is topped up or, its host's queue empty, ended, its host offered again after
+    /// `wait(host)`. Also returns the hosts topped up, to hand back to [`Leases::claimed`].
     pub(crate) fn claim(
         &self,
         want: u64,
         short: bool,
         now: Instant,
+        wait: impl Fn(&str) -> Duration,
     ) -> (ClaimRequest, Vec<String>) {
         let mut request = ClaimRequest {
             want,
@@ -325,11 +355,16 @@ impl Leases {
         };
         let mut topped = Vec::new();
         for (host, held) in &self.held {
-            if self.runs_low(held, short) && held.dry_until <= now && now < held.topup_until {
-                request.topups.push((
-                    held.token.clone(),
-                    (self.lease_urls - held.unfetched.len()) as u64,
-                ));
+            if now >= held.topup_until {
+                continue;
+            }
+            let end = held.is_drained() && held.acks.is_empty();
+            if end || (self.runs_low(held, short) && held.dry_until <= now) {
+                request.topups.push(TopUp {
+                    token: held.token.clone(),
+                    urls: (self.lease_urls - held.unfetched.len()) as u64,
+                    end_if_dry: end.then(|| wait(host)),
+                });
                 topped.push(host.clone());
             }
         }
@@ -359,6 +394,9 @@ impl Leases {
         sent_at: Instant,
         topped: Vec<String>,
     ) -> (usize, Vec<(String, QueuedUrl)>) {
+        // Drained leases ended by the claim (their hosts' queues were empty).
+        self.held
+            .retain(|_, held| !claimed.ended.contains(&held.token));
         // Top-ups that brought nothing wait a little before asking again.
         for host in topped {
             if let Some(held) = self.held.get_mut(&host) {
@@ -482,11 +520,12 @@ mod tests {
 
     const H: &str = "http://h.test";
 
-    /// A lease ends only when its URLs are all recorded and their records handed to the OS;
-    /// before that, the handed ones are acknowledged without ending it.
+    /// A lease past its top-ups ends only when its URLs are all recorded and their records
+    /// handed to the OS; before that, the handed ones are acknowledged without ending it.
     #[test]
     fn a_lease_ends_once_all_its_records_are_handed() {
-        let mut leases = Leases::new(Duration::from_secs(10), 4);
+        // A lease period of 0: no top-up, the lease ends with its last record.
+        let mut leases = Leases::new(Duration::ZERO, 4);
         let now = Instant::now();
         let urls = ["http://h.test/a", "http://h.test/b"];
         let (got, queue) = leases.claimed(claimed(vec![lease("t1", H, &urls)]), now, vec![]);
@@ -494,15 +533,15 @@ mod tests {
         leases.recorded(H, urls[0], 1);
         assert!(leases.waits_for_output(0));
         // Record 1 not handed yet: nothing goes.
-        assert!(leases.releases(0, |_| Duration::ZERO).is_empty());
-        let r = leases.releases(1, |_| Duration::ZERO);
+        assert!(leases.releases(now, 0, |_| Duration::ZERO).is_empty());
+        let r = leases.releases(now, 1, |_| Duration::ZERO);
         assert_eq!(r.len(), 1);
         assert!(!r[0].end && r[0].acks.len() == 1 && r[0].token == "t1");
         leases.recorded(H, urls[1], 2);
         assert_eq!(leases.held(), 0);
         assert!(!leases.is_empty(), "done, not yet ended");
-        assert!(leases.releases(1, |_| Duration::ZERO).is_empty());
-        let r = leases.releases(2, |_| Duration::from_millis(7));
+        assert!(leases.releases(now, 1, |_| Duration::ZERO).is_empty());
+        let r = leases.releases(now, 2, |_| Duration::from_millis(7));
         assert_eq!(r.len(), 1);
         assert!(r[0].end && r[0].acks.len() == 1);
         assert_eq!(r[0].wait, Duration::from_millis(7));
@@ -520,43 +559,95 @@ mod tests {
         let urls = ["http://h.test/a", "http://h.test/b", "http://h.test/c"];
         leases.claimed(claimed(vec![lease("t1", H, &urls)]), now, vec![]);
         // Three of four left to fetch: no top-up, unless the process is short of work.
-        assert!(leases.claim(0, false, now).0.topups.is_empty());
+        assert!(leases
+            .claim(0, false, now, |_| Duration::ZERO)
+            .0
+            .topups
+            .is_empty());
         assert_eq!(
-            leases.claim(0, true, now).0.topups,
-            vec![("t1".to_string(), 1)]
+            urls_wanted(&leases.claim(0, true, now, |_| Duration::ZERO).0),
+            vec![1]
         );
         // Two fetched, their records waiting for admission: open still, but one left to
         // fetch, so the lease asks for three more.
         leases.fetched(H, urls[0]);
         leases.fetched(H, urls[1]);
-        let (request, topped) = leases.claim(0, false, now);
-        assert_eq!(request.topups, vec![("t1".to_string(), 3)]);
+        let (request, topped) = leases.claim(0, false, now, |_| Duration::ZERO);
+        assert_eq!(urls_wanted(&request), vec![3]);
         assert_eq!(
             leases.sync_at(now, 0, now + Duration::from_secs(9), None, false, false),
             now
         );
         // The top-up found the host's queue empty: it waits...
         leases.claimed(claimed(vec![]), now, topped);
-        assert!(leases.claim(0, false, now).0.topups.is_empty());
+        assert!(leases
+            .claim(0, false, now, |_| Duration::ZERO)
+            .0
+            .topups
+            .is_empty());
         // ...until this process's admission queues URLs of the host.
         leases.queued_for(H, now);
-        assert_eq!(leases.claim(0, false, now).0.topups.len(), 1);
-        // A fetched URL still closes in its lease when recorded, and the lease is done
-        // only when every URL is recorded.
+        assert_eq!(
+            leases
+                .claim(0, false, now, |_| Duration::ZERO)
+                .0
+                .topups
+                .len(),
+            1
+        );
+        // A fetched URL still closes in its lease when recorded.
         leases.recorded(H, urls[0], 1);
         leases.recorded(H, urls[1], 2);
-        assert_eq!(leases.held(), 1);
         leases.recorded(H, urls[2], 3);
-        assert_eq!(leases.held(), 0);
-        let r = leases.releases(3, |_| Duration::ZERO);
-        assert_eq!((r.len(), r[0].end, r[0].acks.len()), (1, true, 3));
+        assert_eq!(leases.releases(now, 3, |_| Duration::ZERO)[0].acks.len(), 3);
+    }
+
+    /// A drained lease (every URL recorded) within its top-ups stays held: once its
+    /// acknowledgements have gone, its next claim tops it up or, its host's queue empty,
+    /// ends it; before that it is not ended.
+    #[test]
+    fn a_drained_lease_is_refilled_or_ended_by_its_next_claim() {
+        let mut leases = Leases::new(Duration::from_secs(10), 4);
+        let now = Instant::now();
+        let (a, b) = ("http://h.test/a", "http://h.test/b");
+        leases.claimed(claimed(vec![lease("t1", H, &[a])]), now, vec![]);
+        leases.recorded(H, a, 1);
+        assert_eq!(leases.held(), 1, "drained, still held");
+        // Its acknowledgement not yet handed: a plain top-up, never an end.
+        let (request, _) = leases.claim(0, false, now, |_| Duration::from_millis(5));
+        assert_eq!(request.topups[0].end_if_dry, None);
+        assert!(leases.sync_at(now, 0, now + Duration::from_secs(9), None, false, false) <= now);
+        // Handed: the sync acknowledges it, and its claim may end the lease.
+        let r = leases.releases(now, 1, |_| Duration::ZERO);
+        assert_eq!((r.len(), r[0].end), (1, false));
+        let (request, topped) = leases.claim(0, false, now, |_| Duration::from_millis(5));
+        assert_eq!(request.topups[0].end_if_dry, Some(Duration::from_millis(5)));
+        // Refilled: held again with the new URL, not a new lease.
+        let (got, queue) = leases.claimed(claimed(vec![lease("t1", H, &[b])]), now, topped);
+        assert_eq!((got, queue.len(), leases.held()), (0, 1, 1));
+        leases.recorded(H, b, 2);
+        leases.releases(now, 2, |_| Duration::ZERO);
+        let (_, topped) = leases.claim(0, false, now, |_| Duration::ZERO);
+        // Ended by the claim: nothing left to release.
+        let ended = Claimed {
+            ended: vec!["t1".into()],
+            ..Claimed::default()
+        };
+        leases.claimed(ended, now, topped);
+        assert!(leases.is_empty());
+        assert!(leases.give_back(|_| Duration::ZERO).is_empty());
+    }
+
+    fn urls_wanted(request: &ClaimRequest) -> Vec<u64> {
+        request.topups.iter().map(|t| t.urls).collect()
     }
 
     /// A top-up answered after the lease finished holds it again, with its pending
     /// acknowledgements; a lease lost to another process is forgotten unacknowledged.
     #[test]
     fn a_late_top_up_holds_the_lease_again_and_a_lost_one_is_forgotten() {
-        let mut leases = Leases::new(Duration::from_secs(10), 4);
+        // Past its top-ups (a lease period of 0), a lease is done with its last record.
+        let mut leases = Leases::new(Duration::ZERO, 4);
         let now = Instant::now();
         leases.claimed(
             claimed(vec![lease("t1", H, &["http://h.test/a"])]),
@@ -571,10 +662,12 @@ mod tests {
             vec![H.into()],
         );
         assert_eq!((got, queue.len(), leases.held()), (0, 1, 1));
-        let (request, topped) = leases.claim(2, false, now);
+        let (request, topped) = leases.claim(2, false, now, |_| Duration::ZERO);
         assert_eq!(request.want, 2);
-        assert_eq!(topped, vec![H.to_string()]);
-        assert_eq!(request.topups, vec![("t1".to_string(), 3)]);
+        assert!(
+            topped.is_empty() && request.topups.is_empty(),
+            "past its top-ups"
+        );
         leases.lost(&["t1".to_string()]);
         assert_eq!((leases.held(), leases.stale()), (0, 1));
         // Nothing to end: the one pending acknowledgement went with the lost lease.

@@ -473,6 +473,8 @@ pub(crate) struct Lease {
 #[derive(Debug, Default)]
 pub(crate) struct Claimed {
     pub(crate) leases: Vec<Lease>,
+    /// Drained leases the claim ended (their hosts' queues were empty): see `claim.lua`.
+    pub(crate) ended: Vec<String>,
     pub(crate) scheduled: u64,
     pub(crate) outstanding: u64,
     /// When the next scheduled host this process knows of is due, if one is.
@@ -548,11 +550,18 @@ pub(crate) fn bad(what: &'static str, v: &redis::Value) -> DistributedError {
 /// Parses one shard's `claim.lua` answer.
 pub(crate) fn parse_claim(v: &redis::Value) -> Result<ShardClaim, DistributedError> {
     let parts = array(v, "claim")?;
-    let [leases, scheduled, outstanding, _queued, due, version, due_hosts, expired] = parts else {
+    let [leases, scheduled, outstanding, ended, due, version, due_hosts, expired] = parts else {
         return Err(bad("claim", v));
+    };
+    let strings = |v: &redis::Value| -> Result<Vec<String>, DistributedError> {
+        array(v, "claim")?
+            .iter()
+            .map(|h| text(h, "claim"))
+            .collect()
     };
     let mut claimed = Claimed {
         leases: Vec::new(),
+        ended: strings(ended)?,
         scheduled: int(scheduled, "claim")?.max(0) as u64,
         outstanding: int(outstanding, "claim")?.max(0) as u64,
         due_in: u64::try_from(int(due, "claim")?)
@@ -582,12 +591,6 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<ShardClaim, DistributedErr
             items: parsed,
         });
     }
-    let strings = |v: &redis::Value| -> Result<Vec<String>, DistributedError> {
-        array(v, "claim")?
-            .iter()
-            .map(|h| text(h, "claim"))
-            .collect()
-    };
     Ok(ShardClaim {
         claimed,
         version: int(version, "claim")?,
