@@ -7,7 +7,7 @@
 //! | `client.rs` | the connection (one server or a cluster): TLS, credentials kept out of sight, retries with backoff, rounds sent to every shard at once, `WAIT` for replicas, script loading, round-trip count |
 //! | `admit.lua` | one shard's candidates: test-and-set bits, `max_urls` budget, host cap, enqueue |
 //! | `grant.lua` | a cluster's `max_urls` budget handed to shards, as running totals |
-//! | `claim.lua` | one shard: reclaim expired leases, lease ready hosts' URLs, name the hosts due next |
+//! | `claim.lua` | one shard: reclaim expired leases, top up held ones (a drained one ended if its queue is empty), lease ready hosts' URLs, name the hosts due next |
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
 //! | `renew.lua` | the expiry of held leases, one shard's |
 //! | `beat.lua` | heartbeat: the process registry |
@@ -49,7 +49,8 @@
 //!   host (the host cap).
 //! - `leases` (token → expiry), `lease` (token → process), `li:<host>` (a set of the
 //!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
-//!   at a time, which tops its lease up while the host has URLs queued. A token is
+//!   at a time, which tops its lease up while the host has URLs queued (and for half a
+//!   lease period at most: then the host goes back to the schedule, so hosts change hands). A token is
 //!   `<shard>/<sequence>/<host>` ([`token_parts`]): the keys of a lease held follow from it.
 //! - `meta`: the plan (every script checks it is there), accepted, queued, lease
 //!   numbers, `budget` (a cluster's: what `grant.lua` gave the shard), `ver` (grows with
