@@ -397,6 +397,24 @@ impl Leases {
         // Drained leases ended by the claim (their hosts' queues were empty).
         self.held
             .retain(|_, held| !claimed.ended.contains(&held.token));
+        // A drained lease asked to be topped up or ended (its acknowledgements had all
+        // gone: nothing changed it since) that came back neither is no longer this
+        // process's (`claim.lua` answers only its holder): forgotten as a lost one, rather
+        // than asked again and again until a heartbeat says so.
+        let gone: Vec<String> = topped
+            .iter()
+            .filter(|host| {
+                self.held
+                    .get(*host)
+                    .is_some_and(|h| h.is_drained() && h.acks.is_empty())
+                    && !claimed.leases.iter().any(|l| &l.host == *host)
+            })
+            .cloned()
+            .collect();
+        for host in &gone {
+            self.held.remove(host);
+        }
+        self.note_stale(gone.len() as u64);
         // Top-ups that brought nothing wait a little before asking again.
         for host in topped {
             if let Some(held) = self.held.get_mut(&host) {
@@ -636,6 +654,18 @@ mod tests {
         leases.claimed(ended, now, topped);
         assert!(leases.is_empty());
         assert!(leases.give_back(|_| Duration::ZERO).is_empty());
+
+        // A drained lease whose claim answers neither (taken over by another process) is
+        // forgotten as lost, not asked again at once.
+        let c = "http://h.test/c";
+        leases.claimed(claimed(vec![lease("t2", H, &[c])]), now, vec![]);
+        leases.recorded(H, c, 3);
+        leases.releases(now, 3, |_| Duration::ZERO);
+        let (request, topped) = leases.claim(0, false, now, |_| Duration::ZERO);
+        assert!(request.topups[0].end_if_dry.is_some());
+        leases.claimed(claimed(vec![]), now, topped);
+        assert!(leases.is_empty());
+        assert_eq!(leases.stale(), 1);
     }
 
     fn urls_wanted(request: &ClaimRequest) -> Vec<u64> {
