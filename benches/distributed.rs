@@ -72,6 +72,32 @@
 //! 0.083 / 0.103 and 0.103 / 0.110 s per 1,000 pages, Redis CPU 0.0154 / 0.0142 s per 1,000
 //! pages (main's fat-LTO build right after: 0.0221), starved 6.8% / 12.6% of the run.
 //!
+//! Starvation, measured first (a trace of one process's syncs and admissions): 9-16% of a
+//! run had a fetch slot free and nothing queued, nearly all of it while an admission was in
+//! flight. A lease asked for a top-up only when fewer than half its URLs were open, and a
+//! page's URL stayed open until its links were admitted (10-30 ms for 1,000-3,000 URLs), so
+//! leases looked full while the local queue was empty; a top-up that found the host's queue
+//! empty waited 100 ms even when this process's own admission had just refilled it; and a
+//! lease that drained went back on the schedule and had to be claimed again. Now a lease
+//! is topped up by the URLs it has left to fetch (and by any room while the process is
+//! short of work, politeness off), at once after its own admission queued URLs of its host,
+//! and a drained one is refilled or ended by its next claim (`claim.lua`). Thin LTO, loaded
+//! machine (load 8-11, four engineers' builds), three invocations of `--runs 3`, 2026-11-26 at
+//! 89609c4's code but for its last commit (a lost drained lease forgotten; not on this path):
+//!
+//! | invocation | local pages/s | 1 on Redis | ratio | per run, side by side | crawler CPU s/1000 p (local / Redis) | Redis CPU s/1000 p | round trips/page | script calls/page | starved |
+//! |---|---:|---:|---:|---|---:|---:|---:|---:|---:|
+//! | 1 | 8,892 | 8,142 | 0.92 | 0.80 / 0.94 / 1.01 | 0.104 / 0.116 | 0.0169 | 0.043 | 0.14 | 5.8% |
+//! | 2 | 10,302 | 8,859 | 0.86 | 0.73 / 0.86 / 1.00 | 0.094 / 0.106 | 0.0185 | 0.046 | 0.15 | 3.5% |
+//! | 3 | 8,981 | 7,967 | 0.89 | 0.87 / 0.89 / 0.97 | 0.104 / 0.123 | 0.0181 | 0.040 | 0.14 | 6.5% |
+//!
+//! Median 0.89x (main's fat-LTO build in the same sitting, one invocation: 0.76x, starved
+//! 12.2%). Claims fell from 21-28 to 6-7 per second; Redis's CPU per page rose ~20%
+//! (0.0144-0.0155 before): more, smaller top-ups. Two processes on Redis: 0.84-0.97x local
+//! together, each starved 44-50% of its run: hosts now stay with the process that holds
+//! them for up to half a lease period (15 s), longer than this 3-4 s crawl, so one process
+//! does most of it; on these two saturated cores that costs nothing.
+//!
 //! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3; `-- --only local`,
 //! `--only redis1` or `--only redis2` runs one mode, e.g. under `perf record`; `--set
 //! KEY=VALUE`, repeatable, changes a config key in every mode, e.g. `--set
