@@ -72,6 +72,32 @@
 //! 0.083 / 0.103 and 0.103 / 0.110 s per 1,000 pages, Redis CPU 0.0154 / 0.0142 s per 1,000
 //! pages (main's fat-LTO build right after: 0.0221), starved 6.8% / 12.6% of the run.
 //!
+//! Starvation, measured first (a trace of one process's syncs and admissions): 9-16% of a
+//! run had a fetch slot free and nothing queued, nearly all of it while an admission was in
+//! flight. A lease asked for a top-up only when fewer than half its URLs were open, and a
+//! page's URL stayed open until its links were admitted (10-30 ms for 1,000-3,000 URLs), so
+//! leases looked full while the local queue was empty; a top-up that found the host's queue
+//! empty waited 100 ms even when this process's own admission had just refilled it; and a
+//! lease that drained went back on the schedule and had to be claimed again. Now a lease
+//! is topped up by the URLs it has left to fetch (and by any room while the process is
+//! short of work, politeness off), at once after its own admission queued URLs of its host,
+//! and a drained one is refilled or ended by its next claim (`claim.lua`). Thin LTO, loaded
+//! machine (load 8-11, four engineers' builds), three invocations of `--runs 3`, 2026-11-26 at
+//! 89609c4's code but for its last commit (a lost drained lease forgotten; not on this path):
+//!
+//! | invocation | local pages/s | 1 on Redis | ratio | per run, side by side | crawler CPU s/1000 p (local / Redis) | Redis CPU s/1000 p | round trips/page | script calls/page | starved |
+//! |---|---:|---:|---:|---|---:|---:|---:|---:|---:|
+//! | 1 | 8,892 | 8,142 | 0.92 | 0.80 / 0.94 / 1.01 | 0.104 / 0.116 | 0.0169 | 0.043 | 0.14 | 5.8% |
+//! | 2 | 10,302 | 8,859 | 0.86 | 0.73 / 0.86 / 1.00 | 0.094 / 0.106 | 0.0185 | 0.046 | 0.15 | 3.5% |
+//! | 3 | 8,981 | 7,967 | 0.89 | 0.87 / 0.89 / 0.97 | 0.104 / 0.123 | 0.0181 | 0.040 | 0.14 | 6.5% |
+//!
+//! Median 0.89x (main's fat-LTO build in the same sitting, one invocation: 0.76x, starved
+//! 12.2%). Claims fell from 21-28 to 6-7 per second; Redis's CPU per page rose ~20%
+//! (0.0144-0.0155 before): more, smaller top-ups. Two processes on Redis: 0.84-0.97x local
+//! together, each starved 44-50% of its run: hosts now stay with the process that holds
+//! them for up to half a lease period (15 s), longer than this 3-4 s crawl, so one process
+//! does most of it; on these two saturated cores that costs nothing.
+//!
 //! Run: `cargo bench --bench distributed` (`-- --runs N`, default 3; `-- --only local`,
 //! `--only redis1` or `--only redis2` runs one mode, e.g. under `perf record`; `--set
 //! KEY=VALUE`, repeatable, changes a config key in every mode, e.g. `--set
@@ -438,19 +464,47 @@ fn main() {
         "claims/s",
         "starved"
     );
+    let modes: Vec<(&str, Mode)> = [
+        ("local", Mode::Local),
+        ("redis1", Mode::Redis(1)),
+        ("redis2", Mode::Redis(2)),
+    ]
+    .into_iter()
+    .filter(|(key, _)| only.as_deref().is_none_or(|o| o == *key))
+    .collect();
+    // The modes take turns run by run, so that each run of one mode has a run of the others
+    // beside it in time: on a shared machine the load swings within an invocation, and a
+    // ratio of runs made side by side (printed per run below) shows whether a slow run was
+    // the machine (both slow) or the mode (one slow, and then its `starved` says whether
+    // it waited for Redis).
+    let mut all: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
+    for run in 0..runs {
+        for (results, (_, mode)) in all.iter_mut().zip(&modes) {
+            results.push(crawl_once(*mode, web_port, redis_port, run));
+        }
+    }
     let mut local_rate = 0.0;
     let mut per_process = (0.0, 0.0);
-    for (key, name, mode) in [
-        ("local", "1 process, local", Mode::Local),
-        ("redis1", "1 process on Redis", Mode::Redis(1)),
-        ("redis2", "2 processes on Redis", Mode::Redis(2)),
-    ] {
-        if only.as_deref().is_some_and(|o| o != key) {
-            continue;
-        }
-        let results: Vec<Run> = (0..runs)
-            .map(|run| crawl_once(mode, web_port, redis_port, run))
-            .collect();
+    let mut per_run: Vec<String> = Vec::new();
+    for ((key, mode), results) in modes.iter().zip(all.iter()) {
+        let (key, mode) = (*key, *mode);
+        let name = match mode {
+            Mode::Local => "1 process, local",
+            Mode::Redis(1) => "1 process on Redis",
+            Mode::Redis(_) => "2 processes on Redis",
+        };
+        per_run.push(format!(
+            "  {key:<7} per run: {}",
+            results
+                .iter()
+                .map(|r| format!(
+                    "{:.0} pages/s, starved {:.1}%",
+                    r.pages as f64 / r.secs,
+                    r.starved / r.secs / processes_of(mode) as f64 * 100.0
+                ))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
         let pages = median(results.iter().map(|r| r.pages as f64).collect());
         let rate = median(results.iter().map(|r| r.pages as f64 / r.secs).collect());
         let cpu = median(
@@ -497,11 +551,33 @@ fn main() {
             Mode::Redis(_) => {}
         }
     }
+    for line in &per_run {
+        println!("{line}");
+    }
     let (rate, redis_cpu) = per_process;
     println!(
         "1 process on Redis: {:.2}x the local rate (goal >= 0.8x)",
         rate / local_rate.max(1e-9)
     );
+    let rate_of = |mode: &str| {
+        modes.iter().position(|(key, _)| *key == mode).map(|i| {
+            all[i]
+                .iter()
+                .map(|r| r.pages as f64 / r.secs)
+                .collect::<Vec<_>>()
+        })
+    };
+    if let (Some(local), Some(redis1)) = (rate_of("local"), rate_of("redis1")) {
+        let ratios: Vec<String> = local
+            .iter()
+            .zip(&redis1)
+            .map(|(l, r)| format!("{:.2}x", r / l.max(1e-9)))
+            .collect();
+        println!(
+            "  side by side, run by run: {} (a slow run of both modes is the machine's)",
+            ratios.join(" ")
+        );
+    }
     if redis_cpu > 0.0 {
         // One Redis core gives 1000 / redis_cpu thousand-page units per second.
         let pages_per_core = 1000.0 / redis_cpu;

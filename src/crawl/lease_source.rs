@@ -12,9 +12,11 @@
 //! next claim.
 //!
 //! Guarantees (with those of [`crate::distributed`]): a URL is acknowledged only after its
-//! page's links were admitted and its record handed to the OS; a lease ends when all its
-//! URLs are acknowledged (or at a stop, giving the others back to the head of their
-//! queues); an error of Redis stops the process without ending anything unfinished (the
+//! page's links were admitted and its record handed to the OS; a lease ends only when all
+//! its URLs are acknowledged (then the next claim tops it up, or ends it if its host's
+//! queue is empty: a host whose queue refills from this process's own pages stays with it
+//! without a round trip through the schedule; see [`crate::distributed`]'s `leases.rs`), or
+//! at a stop, giving the others back to the head of their queues; an error of Redis stops the process without ending anything unfinished (the
 //! leases expire and others take their unacknowledged URLs over). What this mode does not
 //! do is refused at start by [`crate::config::Config::distributed_lacks`].
 
@@ -52,8 +54,15 @@ const IDLE_POLL: Duration = Duration::from_millis(50);
 /// A finished call's answer and what it carried.
 type CallResult<T, C> = (Result<T, DistributedError>, C);
 
-/// A finished page: its URL, its host key, record and archive records.
-type Page = (String, String, Box<PageRecord>, Archived);
+/// A finished page, from its fetch's end until its record is sent to the output (after its
+/// links' admission).
+struct FinishedPage {
+    url: String,
+    /// Its lease's host key.
+    host: String,
+    record: Box<PageRecord>,
+    archive: Archived,
+}
 
 /// An admission's answers: per page, per URL; and per payload looked up, its original's
 /// entry if another process published one, with the number of payloads published so far
@@ -70,7 +79,7 @@ pub(crate) struct Admission {
 /// The pages of an admission in flight and which pages' payloads were looked up (see
 /// [`crate::distributed::payloads`]).
 pub(crate) struct Admitting {
-    pages: Vec<Page>,
+    pages: Vec<FinishedPage>,
     looked_up: Vec<bool>,
 }
 
@@ -109,9 +118,8 @@ pub(crate) struct LeaseSource {
     sync: Option<BackgroundSync>,
     /// The output thread's count of records handed to the OS.
     handed: Option<Arc<Handed>>,
-    /// Finished pages (URL, host key, record, links, archive) whose links wait for the
-    /// admission in flight.
-    waiting: Vec<(String, String, Box<PageRecord>, Candidates, Archived)>,
+    /// Finished pages, with their links, waiting for the admission in flight.
+    waiting: Vec<(FinishedPage, Candidates)>,
     admitting: Option<Beside<Admission, Admitting>>,
     /// `distributed.shared_payloads`: the cap of the crawl's shared payload index (0: off).
     shared_payloads: u64,
@@ -269,6 +277,18 @@ impl LeaseSource {
         queued
     }
 
+    /// Held leases whose hosts this admission queued URLs for may top up at once.
+    fn note_queued(&mut self, items: &[(String, QueuedUrl)], answers: &[Admitted]) {
+        let now = Instant::now();
+        let mut last: Option<&str> = None;
+        for ((host, _), answer) in items.iter().zip(answers) {
+            if *answer == Admitted::Queued && last != Some(host.as_str()) {
+                self.leases.queued_for(host, now);
+                last = Some(host);
+            }
+        }
+    }
+
     /// Sends the waiting pages' links to Redis (one pipeline, one script per page with
     /// links the local cache does not know); pages with none are recorded at once.
     async fn start_admit(&mut self, cx: &mut Cx<'_, Frontier>) -> Result<(), CrawlError> {
@@ -279,14 +299,15 @@ impl LeaseSource {
         let mut sent = Vec::new();
         let mut looked_up = Vec::new();
         let mut lookups = Vec::new();
-        for (url, host, mut record, candidates, archive) in std::mem::take(&mut self.waiting) {
-            sent.push(self.unknown(candidates, Some(url.clone()), &mut record.counts));
-            let lookup = archive.as_ref().filter(|_| self.shared_payloads > 0);
+        for (mut page, candidates) in std::mem::take(&mut self.waiting) {
+            let parent = Some(page.url.clone());
+            sent.push(self.unknown(candidates, parent, &mut page.record.counts));
+            let lookup = page.archive.as_ref().filter(|_| self.shared_payloads > 0);
             if let Some(fetch) = lookup {
                 lookups.push(payloads::field(&fetch.payload_digest()));
             }
             looked_up.push(lookup.is_some());
-            pages.push((url, host, record, archive));
+            pages.push(page);
         }
         let admitting = Admitting { pages, looked_up };
         if sent.iter().all(Vec::is_empty) && lookups.is_empty() {
@@ -325,13 +346,20 @@ impl LeaseSource {
         let Admitting { pages, looked_up } = admitting;
         self.payloads_known = self.payloads_known.max(admission.payloads);
         let mut originals = admission.originals.into_iter();
-        for ((((url, host, mut record, mut archive), items), answers), looked_up) in pages
+        for (((page, items), answers), looked_up) in pages
             .into_iter()
             .zip(admission.sent)
             .zip(admission.answers)
             .zip(looked_up)
         {
+            let FinishedPage {
+                url,
+                host,
+                mut record,
+                mut archive,
+            } = page;
             record.new_links = self.count_admitted(&items, &answers, &mut record.counts);
+            self.note_queued(&items, &answers);
             let mut publish = None;
             if let (true, Some(fetch)) = (looked_up, archive.as_mut()) {
                 match originals.next().flatten() {
@@ -372,20 +400,29 @@ impl LeaseSource {
     /// has, the counters' increments, renewal of held leases (`beat`), and, when `claim`, a
     /// claim of up to `want` hosts with top-ups of held leases running low. It never waits
     /// for the output thread: a round trip to that thread in every sync (a wake-up of
-    /// another thread on loaded cores) delays every claim.
-    fn start_sync(&mut self, frontier: &Frontier, beat: bool, want: u64, claim: bool) {
+    /// another thread on loaded cores) delays every claim. `short`: the process wants work
+    /// (held leases with room are topped up: see `Leases::claim`).
+    fn start_sync(
+        &mut self,
+        frontier: &Frontier,
+        beat: bool,
+        (want, short): (u64, bool),
+        claim: bool,
+    ) {
         let now = Instant::now();
         let handed = self.handed();
         let releases = self
             .leases
-            .releases(handed, |host| frontier.handoff_wait(host, now));
+            .releases(now, handed, |host| frontier.handoff_wait(host, now));
         let increments = if !releases.is_empty() || beat {
             self.increments()
         } else {
             Vec::new()
         };
         let (claim, topped) = if claim {
-            let (request, topped) = self.leases.claim(want, now);
+            let (request, topped) = self
+                .leases
+                .claim(want, short, now, |host| frontier.handoff_wait(host, now));
             (Some(request), topped)
         } else {
             (None, Vec::new())
@@ -524,7 +561,14 @@ impl WorkSource for LeaseSource {
             None => key_of(&url),
         };
         cx.frontier.complete(dispatch);
-        self.waiting.push((url, host, record, candidates, archive));
+        self.leases.fetched(&host, &url);
+        let page = FinishedPage {
+            url,
+            host,
+            record,
+            archive,
+        };
+        self.waiting.push((page, candidates));
         Ok(())
     }
 
@@ -576,11 +620,16 @@ impl WorkSource for LeaseSource {
             lease_urls: u64::from(self.session.settings().lease_urls),
         };
         let wants = self.leases.wants(&appetite, in_flight, queued, stopping);
+        // Held leases with room are topped up while the process is short of work only
+        // with politeness off: with it on, a host's URLs wait for its rate, not for more
+        // of them here.
+        let short = wants.is_some() && !c.politeness.enabled;
         let at = self.leases.sync_at(
             now,
             self.handed(),
             self.next_beat,
             wants.map(|_| self.next_claim),
+            short,
             stopping,
         );
         if at > now {
@@ -591,7 +640,7 @@ impl WorkSource for LeaseSource {
         if beat {
             self.next_beat = now + self.session.settings().lease / 3;
         }
-        self.start_sync(cx.frontier, beat, want, !stopping);
+        self.start_sync(cx.frontier, beat, (want, short), !stopping);
         Ok(None)
     }
 
@@ -662,7 +711,7 @@ impl WorkSource for LeaseSource {
     /// back to the head of their hosts' queues.
     async fn end(&mut self, cx: &mut Cx<'_, Frontier>, stopped: bool) -> Result<(), CrawlError> {
         if !stopped {
-            self.start_sync(cx.frontier, false, 0, true);
+            self.start_sync(cx.frontier, false, (0, false), true);
             return self.finish_calls(cx).await;
         }
         self.finish_calls(cx).await?;

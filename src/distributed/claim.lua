@@ -1,6 +1,7 @@
 -- Leases in one shard: reclaims the expired leases named (their unacknowledged URLs back to
--- the head of their host's queue), tops up leases this process holds, then leases up to
--- `want` of the hosts named whose time has come. Hosts are named by the caller, from the
+-- the head of their host's queue), tops up leases this process holds (a drained one, all
+-- of whose URLs are acknowledged, is ended instead when its host's queue is empty), then
+-- leases up to `want` of the hosts named whose time has come. Hosts are named by the caller, from the
 -- previous answer's hints, because every key a script touches must be in KEYS (Redis
 -- Cluster's rule): a host's queue and lease set are keys of their own.
 -- KEYS[1] the shard's meta hash, [2] sched, [3] next, [4] leased, [5] leases, [6] lease,
@@ -8,12 +9,20 @@
 -- lease set.
 -- ARGV[1] shard number, [2] process id, [3] lease ms, [4] hosts wanted, [5] URLs per new
 -- lease, [6] hints wanted, [7] hint horizon ms, [8] expired named, [9] top-ups, [10]
--- candidates, then per expired: token, host; per top-up: token, host, URLs wanted; per
--- candidate: host.
--- Returns {leases, hosts scheduled, leases outstanding, URLs queued, ms until the next
--- scheduled host is due (-1: none), version, hosts due soon, expired tokens}; each lease
--- {token, host, item, item, ...} (a top-up repeats its token with only the new items). The
--- version grows with every change of the shard's queues or leases.
+-- candidates, then per expired: token, host; per top-up: token, host, URLs wanted, and -1
+-- or, for a drained lease, the ms until its host may be served again should it end here;
+-- per candidate: host.
+-- Returns {leases, hosts scheduled, leases outstanding, tokens of the drained leases ended,
+-- ms until the next scheduled host is due (-1: none), version, hosts due soon, expired
+-- tokens}; each lease {token, host, item, item, ...} (a top-up repeats its token with only
+-- the new items). The version grows with every change of the shard's queues or leases.
+--
+-- Why a drained lease ends here rather than in release.lua: a host whose lease drains while
+-- its queue refills (the process's own pages add to it) is topped up in the same round
+-- trip instead of ending, going back on the schedule and being claimed again (two round
+-- trips with the process's fetch slots empty); ending it only when the queue is empty is
+-- what release.lua did, so nothing else changes. Admission is not touched: a top-up moves
+-- URLs already admitted from the queue into the lease.
 local meta, sched, next_at, leased, leases, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 if redis.call('HEXISTS', meta, 'plan') == 0 then
   return redis.error_reply('CRAWLGONE the crawl is not in Redis')
@@ -78,18 +87,37 @@ for _ = 1, n_expired do
 end
 
 local out = {}
+local ended = {}
 for _ = 1, n_tops do
-  local tok, host, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local tok, host, n, wait = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local q, li = KEYS[key], KEYS[key + 1]
-  i = i + 3
+  i = i + 4
   key = key + 2
   if redis.call('HGET', lease, tok) == proc then
-    redis.call('ZADD', leases, 'XX', now + lease_ms, tok)
     local items = take(q, li, n)
     if #items > 0 then
+      redis.call('ZADD', leases, 'XX', now + lease_ms, tok)
       local one = {tok, host}
       for _, item in ipairs(items) do one[#one + 1] = item end
       out[#out + 1] = one
+    elseif wait >= 0 then
+      -- Drained and nothing queued: ended as release.lua ends a lease (anything still in
+      -- it, which the process says there is not, back to the head of the queue).
+      local left = redis.call('SMEMBERS', li)
+      for j = #left, 1, -1 do
+        redis.call('LPUSH', q, left[j])
+      end
+      if #left > 0 then redis.call('HINCRBY', meta, 'queued', #left) end
+      redis.call('DEL', li)
+      redis.call('ZREM', leases, tok)
+      redis.call('HDEL', lease, tok)
+      redis.call('HDEL', leased, host)
+      redis.call('HSET', next_at, host, now + wait)
+      schedule(host, q)
+      ended[#ended + 1] = tok
+      changed = true
+    else
+      redis.call('ZADD', leases, 'XX', now + lease_ms, tok)
     end
   end
 end
@@ -133,5 +161,5 @@ if hints > 0 then
   soon = redis.call('ZRANGEBYSCORE', sched, '-inf', now + horizon, 'LIMIT', 0, hints)
 end
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
-return {out, redis.call('ZCARD', sched), redis.call('ZCARD', leases),
-  tonumber(redis.call('HGET', meta, 'queued') or '0'), due, ver, soon, expired}
+return {out, redis.call('ZCARD', sched), redis.call('ZCARD', leases), ended, due, ver, soon,
+  expired}

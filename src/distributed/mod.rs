@@ -7,7 +7,7 @@
 //! | `client.rs` | the connection (one server or a cluster): TLS, credentials kept out of sight, retries with backoff, rounds sent to every shard at once, `WAIT` for replicas, script loading, round-trip count |
 //! | `admit.lua` | one shard's candidates: test-and-set bits, `max_urls` budget, host cap, enqueue |
 //! | `grant.lua` | a cluster's `max_urls` budget handed to shards, as running totals |
-//! | `claim.lua` | one shard: reclaim expired leases, lease ready hosts' URLs, name the hosts due next |
+//! | `claim.lua` | one shard: reclaim expired leases, top up held ones (a drained one ended if its queue is empty), lease ready hosts' URLs, name the hosts due next |
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
 //! | `renew.lua` | the expiry of held leases, one shard's |
 //! | `beat.lua` | heartbeat: the process registry |
@@ -49,7 +49,8 @@
 //!   host (the host cap).
 //! - `leases` (token → expiry), `lease` (token → process), `li:<host>` (a set of the
 //!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
-//!   at a time, which tops its lease up while the host has URLs queued. A token is
+//!   at a time, which tops its lease up while the host has URLs queued (and for half a
+//!   lease period at most: then the host goes back to the schedule, so hosts change hands). A token is
 //!   `<shard>/<sequence>/<host>` ([`token_parts`]): the keys of a lease held follow from it.
 //! - `meta`: the plan (every script checks it is there), accepted, queued, lease
 //!   numbers, `budget` (a cluster's: what `grant.lua` gave the shard), `ver` (grows with
@@ -473,6 +474,8 @@ pub(crate) struct Lease {
 #[derive(Debug, Default)]
 pub(crate) struct Claimed {
     pub(crate) leases: Vec<Lease>,
+    /// Drained leases the claim ended (their hosts' queues were empty): see `claim.lua`.
+    pub(crate) ended: Vec<String>,
     pub(crate) scheduled: u64,
     pub(crate) outstanding: u64,
     /// When the next scheduled host this process knows of is due, if one is.
@@ -548,11 +551,18 @@ pub(crate) fn bad(what: &'static str, v: &redis::Value) -> DistributedError {
 /// Parses one shard's `claim.lua` answer.
 pub(crate) fn parse_claim(v: &redis::Value) -> Result<ShardClaim, DistributedError> {
     let parts = array(v, "claim")?;
-    let [leases, scheduled, outstanding, _queued, due, version, due_hosts, expired] = parts else {
+    let [leases, scheduled, outstanding, ended, due, version, due_hosts, expired] = parts else {
         return Err(bad("claim", v));
+    };
+    let strings = |v: &redis::Value| -> Result<Vec<String>, DistributedError> {
+        array(v, "claim")?
+            .iter()
+            .map(|h| text(h, "claim"))
+            .collect()
     };
     let mut claimed = Claimed {
         leases: Vec::new(),
+        ended: strings(ended)?,
         scheduled: int(scheduled, "claim")?.max(0) as u64,
         outstanding: int(outstanding, "claim")?.max(0) as u64,
         due_in: u64::try_from(int(due, "claim")?)
@@ -582,12 +592,6 @@ pub(crate) fn parse_claim(v: &redis::Value) -> Result<ShardClaim, DistributedErr
             items: parsed,
         });
     }
-    let strings = |v: &redis::Value| -> Result<Vec<String>, DistributedError> {
-        array(v, "claim")?
-            .iter()
-            .map(|h| text(h, "claim"))
-            .collect()
-    };
     Ok(ShardClaim {
         claimed,
         version: int(version, "claim")?,

@@ -620,3 +620,88 @@ fn a_host_cap_refuses_inside_a_call_and_leaves_no_bits() {
         );
     });
 }
+
+/// `claim.lua`'s top-up of `token` by `proc`: up to `urls` more, and with `end_wait` (ms)
+/// the drained lease ended when its host's queue is empty.
+async fn top_up(
+    redis: &Redis,
+    proc: &str,
+    token: &str,
+    urls: u64,
+    end_wait: Option<u64>,
+) -> super::ShardClaim {
+    let k = keys();
+    let (_, host) = super::token_parts(token).unwrap();
+    let mut keys = lease_keys(&k);
+    keys.push(k.queue(host));
+    keys.push(k.leased_items(host));
+    let end = end_wait.map_or(-1, |ms| ms as i64).to_string();
+    let args = bytes(&[
+        "0",
+        proc,
+        "60000",
+        "0",
+        "10",
+        "0",
+        "100",
+        "0",
+        "1",
+        "0",
+        token,
+        host,
+        &urls.to_string(),
+        &end,
+    ]);
+    let reply = call(redis, &redis.scripts.claim, &keys, args)
+        .await
+        .unwrap();
+    parse_claim(&reply).unwrap()
+}
+
+/// A drained lease (every URL acknowledged) is refilled by its top-up while its host's
+/// queue has URLs, and ended by it, the host free again, once the queue is empty; only its
+/// holder can, and a top-up without the end flag never ends a lease.
+#[test]
+fn a_drained_lease_is_refilled_while_its_queue_has_urls_and_ended_when_empty() {
+    let server = Server::start();
+    runtime().block_on(async {
+        let redis = Redis::connect(&server.url(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        start_crawl(&redis).await;
+        let h = "http://h.test";
+        assert_eq!(admit(&redis, h, &["http://h.test/1"], 10, None).await, [5]);
+        let a = claim(&redis, "a", 60_000, 1, &[h], &[]).await;
+        let lease = &a.claimed.leases[0];
+        let token = lease.token.clone();
+        assert_eq!(
+            release(&redis, "a", &token, false, &[lease.items[0].1.clone()]).await,
+            0
+        );
+        // The process's own page queued one more URL of the host while it was leased.
+        assert_eq!(admit(&redis, h, &["http://h.test/2"], 10, None).await, [1]);
+        let refilled = top_up(&redis, "a", &token, 10, Some(0)).await;
+        assert!(refilled.claimed.ended.is_empty());
+        assert_eq!(refilled.claimed.leases.len(), 1);
+        let items = &refilled.claimed.leases[0].items;
+        assert_eq!(items[0].0.url, "http://h.test/2");
+        assert_eq!(refilled.claimed.outstanding, 1);
+        assert_eq!(
+            release(&redis, "a", &token, false, &[items[0].1.clone()]).await,
+            0
+        );
+        // Drained again, nothing queued: another process cannot end it, a plain top-up
+        // keeps it, the holder's top-up with the flag ends it.
+        let stranger = top_up(&redis, "b", &token, 10, Some(0)).await;
+        assert!(stranger.claimed.ended.is_empty());
+        let plain = top_up(&redis, "a", &token, 10, None).await;
+        assert!(plain.claimed.ended.is_empty() && plain.claimed.leases.is_empty());
+        assert_eq!(plain.claimed.outstanding, 1);
+        let ended = top_up(&redis, "a", &token, 10, Some(0)).await;
+        assert_eq!(ended.claimed.ended, std::slice::from_ref(&token));
+        assert_eq!((ended.claimed.scheduled, ended.claimed.outstanding), (0, 0));
+        assert!(ended.version > plain.version, "the end changed the shard");
+        // The host is free: its next URL puts it on the schedule again.
+        assert_eq!(admit(&redis, h, &["http://h.test/3"], 10, None).await, [5]);
+    });
+}

@@ -74,13 +74,23 @@ pub(crate) struct Release {
     pub(crate) acks: Vec<Vec<u8>>,
 }
 
-/// A claim: up to `want` new hosts, and top-ups of held leases (token, URLs wanted);
-/// `idle` when the process holds no lease (it then looks at every shard for work).
+/// A claim: up to `want` new hosts, and top-ups of held leases; `idle` when the process
+/// holds no lease (it then looks at every shard for work).
 #[derive(Debug, Default)]
 pub(crate) struct ClaimRequest {
     pub(crate) want: u64,
-    pub(crate) topups: Vec<(String, u64)>,
+    pub(crate) topups: Vec<TopUp>,
     pub(crate) idle: bool,
+}
+
+/// A top-up of a held lease: up to `urls` more of its host's queue.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TopUp {
+    pub(crate) token: String,
+    pub(crate) urls: u64,
+    /// For a drained lease (every URL recorded and acknowledged): end it when its host's
+    /// queue is empty, the host offered again this long after (`claim.lua`).
+    pub(crate) end_if_dry: Option<Duration>,
 }
 
 /// One "sync" round trip: acknowledgements and finished leases, the counters' increments,
@@ -514,7 +524,7 @@ impl Session {
         group: &mut Group,
         shard: u32,
         want: u64,
-        topups: &[(&String, &str, u64)],
+        topups: &[(&TopUp, &str)],
         views: &ShardViews,
     ) {
         let keys_of = &self.shards[shard as usize];
@@ -548,12 +558,17 @@ impl Session {
             args.push(token.as_bytes().to_vec());
             args.push(host.as_bytes().to_vec());
         }
-        for (token, host, n) in topups {
+        for (topup, host) in topups {
             keys.push(keys_of.queue(host));
             keys.push(keys_of.leased_items(host));
-            args.push(token.as_bytes().to_vec());
+            args.push(topup.token.as_bytes().to_vec());
             args.push(host.as_bytes().to_vec());
-            args.push(n.to_string().into_bytes());
+            args.push(topup.urls.to_string().into_bytes());
+            // As a release's wait: 1 ms more, so that a wait of 0 still reads as one.
+            let end = topup
+                .end_if_dry
+                .map_or(-1, |wait| wait.as_millis() as i64 + 1);
+            args.push(end.to_string().into_bytes());
         }
         for host in candidates {
             keys.push(keys_of.queue(host));
@@ -620,12 +635,12 @@ impl Session {
         }
         let plan = match &request.claim {
             Some(claim) => {
-                let mut topups: Vec<Vec<(&String, &str, u64)>> = vec![Vec::new(); n];
-                for (token, wanted) in &claim.topups {
+                let mut topups: Vec<Vec<(&TopUp, &str)>> = vec![Vec::new(); n];
+                for topup in &claim.topups {
                     if let Some((shard, host)) =
-                        token_parts(token).filter(|(s, _)| (*s as usize) < n)
+                        token_parts(&topup.token).filter(|(s, _)| (*s as usize) < n)
                     {
-                        topups[shard as usize].push((token, host, *wanted));
+                        topups[shard as usize].push((topup, host));
                     }
                 }
                 let must: Vec<bool> = topups.iter().map(|t| !t.is_empty()).collect();
@@ -688,6 +703,7 @@ impl Session {
                 all_empty_again &= views.heard(plan, s as u32, &mut shard, sent_at);
                 let c = shard.claimed;
                 claimed.leases.extend(c.leases);
+                claimed.ended.extend(c.ended);
                 claimed.scheduled += c.scheduled;
                 claimed.outstanding += c.outstanding;
             }
