@@ -519,7 +519,7 @@ impl TagSink for Collector<'_> {
         };
         match tag {
             LinkTag::A | LinkTag::Area => {
-                let Some(href) = attr(&attrs.href) else {
+                let Some(href) = attrs.href.clone() else {
                     return;
                 };
                 if !self.follow_nofollow
@@ -527,12 +527,12 @@ impl TagSink for Collector<'_> {
                 {
                     self.nofollow_skipped += 1;
                 } else {
-                    self.push_link(&href);
+                    self.push_link(input.get(href).unwrap_or_default());
                 }
             }
             LinkTag::Iframe | LinkTag::Frame => {
-                if let Some(src) = attr(&attrs.src) {
-                    self.push_link(&src);
+                if let Some(src) = attrs.src.clone() {
+                    self.push_link(input.get(src).unwrap_or_default());
                 }
             }
             LinkTag::Base => {
@@ -573,13 +573,19 @@ impl TagSink for Collector<'_> {
 impl Collector<'_> {
     /// Buffers one link value, entity-decoded, for resolution at the end, unless
     /// `max_links` are buffered already.
-    fn push_link(&mut self, raw: &str) {
+    fn push_link(&mut self, raw: &[u8]) {
         if self.max_links > 0 && self.spans.len() >= self.max_links {
             self.over_limit += 1;
             return;
         }
         let start = self.arena.len();
-        push_decoded(&mut self.arena, raw);
+        match plain_ascii(raw) {
+            // Nearly every link: the value is its own decoding (checked in one pass, instead
+            // of validating UTF-8 and then searching for `&` and NUL). The scanned bytes are
+            // in an ASCII-compatible encoding or transcoded to UTF-8, so ASCII reads as ASCII.
+            Some(value) => self.arena.push_str(value),
+            _ => push_decoded(&mut self.arena, &text(raw, self.encoding)),
+        }
         self.spans.push(start..self.arena.len());
     }
 
@@ -790,6 +796,44 @@ fn meta_robots_nofollow(name: &str, content: &str) -> bool {
         .split(|c: char| c == ',' || c.is_ascii_whitespace())
         .any(|token| token.eq_ignore_ascii_case("nofollow") || token.eq_ignore_ascii_case("none"))
 }
+
+/// `raw` as text when it is ASCII without `&` or NUL: then no character reference or NUL
+/// needs decoding, and it reads the same in every ASCII-compatible encoding.
+fn plain_ascii(raw: &[u8]) -> Option<&str> {
+    // Eight bytes per step: a value is ~35 bytes, and the table lookups are independent.
+    let mut chunks = raw.chunks_exact(8);
+    for chunk in &mut chunks {
+        if chunk
+            .iter()
+            .fold(false, |bad, &b| bad | NOT_PLAIN_ASCII[usize::from(b)])
+        {
+            return None;
+        }
+    }
+    if chunks
+        .remainder()
+        .iter()
+        .any(|&b| NOT_PLAIN_ASCII[usize::from(b)])
+    {
+        return None;
+    }
+    // Checked above: ASCII, so valid UTF-8. `from_utf8` again would walk it a second time.
+    // SAFETY: every byte of `raw` is below 0x80 (the table marks every other byte), and
+    // ASCII is valid UTF-8.
+    Some(unsafe { std::str::from_utf8_unchecked(raw) })
+}
+
+/// `NOT_PLAIN_ASCII[b]`: byte `b` keeps a value from being its own decoding (see
+/// [`plain_ascii`]): non-ASCII, `&` or NUL.
+static NOT_PLAIN_ASCII: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = b >= 0x80 || b == b'&' as usize || b == 0;
+        b += 1;
+    }
+    table
+};
 
 /// Raw attribute bytes as text, in the document's encoding.
 fn text<'a>(raw: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {

@@ -385,7 +385,28 @@ fn is_tab_or_newline(b: u8) -> bool {
 /// `/`) to `out`, whose path starts at `floor`, resolving dot segments as the URL standard's
 /// path state does: `..` removes the last segment (never the origin), `.` nothing, and
 /// either as the last segment leaves the path ending in `/`.
-fn push_path(out: &mut String, floor: usize, path: &str) {
+fn push_path(out: &mut String, floor: usize, mut path: &str) {
+    // A relative link's leading `../` and `./` (half the links of a documentation site:
+    // `../../core/str/index.html`): each `../` drops the directory's last segment, at
+    // once, without the segment loop below. They are not the path's last segment (a `/`
+    // follows), which is what the loop would do with them too.
+    loop {
+        if let Some(rest) = path.strip_prefix("../") {
+            if out.len() > floor {
+                let cut = out
+                    .as_bytes()
+                    .get(floor..)
+                    .and_then(|p| memchr::memrchr(b'/', p))
+                    .map_or(floor, |i| floor + i);
+                out.truncate(cut);
+            }
+            path = rest;
+        } else if let Some(rest) = path.strip_prefix("./") {
+            path = rest;
+        } else {
+            break;
+        }
+    }
     if !may_have_dot_segment(path) {
         // Nearly every link: each segment would be appended as it is.
         out.push('/');
@@ -690,6 +711,20 @@ mod tests {
         "ftp://abs.test/",
         "../up",
         "../../../../../up",
+        "../../core/str/index.html#method.len",
+        "./../x",
+        ".././x/./y",
+        "../a/../b",
+        "../..",
+        "../../",
+        "../%2e%2e/x",
+        "../.%2E/x?q",
+        ".../x",
+        "..//x",
+        ".//x",
+        "./.",
+        "../#f",
+        "../?q",
         "./here",
         "a/./b",
         "a/..",
