@@ -30,7 +30,9 @@
 //!   parsing turns on), on the WHATWG URL test suite (`tests/api/whatwg_url.rs`), on the
 //!   extractor's differential tests, and in the unit tests below, which in a debug build
 //!   also run the `url` crate's own invariant check on each assembled URL.
-//! - The fast path allocates once per link: the URL's own string, sized in advance.
+//! - The fast path allocates once per link, the URL's own string sized in advance
+//!   ([`PreparedBase::join_link`]), or not at all ([`PreparedBase::join_into`] writes into
+//!   the text a [`LinkBatch`]'s links share).
 //! - Never panics: slicing is checked, and a failure anywhere falls back to the parser.
 //!
 //! # Why built this way
@@ -52,7 +54,7 @@ use serde::de::value::{Error as PartsError, SeqDeserializer, U16Deserializer, U3
 use serde::de::{self, IntoDeserializer, Visitor};
 use url::{Host, Position, Url};
 
-use super::Link;
+use super::{Link, LinkBatch};
 
 /// A base URL taken apart for resolving many links against it.
 #[derive(Debug, Clone)]
@@ -112,17 +114,38 @@ impl<'a> PreparedBase<'a> {
 
     /// `href` resolved on the fast path only: `None` where [`Self::join`] asks the parser.
     pub fn join_fast(&self, href: &str) -> Option<Url> {
-        let (text, parts) = self.fast.as_ref()?.join(href)?;
+        let mut text = String::new();
+        let parts = self.fast.as_ref()?.join(href, &mut text)?;
         parts.assemble(text)
     }
 
     /// `href` resolved against the base as a [`Link`]: the text and parts of
     /// `self.url().join(href)`, built without a `Url` on the fast path.
     pub fn join_link(&self, href: &str) -> Result<Link, url::ParseError> {
-        match self.fast.as_ref().and_then(|fast| fast.join(href)) {
-            Some((text, parts)) => Ok(Link::plain(text, parts)),
+        let mut text = String::new();
+        match self
+            .fast
+            .as_ref()
+            .and_then(|fast| fast.join(href, &mut text))
+        {
+            Some(parts) => Ok(Link::plain(text, parts)),
             None => self.url.join(href).map(Link::from),
         }
+    }
+
+    /// [`Self::join_link`], added to `batch` (a fast-path link's text goes into the text
+    /// the batch's links share: no allocation of its own). Returns the link's length.
+    pub fn join_into(&self, href: &str, batch: &mut LinkBatch) -> Result<usize, url::ParseError> {
+        if let Some(fast) = &self.fast {
+            let start = batch.text.len();
+            if let Some(parts) = fast.join(href, &mut batch.text) {
+                return Ok(batch.push_plain(start, parts));
+            }
+        }
+        let link = Link::from(self.url.join(href)?);
+        let len = link.as_str().len();
+        batch.push(link);
+        Ok(len)
     }
 }
 
@@ -162,16 +185,26 @@ impl<'a> BaseParts<'a> {
         })
     }
 
-    /// `href` resolved, or `None` for the parser. As the parser does first, leading and
-    /// trailing C0 controls and spaces are trimmed and ASCII tabs and newlines removed
+    /// `href` resolved and appended to `out`, with its offsets (from where it starts in
+    /// `out`), or `None` for the parser, `out` as it was. As the parser does first, leading
+    /// and trailing C0 controls and spaces are trimmed and ASCII tabs and newlines removed
     /// (pages do write `href=" /x\n"`); the second costs a copy, only when there is one.
-    fn join(&self, href: &str) -> Option<Built> {
+    fn join(&self, href: &str, out: &mut String) -> Option<Parts> {
+        let start = out.len();
+        let parts = self.join_trimmed(href, out);
+        if parts.is_none() {
+            out.truncate(start);
+        }
+        parts
+    }
+
+    fn join_trimmed(&self, href: &str, out: &mut String) -> Option<Parts> {
         if href.len() > FAST_MAX {
             return None;
         }
         let href = href.trim_matches(|c: char| c <= ' ');
         if is_plain(href.as_bytes()) {
-            return self.join_plain(href);
+            return self.join_plain(href, out);
         }
         if !href.bytes().any(is_tab_or_newline) {
             return None;
@@ -183,25 +216,27 @@ impl<'a> BaseParts<'a> {
         if !is_plain(cleaned.as_bytes()) {
             return None;
         }
-        self.join_plain(&cleaned)
+        self.join_plain(&cleaned, out)
     }
 
-    /// [`Self::join`] of an `href` made of [`PLAIN`] bytes only.
-    fn join_plain(&self, href: &str) -> Option<Built> {
+    /// [`Self::join`] of an `href` made of [`PLAIN`] bytes only (`out` may be left with
+    /// part of a link when it gives `None`).
+    fn join_plain(&self, href: &str, out: &mut String) -> Option<Parts> {
         let bytes = href.as_bytes();
         let whole = self.whole;
         match bytes.first() {
             // The base without its fragment.
-            None => self.keep_base(self.query_end, ""),
-            Some(b'#') => self.keep_base(self.query_end, href),
-            Some(b'?') => self.keep_base(self.path_end, href),
+            None => self.keep_base(self.query_end, "", out),
+            Some(b'#') => self.keep_base(self.query_end, href, out),
+            Some(b'?') => self.keep_base(self.path_end, href, out),
             Some(b'/') if bytes.get(1) == Some(&b'/') => {
-                absolute(self.scheme_end == 5, href.get(2..)?)
+                absolute(self.scheme_end == 5, href.get(2..)?, out)
             }
             Some(b'/') => {
-                let mut out = String::with_capacity(self.path_start + href.len() + 1);
+                let start = out.len();
+                out.reserve(self.path_start + href.len() + 1);
                 out.push_str(whole.get(..self.path_start)?);
-                self.finish_same_origin(out, href.get(1..)?)
+                self.finish_same_origin(out, start, href.get(1..)?)
             }
             Some(_) => {
                 let first_segment = find_byte(href, is_path_end).unwrap_or(href.len());
@@ -211,23 +246,24 @@ impl<'a> BaseParts<'a> {
                     let rest = href.get(colon + 1..)?.strip_prefix("//")?;
                     let scheme = href.get(..colon)?;
                     return if scheme.eq_ignore_ascii_case("http") {
-                        absolute(false, rest)
+                        absolute(false, rest, out)
                     } else if scheme.eq_ignore_ascii_case("https") {
-                        absolute(true, rest)
+                        absolute(true, rest, out)
                     } else {
                         None
                     };
                 }
-                let mut out = String::with_capacity(self.last_segment + href.len() + 1);
+                let start = out.len();
+                out.reserve(self.last_segment + href.len() + 1);
                 out.push_str(whole.get(..self.last_segment)?);
-                self.finish_same_origin(out, href)
+                self.finish_same_origin(out, start, href)
             }
         }
     }
 
     /// The base up to `end` (its path, or its query), then `tail` (a query or fragment).
-    fn keep_base(&self, end: usize, tail: &str) -> Option<Built> {
-        let mut out = String::with_capacity(end + tail.len());
+    fn keep_base(&self, end: usize, tail: &str, out: &mut String) -> Option<Parts> {
+        out.reserve(end + tail.len());
         out.push_str(self.whole.get(..end)?);
         let query_start = if end == self.path_end {
             // `tail` is the new query, if any.
@@ -237,24 +273,23 @@ impl<'a> BaseParts<'a> {
         };
         out.push_str(tail);
         let (query, fragment) = tail_offsets(end, tail);
-        let parts = Parts {
+        Some(Parts {
             scheme_end: self.scheme_end,
             host_end: self.host_end,
             port: self.port,
             path_start: self.path_start,
             query_start: query_start.or(query),
             fragment_start: fragment,
-        };
-        Some((out, parts))
+        })
     }
 
-    /// `out` holds the base's origin and the directory `href` is relative to; appends
-    /// `href` (path, query, fragment) and assembles the URL.
-    fn finish_same_origin(&self, mut out: String, href: &str) -> Option<Built> {
+    /// `out` holds, from `start`, the base's origin and the directory `href` is relative
+    /// to; appends `href` (path, query, fragment).
+    fn finish_same_origin(&self, out: &mut String, start: usize, href: &str) -> Option<Parts> {
         let path_end = find_byte(href, is_query_or_fragment).unwrap_or(href.len());
-        push_path(&mut out, self.path_start, href.get(..path_end)?);
+        push_path(out, start + self.path_start, href.get(..path_end)?);
         let tail = href.get(path_end..)?;
-        let (query, fragment) = tail_offsets(out.len(), tail);
+        let (query, fragment) = tail_offsets(out.len() - start, tail);
         out.push_str(tail);
         let parts = Parts {
             scheme_end: self.scheme_end,
@@ -264,12 +299,12 @@ impl<'a> BaseParts<'a> {
             query_start: query,
             fragment_start: fragment,
         };
-        Some((out, parts))
+        Some(parts)
     }
 }
 
-/// An `http(s)://` link; `rest` is what follows the `//`.
-fn absolute(https: bool, rest: &str) -> Option<Built> {
+/// An `http(s)://` link, appended to `out`; `rest` is what follows the `//`.
+fn absolute(https: bool, rest: &str, out: &mut String) -> Option<Parts> {
     let authority_end = find_byte(rest, is_path_end).unwrap_or(rest.len());
     let authority = rest.get(..authority_end)?;
     let (host, port) = match find_byte(authority, |b| b == b':') {
@@ -283,37 +318,37 @@ fn absolute(https: bool, rest: &str) -> Option<Built> {
         return None;
     }
     let scheme = if https { "https://" } else { "http://" };
-    let mut out = String::with_capacity(scheme.len() + rest.len() + 1);
+    let start = out.len();
+    out.reserve(scheme.len() + rest.len() + 1);
     out.push_str(scheme);
     out.push_str(host);
-    let host_end = out.len();
+    let host_end = out.len() - start;
     // The parser lowercases an ASCII host (the only mapping a plain host gets).
-    if let Some(written) = out.get_mut(scheme.len()..host_end) {
+    if let Some(written) = out.get_mut(start + scheme.len()..start + host_end) {
         written.make_ascii_lowercase();
     }
     if let Some(port) = port {
-        push_port(&mut out, port);
+        push_port(out, port);
     }
-    let path_start = out.len();
+    let path_start = out.len() - start;
     let after = rest.get(authority_end..)?;
     let path_end = find_byte(after, is_query_or_fragment).unwrap_or(after.len());
     match after.get(..path_end)?.strip_prefix('/') {
-        Some(path) => push_path(&mut out, path_start, path),
+        Some(path) => push_path(out, start + path_start, path),
         // No path: a special URL's path is `/`.
         None => out.push('/'),
     }
     let tail = after.get(path_end..)?;
-    let (query, fragment) = tail_offsets(out.len(), tail);
+    let (query, fragment) = tail_offsets(out.len() - start, tail);
     out.push_str(tail);
-    let parts = Parts {
+    Some(Parts {
         scheme_end: if https { 5 } else { 4 },
         host_end,
         port,
         path_start,
         query_start: query,
         fragment_start: fragment,
-    };
-    Some((out, parts))
+    })
 }
 
 /// A port as the parser reads it: digits, at most 65535, the scheme's default dropped.
@@ -385,7 +420,28 @@ fn is_tab_or_newline(b: u8) -> bool {
 /// `/`) to `out`, whose path starts at `floor`, resolving dot segments as the URL standard's
 /// path state does: `..` removes the last segment (never the origin), `.` nothing, and
 /// either as the last segment leaves the path ending in `/`.
-fn push_path(out: &mut String, floor: usize, path: &str) {
+fn push_path(out: &mut String, floor: usize, mut path: &str) {
+    // A relative link's leading `../` and `./` (half the links of a documentation site:
+    // `../../core/str/index.html`): each `../` drops the directory's last segment, at
+    // once, without the segment loop below. They are not the path's last segment (a `/`
+    // follows), which is what the loop would do with them too.
+    loop {
+        if let Some(rest) = path.strip_prefix("../") {
+            if out.len() > floor {
+                let cut = out
+                    .as_bytes()
+                    .get(floor..)
+                    .and_then(|p| memchr::memrchr(b'/', p))
+                    .map_or(floor, |i| floor + i);
+                out.truncate(cut);
+            }
+            path = rest;
+        } else if let Some(rest) = path.strip_prefix("./") {
+            path = rest;
+        } else {
+            break;
+        }
+    }
     if !may_have_dot_segment(path) {
         // Nearly every link: each segment would be appended as it is.
         out.push('/');
@@ -483,9 +539,6 @@ fn is_plain(bytes: &[u8]) -> bool {
     }
     chunks.remainder().iter().all(|&b| PLAIN[usize::from(b)])
 }
-
-/// A URL's text built on the fast path, and its offsets.
-type Built = (String, Parts);
 
 /// The offsets of an http(s) URL with a domain host and no credentials, in its text.
 #[derive(Debug, Clone, Copy)]
@@ -604,12 +657,13 @@ pub(crate) fn assembly_works() -> bool {
 
 /// An absolute URL's text through [`absolute`], assembled.
 fn absolute_from_text(text: &str) -> Option<Url> {
-    let (text, parts) = if let Some(rest) = text.strip_prefix("https://") {
-        absolute(true, rest)?
+    let mut out = String::new();
+    let parts = if let Some(rest) = text.strip_prefix("https://") {
+        absolute(true, rest, &mut out)?
     } else {
-        absolute(false, text.strip_prefix("http://")?)?
+        absolute(false, text.strip_prefix("http://")?, &mut out)?
     };
-    parts.assemble(text)
+    parts.assemble(out)
 }
 
 /// Every component equal, not only the text (`Url`'s `==` compares the text).
@@ -690,6 +744,20 @@ mod tests {
         "ftp://abs.test/",
         "../up",
         "../../../../../up",
+        "../../core/str/index.html#method.len",
+        "./../x",
+        ".././x/./y",
+        "../a/../b",
+        "../..",
+        "../../",
+        "../%2e%2e/x",
+        "../.%2E/x?q",
+        ".../x",
+        "..//x",
+        ".//x",
+        "./.",
+        "../#f",
+        "../?q",
         "./here",
         "a/./b",
         "a/..",

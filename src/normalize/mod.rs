@@ -99,7 +99,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 pub use join::PreparedBase;
-pub use link::{reads_as, Link};
+pub use link::{reads_as, Link, LinkBatch};
 use pattern::PatternSet;
 
 /// Why a link was not turned into a crawlable URL.
