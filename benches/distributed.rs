@@ -256,7 +256,9 @@ fn starved_secs(out: &std::path::Path) -> f64 {
         .filter_map(|e| std::fs::read(e.path()).ok())
         .filter_map(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
         .filter_map(|json| json["distributed"]["starved_secs"].as_f64())
-        .sum()
+        .sum::<f64>()
+        // An empty float sum is -0.0 (a local crawl has no such summary): printed "-0.0%".
+        + 0.0
 }
 
 fn crawl_once(mode: Mode, web_port: u16, redis_port: u16, run: usize) -> Run {
