@@ -247,11 +247,7 @@ fn kill_until_done(
         child.wait().unwrap();
         // Killed after its last checkpoint said "finished" and before it exited: the crawl
         // was done, there is nothing to resume (the crawler refuses `--resume` then, rightly).
-        let finished = std::fs::read_to_string(&manifest)
-            .ok()
-            .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
-            .is_some_and(|m| m["finished"] == serde_json::Value::Bool(true));
-        if finished {
+        if crate::support::manifest_says_finished(&manifest) {
             break;
         }
         kills += 1;

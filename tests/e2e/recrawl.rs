@@ -488,11 +488,7 @@ fn kill_9_during_a_recrawl_resumes_exactly() {
         assert_eq!(status.signal(), Some(9));
         // Killed after its last checkpoint said "finished" and before it exited: the
         // generation is done, and a `recrawl` now would rightly begin the next one.
-        let finished = std::fs::read_to_string(&manifest)
-            .ok()
-            .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
-            .is_some_and(|m| m["finished"] == serde_json::Value::Bool(true));
-        if finished {
+        if crate::support::manifest_says_finished(&manifest) {
             break;
         }
         kills += 1;

@@ -124,6 +124,15 @@ pub fn crawl_resuming(
         .expect("crawl runs")
 }
 
+/// Whether the checkpoint manifest at `manifest` says the crawl finished: a crawl killed
+/// after that and before it exited has nothing left to resume, so kill loops stop there.
+pub fn manifest_says_finished(manifest: &Path) -> bool {
+    std::fs::read_to_string(manifest)
+        .ok()
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
+        .is_some_and(|m| m["finished"] == serde_json::Value::Bool(true))
+}
+
 /// The records of `out/pages.jsonl`.
 pub fn records(out: &Path) -> Vec<PageRecord> {
     std::fs::read_to_string(out.join("pages.jsonl"))
