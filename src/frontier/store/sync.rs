@@ -254,7 +254,7 @@ impl QueueStore {
         let bit = |h: u64| (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as usize;
         for (host, item) in in_flight {
             extra.entry(*host).or_default().push(item);
-            extra_bytes += 24 + item.url.len() + item.parent.as_ref().map_or(0, |p| p.len());
+            extra_bytes += encoded_len(item);
             maybe_flying[bit(*host) / 64] |= 1 << (bit(*host) % 64);
         }
         let extra_hosts = extra.keys().filter(|h| !self.hosts.contains_key(h)).count();
@@ -270,7 +270,11 @@ impl QueueStore {
             t = Vec::new();
         }
         t.clear();
-        t.reserve(size);
+        // Exactly: `reserve` would double a buffer kept from a sync with fewer hosts (a 34 MB
+        // one grown to 68 MB for a 40 MB table, measured with heaptrack at 1e6 hosts), and the
+        // store keeps it between syncs. The front items, not counted in `size`, are reserved
+        // for the same way as they come.
+        t.reserve_exact(size);
         t.extend_from_slice(&TABLE_MAGIC);
         t.extend_from_slice(&VERSION.to_le_bytes());
         t.extend_from_slice(&0u32.to_le_bytes());
@@ -315,6 +319,7 @@ impl QueueStore {
             if e.front > 0 {
                 let m = e.mem.as_ref().expect("front items are in the box");
                 debug_assert_eq!(m.front.len(), e.front as usize);
+                t.reserve_exact(m.front.iter().map(encoded_len).sum());
                 for item in &m.front {
                     encode_item(&mut t, item);
                 }
@@ -332,4 +337,9 @@ impl QueueStore {
         }
         t
     }
+}
+
+/// The bytes [`encode_item`] writes for `item`, or a little more.
+fn encoded_len(item: &QueuedUrl) -> usize {
+    24 + item.url.len() + item.parent.as_ref().map_or(0, |p| p.len())
 }
