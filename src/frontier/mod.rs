@@ -898,7 +898,7 @@ impl Frontier {
                 + self.tallies.capacity() as u64 * tally_entry
                 + self.ready.memory_bytes()
                 + self.budgets.memory_bytes()
-                + self.resident.bytes
+                + self.resident.memory_bytes()
                 + self.robots_cache.as_ref().map_or(0, |c| c.memory_bytes()),
             disk_bytes: self.store.disk_bytes()
                 + self.robots_cache.as_ref().map_or(0, |c| c.disk_bytes()),

@@ -28,14 +28,30 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::address::AddressState;
-use super::budget::{name_key, BudgetKey, Gcra};
+use super::budget::{name_key, Budget, BudgetKey, Gcra};
 use super::robots_gate::RobotsState;
 use super::schedule::apply_crawl_delay;
 use super::{key_of, Frontier, FrontierError, HostId};
 
-/// Estimated bytes of a resident host beyond its key and rules: the struct, the limiter, the
-/// map entry and its LRU entries.
-const HOST_STATE_BYTES: u64 = 256;
+/// Bytes a resident host costs beyond its key and rules, what the budget charges it: its entry
+/// in the map of resident hosts and its name's budget's entry (the budget a host joins, one
+/// per name: see [`super::budget`]), each at the lowest load a hash map has right after it
+/// doubled (7/16: a hashbrown array of `n` buckets holds up to `7n/8` entries), and up to four
+/// LRU entries of 16 bytes (see `compact_lru`).
+///
+/// Why so much: 256 bytes were charged before, the struct alone; heaptrack at the peak of the
+/// scale bench (1e6 hosts, politeness off, `host_memory` 64 MiB) found the resident hosts' map
+/// at 122 MiB and the budgets' map at 80 MiB, 234 k hosts in arrays of 2^19 buckets, more than
+/// three times the budget. Charging the worst load keeps them under `host_memory` whenever
+/// the maps last doubled; the extra evictions cost a restore each (one peek and a key's parse),
+/// which a host served again after more than the resident count of other hosts pays anyway.
+const HOST_STATE_BYTES: u64 = ((std::mem::size_of::<(HostId, HostState)>()
+    + 1
+    + std::mem::size_of::<(BudgetKey, Budget)>()
+    + 1)
+    * 16
+    / 7
+    + 4 * std::mem::size_of::<(u64, HostId)>()) as u64;
 /// How often to look for idle hosts while the resident state is over budget and no host is
 /// being restored (a restore looks at once).
 const EVICTION_RETRY: Duration = Duration::from_millis(10);
@@ -102,6 +118,21 @@ impl Residency {
             restores: 0,
             next_eviction: Instant::now(),
         }
+    }
+
+    /// Estimated bytes held now: the keys and rules charged, the map's and the LRU list's
+    /// arrays as they are (the budgets' map is counted by [`super::budget::Budgets`]).
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        let charged_fixed = self.hosts.len() as u64 * HOST_STATE_BYTES;
+        let entry = std::mem::size_of::<(HostId, HostState)>() as u64 + 1;
+        // `capacity` is 7/8 of the buckets, all of which the array holds.
+        let buckets = match self.hosts.capacity() {
+            0 => 0,
+            items => (items * 8 / 7).next_power_of_two() as u64,
+        };
+        self.bytes.saturating_sub(charged_fixed)
+            + buckets * entry
+            + self.lru.capacity() as u64 * std::mem::size_of::<(u64, HostId)>() as u64
     }
 
     /// Keeps the LRU list from filling with stale entries.

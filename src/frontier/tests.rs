@@ -285,6 +285,44 @@ fn evicted_hosts_come_back_with_their_rules() {
     assert!(stats.resident_bytes <= 8 * 1024 + 1024, "{stats:?}");
 }
 
+/// `host_memory` bounds what the resident hosts really hold: the map of their states and the
+/// map of their names' budgets, at whatever load those arrays have, not only the structs.
+/// (Charging 256 bytes a host, as before, let 1 MiB of budget hold ~3 MiB of arrays.)
+#[test]
+fn resident_hosts_hold_no_more_than_host_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let host_memory = 1 << 20;
+    let mut f = Frontier::create(policy(1e6, 1, 4), options(dir.path(), host_memory)).unwrap();
+    let hosts = 5000;
+    for h in 0..hosts {
+        let key = format!("http://h{h}.test");
+        f.push(&key, item(&format!("{key}/a"))).unwrap();
+    }
+    let mut fetched = 0;
+    let mut most = 0;
+    while !f.is_finished() {
+        match f.pop_ready(Instant::now()).unwrap() {
+            Some(Work::Fetch(d)) => {
+                fetched += 1;
+                f.complete(d);
+                let held = f.resident.memory_bytes() + f.budgets.memory_bytes();
+                assert!(
+                    held <= host_memory,
+                    "{held} bytes held for {} resident hosts, budget {host_memory}",
+                    f.resident.hosts.len()
+                );
+                most = most.max(f.resident.hosts.len());
+            }
+            Some(other) => panic!("{other:?}"),
+            None => std::thread::sleep(Duration::from_micros(50)),
+        }
+    }
+    assert_eq!(fetched, hosts);
+    // The budget is used, not starved: it holds hundreds of hosts.
+    assert!(most >= 500, "at most {most} hosts resident");
+    assert!(f.stats().evictions > 0, "{:?}", f.stats());
+}
+
 /// A checkpoint holds queued and in-flight URLs; resuming it drops what was recorded
 /// after it, and what was pushed after it is the caller's to push again.
 #[test]
