@@ -294,8 +294,9 @@ pub struct FrontierSection {
     /// Queued URLs held in memory: each busy host's newest URLs (written out in blocks) and
     /// the next few to fetch, plus the write buffer.
     pub(crate) memory: ByteSize,
-    /// Per-host state held in memory (politeness schedule, parsed robots.txt); idle hosts
-    /// beyond it are evicted and restored from disk when their turn comes.
+    /// Per-host state held in memory (politeness schedule, parsed robots.txt, the name's
+    /// budget, with the maps' slack: ~1 KB a host plus its key and rules); idle hosts beyond
+    /// it are evicted and restored from disk when their turn comes.
     pub host_memory: ByteSize,
 }
 
