@@ -31,6 +31,12 @@
 //! estimate of its memory, disk used (largest seen at a checkpoint), checkpoint pause and write
 //! time (median and max), resume time split into checkpoint load, frontier reopen and the
 //! first pop, and the CPU time of the admitting thread per accepted URL.
+//!
+//! What makes the peak: the largest mappings printed at the end say where, not what. For what,
+//! run the bench binary under heaptrack at `SCALE_URLS=1e7` (the same hosts as 1e8, so the same
+//! shape without the seen-set's growth, ~3 min): `heaptrack -o /tmp/scale <bench binary> --bench`,
+//! then `heaptrack_print -f /tmp/scale.zst --print-peaks 1 --peak-limit 3 --sub-peak-limit 30`
+//! lists what was live at the heap's peak by call site.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
