@@ -99,6 +99,20 @@
 //! MiB freed), so live: among it the tallies' copy (16 MiB) and the table's buffer (~40 MiB)
 //! while a sync holds them, which the estimate leaves out.
 //!
+//! Session 12 found that memory with heaptrack (`SCALE_URLS=1e7`, the recipe in
+//! `benches/scale.rs`): at the heap's peak, the resident hosts' map held 122 MiB and their
+//! names' budgets' map 80 MiB (234 k hosts in arrays of 2^19 buckets, charged 256 bytes a host
+//! against a 64 MiB `host_memory`; `residency.rs` now charges the maps' worst load), the
+//! store's table buffer 68 MB for a 40 MB table (`reserve` doubled the kept buffer; now exact)
+//! and the tallies' copy 27 MB beside `hosts.bin`'s own 12 MB (now encoded once, in the
+//! pause). Peak RSS at 1e7 603 → 479 MiB, at 3e6 489 → 311 MiB (same thin-LTO build of each
+//! side, alternated three times on the loaded machine; the admitting thread's CPU per URL
+//! 3.89 → 3.72 µs, medians). Still live at the peak, largest first: the store's host map
+//! (~103 MB: 1e6 entries of 49 bytes in 16 arrays that double together, so at ~47 % load),
+//! the URLs held in memory (~100 MB for the 64 MiB `[frontier] memory`: the estimate counts
+//! neither the allocator's rounding nor the tails' vector growth), the tallies' map (36 MB),
+//! the ready heap (32 MiB of 32-byte entries) and the store's table buffer (40 MB).
+//!
 //! # Layout
 //!
 //! This file holds the [`Frontier`] API and its types; each sibling does one job:
