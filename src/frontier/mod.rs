@@ -107,7 +107,9 @@
 //! and the tallies' copy 27 MB beside `hosts.bin`'s own 12 MB (now encoded once, in the
 //! pause). Peak RSS at 1e7 603 → 479 MiB, at 3e6 489 → 311 MiB (same thin-LTO build of each
 //! side, alternated three times on the loaded machine; the admitting thread's CPU per URL
-//! 3.89 → 3.72 µs, medians). Still live at the peak, largest first: the store's host map
+//! 3.89 → 3.72 µs, medians). At 1e8 (thin LTO, one run beside four builds and a test run):
+//! peak RSS 677 MiB (794 in session 11), 29 bytes of disk per queued URL. Still live at the
+//! peak, largest first: the store's host map
 //! (~103 MB: 1e6 entries of 49 bytes in 16 arrays that double together, so at ~47 % load),
 //! the URLs held in memory (~100 MB for the 64 MiB `[frontier] memory`: the estimate counts
 //! neither the allocator's rounding nor the tails' vector growth), the tallies' map (36 MB),
