@@ -572,6 +572,7 @@ fn main() {
     ckpt.wait(&mut frontier);
     let stats = frontier.stats();
     let written = frontier.store_write_stats();
+    let (group_hits, group_decodes) = frontier.store_group_reads();
     let queued_at_end = stats.queued + in_flight.len() as u64;
     let peak = peak_rss_mib();
     let mappings = largest_mappings(12);
@@ -679,6 +680,11 @@ fn main() {
         per_written(written.body_bytes),
         per_written(written.raw_bytes),
         written.raw_bytes as f64 / written.body_bytes.max(1) as f64,
+    );
+    println!(
+        "  entry reads: {} from a group kept decoded, {group_decodes} decoded a group ({:.0} % kept)",
+        group_hits,
+        100.0 * group_hits as f64 / (group_hits + group_decodes).max(1) as f64
     );
     println!(
         "  checkpoints: {}; pause median {:.1} ms, max {:.1} ms (medians: queue store {:.1} ms, host tallies {:.1} ms); background write median {:.0} ms, max {:.0} ms",

@@ -882,6 +882,11 @@ impl Frontier {
         self.store.write_stats()
     }
 
+    /// The queue store's entry reads: (served by a group already decoded, decoded a group).
+    pub fn store_group_reads(&self) -> (u64, u64) {
+        self.store.group_reads()
+    }
+
     /// Figures for progress and benchmarks.
     pub fn stats(&self) -> FrontierStats {
         let tally_entry = std::mem::size_of::<(HostId, HostTally)>() as u64 + 1;

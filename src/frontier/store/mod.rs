@@ -220,6 +220,7 @@ use host_map::HostMap;
 
 mod codec;
 mod format;
+mod group_cache;
 mod host_map;
 mod log;
 mod recovery;
@@ -456,8 +457,10 @@ pub struct QueueStore {
     legacy: std::collections::BTreeSet<u32>,
     /// The group being gathered from tails (empty between calls).
     group: log::GroupBuilder,
-    /// The entries of the group being read.
+    /// The entries of a group being replayed.
     entry_scratch: Vec<(u32, std::ops::Range<usize>)>,
+    /// The last groups read, decoded (see `group_cache.rs`).
+    group_cache: group_cache::GroupCache,
     written: WriteStats,
 }
 
@@ -497,6 +500,7 @@ impl QueueStore {
             legacy: Default::default(),
             group: Default::default(),
             entry_scratch: Vec::new(),
+            group_cache: Default::default(),
             written: WriteStats::default(),
         }
     }
@@ -691,6 +695,12 @@ impl QueueStore {
                     as u64
             + self.patches.capacity() as u64 * PATCH_BYTES
             + self.table_buf.lock().map_or(0, |b| b.capacity()) as u64
+            + self.group_cache.memory_bytes()
+    }
+
+    /// Entry reads served by a group already decoded, and reads that decoded one.
+    pub fn group_reads(&self) -> (u64, u64) {
+        (self.group_cache.hits, self.group_cache.misses)
     }
 
     /// What the store wrote to its log since it was opened, by cause.

@@ -191,6 +191,8 @@ impl QueueStore {
         }
         // The patches that write applied are on disk now.
         self.patches.retain(|_, &mut (_, e)| e > epoch);
+        // Links that left the map: cached `next` fields may be stale (see `group_cache.rs`).
+        self.group_cache.clear();
         self.table_bytes += len;
         self.retained.push_back((generation, oldest_needed));
         while self.retained.len() > 2 {
