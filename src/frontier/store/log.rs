@@ -226,6 +226,8 @@ impl QueueStore {
 
     /// Writes every deferred patch now, in location order.
     pub(super) fn apply_patches_now(&mut self) -> Result<(), StoreError> {
+        // A buffer still being written holds older `next` fields of the blocks patched here.
+        self.writer.wait()?;
         let mut list: Vec<(u64, u64)> = self
             .patches
             .iter()
@@ -314,12 +316,17 @@ impl QueueStore {
         let corrupt = |what: String| FileError::corrupt(&path, off, what);
         let mut bytes = std::mem::take(&mut self.scratch);
         let mut header = [0u8; GROUP_HEADER];
-        if s == self.active && off >= self.wbuf_start {
-            let i = (off - self.wbuf_start) as usize;
-            header.copy_from_slice(&self.wbuf[i..i + GROUP_HEADER]);
+        let in_memory = if s == self.active && off >= self.wbuf_start {
+            Some(&self.wbuf[(off - self.wbuf_start) as usize..])
+        } else {
+            // A buffer still being written (see `log_writer.rs`).
+            self.writer.bytes_at(s, off)
+        };
+        if let Some(held) = in_memory {
+            header.copy_from_slice(&held[..GROUP_HEADER]);
             let h = GroupHeader::parse(&header);
             bytes.clear();
-            bytes.extend_from_slice(&self.wbuf[i..i + h.body_at() + h.body_len as usize]);
+            bytes.extend_from_slice(&held[..h.body_at() + h.body_len as usize]);
         } else {
             let file = self.files.get(&s).ok_or_else(|| StoreError::Missing {
                 path: path.clone(),
@@ -460,14 +467,19 @@ impl QueueStore {
         }
         let path = segment_path(&self.dir, self.active);
         let file = self.files.get(&self.active).expect("active segment open");
-        file.write_all_at(&self.wbuf, self.wbuf_start)
-            .at("write", &path)?;
+        let file = file.try_clone().at("open", &path)?;
+        let len = self.wbuf.len() as u64;
+        let full = std::mem::take(&mut self.wbuf);
+        let mut empty = self
+            .writer
+            .hand_over(self.active, file, path, self.wbuf_start, full)?;
+        empty.reserve(self.options.write_buffer);
+        self.wbuf = empty;
         // Their `next` fields were patched in the buffer; from now on they are patched
         // through the map, which a cached copy would not see for links made before.
         self.group_cache.forget_from(self.active, self.wbuf_start);
-        self.wbuf_start += self.wbuf.len() as u64;
+        self.wbuf_start += len;
         self.seg_len.insert(self.active, self.wbuf_start);
-        self.wbuf.clear();
         Ok(())
     }
 

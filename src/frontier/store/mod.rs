@@ -223,6 +223,7 @@ mod format;
 mod group_cache;
 mod host_map;
 mod log;
+mod log_writer;
 mod recovery;
 mod sync;
 #[cfg(test)]
@@ -461,6 +462,8 @@ pub struct QueueStore {
     entry_scratch: Vec<(u32, std::ops::Range<usize>)>,
     /// The last groups read, decoded (see `group_cache.rs`).
     group_cache: group_cache::GroupCache,
+    /// Writes the full write buffers on a thread of its own (see `log_writer.rs`).
+    writer: log_writer::LogWriter,
     written: WriteStats,
 }
 
@@ -501,6 +504,7 @@ impl QueueStore {
             group: Default::default(),
             entry_scratch: Vec::new(),
             group_cache: Default::default(),
+            writer: Default::default(),
             written: WriteStats::default(),
         }
     }
@@ -696,6 +700,7 @@ impl QueueStore {
             + self.patches.capacity() as u64 * PATCH_BYTES
             + self.table_buf.lock().map_or(0, |b| b.capacity()) as u64
             + self.group_cache.memory_bytes()
+            + self.writer.memory_bytes()
     }
 
     /// Entry reads served by a group already decoded, and reads that decoded one.
@@ -720,7 +725,8 @@ impl QueueStore {
     /// call cuts every host's tail into a block, so more often means smaller blocks.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         self.write_all_tails()?;
-        self.flush_wbuf()
+        self.flush_wbuf()?;
+        self.writer.wait()
     }
 
     /// Every host with something queued, and how many items.

@@ -129,6 +129,8 @@ impl QueueStore {
         self.in_begin_sync = false;
         written?;
         self.flush_wbuf()?;
+        // What the sync's write fsyncs and links must be in the files first.
+        self.writer.wait()?;
         // The deferred links, unsorted: `PendingSync::write` sorts them, off the pause.
         let mut patches = Vec::with_capacity(self.patches.len());
         let (mut lo, mut hi) = (u32::MAX, 0);
