@@ -64,6 +64,19 @@
 //! across a crash; and each host's first request after a resume waits one rate period (the
 //! limiters are not checkpointed: see `residency.rs`).
 //!
+//! # Threads
+//!
+//! Everything above runs on the one thread that owns the frontier (the crawl's driver), with
+//! two exceptions that change no state the owner reads: a checkpoint's slow half (fsyncs,
+//! table file, `hosts.bin`) on the checkpoint writer's thread, and the `pwrite` of the queue
+//! store's full write buffers on a thread of the store's own (`store/log_writer.rs`). The
+//! second stays exact because one buffer at most is in flight, it stays readable by the owner
+//! until written, and every point that needs the bytes in their file (links written to it,
+//! `flush`, a checkpoint's pause, dropping the store) waits for it first: the log reaches its
+//! files in the same order as when the owner wrote it. Admission, scheduling and the queues'
+//! encoding stay on the owner: they decide locations and order, and one thread deciding them
+//! is what keeps `max_urls`, FIFO per host and a checkpoint's consistency simple to argue.
+//!
 //! # Measured
 //!
 //! `SCALE_URLS=N cargo bench --bench scale` (benches/scale.rs: synthetic links through the

@@ -19,7 +19,9 @@
 //! URL when written (1e6 hosts, links spread over them), and a block of its own cost each
 //! ~140 bytes (version 2); in a group it costs ~16 bytes plus what LZ4 leaves of its URL and
 //! parent next to other hosts' similar ones (figures below). A pop reads and decompresses the
-//! whole group (~8 KiB) to take one entry: a few microseconds more than a block's read.
+//! whole group (~8 KiB) to take one entry: a few microseconds more than a block's read; the
+//! last 32 groups read are kept decoded (`group_cache.rs`), as the scheduler often serves
+//! hosts of one group close together.
 //! In memory a host costs one fixed-size hash-map entry (head block, items already popped from
 //! it, tail block, unread count on disk, and an optional boxed window): 48 bytes of entry, ~56–110
 //! bytes with the map's slack, whatever the length of its queue. So a pop is one positioned read
@@ -124,6 +126,10 @@
 //! - `codec.rs`: a group's and a block's body (front coding, varints, LZ4);
 //! - `log.rs`: writing tails as groups of blocks, linking them, reading a block back, segment
 //!   files;
+//! - `group_cache.rs`: the last groups a pop read, kept checked and decompressed, so that a
+//!   pop of another entry of the same group does not read and decompress it again;
+//! - `log_writer.rs`: the thread that writes the full write buffers (`pwrite`), so that the
+//!   owner's thread goes on admitting meanwhile;
 //! - `sync.rs`: [`QueueStore::begin_sync`], `PendingSync`, [`QueueStore::finish_sync`];
 //! - `recovery.rs`: opening, reopening at a position (replaying or discarding what follows),
 //!   and checking a position;
