@@ -123,6 +123,12 @@
 //! before, 2.87 µs after (0.76×; runs 3.62/3.82/3.80 and 2.53/2.87/3.18); screening 1.12 and
 //! 1.11 µs; URLs/s medians 93.2 k and 149.5 k; peak RSS 503 and 507 MiB (the second write
 //! buffer, 1 MiB, and the cache, ~0.3 MiB, are counted in the estimate).
+//! `SCALE_URLS=1e8`, once, thin LTO, on the machine shared with other builds (load 11–15 for
+//! the whole 1513 s: 66 k URLs/s, no figure of rate comparable with an idle run): admitting
+//! thread 5.02 µs per accepted URL, screening 1.22, all threads 6.57; 60 % of entry reads
+//! found their group decoded (1e6 hosts all queued, fewer entries of a group wanted close
+//! together than at 4e6); peak RSS 800 MiB; 29 bytes per queued URL; pauses median 85 ms;
+//! resume 924 ms to the first URL. To be measured again idle, with fat LTO.
 //!
 //! # Layout
 //!
