@@ -30,7 +30,9 @@
 //! Prints: accepted URLs per second, pops per second, peak RSS (VmHWM), the frontier's own
 //! estimate of its memory, disk used (largest seen at a checkpoint), checkpoint pause and write
 //! time (median and max), resume time split into checkpoint load, frontier reopen and the
-//! first pop, and the CPU time of the admitting thread per accepted URL.
+//! first pop, the CPU time per accepted URL of the admitting thread, of the screening thread
+//! and of all threads (the process: the checkpoint writer and the queue store's log writer
+//! too), and how many of the store's entry reads found their group already decoded.
 //!
 //! What makes the peak: the largest mappings printed at the end say where, not what. For what,
 //! run the bench binary under heaptrack at `SCALE_URLS=1e7` (the same hosts as 1e8, so the same
@@ -183,12 +185,22 @@ fn disk_bytes(path: &Path) -> u64 {
 
 /// CPU time of the calling thread.
 fn thread_cpu() -> Duration {
+    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time of the whole process (every thread: the checkpoint writer's and the queue
+/// store's log writer's too).
+fn process_cpu() -> Duration {
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn cpu_clock(clock: libc::clockid_t) -> Duration {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes the timespec it is given, which lives on this stack.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    unsafe { libc::clock_gettime(clock, &mut t) };
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
@@ -476,6 +488,7 @@ fn main() {
     );
     let started = Instant::now();
     let cpu_started = thread_cpu();
+    let process_cpu_started = process_cpu();
     let mut accepted = 0u64;
     let mut finished = 0u64;
     let mut links = 0u64;
@@ -572,12 +585,14 @@ fn main() {
     }
     let crawl_secs = started.elapsed().as_secs_f64();
     let admit_cpu = thread_cpu() - cpu_started;
+    let all_cpu = process_cpu() - process_cpu_started;
     let screen_cpu = screening.stop();
     // The last checkpoint, as a clean stop takes it.
     ckpt.take(&seen, &mut frontier, accepted, finished);
     ckpt.wait(&mut frontier);
     let stats = frontier.stats();
     let written = frontier.store_write_stats();
+    let (group_hits, group_decodes) = frontier.store_group_reads();
     let queued_at_end = stats.queued + in_flight.len() as u64;
     let peak = peak_rss_mib();
     let mappings = largest_mappings(12);
@@ -621,12 +636,13 @@ fn main() {
         links as f64 / crawl_secs
     );
     println!(
-        "  CPU per accepted URL: admitting thread {:.2} µs{}",
+        "  CPU per accepted URL: admitting thread {:.2} µs{}; all threads {:.2} µs",
         admit_cpu.as_secs_f64() * 1e6 / accepted.max(1) as f64,
         screen_cpu.map_or(" (screening inline)".to_string(), |cpu| format!(
             ", screening thread {:.2} µs",
             cpu.as_secs_f64() * 1e6 / accepted.max(1) as f64
-        ))
+        )),
+        all_cpu.as_secs_f64() * 1e6 / accepted.max(1) as f64
     );
     println!(
         "  peak RSS {peak:.0} MiB (seen-set {:.0} MiB); frontier estimate at end {:.0} MiB; {} hosts, {} with URLs queued, {queued_at_end} URLs queued at end",
@@ -685,6 +701,11 @@ fn main() {
         per_written(written.body_bytes),
         per_written(written.raw_bytes),
         written.raw_bytes as f64 / written.body_bytes.max(1) as f64,
+    );
+    println!(
+        "  entry reads: {} from a group kept decoded, {group_decodes} decoded a group ({:.0} % kept)",
+        group_hits,
+        100.0 * group_hits as f64 / (group_hits + group_decodes).max(1) as f64
     );
     println!(
         "  checkpoints: {}; pause median {:.1} ms, max {:.1} ms (medians: queue store {:.1} ms, host tallies {:.1} ms); background write median {:.0} ms, max {:.0} ms",

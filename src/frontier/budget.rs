@@ -31,10 +31,11 @@
 //! tokio's `Instant`, so the frontier's unit tests drive it with the `now` they pass instead of
 //! sleeping.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
 use tokio::time::Instant;
 
 use super::adapt::{note_slowed, AdaptPolicy, ServerSignal, Slowdown, SlowedHost};
@@ -252,7 +253,8 @@ pub(crate) enum Refusal {
 /// Every shared budget in use.
 #[derive(Debug)]
 pub(crate) struct Budgets {
-    map: HashMap<BudgetKey, Budget>,
+    /// FxHash: the keys are XXH3 hashes of names, or addresses; looked up at each pop.
+    map: FxHashMap<BudgetKey, Budget>,
     names: Limits,
     addresses: Limits,
     adapt: AdaptPolicy,
@@ -266,7 +268,7 @@ pub(crate) struct Budgets {
 impl Budgets {
     pub(crate) fn new(names: Limits, addresses: Limits) -> Budgets {
         Budgets {
-            map: HashMap::new(),
+            map: FxHashMap::default(),
             names,
             addresses,
             adapt: AdaptPolicy::OFF,

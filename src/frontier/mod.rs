@@ -64,6 +64,19 @@
 //! across a crash; and each host's first request after a resume waits one rate period (the
 //! limiters are not checkpointed: see `residency.rs`).
 //!
+//! # Threads
+//!
+//! Everything above runs on the one thread that owns the frontier (the crawl's driver), with
+//! two exceptions that change no state the owner reads: a checkpoint's slow half (fsyncs,
+//! table file, `hosts.bin`) on the checkpoint writer's thread, and the `pwrite` of the queue
+//! store's full write buffers on a thread of the store's own (`store/log_writer.rs`). The
+//! second stays exact because one buffer at most is in flight, it stays readable by the owner
+//! until written, and every point that needs the bytes in their file (links written to it,
+//! `flush`, a checkpoint's pause, dropping the store) waits for it first: the log reaches its
+//! files in the same order as when the owner wrote it. Admission, scheduling and the queues'
+//! encoding stay on the owner: they decide locations and order, and one thread deciding them
+//! is what keeps `max_urls`, FIFO per host and a checkpoint's consistency simple to argue.
+//!
 //! # Measured
 //!
 //! `SCALE_URLS=N cargo bench --bench scale` (benches/scale.rs: synthetic links through the
@@ -114,6 +127,24 @@
 //! the URLs held in memory (~100 MB for the 64 MiB `[frontier] memory`: the estimate counts
 //! neither the allocator's rounding nor the tails' vector growth), the tallies' map (36 MB),
 //! the ready heap (32 MiB of 32-byte entries) and the store's table buffer (40 MB).
+//!
+//! Session 12 (`scalerate`): two changes to the queue store, both on the admitting thread's
+//! path. Pops no longer read, check and decompress a whole ~8 KiB group for each entry: the
+//! last 32 groups read are kept decoded (`store/group_cache.rs`), and at 4e6 URLs 94 % of entry
+//! reads find their group there. The log's full write buffers are written by a thread of the
+//! store's own (`store/log_writer.rs`; the `pwrite`s were ~5 % of this thread at 1e7). Also
+//! FxHash for the resident hosts' and the budgets' maps. `SCALE_URLS=4e6`, this branch (thin
+//! LTO) and main's fat-LTO binary alternated three times on the loaded machine (load ~10, so
+//! URLs/s only as a ratio): CPU of the admitting thread per accepted URL, medians, 3.80 µs
+//! before, 2.87 µs after (0.76×; runs 3.62/3.82/3.80 and 2.53/2.87/3.18); screening 1.12 and
+//! 1.11 µs; URLs/s medians 93.2 k and 149.5 k; peak RSS 503 and 507 MiB (the second write
+//! buffer, 1 MiB, and the cache, ~0.3 MiB, are counted in the estimate).
+//! `SCALE_URLS=1e8`, once, thin LTO, on the machine shared with other builds (load 11–15 for
+//! the whole 1513 s: 66 k URLs/s, no figure of rate comparable with an idle run): admitting
+//! thread 5.02 µs per accepted URL, screening 1.22, all threads 6.57; 60 % of entry reads
+//! found their group decoded (1e6 hosts all queued, fewer entries of a group wanted close
+//! together than at 4e6); peak RSS 800 MiB; 29 bytes per queued URL; pauses median 85 ms;
+//! resume 924 ms to the first URL. To be measured again idle, with fat LTO.
 //!
 //! # Layout
 //!
@@ -896,6 +927,11 @@ impl Frontier {
     /// where the bytes per queued URL go).
     pub fn store_write_stats(&self) -> store::WriteStats {
         self.store.write_stats()
+    }
+
+    /// The queue store's entry reads: (served by a group already decoded, decoded a group).
+    pub fn store_group_reads(&self) -> (u64, u64) {
+        self.store.group_reads()
     }
 
     /// Figures for progress and benchmarks.

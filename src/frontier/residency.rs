@@ -22,9 +22,10 @@
 //! Why: per-host state (limiter, schedule, parsed rules) is the one part of the frontier that
 //! would otherwise grow with every host ever seen; see the module doc of [`super`].
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
 use tokio::time::Instant;
 
 use super::address::AddressState;
@@ -94,7 +95,9 @@ pub(crate) struct RobotsHop {
 
 /// The resident hosts and their bookkeeping.
 pub(crate) struct Residency {
-    pub(crate) hosts: HashMap<HostId, HostState>,
+    /// By host id: ids are XXH3 hashes already, so FxHash (one multiply), not SipHash; it is
+    /// looked up several times per pop.
+    pub(crate) hosts: FxHashMap<HostId, HostState>,
     /// Sum of the resident hosts' `bytes`.
     pub(crate) bytes: u64,
     /// Least recently served first: (tick, host); an entry whose tick is not the host's
@@ -110,7 +113,7 @@ pub(crate) struct Residency {
 impl Residency {
     pub(crate) fn new() -> Self {
         Residency {
-            hosts: HashMap::new(),
+            hosts: FxHashMap::default(),
             bytes: 0,
             lru: VecDeque::new(),
             tick: 0,

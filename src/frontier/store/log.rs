@@ -226,6 +226,8 @@ impl QueueStore {
 
     /// Writes every deferred patch now, in location order.
     pub(super) fn apply_patches_now(&mut self) -> Result<(), StoreError> {
+        // A buffer still being written holds older `next` fields of the blocks patched here.
+        self.writer.wait()?;
         let mut list: Vec<(u64, u64)> = self
             .patches
             .iter()
@@ -245,11 +247,14 @@ impl QueueStore {
         }
         self.patches.clear();
         self.patches.shrink_to(1024);
+        // The links left the map for the file: cached `next` fields may be stale.
+        self.group_cache.clear();
         Ok(())
     }
 
     /// Reads the entry at `at` (of a group, or a version-2 block), checks that it is whole and
-    /// `host`'s, and returns its items after the first `skip`.
+    /// `host`'s, and returns its items after the first `skip`. A group is decoded once and
+    /// kept for the next pops that want another of its entries (see `group_cache.rs`).
     pub(super) fn read_window(
         &mut self,
         host: u64,
@@ -262,14 +267,66 @@ impl QueueStore {
         }
         let path = segment_path(&self.dir, s);
         let corrupt = |what: String| FileError::corrupt(&path, off, what);
+        let group_at = loc(s, off);
+        let slot = match self.group_cache.find(group_at) {
+            Some(slot) => slot,
+            None => {
+                let slot = self.group_cache.refill();
+                self.decode_group(host, s, off, slot)?;
+                self.group_cache.filled(slot, group_at);
+                slot
+            }
+        };
+        let in_wbuf = s == self.active && off >= self.wbuf_start;
+        let g = self.group_cache.slot(slot);
+        let i = loc_entry(at);
+        let owner = g.hosts.get(i).copied();
+        if owner != Some(host) {
+            return Err(corrupt(format!(
+                "entry {i} of the group is {owner:x?}, host {host:#x}'s was expected"
+            )));
+        }
+        // A link into a group still in the write buffer is written there (see `patch_next`);
+        // one into a group on disk waits in the map until a sync writes it (the cache is
+        // emptied then).
+        let next = if in_wbuf {
+            let field = (off - self.wbuf_start) as usize + GROUP_HEADER + 8 * i;
+            u64::from_le_bytes(self.wbuf[field..field + 8].try_into().expect("8 bytes"))
+        } else {
+            g.nexts[i]
+        };
+        let (count, range) = g.entries[i].clone();
+        if skip >= count {
+            return Err(corrupt(format!(
+                "entry {i} holds {count} items, {skip} said popped"
+            )));
+        }
+        let items = codec::decode_items(&g.raw[range], count, skip)
+            .map_err(|e| corrupt(format!("entry {i}: {e}")))?;
+        Ok(Window {
+            items,
+            next: self.patches.get(&at).map_or(next, |&(n, _)| n),
+        })
+    }
+
+    /// Reads the group at `off` of segment `s` (from the write buffer or the file), checks it
+    /// and decodes it into the group cache's slot `slot`.
+    fn decode_group(&mut self, host: u64, s: u32, off: u64, slot: usize) -> Result<(), StoreError> {
+        let path = segment_path(&self.dir, s);
+        let corrupt = |what: String| FileError::corrupt(&path, off, what);
         let mut bytes = std::mem::take(&mut self.scratch);
         let mut header = [0u8; GROUP_HEADER];
-        if s == self.active && off >= self.wbuf_start {
-            let i = (off - self.wbuf_start) as usize;
-            header.copy_from_slice(&self.wbuf[i..i + GROUP_HEADER]);
+        let in_memory = if s == self.active && off >= self.wbuf_start {
+            Some(&self.wbuf[(off - self.wbuf_start) as usize..])
+        } else {
+            // A buffer still being written (see `log_writer.rs`).
+            self.writer.bytes_at(s, off)
+        };
+        if let Some(held) = in_memory {
+            header.copy_from_slice(&held[..GROUP_HEADER]);
             let h = GroupHeader::parse(&header);
             bytes.clear();
-            bytes.extend_from_slice(&self.wbuf[i..i + h.body_at() + h.body_len as usize]);
+            bytes.extend_from_slice(&held[..h.body_at() + h.body_len as usize]);
         } else {
             let file = self.files.get(&s).ok_or_else(|| StoreError::Missing {
                 path: path.clone(),
@@ -298,32 +355,30 @@ impl QueueStore {
                 h.checksum
             )));
         }
-        let i = loc_entry(at);
-        let owner = (i < h.entries)
-            .then(|| u64::from_le_bytes(hosts[8 * i..8 * i + 8].try_into().expect("8 bytes")));
-        if owner != Some(host) {
-            self.scratch = bytes;
-            return Err(corrupt(format!(
-                "entry {i} of the group is {owner:x?}, host {host:#x}'s was expected"
-            )));
+        let g = self.group_cache.slot_mut(slot);
+        let decoded = if h.compressed() {
+            codec::raw_body(body, true, &mut g.raw).map(|_| ())
+        } else {
+            g.raw.extend_from_slice(body);
+            Ok(())
         }
-        let slot = GROUP_HEADER + 8 * i;
-        let next = u64::from_le_bytes(bytes[slot..slot + 8].try_into().expect("8 bytes"));
-        let decoded =
-            codec::raw_body(body, h.compressed(), &mut self.raw_scratch).and_then(|raw| {
-                codec::group_entries(raw, h.entries, &mut self.entry_scratch)?;
-                let (count, range) = self.entry_scratch[i].clone();
-                if skip >= count {
-                    return Err(format!("entry {i} holds {count} items, {skip} said popped"));
-                }
-                codec::decode_items(&raw[range], count, skip).map_err(|e| format!("entry {i}: {e}"))
-            });
+        .and_then(|()| codec::group_entries(&g.raw, h.entries, &mut g.entries));
+        if let Err(e) = decoded {
+            self.scratch = bytes;
+            return Err(corrupt(e));
+        }
+        for e in 0..h.entries {
+            let host_at = h.hosts_at() + 8 * e;
+            let next_at = GROUP_HEADER + 8 * e;
+            g.hosts.push(u64::from_le_bytes(
+                bytes[host_at..host_at + 8].try_into().expect("8 bytes"),
+            ));
+            g.nexts.push(u64::from_le_bytes(
+                bytes[next_at..next_at + 8].try_into().expect("8 bytes"),
+            ));
+        }
         self.scratch = bytes;
-        let items = decoded.map_err(corrupt)?;
-        Ok(Window {
-            items,
-            next: self.patches.get(&at).map_or(next, |&(n, _)| n),
-        })
+        Ok(())
     }
 
     /// [`QueueStore::read_window`] of a version-2 block.
@@ -412,11 +467,19 @@ impl QueueStore {
         }
         let path = segment_path(&self.dir, self.active);
         let file = self.files.get(&self.active).expect("active segment open");
-        file.write_all_at(&self.wbuf, self.wbuf_start)
-            .at("write", &path)?;
-        self.wbuf_start += self.wbuf.len() as u64;
+        let file = file.try_clone().at("open", &path)?;
+        let len = self.wbuf.len() as u64;
+        let full = std::mem::take(&mut self.wbuf);
+        let mut empty = self
+            .writer
+            .hand_over(self.active, file, path, self.wbuf_start, full)?;
+        empty.reserve(self.options.write_buffer);
+        self.wbuf = empty;
+        // Their `next` fields were patched in the buffer; from now on they are patched
+        // through the map, which a cached copy would not see for links made before.
+        self.group_cache.forget_from(self.active, self.wbuf_start);
+        self.wbuf_start += len;
         self.seg_len.insert(self.active, self.wbuf_start);
-        self.wbuf.clear();
         Ok(())
     }
 

@@ -19,7 +19,9 @@
 //! URL when written (1e6 hosts, links spread over them), and a block of its own cost each
 //! ~140 bytes (version 2); in a group it costs ~16 bytes plus what LZ4 leaves of its URL and
 //! parent next to other hosts' similar ones (figures below). A pop reads and decompresses the
-//! whole group (~8 KiB) to take one entry: a few microseconds more than a block's read.
+//! whole group (~8 KiB) to take one entry: a few microseconds more than a block's read; the
+//! last 32 groups read are kept decoded (`group_cache.rs`), as the scheduler often serves
+//! hosts of one group close together.
 //! In memory a host costs one fixed-size hash-map entry (head block, items already popped from
 //! it, tail block, unread count on disk, and an optional boxed window): 48 bytes of entry, ~56–110
 //! bytes with the map's slack, whatever the length of its queue. So a pop is one positioned read
@@ -124,6 +126,10 @@
 //! - `codec.rs`: a group's and a block's body (front coding, varints, LZ4);
 //! - `log.rs`: writing tails as groups of blocks, linking them, reading a block back, segment
 //!   files;
+//! - `group_cache.rs`: the last groups a pop read, kept checked and decompressed, so that a
+//!   pop of another entry of the same group does not read and decompress it again;
+//! - `log_writer.rs`: the thread that writes the full write buffers (`pwrite`), so that the
+//!   owner's thread goes on admitting meanwhile;
 //! - `sync.rs`: [`QueueStore::begin_sync`], `PendingSync`, [`QueueStore::finish_sync`];
 //! - `recovery.rs`: opening, reopening at a position (replaying or discarding what follows),
 //!   and checking a position;
@@ -220,8 +226,10 @@ use host_map::HostMap;
 
 mod codec;
 mod format;
+mod group_cache;
 mod host_map;
 mod log;
+mod log_writer;
 mod recovery;
 mod sync;
 #[cfg(test)]
@@ -456,8 +464,12 @@ pub struct QueueStore {
     legacy: std::collections::BTreeSet<u32>,
     /// The group being gathered from tails (empty between calls).
     group: log::GroupBuilder,
-    /// The entries of the group being read.
+    /// The entries of a group being replayed.
     entry_scratch: Vec<(u32, std::ops::Range<usize>)>,
+    /// The last groups read, decoded (see `group_cache.rs`).
+    group_cache: group_cache::GroupCache,
+    /// Writes the full write buffers on a thread of its own (see `log_writer.rs`).
+    writer: log_writer::LogWriter,
     written: WriteStats,
 }
 
@@ -497,6 +509,8 @@ impl QueueStore {
             legacy: Default::default(),
             group: Default::default(),
             entry_scratch: Vec::new(),
+            group_cache: Default::default(),
+            writer: Default::default(),
             written: WriteStats::default(),
         }
     }
@@ -691,6 +705,13 @@ impl QueueStore {
                     as u64
             + self.patches.capacity() as u64 * PATCH_BYTES
             + self.table_buf.lock().map_or(0, |b| b.capacity()) as u64
+            + self.group_cache.memory_bytes()
+            + self.writer.memory_bytes()
+    }
+
+    /// Entry reads served by a group already decoded, and reads that decoded one.
+    pub fn group_reads(&self) -> (u64, u64) {
+        (self.group_cache.hits, self.group_cache.misses)
     }
 
     /// What the store wrote to its log since it was opened, by cause.
@@ -710,7 +731,8 @@ impl QueueStore {
     /// call cuts every host's tail into a block, so more often means smaller blocks.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         self.write_all_tails()?;
-        self.flush_wbuf()
+        self.flush_wbuf()?;
+        self.writer.wait()
     }
 
     /// Every host with something queued, and how many items.

@@ -129,6 +129,8 @@ impl QueueStore {
         self.in_begin_sync = false;
         written?;
         self.flush_wbuf()?;
+        // What the sync's write fsyncs and links must be in the files first.
+        self.writer.wait()?;
         // The deferred links, unsorted: `PendingSync::write` sorts them, off the pause.
         let mut patches = Vec::with_capacity(self.patches.len());
         let (mut lo, mut hi) = (u32::MAX, 0);
@@ -191,6 +193,8 @@ impl QueueStore {
         }
         // The patches that write applied are on disk now.
         self.patches.retain(|_, &mut (_, e)| e > epoch);
+        // Links that left the map: cached `next` fields may be stale (see `group_cache.rs`).
+        self.group_cache.clear();
         self.table_bytes += len;
         self.retained.push_back((generation, oldest_needed));
         while self.retained.len() > 2 {
