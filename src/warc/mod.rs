@@ -321,6 +321,12 @@ pub mod cost {
         super::digest::block_and_payload(head, payload).0
     }
 
+    /// Two responses' digests at once, as the output and deflate threads compute them when
+    /// several records wait (four SHA-1 streams).
+    pub fn digests_of_two(a: (&[u8], &[u8]), b: (&[u8], &[u8])) -> [u8; 20] {
+        super::digest::blocks_and_payloads_of_two(a, b)[1].0
+    }
+
     /// The same two digests by the `sha1` crate, one after the other (as before).
     pub fn digests_one_by_one(head: &[u8], payload: &[u8]) -> [u8; 20] {
         super::digest::one_by_one(head, payload).0
