@@ -413,7 +413,7 @@ impl ResponseRecord {
 
     /// Seals two records at once, their four SHA-1 streams interleaved
     /// ([`super::digest::blocks_and_payloads_of_two`]): what a thread with several records
-    /// to digest does, at ~80% of the CPU of one record after the other.
+    /// to digest does, at ~2/3 of the CPU of one record after the other.
     pub(crate) fn seal_two(a: &ResponseRecord, b: &ResponseRecord) {
         if a.is_sealed() || b.is_sealed() {
             a.seal();
