@@ -13,14 +13,17 @@
 //! output hand-off), `rest` everything else (output writer, allocator, start-up).
 //!
 //! Each run is made twice, interleaved: once writing `pages.jsonl` only, once also archiving
-//! every fetch as WARC (`[output] warc = true`), so the archive's cost is a ratio within one
-//! run of the benchmark: pages/s, CPU per 1,000 pages, bytes written (per page too),
+//! every fetch as WARC (`[output] warc = true`), off then on in even runs and on then off in
+//! odd ones, after a warm-up crawl of each side (so neither side always follows the other or
+//! meets a cold archive), so the archive's cost is a ratio within one run of the benchmark: pages/s, CPU per 1,000 pages, bytes written (per page too),
 //! compression ratio, and the share of responses stored rather than deflated (by default,
 //! `spare-cpu`, those the idle-priority deflate threads did not get to;
 //! `-- --warc-deflate always` deflates every record on the crawl's CPU,
 //! `-- --warc-level N` sets `output.warc_gzip_level`, `-- --warc-window-mib N`
 //! `output.warc_deflate_window`). The deflate threads' CPU is shown
-//! apart: it is CPU the crawl did not want.
+//! apart: it is CPU the crawl did not want. `-- --warc-only` runs the archive side alone (to
+//! profile it), `-- --out-in DIR` has the crawls write in DIR instead of the system's
+//! temporary directory (a tmpfs against a disk, say).
 //!
 //! With `-- --tls` the runs compare transports instead: the same crawl over plain http,
 //! https with HTTP/2 (ALPN `h2`) and https with HTTP/1.1 only, each against a server process
@@ -125,7 +128,10 @@ fn crawl_once(spec: &WebSpec, server: &ServerProcess, warc: bool) -> Run {
 
 /// A crawl; with `scraped`, the monitor on and scraped every second (see the module doc).
 fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool) -> Run {
-    let out = tempfile::tempdir().expect("tempdir");
+    let out = match testweb_process::arg_value("--out-in") {
+        Some(dir) => tempfile::tempdir_in(dir).expect("--out-in DIR: a directory to write in"),
+        None => tempfile::tempdir().expect("tempdir"),
+    };
     let mut config = server.config(out.path());
     config.output.warc = warc;
     if let Some(mib) = testweb_process::arg_value("--warc-window-mib") {
@@ -429,14 +435,28 @@ fn main() {
             tls: TlsMode::Off,
         },
     );
-    // Warm-up: connection set-up paths, page cache, allocator.
-    let _ = crawl_once(&spec, &server, false);
+    let warc_only = args.iter().any(|a| a == "--warc-only");
+    let sides: &[usize] = match (long_tail || no_warc, warc_only) {
+        (true, _) => &[0],
+        (false, true) => &[1],
+        (false, false) => &[0, 1],
+    };
+    // Warm-up of each side: connection set-up paths, page cache, allocator, and for the
+    // archive its first file and threads.
+    for &warc in sides {
+        let _ = crawl_once(&spec, &server, warc == 1);
+    }
     let mut tables: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
     for i in 0..runs {
-        for (warc, table) in tables.iter_mut().enumerate() {
-            if (long_tail || no_warc) && warc == 1 {
-                continue;
-            }
+        // Off then on, then on then off (ABBA): neither side always runs after the other,
+        // in the page cache and writeback the other left, or first after a pause.
+        let order: Vec<usize> = if i % 2 == 0 {
+            sides.to_vec()
+        } else {
+            sides.iter().rev().copied().collect()
+        };
+        for warc in order {
+            let table = &mut tables[warc];
             let run = crawl_once(&spec, &server, warc == 1);
             println!(
                 "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (sys {:.3}; fetch {:.3}, parse {:.3}, dispatch {:.3}, deflate threads {:.3}, rest {:.3}), {:.0} MB/s{}",
@@ -474,8 +494,8 @@ fn main() {
     server.stop();
     let server_cpu = cpu_secs(&rusage(libc::RUSAGE_CHILDREN));
     let all_pages: u64 = tables.iter().flatten().map(|r| r.pages).sum();
-    let modes = if long_tail || no_warc { 1 } else { 2 };
-    let total_pages = all_pages + all_pages / (modes * runs as u64);
+    // The runs and one warm-up per side.
+    let total_pages = all_pages + all_pages / runs as u64;
     let peak_rss_mb = testweb_process::peak_rss_mb();
     let mut pages_per_sec = [0.0; 2];
     for (warc, table) in tables.iter().enumerate() {
@@ -543,7 +563,7 @@ fn main() {
             );
         }
     }
-    if !long_tail && !no_warc {
+    if sides.len() == 2 {
         println!(
             "WARC on / off, pages/s: {:.2} (of the medians), {:.3} (median of per-run ratios); CPU per page {:.3}, without the deflate threads {:.3}",
             pages_per_sec[1] / pages_per_sec[0],

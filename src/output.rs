@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::counters::PageCounts;
 use crate::durable::{self, At, IoAt};
-use crate::warc::record::ArchivedFetch;
+use crate::warc::record::{ArchivedFetch, ResponseRecord};
 
 /// One line of `pages.jsonl`: the outcome of one accepted URL. `Default` is a record with
 /// nothing known yet; each stage fills in the fields it owns, and only those:
@@ -447,6 +447,19 @@ impl Waiting {
             let Some(oldest) = self.records.pop_front() else {
                 break;
             };
+            if let Some(fetch) = oldest.fetch.as_deref().filter(|f| !f.response.is_sealed()) {
+                // Its digests are computed here (no idle thread got to them): with those of
+                // the next record written now that needs them too, four SHA-1 streams at once.
+                let other = self
+                    .records
+                    .iter()
+                    .take_while(|r| all || now.duration_since(r.since) >= MAX_WAIT)
+                    .filter_map(|r| r.fetch.as_deref())
+                    .find(|f| !f.response.is_sealed());
+                if let Some(other) = other {
+                    ResponseRecord::seal_two(&fetch.response, &other.response);
+                }
+            }
             self.bytes -= oldest.bytes;
             to.write(oldest.record, oldest.fetch, position)?;
             written += 1;

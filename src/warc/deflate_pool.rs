@@ -169,7 +169,8 @@ impl Drop for DeflatePool {
 
 /// What a thread does with the record it took.
 enum Work {
-    Digest(Arc<ResponseRecord>),
+    /// One record's digests, or two records' at once (see [`ResponseRecord::seal_two`]).
+    Digest(Arc<ResponseRecord>, Option<Arc<ResponseRecord>>),
     Deflate(Arc<ResponseRecord>),
 }
 
@@ -203,10 +204,16 @@ fn work(shared: &Shared) {
 }
 
 impl Queue {
-    /// The next record to work on: the newest to digest, else the newest to deflate.
+    /// The next record to work on: the newest to digest (with the next newest, if there is
+    /// one, digested together), else the newest to deflate.
     fn next(&mut self) -> Option<Work> {
         if let Some(record) = self.to_digest.pop_back() {
-            return Some(Work::Digest(record));
+            while let Some(other) = self.to_digest.pop_back() {
+                if !other.withdrawn() {
+                    return Some(Work::Digest(record, Some(other)));
+                }
+            }
+            return Some(Work::Digest(record, None));
         }
         self.to_deflate.pop_back().map(Work::Deflate)
     }
@@ -216,14 +223,24 @@ impl Queue {
 /// deflate goes back into the queues for it.
 fn perform(shared: &Shared, work: Work) {
     match work {
-        Work::Digest(record) if !record.withdrawn() => {
-            record.seal();
-            if !record.made() {
-                shared.lock().to_deflate.push_back(record);
+        Work::Digest(record, other) => {
+            let pair = [Some(record), other].map(|r| r.filter(|r| !r.withdrawn()));
+            match &pair {
+                [Some(a), Some(b)] => ResponseRecord::seal_two(a, b),
+                _ => pair.iter().flatten().for_each(|r| {
+                    r.seal();
+                }),
+            }
+            let mut queue = None;
+            for record in pair.into_iter().flatten().filter(|r| !r.made()) {
+                queue
+                    .get_or_insert_with(|| shared.lock())
+                    .to_deflate
+                    .push_back(record);
             }
         }
         Work::Deflate(record) if !record.withdrawn() => record.deflate(),
-        Work::Digest(_) | Work::Deflate(_) => {}
+        Work::Deflate(_) => {}
     }
 }
 
@@ -323,25 +340,31 @@ mod tests {
     #[test]
     fn the_threads_digest_every_record_waiting_before_they_deflate_one() {
         // Ten records waiting, then one thread: it computes every digest first (each saves
-        // the output thread as much), then deflates, newest first.
+        // the output thread as much), two records at a time, then deflates, newest first.
         let pool = DeflatePool::start(0).unwrap();
         let records: Vec<_> = (0..10).map(|i| record(&page(i))).collect();
         pool.submit(records.iter().cloned());
         // One step at a time, as a thread does, noting what each record got.
         let mut order = Vec::new();
+        let mut digested_together = 0;
         loop {
             // The lock let go before the work, as a thread does.
             let next = pool.shared.lock().next();
             let Some(work) = next else { break };
-            let (kind, record) = match &work {
-                Work::Digest(r) => ("digest", r),
-                Work::Deflate(r) => ("deflate", r),
+            let (kind, worked_on) = match &work {
+                Work::Digest(r, other) => ("digest", [Some(r), other.as_ref()]),
+                Work::Deflate(r) => ("deflate", [Some(r), None]),
             };
-            let index = records.iter().position(|r| Arc::ptr_eq(r, record));
-            order.push((kind, index.unwrap()));
+            for record in worked_on.into_iter().flatten() {
+                let index = records.iter().position(|r| Arc::ptr_eq(r, record));
+                order.push((kind, index.unwrap()));
+            }
+            digested_together += usize::from(matches!(work, Work::Digest(_, Some(_))));
             perform(&pool.shared, work);
         }
         assert_eq!(order.len(), 20, "{order:?}");
+        // Two at a time (four SHA-1 streams), as long as two are waiting.
+        assert_eq!(digested_together, 5, "{order:?}");
         assert!(
             order[..10].iter().all(|(kind, _)| *kind == "digest"),
             "{order:?}"

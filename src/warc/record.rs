@@ -408,8 +408,26 @@ impl ResponseRecord {
         if let Some(sealed) = self.sealed.get() {
             return sealed;
         }
-        let (block_digest, payload_digest) =
-            super::digest::block_and_payload(&self.head, &self.payload);
+        self.seal_with(super::digest::block_and_payload(&self.head, &self.payload))
+    }
+
+    /// Seals two records at once, their four SHA-1 streams interleaved
+    /// ([`super::digest::blocks_and_payloads_of_two`]): what a thread with several records
+    /// to digest does, at ~2/3 of the CPU of one record after the other.
+    pub(crate) fn seal_two(a: &ResponseRecord, b: &ResponseRecord) {
+        if a.is_sealed() || b.is_sealed() {
+            a.seal();
+            b.seal();
+            return;
+        }
+        let [of_a, of_b] =
+            super::digest::blocks_and_payloads_of_two((&a.head, &a.payload), (&b.head, &b.payload));
+        a.seal_with(of_a);
+        b.seal_with(of_b);
+    }
+
+    /// The header with these digests, kept unless another thread sealed the record first.
+    fn seal_with(&self, (block_digest, payload_digest): (Sha1Digest, Sha1Digest)) -> &Sealed {
         let (before, after) = self.fields.split_at(self.digests_at);
         let mut header = String::with_capacity(self.fields.len() + DIGEST_FIELDS_LEN);
         header.push_str(before);
