@@ -202,6 +202,29 @@ fn classify_in_html(raw: &[u8]) -> Name {
     for (to, from) in bytes.iter_mut().zip(raw) {
         *to = from.to_ascii_lowercase();
     }
+    html_name(pack(bytes, raw.len()))
+}
+
+/// [`classify_in_html`] of the `len`-byte name at the start of `block`, without a loop:
+/// its first 8 bytes are read as one integer and case-folded by setting bit 5 of each. That
+/// maps a byte onto a lowercase letter only from that letter or its capital, and every name
+/// matched here is lowercase letters, so a match is exactly a case-insensitive match.
+#[inline(always)]
+fn classify_in_html_block(block: &[u8; WINDOW], len: usize) -> Name {
+    let [b0, b1, b2, b3, b4, b5, b6, b7, b8, ..] = *block;
+    let word = u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7]) | 0x2020_2020_2020_2020;
+    match len {
+        1..=7 => html_name((word & ((1u64 << (8 * len)) - 1)) | ((len as u64) << 56)),
+        8 => html_name(word),
+        // `plaintext`, the one longer name.
+        9 if word == name_key(b"plaintex") && b8 | 0x20 == b't' => Name::Plaintext,
+        _ => Name::Other,
+    }
+}
+
+/// The name [`pack`]ed into `key`, among those [`classify_in_html`] knows.
+#[inline(always)]
+fn html_name(key: u64) -> Name {
     const A: u64 = name_key(b"a");
     const AREA: u64 = name_key(b"area");
     const IFRAME: u64 = name_key(b"iframe");
@@ -220,7 +243,7 @@ fn classify_in_html(raw: &[u8]) -> Name {
     const TEXTAREA: u64 = name_key(b"textarea");
     const SVG: u64 = name_key(b"svg");
     const MATH: u64 = name_key(b"math");
-    match pack(bytes, raw.len()) {
+    match key {
         A => Name::Link(LinkTag::A),
         AREA => Name::Link(LinkTag::Area),
         IFRAME => Name::Link(LinkTag::Iframe),
@@ -389,6 +412,72 @@ fn find_tag_end(b: &[u8], at: usize) -> Option<usize> {
     memchr3(b'>', b'"', b'\'', b.get(at..)?).map(|i| at + i)
 }
 
+/// Bytes of a tag looked at in one go from the start of its name: the name, and on
+/// documentation pages most of the attributes (a tag is ~35 bytes).
+const WINDOW: usize = 32;
+
+/// Bit masks over the [`WINDOW`] bytes from a tag name's first byte, bit `i` for byte `i`:
+/// where the name may end (a byte up to space, `/` or `>`; a control byte that is not
+/// whitespace is checked by the caller) and where the bytes are that decide where the tag
+/// ends (`>`, `"`, `'`, `=`).
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    name_ends: u32,
+    specials: u32,
+}
+
+/// The [`WINDOW`] bytes of `b` from `at` and their [`Window`], if `b` has that many.
+#[inline(always)]
+fn window(b: &[u8], at: usize) -> Option<(&[u8; WINDOW], Window)> {
+    let block: &[u8; WINDOW] = b.get(at..at.checked_add(WINDOW)?)?.try_into().ok()?;
+    #[cfg(target_arch = "x86_64")]
+    let (name_ends, specials) = sse2::window_masks(block);
+    #[cfg(not(target_arch = "x86_64"))]
+    let (name_ends, specials) =
+        block
+            .iter()
+            .enumerate()
+            .fold((0, 0), |(ends, specials), (i, &c)| {
+                (
+                    ends | (u32::from(c <= b' ' || c == b'/' || c == b'>') << i),
+                    specials | (u32::from(matches!(c, b'>' | b'"' | b'\'' | b'=')) << i),
+                )
+            });
+    Some((
+        block,
+        Window {
+            name_ends,
+            specials,
+        },
+    ))
+}
+
+/// Where the first `>`, `"`, `'` or `=` at or after `at` is in `b`.
+#[inline]
+fn find_special(b: &[u8], mut at: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    while let Some(head) = block16(b, at) {
+        let mask = sse2::eq_mask(head, b'>')
+            | sse2::eq_mask(head, b'"')
+            | sse2::eq_mask(head, b'\'')
+            | sse2::eq_mask(head, b'=');
+        if mask != 0 {
+            return Some(at + mask.trailing_zeros() as usize);
+        }
+        at += 16;
+    }
+    b.get(at..)?
+        .iter()
+        .position(|&c| matches!(c, b'>' | b'"' | b'\'' | b'='))
+        .map(|i| at + i)
+}
+
+/// A byte that, read in a tag's attribute list outside a value, leaves the tokenizer in
+/// an attribute's name (so that an `=` after it starts the attribute's value).
+fn is_attribute_name_byte(c: u8) -> bool {
+    !(is_space(c) || matches!(c, b'/' | b'>' | b'"' | b'\'' | b'='))
+}
+
 /// The 16 bytes of `b` from `at`, if it has that many.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -398,7 +487,49 @@ fn block16(b: &[u8], at: usize) -> Option<&[u8; 16]> {
 
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
-    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+
+    /// [`super::Window`]'s two masks of `block`.
+    #[inline(always)]
+    pub(super) fn window_masks(block: &[u8; super::WINDOW]) -> (u32, u32) {
+        // SAFETY: SSE2 is part of the x86_64 baseline, and the two unaligned loads read the
+        // 32 bytes of `block`.
+        let (low, high) = unsafe {
+            (
+                _mm_loadu_si128(block.as_ptr().cast()),
+                _mm_loadu_si128(block.as_ptr().add(16).cast()),
+            )
+        };
+        let (ends_low, specials_low) = half_masks(low);
+        let (ends_high, specials_high) = half_masks(high);
+        (
+            ends_low | ends_high << 16,
+            specials_low | specials_high << 16,
+        )
+    }
+
+    #[inline(always)]
+    fn half_masks(v: __m128i) -> (u32, u32) {
+        // SAFETY: SSE2 is part of the x86_64 baseline; these only compute on registers.
+        unsafe {
+            let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+            // Unsigned `v <= ' '`: the minimum of the two is `v`.
+            let low_bytes = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(b' ' as i8)), v);
+            let gt = eq(b'>');
+            let ends = _mm_or_si128(_mm_or_si128(low_bytes, eq(b'/')), gt);
+            let specials = _mm_or_si128(
+                _mm_or_si128(gt, eq(b'=')),
+                _mm_or_si128(eq(b'"'), eq(b'\'')),
+            );
+            (
+                _mm_movemask_epi8(ends) as u32 & 0xffff,
+                _mm_movemask_epi8(specials) as u32 & 0xffff,
+            )
+        }
+    }
 
     /// Bit `i` set where `head[i] == needle`, for the first 16 bytes of `head`.
     #[inline(always)]
@@ -486,6 +617,11 @@ impl Scanner<'_> {
         sink: &mut impl TagSink,
     ) -> (usize, After) {
         let b = self.b;
+        if self.ns.len == 0 {
+            if let Some(done) = self.start_tag_in_html(at, attrs, sink) {
+                return done;
+            }
+        }
         if self.ns.len == 0 && !b.get(at).is_some_and(|&c| may_matter_in_html(c)) {
             // Nearly every tag of a page: outside foreign content, a name no tag that matters
             // starts with. Skipped to its end without reading its name.
@@ -581,6 +717,107 @@ impl Scanner<'_> {
         }
     }
 
+    /// [`Self::start_tag`] outside foreign content (nearly every tag of a page), from the
+    /// [`Window`] at the name: the name's end and class without a loop, and, for a tag
+    /// whose attributes are not wanted, its end by [`Self::skip_attributes`]. `None` leaves
+    /// the tag to the general path: a name longer than the window, or one with a control
+    /// byte, near the end of the document, `<svg>` and `<math>`.
+    #[inline(always)]
+    fn start_tag_in_html(
+        &mut self,
+        at: usize,
+        attrs: &mut Attrs,
+        sink: &mut impl TagSink,
+    ) -> Option<(usize, After)> {
+        let (block, window) = window(self.b, at)?;
+        let len = window.name_ends.trailing_zeros() as usize;
+        let &ends_name = block.get(len)?;
+        if ends_name < b' ' && !is_space(ends_name) {
+            return None;
+        }
+        let name_end = at + len;
+        let after = match classify_in_html_block(block, len) {
+            Name::Link(tag) => {
+                *attrs = Attrs::default();
+                let Some(lexed) = self.attributes(name_end, Some(attrs)) else {
+                    return Some((self.b.len(), After::Data));
+                };
+                if tag != LinkTag::Frame || self.frameset_depth > 0 {
+                    sink.tag(tag, attrs);
+                }
+                let after = match tag {
+                    LinkTag::Iframe => After::RawText(b"iframe"),
+                    _ => After::Data,
+                };
+                return Some((lexed.end, after));
+            }
+            Name::Svg | Name::Math => return None,
+            Name::Frameset => {
+                // `<frameset/>` stays open in the tree builder too.
+                self.frameset_depth = self.frameset_depth.saturating_add(1);
+                After::Data
+            }
+            Name::Script => After::Script,
+            Name::RawText(name) | Name::RcData(name) => After::RawText(name),
+            Name::Plaintext => After::Plaintext,
+            _ => After::Data,
+        };
+        Some(match self.skip_attributes(at, window, name_end) {
+            Some(end) => (end, after),
+            None => (self.b.len(), After::Data),
+        })
+    }
+
+    /// Where a tag ends whose name starts at `at` (with `window` there) and ends at
+    /// `name_end`, for a tag that matters only by where it ends; `None` if the document ends
+    /// first.
+    ///
+    /// The tokenizer ends a tag at the first `>` that is not inside a quoted value, and a
+    /// quote opens a value only right after the `=` that ends an attribute's name. So the
+    /// search goes from one `>`, `"`, `'` or `=` to the next (in the window's mask, then
+    /// 16 bytes at a time), and reads each as the tokenizer would in the state the bytes
+    /// between leave it in: after a name byte, an `=` followed by a quote opens a value,
+    /// which ends at the next such quote. Everything else (an `=` after whitespace, which
+    /// may follow an attribute's name or start one, an unquoted value, a quote outside a
+    /// value) goes to the attribute lexer, which follows every state; on documentation pages
+    /// that is a tag in several hundred.
+    #[inline(always)]
+    fn skip_attributes(&self, at: usize, window: Window, name_end: usize) -> Option<usize> {
+        let b = self.b;
+        // Where the tokenizer is, as far as the bytes up to the next special one are
+        // concerned, before an attribute's name (or in the tag's `/`).
+        let mut from = name_end;
+        loop {
+            let special = match from - at {
+                offset if offset < WINDOW => {
+                    let mask = window.specials & (u32::MAX << offset);
+                    if mask != 0 {
+                        at + mask.trailing_zeros() as usize
+                    } else {
+                        find_special(b, at + WINDOW)?
+                    }
+                }
+                _ => find_special(b, from)?,
+            };
+            match *b.get(special)? {
+                b'>' => return Some(special + 1),
+                b'=' if special > from
+                    && b.get(special - 1)
+                        .is_some_and(|&c| is_attribute_name_byte(c)) =>
+                {
+                    match *b.get(special + 1)? {
+                        quote @ (b'"' | b'\'') => from = find(b, special + 2, quote)? + 1,
+                        // Before the attribute value, `>` ends the tag.
+                        b'>' => return Some(special + 2),
+                        _ => break,
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.attributes(name_end, None).map(|lexed| lexed.end)
+    }
+
     /// An end tag whose name starts at `at`: lexed (its attributes may hold a `>`), and
     /// followed through the namespace stack. Returns where data resumes.
     fn end_tag(&mut self, at: usize) -> usize {
@@ -637,6 +874,12 @@ impl Scanner<'_> {
     /// its name does not matter either: a quote in the name leads to the attributes' lexer
     /// as one after it does.
     fn skip_tag(&self, at: usize) -> Option<usize> {
+        if let Some((block, window)) = window(self.b, at) {
+            let len = window.name_ends.trailing_zeros() as usize;
+            if block.get(len).is_some_and(|&c| c >= b' ' || is_space(c)) {
+                return self.skip_attributes(at, window, at + len);
+            }
+        }
         match self.tag_end(at) {
             Some(end) => Some(end),
             None => self
