@@ -416,10 +416,9 @@ fn find_tag_end(b: &[u8], at: usize) -> Option<usize> {
 /// documentation pages most of the attributes (a tag is ~35 bytes).
 const WINDOW: usize = 32;
 
-/// Bit masks over the [`WINDOW`] bytes from a tag name's first byte, bit `i` for byte `i`:
-/// where the name may end (a byte up to space, `/` or `>`; a control byte that is not
-/// whitespace is checked by the caller) and where the bytes are that decide where the tag
-/// ends (`>`, `"`, `'`, `=`).
+/// Bit masks over the [`WINDOW`] bytes from a tag name's first byte (or from where an
+/// attribute may start), bit `i` for byte `i`: where a name ends (whitespace, `/`, `>`) and
+/// where the bytes are that decide where the tag ends (`>`, `"`, `'`, `=`).
 #[derive(Debug, Clone, Copy)]
 struct Window {
     name_ends: u32,
@@ -439,7 +438,7 @@ fn window(b: &[u8], at: usize) -> Option<(&[u8; WINDOW], Window)> {
             .enumerate()
             .fold((0, 0), |(ends, specials), (i, &c)| {
                 (
-                    ends | (u32::from(c <= b' ' || c == b'/' || c == b'>') << i),
+                    ends | (u32::from(is_space(c) || c == b'/' || c == b'>') << i),
                     specials | (u32::from(matches!(c, b'>' | b'"' | b'\'' | b'=')) << i),
                 )
             });
@@ -488,8 +487,7 @@ fn block16(b: &[u8], at: usize) -> Option<&[u8; 16]> {
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
     use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set1_epi8,
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
     };
 
     /// [`super::Window`]'s two masks of `block`.
@@ -516,10 +514,12 @@ mod sse2 {
         // SAFETY: SSE2 is part of the x86_64 baseline; these only compute on registers.
         unsafe {
             let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
-            // Unsigned `v <= ' '`: the minimum of the two is `v`.
-            let low_bytes = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(b' ' as i8)), v);
+            let space = _mm_or_si128(
+                _mm_or_si128(eq(b' '), eq(b'\n')),
+                _mm_or_si128(_mm_or_si128(eq(b'\t'), eq(b'\r')), eq(b'\x0c')),
+            );
             let gt = eq(b'>');
-            let ends = _mm_or_si128(_mm_or_si128(low_bytes, eq(b'/')), gt);
+            let ends = _mm_or_si128(_mm_or_si128(space, eq(b'/')), gt);
             let specials = _mm_or_si128(
                 _mm_or_si128(gt, eq(b'=')),
                 _mm_or_si128(eq(b'"'), eq(b'\'')),
@@ -555,6 +555,16 @@ enum After {
     Script,
     RawText(&'static [u8]),
     Plaintext,
+}
+
+/// What [`Scanner::read_attributes`] made of a tag's attributes.
+enum Read {
+    /// The tag ends here; the wanted attributes are recorded.
+    End(usize),
+    /// The document ends inside the tag: there is no tag.
+    Cut,
+    /// A form it does not take: the attribute lexer reads the tag.
+    Unsure,
 }
 
 /// A lexed tag: where the data after it starts, and whether it ended with `/>`.
@@ -731,16 +741,23 @@ impl Scanner<'_> {
     ) -> Option<(usize, After)> {
         let (block, window) = window(self.b, at)?;
         let len = window.name_ends.trailing_zeros() as usize;
-        let &ends_name = block.get(len)?;
-        if ends_name < b' ' && !is_space(ends_name) {
+        if len >= WINDOW {
             return None;
         }
         let name_end = at + len;
         let after = match classify_in_html_block(block, len) {
             Name::Link(tag) => {
                 *attrs = Attrs::default();
-                let Some(lexed) = self.attributes(name_end, Some(attrs)) else {
-                    return Some((self.b.len(), After::Data));
+                let end = match self.read_attributes(name_end, attrs) {
+                    Read::End(end) => end,
+                    Read::Cut => return Some((self.b.len(), After::Data)),
+                    Read::Unsure => {
+                        *attrs = Attrs::default();
+                        match self.attributes(name_end, Some(attrs)) {
+                            Some(lexed) => lexed.end,
+                            None => return Some((self.b.len(), After::Data)),
+                        }
+                    }
                 };
                 if tag != LinkTag::Frame || self.frameset_depth > 0 {
                     sink.tag(tag, attrs);
@@ -749,7 +766,7 @@ impl Scanner<'_> {
                     LinkTag::Iframe => After::RawText(b"iframe"),
                     _ => After::Data,
                 };
-                return Some((lexed.end, after));
+                return Some((end, after));
             }
             Name::Svg | Name::Math => return None,
             Name::Frameset => {
@@ -766,6 +783,77 @@ impl Scanner<'_> {
             Some(end) => (end, after),
             None => (self.b.len(), After::Data),
         })
+    }
+
+    /// The attributes of a link tag from `at` (where its name ends), recorded in `attrs`,
+    /// a [`Window`] per attribute: the window's first `=`, `>` or quote, the name before an
+    /// `=` from the last whitespace or `/` before it, and a quoted value to its closing
+    /// quote. It takes only the common forms (`name="value"`, `name='value'`,
+    /// `name=value`, separated by whitespace or `/`, or by nothing after a quoted value);
+    /// anything else (an attribute without a value, whitespace around `=`, a quote outside a
+    /// value, a name longer than the window, the document's last bytes) is
+    /// [`Read::Unsure`], for the attribute lexer to read from the start.
+    #[inline(always)]
+    fn read_attributes(&self, mut from: usize, attrs: &mut Attrs) -> Read {
+        let b = self.b;
+        loop {
+            let Some((_, window)) = window(b, from) else {
+                return Read::Unsure;
+            };
+            let special = window.specials.trailing_zeros() as usize;
+            if special >= WINDOW {
+                return Read::Unsure;
+            }
+            // Whitespace and `/` before the special byte: what comes before an attribute's
+            // name; anything else is a name's byte.
+            let below = (1u32 << special) - 1;
+            let separators = window.name_ends & below;
+            let at = from + special;
+            let Some(&c) = b.get(at) else {
+                return Read::Cut;
+            };
+            match c {
+                b'>' if separators == below => return Read::End(at + 1),
+                b'=' => {
+                    let name_start = (u32::BITS - separators.leading_zeros()) as usize;
+                    if name_start >= special || separators != (1u32 << name_start) - 1 {
+                        // No name before the `=`, or one without a value before it.
+                        return Read::Unsure;
+                    }
+                    let name = from + name_start..at;
+                    let Some(&first) = b.get(at + 1) else {
+                        return Read::Cut;
+                    };
+                    match first {
+                        b'"' | b'\'' => {
+                            let Some(close) = find(b, at + 2, first) else {
+                                return Read::Cut;
+                            };
+                            record(b, attrs, name, at + 2..close);
+                            from = close + 1;
+                        }
+                        // A missing value: the tag ends, the attribute is empty.
+                        b'>' => {
+                            record(b, attrs, name, at + 1..at + 1);
+                            return Read::End(at + 2);
+                        }
+                        c if is_space(c) => return Read::Unsure,
+                        _ => {
+                            // Unquoted: to whitespace or `>`.
+                            let start = at + 1;
+                            let Some(len) = b.get(start..).and_then(|rest| {
+                                rest.iter().position(|&c| is_space(c) || c == b'>')
+                            }) else {
+                                return Read::Cut;
+                            };
+                            record(b, attrs, name, start..start + len);
+                            from = start + len;
+                        }
+                    }
+                }
+                _ => return Read::Unsure,
+            }
+        }
     }
 
     /// Where a tag ends whose name starts at `at` (with `window` there) and ends at
@@ -874,9 +962,9 @@ impl Scanner<'_> {
     /// its name does not matter either: a quote in the name leads to the attributes' lexer
     /// as one after it does.
     fn skip_tag(&self, at: usize) -> Option<usize> {
-        if let Some((block, window)) = window(self.b, at) {
+        if let Some((_, window)) = window(self.b, at) {
             let len = window.name_ends.trailing_zeros() as usize;
-            if block.get(len).is_some_and(|&c| c >= b' ' || is_space(c)) {
+            if len < WINDOW {
                 return self.skip_attributes(at, window, at + len);
             }
         }

@@ -330,6 +330,13 @@ fn skipped_attributes() -> impl Strategy<Value = String> {
             Just(" '"),
             Just("\t\nid=\"q\""),
             Just(" x=\"a b c d e f g h i j k l m n o p q r s t u v w x y z\""),
+            Just(" download"),
+            Just(" HREF=\"/first\""),
+            Just(" href"),
+            Just("/href='/slash'"),
+            Just(" rel=nofollow"),
+            Just(" class=\"x\"href=\"/glued\""),
+            Just(" a-very-long-attribute-name-longer-than-a-window=\"v\""),
         ],
         0..4,
     )
@@ -345,6 +352,14 @@ fn piece() -> impl Strategy<Value = String> {
             format!("<{t}{r} href={v}>{}", if close { format!("x</{t}>") } else { "x".into() })
         }),
         6 => (src_tag, attr_value()).prop_map(|(t, v)| format!("<{t} src={v}>")),
+        // Link tags among attributes of every form, before and after the link's.
+        4 => (
+            prop_oneof![Just("a"), Just("A"), Just("area")],
+            skipped_attributes(),
+            attr_value(),
+            skipped_attributes(),
+        )
+            .prop_map(|(t, before, v, after)| format!("<{t}{before} href={v}{after}>x")),
         2 => attr_value().prop_map(|v| format!("<base href={v}>")),
         1 => (prop_oneof![Just("canonical"), Just("CANONICAL alternate"), Just("canonicalx")], attr_value())
             .prop_map(|(r, v)| format!("<link rel=\"{r}\" href={v}>")),
