@@ -630,6 +630,23 @@ impl Collector<'_> {
         // (`crate::normalize::PreparedBase`); other encodings need the parser's query
         // encoding.
         let prepared = (query_encoding == UTF_8).then(|| PreparedBase::new(effective));
+        // The most text the fast path writes for a link is the base, the `href` and a few
+        // bytes (a scheme, a `/`): room for that at once, up to a few times the page (a
+        // hostile page's links, or its long `<base>`, must not reserve gigabytes; past
+        // that the text grows as it is written).
+        let longest = if long_base {
+            0
+        } else {
+            effective.as_str().len()
+        } + 8;
+        batch.reserve(
+            self.spans.len(),
+            self.spans
+                .len()
+                .saturating_mul(longest)
+                .saturating_add(self.arena.len())
+                .min(body_len.saturating_mul(4).saturating_add(64 << 10)),
+        );
         let mut used = 0usize;
         let mut out = Extracted {
             links: Vec::new(),

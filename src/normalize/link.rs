@@ -50,12 +50,13 @@ enum Repr {
 }
 
 /// A plain link's text: a string of its own, or its range of the text a page's links share
-/// ([`LinkBatch`]: one allocation for a page's links, not one per link).
+/// ([`LinkBatch`]: one allocation for a page's links, not one per link; an `Arc<String>`,
+/// not an `Arc<str>`, so that the text is handed over as it was written, not copied).
 #[derive(Clone)]
 enum Text {
     Own(String),
     Shared {
-        page: Arc<str>,
+        page: Arc<String>,
         start: u32,
         end: u32,
     },
@@ -319,6 +320,14 @@ impl LinkBatch {
         len
     }
 
+    /// Makes room for `links` more links and `bytes` more bytes of their text, so that the
+    /// batch is filled without growing (on a long page, growing by doubling copied the text
+    /// and the links several times over, and faulted in fresh pages at each step).
+    pub fn reserve(&mut self, links: usize, bytes: usize) {
+        self.pending.reserve(links);
+        self.text.reserve(bytes);
+    }
+
     /// Removes the last link added.
     pub fn pop(&mut self) {
         if let Some(Pending::Plain { start, .. }) = self.pending.pop() {
@@ -327,9 +336,16 @@ impl LinkBatch {
     }
 
     /// Appends the batch's links to `out` in the order they were added, and empties the
-    /// batch (its buffers are kept).
+    /// batch. The text is handed to the links as it is, not copied (a copy was a
+    /// tenth of resolving on long pages); the list of links keeps its buffer.
     pub fn finish_into(&mut self, out: &mut Vec<Link>) {
-        let page: Arc<str> = Arc::from(self.text.as_str());
+        let mut text = std::mem::take(&mut self.text);
+        if text.capacity() - text.len() > text.len() / 4 {
+            // Reserved for the longest the links could have been: the rest is given back
+            // (in place) rather than held for as long as the links are.
+            text.shrink_to_fit();
+        }
+        let page = Arc::new(text);
         out.extend(self.pending.drain(..).map(|pending| match pending {
             Pending::Plain { start, end, parts } => Link {
                 repr: Repr::Plain {
@@ -343,7 +359,6 @@ impl LinkBatch {
             },
             Pending::Other(link) => link,
         }));
-        self.text.clear();
     }
 
     /// Bytes the batch's buffers hold (their capacity).

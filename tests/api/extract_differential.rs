@@ -298,6 +298,51 @@ fn rel() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Attribute lists of tags whose attributes the extractor does not read: it skips them to
+/// the tag's end, which a quoted `>` does not end, and where a quote opens a value only
+/// after the `=` that ends an attribute's name (not after whitespace that begins a name, nor
+/// as a name's first byte, nor inside an unquoted value). Each `>` that may or may not be
+/// quoted is followed by a link, so that a misread end of the tag finds a link too many or
+/// one too few.
+fn skipped_attributes() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            Just(" class=\"x><a href=/q1>y\""),
+            Just(" title='><a href=/q2>'"),
+            Just(" a=\"><a href=/q3>\"b=\"><a href=/q4>\""),
+            Just(" =\"><a href=/q5>\""),
+            Just("=\"><a href=/q6>\""),
+            Just(" a =\"><a href=/q7>\""),
+            Just(" a= '><a href=/q8>'"),
+            Just(" a=b\"><a href=/q9>\""),
+            Just("/=\"><a href=/q10>\""),
+            Just("/a='><a href=/q11>'"),
+            Just(" a\"=\"><a href=/q12>\""),
+            Just("\"x\"=\"><a href=/q13>\""),
+            Just(" a=>"),
+            Just(" a='x'='><a href=/q14>'"),
+            Just(" a==\"><a href=/q15>\""),
+            Just(" \"=\"><a href=/q16>\""),
+            Just(" a=\"x\"'=\"><a href=/q17>\""),
+            Just(" data-x=\"\""),
+            Just(" a"),
+            Just(" b=c"),
+            Just(" '"),
+            Just("\t\nid=\"q\""),
+            Just(" x=\"a b c d e f g h i j k l m n o p q r s t u v w x y z\""),
+            Just(" download"),
+            Just(" HREF=\"/first\""),
+            Just(" href"),
+            Just("/href='/slash'"),
+            Just(" rel=nofollow"),
+            Just(" class=\"x\"href=\"/glued\""),
+            Just(" a-very-long-attribute-name-longer-than-a-window=\"v\""),
+        ],
+        0..4,
+    )
+    .prop_map(|attributes| attributes.concat())
+}
+
 /// One piece of a document.
 fn piece() -> impl Strategy<Value = String> {
     let tag = prop_oneof![Just("a"), Just("A"), Just("area"), Just("AREA")];
@@ -307,6 +352,14 @@ fn piece() -> impl Strategy<Value = String> {
             format!("<{t}{r} href={v}>{}", if close { format!("x</{t}>") } else { "x".into() })
         }),
         6 => (src_tag, attr_value()).prop_map(|(t, v)| format!("<{t} src={v}>")),
+        // Link tags among attributes of every form, before and after the link's.
+        4 => (
+            prop_oneof![Just("a"), Just("A"), Just("area")],
+            skipped_attributes(),
+            attr_value(),
+            skipped_attributes(),
+        )
+            .prop_map(|(t, before, v, after)| format!("<{t}{before} href={v}{after}>x")),
         2 => attr_value().prop_map(|v| format!("<base href={v}>")),
         1 => (prop_oneof![Just("canonical"), Just("CANONICAL alternate"), Just("canonicalx")], attr_value())
             .prop_map(|(r, v)| format!("<link rel=\"{r}\" href={v}>")),
@@ -336,6 +389,15 @@ fn piece() -> impl Strategy<Value = String> {
         .prop_map(|(t, v, close)| {
             format!("<{t}><a href={v}>{}", if close { format!("</{t}>") } else { String::new() })
         }),
+        4 => (
+            prop_oneof![
+                Just("div"), Just("span"), Just("SPAN"), Just("/div"), Just("/span"), Just("p"),
+                Just("script"), Just("title"), Just("/a"), Just("section"), Just("d\"iv"),
+                Just("d=iv"), Just("details"),
+            ],
+            skipped_attributes(),
+        )
+            .prop_map(|(t, attributes)| format!("<{t}{attributes}>")),
         2 => attr_value().prop_map(|v| format!("<!-- <a href={v}> -->")),
         1 => attr_value().prop_map(|v| format!("<![CDATA[<a href={v}>]]>")),
         1 => Just("<plaintext>".to_string()),
@@ -391,6 +453,8 @@ fn tidy_document() -> impl Strategy<Value = Vec<u8>> {
             Just("<div>"), Just("</div>"), Just("<p>"), Just("</p>"), Just("<ul><li>"),
             Just("</li></ul>"), Just("<table><tr><td>"), Just("</td></tr></table>"),
             Just("<span>words &amp; more</span>"), Just("<br>"), Just("<img src=i.png>"),
+            Just("<div class=\"nav\" data-x='>' id=\"a>b\">"),
+            Just("<span class=\"item-name\"><code>x</code></span>"),
         ]
         .prop_map(str::to_string),
         2 => prop_oneof![Just("script"), Just("style"), Just("textarea"), Just("noscript")]
