@@ -51,22 +51,10 @@
 //! and keeps its output machinery running. A crawler only needs the handful of tags that
 //! carry links, and real pages (mean ~240 KB) are mostly inline scripts, styles, JSON and
 //! text, which the scanner crosses with `memchr` (SIMD) from one `<` (or, in scripts and
-//! comments, `-`) to the next. Outside foreign content (nearly every tag of a page) a tag
-//! is read from one 32-byte window at its name (SSE2, part of the x86-64 baseline, so no
-//! run-time detection; a plain loop elsewhere): masks of where a name ends and of the bytes
-//! that decide where a tag ends (`>`, quotes, `=`) give the name's end, its class (the
-//! name's bytes as one case-folded integer) and, for a tag whose attributes are not read,
-//! its end, from one of those bytes to the next (a quote opens a value only right after a
-//! name's `=`: `Scanner::skip_attributes`). A link tag's attributes are read a window per
-//! attribute (`Scanner::read_attributes`); each takes the common forms only and hands
-//! anything else to the attribute lexer, which follows every state, so both are exact by
-//! construction, and the differential generator writes the uncommon forms with a link
-//! placed where a misread tag end would find or lose it. Measured (thin LTO, on a machine
-//! shared with four builds, as the ratio to the lol_html extractor timed in the same run):
-//! doc corpus 3.6x before, 3.7x after, within the noise: the per-tag cost is mostly the
-//! chain from one tag's end to the next `<` and the dispatch on what follows it, not the
-//! lexing.
-//! The ones it wants are lexed into fixed slots. Nothing here allocates (the
+//! comments, `-`) to the next. Tags it does not want are skipped without looking at their
+//! names twice, and outside foreign content most without reading their names at all (a
+//! start tag whose first letter begins no name it acts on, an end tag other than
+//! `</frameset>`: one `memchr3` to the `>`); the ones it wants are lexed into fixed slots. Nothing here allocates (the
 //! namespace stack is a fixed array), so the cost per page is the bytes it reads.
 //! `memchr` is the well-kept crate for the SIMD search (already in the build through
 //! regex); the tokenizer rules are hand-written because no crate offers a lexer that skips
@@ -214,29 +202,6 @@ fn classify_in_html(raw: &[u8]) -> Name {
     for (to, from) in bytes.iter_mut().zip(raw) {
         *to = from.to_ascii_lowercase();
     }
-    html_name(pack(bytes, raw.len()))
-}
-
-/// [`classify_in_html`] of the `len`-byte name at the start of `block`, without a loop:
-/// its first 8 bytes are read as one integer and case-folded by setting bit 5 of each. That
-/// maps a byte onto a lowercase letter only from that letter or its capital, and every name
-/// matched here is lowercase letters, so a match is exactly a case-insensitive match.
-#[inline(always)]
-fn classify_in_html_block(block: &[u8; WINDOW], len: usize) -> Name {
-    let [b0, b1, b2, b3, b4, b5, b6, b7, b8, ..] = *block;
-    let word = u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7]) | 0x2020_2020_2020_2020;
-    match len {
-        1..=7 => html_name((word & ((1u64 << (8 * len)) - 1)) | ((len as u64) << 56)),
-        8 => html_name(word),
-        // `plaintext`, the one longer name.
-        9 if word == name_key(b"plaintex") && b8 | 0x20 == b't' => Name::Plaintext,
-        _ => Name::Other,
-    }
-}
-
-/// The name [`pack`]ed into `key`, among those [`classify_in_html`] knows.
-#[inline(always)]
-fn html_name(key: u64) -> Name {
     const A: u64 = name_key(b"a");
     const AREA: u64 = name_key(b"area");
     const IFRAME: u64 = name_key(b"iframe");
@@ -255,7 +220,7 @@ fn html_name(key: u64) -> Name {
     const TEXTAREA: u64 = name_key(b"textarea");
     const SVG: u64 = name_key(b"svg");
     const MATH: u64 = name_key(b"math");
-    match key {
+    match pack(bytes, raw.len()) {
         A => Name::Link(LinkTag::A),
         AREA => Name::Link(LinkTag::Area),
         IFRAME => Name::Link(LinkTag::Iframe),
@@ -424,71 +389,6 @@ fn find_tag_end(b: &[u8], at: usize) -> Option<usize> {
     memchr3(b'>', b'"', b'\'', b.get(at..)?).map(|i| at + i)
 }
 
-/// Bytes of a tag looked at in one go from the start of its name: the name, and on
-/// documentation pages most of the attributes (a tag is ~35 bytes).
-const WINDOW: usize = 32;
-
-/// Bit masks over the [`WINDOW`] bytes from a tag name's first byte (or from where an
-/// attribute may start), bit `i` for byte `i`: where a name ends (whitespace, `/`, `>`) and
-/// where the bytes are that decide where the tag ends (`>`, `"`, `'`, `=`).
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    name_ends: u32,
-    specials: u32,
-}
-
-/// The [`WINDOW`] bytes of `b` from `at` and their [`Window`], if `b` has that many.
-#[inline(always)]
-fn window(b: &[u8], at: usize) -> Option<(&[u8; WINDOW], Window)> {
-    let block: &[u8; WINDOW] = b.get(at..at.checked_add(WINDOW)?)?.try_into().ok()?;
-    #[cfg(target_arch = "x86_64")]
-    let (name_ends, specials) = sse2::window_masks(block);
-    #[cfg(not(target_arch = "x86_64"))]
-    let (name_ends, specials) =
-        block
-            .iter()
-            .enumerate()
-            .fold((0, 0), |(ends, specials), (i, &c)| {
-                (
-                    ends | (u32::from(is_space(c) || c == b'/' || c == b'>') << i),
-                    specials | (u32::from(matches!(c, b'>' | b'"' | b'\'' | b'=')) << i),
-                )
-            });
-    Some((
-        block,
-        Window {
-            name_ends,
-            specials,
-        },
-    ))
-}
-
-/// Where the first `>`, `"`, `'` or `=` at or after `at` is in `b`.
-#[inline]
-fn find_special(b: &[u8], mut at: usize) -> Option<usize> {
-    #[cfg(target_arch = "x86_64")]
-    while let Some(head) = block16(b, at) {
-        let mask = sse2::eq_mask(head, b'>')
-            | sse2::eq_mask(head, b'"')
-            | sse2::eq_mask(head, b'\'')
-            | sse2::eq_mask(head, b'=');
-        if mask != 0 {
-            return Some(at + mask.trailing_zeros() as usize);
-        }
-        at += 16;
-    }
-    b.get(at..)?
-        .iter()
-        .position(|&c| matches!(c, b'>' | b'"' | b'\'' | b'='))
-        .map(|i| at + i)
-}
-
-/// A byte that, read in a tag's attribute list outside a value, leaves the tokenizer in
-/// an attribute's name (so that an `=` after it starts the attribute's value).
-fn is_attribute_name_byte(c: u8) -> bool {
-    !(is_space(c) || matches!(c, b'/' | b'>' | b'"' | b'\'' | b'='))
-}
-
 /// The 16 bytes of `b` from `at`, if it has that many.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -498,50 +398,7 @@ fn block16(b: &[u8], at: usize) -> Option<&[u8; 16]> {
 
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
-    use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
-    };
-
-    /// [`super::Window`]'s two masks of `block`.
-    #[inline(always)]
-    pub(super) fn window_masks(block: &[u8; super::WINDOW]) -> (u32, u32) {
-        // SAFETY: SSE2 is part of the x86_64 baseline, and the two unaligned loads read the
-        // 32 bytes of `block`.
-        let (low, high) = unsafe {
-            (
-                _mm_loadu_si128(block.as_ptr().cast()),
-                _mm_loadu_si128(block.as_ptr().add(16).cast()),
-            )
-        };
-        let (ends_low, specials_low) = half_masks(low);
-        let (ends_high, specials_high) = half_masks(high);
-        (
-            ends_low | ends_high << 16,
-            specials_low | specials_high << 16,
-        )
-    }
-
-    #[inline(always)]
-    fn half_masks(v: __m128i) -> (u32, u32) {
-        // SAFETY: SSE2 is part of the x86_64 baseline; these only compute on registers.
-        unsafe {
-            let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
-            let space = _mm_or_si128(
-                _mm_or_si128(eq(b' '), eq(b'\n')),
-                _mm_or_si128(_mm_or_si128(eq(b'\t'), eq(b'\r')), eq(b'\x0c')),
-            );
-            let gt = eq(b'>');
-            let ends = _mm_or_si128(_mm_or_si128(space, eq(b'/')), gt);
-            let specials = _mm_or_si128(
-                _mm_or_si128(gt, eq(b'=')),
-                _mm_or_si128(eq(b'"'), eq(b'\'')),
-            );
-            (
-                _mm_movemask_epi8(ends) as u32 & 0xffff,
-                _mm_movemask_epi8(specials) as u32 & 0xffff,
-            )
-        }
-    }
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
 
     /// Bit `i` set where `head[i] == needle`, for the first 16 bytes of `head`.
     #[inline(always)]
@@ -567,16 +424,6 @@ enum After {
     Script,
     RawText(&'static [u8]),
     Plaintext,
-}
-
-/// What [`Scanner::read_attributes`] made of a tag's attributes.
-enum Read {
-    /// The tag ends here; the wanted attributes are recorded.
-    End(usize),
-    /// The document ends inside the tag: there is no tag.
-    Cut,
-    /// A form it does not take: the attribute lexer reads the tag.
-    Unsure,
 }
 
 /// A lexed tag: where the data after it starts, and whether it ended with `/>`.
@@ -639,11 +486,6 @@ impl Scanner<'_> {
         sink: &mut impl TagSink,
     ) -> (usize, After) {
         let b = self.b;
-        if self.ns.len == 0 {
-            if let Some(done) = self.start_tag_in_html(at, attrs, sink) {
-                return done;
-            }
-        }
         if self.ns.len == 0 && !b.get(at).is_some_and(|&c| may_matter_in_html(c)) {
             // Nearly every tag of a page: outside foreign content, a name no tag that matters
             // starts with. Skipped to its end without reading its name.
@@ -739,185 +581,6 @@ impl Scanner<'_> {
         }
     }
 
-    /// [`Self::start_tag`] outside foreign content (nearly every tag of a page), from the
-    /// [`Window`] at the name: the name's end and class without a loop, and, for a tag
-    /// whose attributes are not wanted, its end by [`Self::skip_attributes`]. `None` leaves
-    /// the tag to the general path: a name longer than the window, or one with a control
-    /// byte, near the end of the document, `<svg>` and `<math>`.
-    #[inline(always)]
-    fn start_tag_in_html(
-        &mut self,
-        at: usize,
-        attrs: &mut Attrs,
-        sink: &mut impl TagSink,
-    ) -> Option<(usize, After)> {
-        let (block, window) = window(self.b, at)?;
-        let len = window.name_ends.trailing_zeros() as usize;
-        if len >= WINDOW {
-            return None;
-        }
-        let name_end = at + len;
-        let after = match classify_in_html_block(block, len) {
-            Name::Link(tag) => {
-                *attrs = Attrs::default();
-                let end = match self.read_attributes(name_end, attrs) {
-                    Read::End(end) => end,
-                    Read::Cut => return Some((self.b.len(), After::Data)),
-                    Read::Unsure => {
-                        *attrs = Attrs::default();
-                        match self.attributes(name_end, Some(attrs)) {
-                            Some(lexed) => lexed.end,
-                            None => return Some((self.b.len(), After::Data)),
-                        }
-                    }
-                };
-                if tag != LinkTag::Frame || self.frameset_depth > 0 {
-                    sink.tag(tag, attrs);
-                }
-                let after = match tag {
-                    LinkTag::Iframe => After::RawText(b"iframe"),
-                    _ => After::Data,
-                };
-                return Some((end, after));
-            }
-            Name::Svg | Name::Math => return None,
-            Name::Frameset => {
-                // `<frameset/>` stays open in the tree builder too.
-                self.frameset_depth = self.frameset_depth.saturating_add(1);
-                After::Data
-            }
-            Name::Script => After::Script,
-            Name::RawText(name) | Name::RcData(name) => After::RawText(name),
-            Name::Plaintext => After::Plaintext,
-            _ => After::Data,
-        };
-        Some(match self.skip_attributes(at, window, name_end) {
-            Some(end) => (end, after),
-            None => (self.b.len(), After::Data),
-        })
-    }
-
-    /// The attributes of a link tag from `at` (where its name ends), recorded in `attrs`,
-    /// a [`Window`] per attribute: the window's first `=`, `>` or quote, the name before an
-    /// `=` from the last whitespace or `/` before it, and a quoted value to its closing
-    /// quote. It takes only the common forms (`name="value"`, `name='value'`,
-    /// `name=value`, separated by whitespace or `/`, or by nothing after a quoted value);
-    /// anything else (an attribute without a value, whitespace around `=`, a quote outside a
-    /// value, a name longer than the window, the document's last bytes) is
-    /// [`Read::Unsure`], for the attribute lexer to read from the start.
-    #[inline(always)]
-    fn read_attributes(&self, mut from: usize, attrs: &mut Attrs) -> Read {
-        let b = self.b;
-        loop {
-            let Some((_, window)) = window(b, from) else {
-                return Read::Unsure;
-            };
-            let special = window.specials.trailing_zeros() as usize;
-            if special >= WINDOW {
-                return Read::Unsure;
-            }
-            // Whitespace and `/` before the special byte: what comes before an attribute's
-            // name; anything else is a name's byte.
-            let below = (1u32 << special) - 1;
-            let separators = window.name_ends & below;
-            let at = from + special;
-            let Some(&c) = b.get(at) else {
-                return Read::Cut;
-            };
-            match c {
-                b'>' if separators == below => return Read::End(at + 1),
-                b'=' => {
-                    let name_start = (u32::BITS - separators.leading_zeros()) as usize;
-                    if name_start >= special || separators != (1u32 << name_start) - 1 {
-                        // No name before the `=`, or one without a value before it.
-                        return Read::Unsure;
-                    }
-                    let name = from + name_start..at;
-                    let Some(&first) = b.get(at + 1) else {
-                        return Read::Cut;
-                    };
-                    match first {
-                        b'"' | b'\'' => {
-                            let Some(close) = find(b, at + 2, first) else {
-                                return Read::Cut;
-                            };
-                            record(b, attrs, name, at + 2..close);
-                            from = close + 1;
-                        }
-                        // A missing value: the tag ends, the attribute is empty.
-                        b'>' => {
-                            record(b, attrs, name, at + 1..at + 1);
-                            return Read::End(at + 2);
-                        }
-                        c if is_space(c) => return Read::Unsure,
-                        _ => {
-                            // Unquoted: to whitespace or `>`.
-                            let start = at + 1;
-                            let Some(len) = b.get(start..).and_then(|rest| {
-                                rest.iter().position(|&c| is_space(c) || c == b'>')
-                            }) else {
-                                return Read::Cut;
-                            };
-                            record(b, attrs, name, start..start + len);
-                            from = start + len;
-                        }
-                    }
-                }
-                _ => return Read::Unsure,
-            }
-        }
-    }
-
-    /// Where a tag ends whose name starts at `at` (with `window` there) and ends at
-    /// `name_end`, for a tag that matters only by where it ends; `None` if the document ends
-    /// first.
-    ///
-    /// The tokenizer ends a tag at the first `>` that is not inside a quoted value, and a
-    /// quote opens a value only right after the `=` that ends an attribute's name. So the
-    /// search goes from one `>`, `"`, `'` or `=` to the next (in the window's mask, then
-    /// 16 bytes at a time), and reads each as the tokenizer would in the state the bytes
-    /// between leave it in: after a name byte, an `=` followed by a quote opens a value,
-    /// which ends at the next such quote. Everything else (an `=` after whitespace, which
-    /// may follow an attribute's name or start one, an unquoted value, a quote outside a
-    /// value) goes to the attribute lexer, which follows every state; on documentation pages
-    /// that is a tag in several hundred.
-    #[inline(always)]
-    fn skip_attributes(&self, at: usize, window: Window, name_end: usize) -> Option<usize> {
-        let b = self.b;
-        // Where the tokenizer is, as far as the bytes up to the next special one are
-        // concerned, before an attribute's name (or in the tag's `/`).
-        let mut from = name_end;
-        loop {
-            let special = match from - at {
-                offset if offset < WINDOW => {
-                    let mask = window.specials & (u32::MAX << offset);
-                    if mask != 0 {
-                        at + mask.trailing_zeros() as usize
-                    } else {
-                        find_special(b, at + WINDOW)?
-                    }
-                }
-                _ => find_special(b, from)?,
-            };
-            match *b.get(special)? {
-                b'>' => return Some(special + 1),
-                b'=' if special > from
-                    && b.get(special - 1)
-                        .is_some_and(|&c| is_attribute_name_byte(c)) =>
-                {
-                    match *b.get(special + 1)? {
-                        quote @ (b'"' | b'\'') => from = find(b, special + 2, quote)? + 1,
-                        // Before the attribute value, `>` ends the tag.
-                        b'>' => return Some(special + 2),
-                        _ => break,
-                    }
-                }
-                _ => break,
-            }
-        }
-        self.attributes(name_end, None).map(|lexed| lexed.end)
-    }
-
     /// An end tag whose name starts at `at`: lexed (its attributes may hold a `>`), and
     /// followed through the namespace stack. Returns where data resumes.
     fn end_tag(&mut self, at: usize) -> usize {
@@ -974,12 +637,6 @@ impl Scanner<'_> {
     /// its name does not matter either: a quote in the name leads to the attributes' lexer
     /// as one after it does.
     fn skip_tag(&self, at: usize) -> Option<usize> {
-        if let Some((_, window)) = window(self.b, at) {
-            let len = window.name_ends.trailing_zeros() as usize;
-            if len < WINDOW {
-                return self.skip_attributes(at, window, at + len);
-            }
-        }
         match self.tag_end(at) {
             Some(end) => Some(end),
             None => self
