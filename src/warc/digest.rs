@@ -230,9 +230,12 @@ mod sha_ni {
             sha1::compress(b.0, super::blocks(&b.1[..blocks * 64]));
             return;
         }
-        // SAFETY: the CPU has the features `rounds` enables (checked just above); each
+        let pointers = [a.1.as_ptr(), b.1.as_ptr()];
+        let mut states = [*a.0, *b.0];
+        // SAFETY: the CPU has the features `rounds_of` enables (checked just above); each
         // pointer reads `blocks * 64` bytes of its slice, which holds at least that many.
-        unsafe { rounds(a.0, a.1.as_ptr(), b.0, b.1.as_ptr(), blocks) }
+        unsafe { rounds_of::<2>(&mut states, pointers, blocks) };
+        (*a.0, *b.0) = (states[0], states[1]);
     }
 
     /// Runs four SHA-1 streams over the same number of whole blocks each.
@@ -259,7 +262,8 @@ mod sha_ni {
         (*a, *b, *c, *d) = (states[0], states[1], states[2], states[3]);
     }
 
-    /// [`rounds`] for `N` streams, each step made for every stream in turn: what the
+    /// The `sha1` crate's SHA-NI loop (`compress/x86.rs`) for `N` streams, each step made for
+    /// every stream in turn: what the
     /// compiler keeps in registers for `N` = 4 (16 XMM registers hold the four states'
     /// working values; the message words of all four spill to the stack, loads that run
     /// beside the rounds).
@@ -357,113 +361,6 @@ mod sha_ni {
             s[3] = _mm_extract_epi32(abcd[k], 0) as u32;
             s[4] = _mm_extract_epi32(e[k], 3) as u32;
         }
-    }
-
-    /// The `sha1` crate's SHA-NI loop (`compress/x86.rs`), each step made for both streams.
-    ///
-    /// # Safety
-    /// The CPU must have SHA-NI, SSE2, SSSE3 and SSE4.1, and `a` and `b` must each point
-    /// to `blocks * 64` readable bytes.
-    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
-    unsafe fn rounds(
-        state_a: &mut [u32; 5],
-        a: *const u8,
-        state_b: &mut [u32; 5],
-        b: *const u8,
-        blocks: usize,
-    ) {
-        let mask = _mm_set_epi64x(0x0001_0203_0405_0607, 0x0809_0A0B_0C0D_0E0F);
-        let load = |s: &[u32; 5]| {
-            (
-                _mm_set_epi32(s[0] as i32, s[1] as i32, s[2] as i32, s[3] as i32),
-                _mm_set_epi32(s[4] as i32, 0, 0, 0),
-            )
-        };
-        let (mut abcd_a, mut e_a) = load(state_a);
-        let (mut abcd_b, mut e_b) = load(state_b);
-        macro_rules! rounds4 {
-            ($h0:expr, $h1:expr, $w:expr, $i:literal) => {
-                _mm_sha1rnds4_epu32($h0, _mm_sha1nexte_epu32($h1, $w), $i)
-            };
-        }
-        macro_rules! schedule {
-            ($v0:expr, $v1:expr, $v2:expr, $v3:expr) => {
-                _mm_sha1msg2_epu32(_mm_xor_si128(_mm_sha1msg1_epu32($v0, $v1), $v2), $v3)
-            };
-        }
-        // One step of both streams: the next message words of each, then four rounds of
-        // each (the `sha1` crate's `schedule_rounds4!`).
-        macro_rules! step {
-            ($h0:ident, $h1:ident, $w0:ident, $w1:ident, $w2:ident, $w3:ident, $w4:ident, $i:literal) => {
-                $w4.0 = schedule!($w0.0, $w1.0, $w2.0, $w3.0);
-                $w4.1 = schedule!($w0.1, $w1.1, $w2.1, $w3.1);
-                $h1.0 = rounds4!($h0.0, $h1.0, $w4.0, $i);
-                $h1.1 = rounds4!($h0.1, $h1.1, $w4.1, $i);
-            };
-        }
-        for i in 0..blocks {
-            // SAFETY (of the pointer arithmetic and the unaligned loads): block `i` lies
-            // within the `blocks * 64` bytes the caller vouches for.
-            let pa = unsafe { a.add(i * 64) }.cast::<__m128i>();
-            let pb = unsafe { b.add(i * 64) }.cast::<__m128i>();
-            let word = |p: *const __m128i, k: usize| {
-                // SAFETY: as above: 16 bytes at offset 16 * k < 64 of a block in bounds.
-                _mm_shuffle_epi8(unsafe { _mm_loadu_si128(p.add(k)) }, mask)
-            };
-            let mut w0 = (word(pa, 0), word(pb, 0));
-            let mut w1 = (word(pa, 1), word(pb, 1));
-            let mut w2 = (word(pa, 2), word(pb, 2));
-            let mut w3 = (word(pa, 3), word(pb, 3));
-            let mut w4 = (_mm_setzero_si128(), _mm_setzero_si128());
-            let mut h0 = (abcd_a, abcd_b);
-            let mut h1 = (_mm_add_epi32(e_a, w0.0), _mm_add_epi32(e_b, w0.1));
-
-            // Rounds 0..20
-            h1.0 = _mm_sha1rnds4_epu32(h0.0, h1.0, 0);
-            h1.1 = _mm_sha1rnds4_epu32(h0.1, h1.1, 0);
-            h0.0 = rounds4!(h1.0, h0.0, w1.0, 0);
-            h0.1 = rounds4!(h1.1, h0.1, w1.1, 0);
-            h1.0 = rounds4!(h0.0, h1.0, w2.0, 0);
-            h1.1 = rounds4!(h0.1, h1.1, w2.1, 0);
-            h0.0 = rounds4!(h1.0, h0.0, w3.0, 0);
-            h0.1 = rounds4!(h1.1, h0.1, w3.1, 0);
-            step!(h0, h1, w0, w1, w2, w3, w4, 0);
-
-            // Rounds 20..40
-            step!(h1, h0, w1, w2, w3, w4, w0, 1);
-            step!(h0, h1, w2, w3, w4, w0, w1, 1);
-            step!(h1, h0, w3, w4, w0, w1, w2, 1);
-            step!(h0, h1, w4, w0, w1, w2, w3, 1);
-            step!(h1, h0, w0, w1, w2, w3, w4, 1);
-
-            // Rounds 40..60
-            step!(h0, h1, w1, w2, w3, w4, w0, 2);
-            step!(h1, h0, w2, w3, w4, w0, w1, 2);
-            step!(h0, h1, w3, w4, w0, w1, w2, 2);
-            step!(h1, h0, w4, w0, w1, w2, w3, 2);
-            step!(h0, h1, w0, w1, w2, w3, w4, 2);
-
-            // Rounds 60..80
-            step!(h1, h0, w1, w2, w3, w4, w0, 3);
-            step!(h0, h1, w2, w3, w4, w0, w1, 3);
-            step!(h1, h0, w3, w4, w0, w1, w2, 3);
-            step!(h0, h1, w4, w0, w1, w2, w3, 3);
-            step!(h1, h0, w0, w1, w2, w3, w4, 3);
-
-            abcd_a = _mm_add_epi32(abcd_a, h0.0);
-            abcd_b = _mm_add_epi32(abcd_b, h0.1);
-            e_a = _mm_sha1nexte_epu32(h1.0, e_a);
-            e_b = _mm_sha1nexte_epu32(h1.1, e_b);
-        }
-        let store = |s: &mut [u32; 5], abcd: __m128i, e: __m128i| {
-            s[0] = _mm_extract_epi32(abcd, 3) as u32;
-            s[1] = _mm_extract_epi32(abcd, 2) as u32;
-            s[2] = _mm_extract_epi32(abcd, 1) as u32;
-            s[3] = _mm_extract_epi32(abcd, 0) as u32;
-            s[4] = _mm_extract_epi32(e, 3) as u32;
-        };
-        store(state_a, abcd_a, e_a);
-        store(state_b, abcd_b, e_b);
     }
 }
 
