@@ -103,17 +103,7 @@ for _ = 1, n_tops do
     elseif wait >= 0 then
       -- Drained and nothing queued: ended as release.lua ends a lease (anything still in
       -- it, which the process says there is not, back to the head of the queue).
-      local left = redis.call('SMEMBERS', li)
-      for j = #left, 1, -1 do
-        redis.call('LPUSH', q, left[j])
-      end
-      if #left > 0 then redis.call('HINCRBY', meta, 'queued', #left) end
-      redis.call('DEL', li)
-      redis.call('ZREM', leases, tok)
-      redis.call('HDEL', lease, tok)
-      redis.call('HDEL', leased, host)
-      redis.call('HSET', next_at, host, now + wait)
-      schedule(host, q)
+      end_lease(meta, sched, next_at, leased, leases, lease, q, li, tok, host, now + wait)
       ended[#ended + 1] = tok
       changed = true
     else

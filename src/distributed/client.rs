@@ -341,8 +341,14 @@ impl Scripts {
         Scripts {
             admit: Script::new("admit", include_str!("admit.lua")),
             grant: Script::new("grant", include_str!("grant.lua")),
-            claim: Script::new("claim", include_str!("claim.lua")),
-            release: Script::new("release", include_str!("release.lua")),
+            claim: Script::new(
+                "claim",
+                concat!(include_str!("end_lease.lua"), include_str!("claim.lua")),
+            ),
+            release: Script::new(
+                "release",
+                concat!(include_str!("end_lease.lua"), include_str!("release.lua")),
+            ),
             renew: Script::new("renew", include_str!("renew.lua")),
             beat: Script::new("beat", include_str!("beat.lua")),
         }

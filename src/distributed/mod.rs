@@ -9,6 +9,7 @@
 //! | `grant.lua` | a cluster's `max_urls` budget handed to shards, as running totals |
 //! | `claim.lua` | one shard: reclaim expired leases, top up held ones (a drained one ended if its queue is empty), lease ready hosts' URLs, name the hosts due next |
 //! | `release.lua` | acknowledge leases (token-checked), write the host's next-allowed time |
+//! | `end_lease.lua` | ending a lease, prepended to `claim.lua` and `release.lua` when loaded: both end leases |
 //! | `renew.lua` | the expiry of held leases, one shard's |
 //! | `beat.lua` | heartbeat: the process registry |
 //! | `session.rs` | every call a crawling process makes: script arguments built, replies parsed |

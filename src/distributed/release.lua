@@ -41,19 +41,7 @@ while i <= #ARGV do
         from = to + 1
       end
       if ending == '1' then
-        local left = redis.call('SMEMBERS', li)
-        for j = #left, 1, -1 do
-          redis.call('LPUSH', q, left[j])
-        end
-        if #left > 0 then redis.call('HINCRBY', meta, 'queued', #left) end
-        redis.call('DEL', li)
-        redis.call('ZREM', leases, tok)
-        redis.call('HDEL', lease, tok)
-        redis.call('HDEL', leased, host)
-        local at = now + wait
-        redis.call('HSET', next_at, host, at)
-        if redis.call('LLEN', q) > 0 then
-          redis.call('ZADD', sched, 'NX', at, host)
+        if end_lease(meta, sched, next_at, leased, leases, lease, q, li, tok, host, now + wait) then
           scheduled[#scheduled + 1] = host
         end
         changed = true
