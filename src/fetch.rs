@@ -1031,6 +1031,7 @@ mod tests {
         let url = Url::parse("http://a.test/").unwrap();
         let error = fetcher.fetch(&url).await.unwrap_err();
         assert_eq!(error.kind, FetchErrorKind::Timeout, "{error}");
+        assert!(error.message.contains("response body"), "{error}");
         assert!(error.message.contains("timed out"), "{error}");
     }
 

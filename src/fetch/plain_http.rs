@@ -149,7 +149,10 @@ impl PlainHttp {
         let response = match sent {
             Some(Ok(response)) => response,
             Some(Err(error)) => return Err(request_error(url, &error)),
-            None => return Err(timed_out(url, self.timeout)),
+            None => {
+                let sending = format!("error sending request for url ({url})");
+                return Err(timed_out(sending, self.timeout));
+            }
         };
         let remote = response
             .extensions()
@@ -198,7 +201,10 @@ impl PlainBody {
             })
             .await;
             match frame {
-                None => return Err(timed_out(url, *timeout)),
+                None => {
+                    let reading = format!("error reading the response body of {url}");
+                    return Err(timed_out(reading, *timeout));
+                }
                 Some(None) => return Ok(None),
                 Some(Some(Err(error))) => {
                     return Err(FetchError {
@@ -220,11 +226,12 @@ impl PlainBody {
     }
 }
 
-fn timed_out(url: &Url, timeout: Duration) -> FetchError {
+/// `crawl.timeout_secs` ran out while `doing` (sending, or reading the body).
+fn timed_out(doing: String, timeout: Duration) -> FetchError {
     FetchError {
         kind: FetchErrorKind::Timeout,
         message: format!(
-            "error sending request for url ({url}): operation timed out (crawl.timeout_secs = {})",
+            "{doing}: operation timed out (crawl.timeout_secs = {})",
             timeout.as_secs_f64()
         ),
     }
