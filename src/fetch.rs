@@ -439,9 +439,14 @@ impl Fetcher {
         let conditions = validators.conditions();
         let clients = self.clients();
         // The plain-http client serves what needs none of reqwest's extra layers (see
-        // `plain_http`'s doc); everything else goes through reqwest.
-        let plain =
-            url.scheme() == "http" && !self.proxied && self.cookies.is_none() && site.is_none();
+        // `plain_http`'s doc); everything else goes through reqwest, credentials in the URL
+        // too (reqwest sends them as basic auth).
+        let plain = url.scheme() == "http"
+            && !self.proxied
+            && self.cookies.is_none()
+            && site.is_none()
+            && url.username().is_empty()
+            && url.password().is_none();
         let (head, mut body) = if plain {
             let (head, body) = clients.plain.get(url, &conditions).await?;
             (head, ResponseBody::Plain(body))
@@ -1022,6 +1027,17 @@ mod tests {
         ] {
             assert!(sent.iter().any(|l| l == field), "{field:?} not in {sent:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn credentials_in_an_http_url_are_still_sent_as_basic_auth() {
+        let addr = echo_server(false).await;
+        let fetcher = fetcher(addr, |_| {});
+        let url = Url::parse("http://user:secret@a.test/").unwrap();
+        let sent = fields(&fetcher.fetch(&url).await.unwrap().body.unwrap());
+        // base64("user:secret")
+        let auth = "authorization: basic dxnlcjpzzwnyzxq=";
+        assert!(sent.iter().any(|l| l == auth), "{sent:?}");
     }
 
     #[tokio::test]

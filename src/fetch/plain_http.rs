@@ -8,9 +8,9 @@
 //! requests need none of what those layers do, so they skip them here; the others keep
 //! reqwest, whose features this module does not rebuild.
 //!
-//! Which requests come here ([`super::Fetcher`] decides): `http://` URLs, with no proxy
-//! (configured or from the environment), no cookie jar and no `[[site]]` settings for the
-//! host. `https` (rustls roots, `network.ca_file`, ALPN h2), proxies, cookies and per-site
+//! Which requests come here ([`super::Fetcher`] decides): `http://` URLs without
+//! credentials in them, with no proxy (configured or from the environment), no cookie jar
+//! and no `[[site]]` settings for the host. `https` (rustls roots, `network.ca_file`, ALPN h2), proxies, cookies and per-site
 //! headers and credentials stay on reqwest.
 //!
 //! What is kept equal to the reqwest path, so a page fetched either way is the same page:
