@@ -47,7 +47,10 @@
 //! here, at 17.8 µs of client CPU per 16 KiB keep-alive request against 12.5 for that
 //! client sending the same request, reqwest's layers costing ~5.3 µs per page (0.70×; 19.1
 //! vs 13.8 at 64 in flight). Both resolve through the gate, send the same headers and keep
-//! the same timeouts and pool settings; the unit tests compare the requests they send.
+//! the same timeouts and pool settings; the unit tests compare the requests they send. In
+//! the crawl bench (`-- --no-warc --runs 3`, thin-LTO builds alternated, six invocations
+//! each on a machine at load ~14) the crawler's CPU per page went from a median of 76 to
+//! 70 µs (per-pair ratio median 0.92) and the fetch threads' from 35.5 to 29.5 µs.
 //! Taking reqwest out of the https path too would mean rebuilding its TLS, proxy and
 //! cookie handling here, each under its tests: not done.
 
