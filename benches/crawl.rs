@@ -21,7 +21,10 @@
 //! `-- --warc-deflate always` deflates every record on the crawl's CPU,
 //! `-- --warc-level N` sets `output.warc_gzip_level`, `-- --warc-window-mib N`
 //! `output.warc_deflate_window`). The deflate threads' CPU is shown
-//! apart: it is CPU the crawl did not want. `-- --warc-only` runs the archive side alone (to
+//! apart: it is CPU the crawl did not want. The machine's busy CPU per page (`/proc/stat`,
+//! every process and the kernel's threads) is printed too: writing the archive back to disk
+//! costs kernel threads CPU no process is charged for (meaningful on an idle machine only).
+//! `-- --warc-only` runs the archive side alone (to
 //! profile it), `-- --out-in DIR` has the crawls write in DIR instead of the system's
 //! temporary directory (a tmpfs against a disk, say).
 //!
@@ -107,6 +110,8 @@ struct Run {
     warc_stored: u64,
     /// Of `cpu`, the archive's deflate threads (idle priority: CPU nobody else wanted).
     deflate_cpu: f64,
+    /// Busy CPU of the whole machine during the run ([`machine_busy_secs`]).
+    machine_cpu: f64,
 }
 
 impl Run {
@@ -120,6 +125,28 @@ impl Run {
 /// The kernel's share of a process's CPU time, in seconds.
 fn sys_secs(u: &libc::rusage) -> f64 {
     u.ru_stime.tv_sec as f64 + u.ru_stime.tv_usec as f64 / 1e6
+}
+
+/// Busy CPU seconds of the whole machine so far (`/proc/stat`: user, nice, system, irq and
+/// softirq of every core), 0 where there is no such file. What the crawler's own CPU does not
+/// show: the kernel's threads writing the archive's pages back to disk and converting its
+/// extents, the interrupts. Meaningful on an otherwise idle machine only.
+fn machine_busy_secs() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return 0.0;
+    };
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let busy: u64 = [0, 1, 2, 5, 6].iter().filter_map(|&i| ticks.get(i)).sum();
+    // SAFETY: a query with no pointers.
+    let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1);
+    busy as f64 / per_sec as f64
 }
 
 fn crawl_once(spec: &WebSpec, server: &ServerProcess, warc: bool) -> Run {
@@ -178,6 +205,7 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
     let sys_before = sys_secs(&rusage(libc::RUSAGE_SELF));
     let main_before = thread_cpu_ns();
     let deflate_before = crawler::warc::cost::deflate_threads_cpu_ns();
+    let machine_before = machine_busy_secs();
     let started = Instant::now();
     let summary = runtime
         .block_on(run_crawl(CrawlRequest {
@@ -189,6 +217,7 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
         }))
         .expect("crawl");
     let secs = started.elapsed().as_secs_f64();
+    let machine_cpu = machine_busy_secs() - machine_before;
     let dispatch_cpu = (thread_cpu_ns() - main_before) as f64 / 1e9;
     drop(runtime);
     let scraper_cpu = scraper.map_or(0.0, Scraper::stop);
@@ -210,6 +239,7 @@ fn crawl_with(spec: &WebSpec, server: &ServerProcess, warc: bool, scraped: bool)
         warc_records: summary.counts.warc_records,
         warc_stored: summary.counts.warc_stored,
         deflate_cpu: (crawler::warc::cost::deflate_threads_cpu_ns() - deflate_before) as f64 / 1e9,
+        machine_cpu,
     }
 }
 
@@ -459,7 +489,7 @@ fn main() {
             let table = &mut tables[warc];
             let run = crawl_once(&spec, &server, warc == 1);
             println!(
-                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (sys {:.3}; fetch {:.3}, parse {:.3}, dispatch {:.3}, deflate threads {:.3}, rest {:.3}), {:.0} MB/s{}",
+                "run {i} {}: {} pages in {:.2} s = {:.0} pages/s, {:.3} CPU s/1000 pages (sys {:.3}; fetch {:.3}, parse {:.3}, dispatch {:.3}, deflate threads {:.3}, rest {:.3}; machine {:.3}), {:.0} MB/s{}",
                 if warc == 1 { "jsonl+warc" } else { "jsonl     " },
                 run.pages,
                 run.secs,
@@ -473,6 +503,7 @@ fn main() {
                 (run.cpu - run.fetch_cpu - run.parse_cpu - run.dispatch_cpu - run.deflate_cpu)
                     / run.pages as f64
                     * 1000.0,
+                run.machine_cpu / run.pages as f64 * 1000.0,
                 run.bytes as f64 / run.secs / 1e6,
                 if warc == 1 {
                     format!(
@@ -535,6 +566,10 @@ fn main() {
             per_k(&|r| r.cpu - r.fetch_cpu - r.parse_cpu - r.dispatch_cpu - r.deflate_cpu),
             per_k(&|r| r.cpu - r.deflate_cpu)
         );
+        println!(
+            "machine CPU s per 1000 pages (crawler, server, kernel threads; idle machine only): {:.3}",
+            per_k(&|r| r.machine_cpu)
+        );
         if warc == 1 {
             println!(
                 "WARC bytes written per run: {:.1} MB; payload archived in full {:.1} MB; compression {:.2}:1; revisits {}",
@@ -570,6 +605,10 @@ fn main() {
             on_over_off(&tables, &|r| r.pages as f64 / r.secs),
             on_over_off(&tables, &|r| r.cpu / r.pages as f64),
             on_over_off(&tables, &|r| (r.cpu - r.deflate_cpu) / r.pages as f64)
+        );
+        println!(
+            "WARC on / off, machine CPU per page (median of per-run ratios): {:.3}",
+            on_over_off(&tables, &|r| r.machine_cpu / r.pages as f64)
         );
     }
     println!("crawler peak RSS: {peak_rss_mb:.1} MB");

@@ -125,6 +125,10 @@ pub(crate) struct ArchiveWriter {
     file: BufWriter<File>,
     /// Bytes in the file, buffered ones included.
     length: u64,
+    /// The file's blocks are reserved up to here (see [`PREALLOCATE`]).
+    reserved_to: u64,
+    /// Reserving is given up after the file system refused it once.
+    reserving: bool,
     /// Fetches written to the file: a file always takes at least one, so a fetch bigger
     /// than `max_bytes` gets a file of its own rather than an endless rotation.
     fetches_in_file: u64,
@@ -160,6 +164,8 @@ impl ArchiveWriter {
             path,
             file,
             length: 0,
+            reserved_to: 0,
+            reserving: true,
             fetches_in_file: 0,
             current,
             index,
@@ -183,14 +189,16 @@ impl ArchiveWriter {
         );
         self.file.write_all(&member).at("write", &self.path)?;
         self.length = member.len() as u64;
+        self.reserved_to = 0;
         self.fetches_in_file = 0;
         self.current.set(id, self.path.clone());
         Ok(())
     }
 
-    /// Closes the current file (flushed and fsynced) and opens the next.
+    /// Closes the current file (flushed, its reserved blocks let go, fsynced) and opens the
+    /// next.
     fn rotate(&mut self) -> Result<(), IoAt> {
-        self.sync()?;
+        self.close_file()?;
         self.serial += 1;
         let (name, path, file) = open_file(&self.options, &self.stamp, self.serial)?;
         (self.name, self.path, self.file) = (name, path, file);
@@ -208,6 +216,35 @@ impl ArchiveWriter {
     pub(crate) fn sync(&mut self) -> Result<(), IoAt> {
         self.flush()?;
         self.file.get_ref().sync_data().at("fsync", &self.path)
+    }
+
+    /// The file's last records handed to the OS, the blocks reserved past them let go (a
+    /// truncation to the file's own length), and the file fsynced.
+    fn close_file(&mut self) -> Result<(), IoAt> {
+        self.flush()?;
+        if self.reserved_to > self.length {
+            self.file
+                .get_ref()
+                .set_len(self.length)
+                .at("let go of the blocks reserved past the end of", &self.path)?;
+            self.reserved_to = self.length;
+        }
+        self.sync()
+    }
+
+    /// Reserves the file's blocks up to `end` and [`PREALLOCATE`] past it, if they are not
+    /// yet. Best effort: a file system that cannot reserve (or a full disk, which the writes
+    /// themselves will report) only makes the writes cost what they did without.
+    fn reserve(&mut self, end: u64) {
+        if !self.reserving || end <= self.reserved_to {
+            return;
+        }
+        let to = end + PREALLOCATE;
+        if reserve_blocks(self.file.get_ref(), self.reserved_to, to - self.reserved_to) {
+            self.reserved_to = to;
+        } else {
+            self.reserving = false;
+        }
     }
 
     /// Appends `fetch`'s records and fills in `record`'s digest and location. `line_at` is
@@ -266,6 +303,7 @@ impl ArchiveWriter {
             self.rotate()?;
         }
         self.fetches_in_file += 1;
+        self.reserve(self.length + pair);
         self.file
             .write_all(&fetch.request_member)
             .at("write", &self.path)?;
@@ -385,7 +423,7 @@ impl ArchiveWriter {
             self.index.len(),
             self.index.evictions()
         );
-        self.sync()
+        self.close_file()
     }
 }
 
@@ -433,7 +471,40 @@ fn open_file(
         .write(true)
         .open(&path)
         .at("create", &path)?;
-    Ok((name, path, BufWriter::with_capacity(1 << 16, file)))
+    Ok((name, path, BufWriter::with_capacity(FILE_BUFFER, file)))
+}
+
+/// The file's buffer: big enough that a burst of records (the output thread hands each
+/// burst to the OS when its channel runs dry, so a `kill -9` loses none) goes in one write.
+/// Measured on this machine's ext4 (kernel 6.18, sys time per 16 KiB appended, medians of
+/// 5): writes of ~60 KB (the 64 KiB buffer before) 6.3 µs, of 200 KB (a burst of ~12 pages)
+/// 4.6 µs, of 1 MiB 3.8 µs: the page cache takes bigger writes in bigger folios.
+const FILE_BUFFER: usize = 1 << 20;
+
+/// How far ahead of the records the file's blocks are reserved (`fallocate` with
+/// `FALLOC_FL_KEEP_SIZE`: the file's length, all a reader or a resume sees, is unchanged).
+/// Appending into reserved blocks skips ext4's per-block delayed allocation: sys time per
+/// 16 KiB appended 4.6 → 3.7 µs in writes of 200 KB, 3.8 → 2.8 µs in writes of 1 MiB
+/// (medians of 5, same machine). The reservation past the last record is let go when the
+/// file is closed; after a crash it stays reserved (disk space, no bytes) until a resume
+/// cuts the file.
+const PREALLOCATE: u64 = 16 << 20;
+
+/// Reserves `len` bytes of `file`'s blocks from `offset` without changing its length;
+/// whether the file system did.
+#[cfg(target_os = "linux")]
+fn reserve_blocks(file: &File, offset: u64, len: u64) -> bool {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return false;
+    };
+    // SAFETY: `fallocate` on a descriptor this `File` owns, with no pointers.
+    unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) == 0 }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve_blocks(_file: &File, _offset: u64, _len: u64) -> bool {
+    false
 }
 
 /// Removes the archive of an earlier crawl in `out` (`--fresh`): the `.warc.gz` files this
@@ -459,6 +530,56 @@ pub fn remove_archive(out: &Path) -> Result<(), IoAt> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bytes of disk a file holds.
+    #[cfg(target_os = "linux")]
+    fn allocated(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).unwrap().blocks() * 512
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn files_closed_hold_no_blocks_past_their_records() {
+        // Files rotated (the fixture's are 1 MiB) and the last one finished: what was
+        // reserved ahead of the records is let go, whatever the file system reserved.
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer =
+            crate::warc::fixture::writer(dir.path(), "test", dir.path().join("pages.jsonl"));
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for i in 0..30 {
+            // Incompressible, different for each page: 30 responses in full, ~3 MB deflated.
+            let payload: Vec<u8> = (0..100_000)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect();
+            crate::warc::fixture::archive_fetch(
+                &mut writer,
+                &format!("http://a.test/{i}"),
+                &payload,
+                0,
+            );
+        }
+        writer.finish().unwrap();
+        let files: Vec<_> = std::fs::read_dir(dir.path().join("warc"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(files.len() >= 3, "{files:?}");
+        for file in files {
+            let length = std::fs::metadata(&file).unwrap().len();
+            assert!(
+                allocated(&file) <= length.next_multiple_of(4096) + (64 << 10),
+                "{}: {} bytes of disk for {length} bytes",
+                file.display(),
+                allocated(&file)
+            );
+        }
+    }
 
     #[test]
     fn file_names_carry_prefix_stamp_and_serial() {
