@@ -703,6 +703,13 @@ fn main() {
         written.raw_bytes as f64 / written.body_bytes.max(1) as f64,
     );
     println!(
+        "  links written into blocks already in their file under memory pressure: {} in {} writes ({:.1} per write, {:.3} writes per accepted URL)",
+        written.patches,
+        written.patch_writes,
+        written.patches as f64 / written.patch_writes.max(1) as f64,
+        written.patch_writes as f64 / accepted.max(1) as f64,
+    );
+    println!(
         "  entry reads: {} from a group kept decoded, {group_decodes} decoded a group ({:.0} % kept)",
         group_hits,
         100.0 * group_hits as f64 / (group_hits + group_decodes).max(1) as f64
