@@ -200,23 +200,26 @@ pub(super) fn group_entries(
 ) -> Result<(), String> {
     out.clear();
     let mut r = Reader { bytes: raw, at: 0 };
-    let mut lens = Vec::with_capacity(entries);
+    // Lengths first, kept in `out` as `0..len` until the ranges are known: no vector of their
+    // own (at up to 255 entries, glibc served that one by consolidating its fast bins, once
+    // per group decoded).
     for i in 0..entries {
         let count = r.varint()?;
         let len = r.varint()?;
         if count == 0 || count > u32::MAX as u64 {
             return Err(format!("entry {i} says it holds {count} items"));
         }
-        lens.push((count as u32, len));
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        out.push((count as u32, 0..len));
     }
     let mut at = r.at;
-    for (i, (count, len)) in lens.into_iter().enumerate() {
-        let left = (raw.len() - at) as u64;
+    for (i, (_, range)) in out.iter_mut().enumerate() {
+        let (len, left) = (range.end, raw.len() - at);
         if len > left {
             return Err(format!("entry {i} of {len} bytes at +{at}, {left} left"));
         }
-        out.push((count, at..at + len as usize));
-        at += len as usize;
+        *range = at..at + len;
+        at += len;
     }
     if at != raw.len() {
         return Err(format!(
