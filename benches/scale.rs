@@ -32,7 +32,9 @@
 //! time (median and max), resume time split into checkpoint load, frontier reopen and the
 //! first pop, the CPU time per accepted URL of the admitting thread, of the screening thread
 //! and of all threads (the process: the checkpoint writer and the queue store's log writer
-//! too), and how many of the store's entry reads found their group already decoded.
+//! too), how many of the store's entry reads found their group already decoded, and how many
+//! links into blocks already in their file the store wrote at once (memory pressure on its
+//! deferred links) and in how many writes.
 //!
 //! What makes the peak: the largest mappings printed at the end say where, not what. For what,
 //! run the bench binary under heaptrack at `SCALE_URLS=1e7` (the same hosts as 1e8, so the same

@@ -148,6 +148,41 @@
 //! 225,147 URLs/s, admitting thread 4.32 µs per accepted URL, screening 1.29, all threads
 //! 5.70; peak RSS 680 MiB; 29 bytes per queued URL; pauses median 29.9 ms; resume 598 ms.
 //!
+//! Session 13 (`scalerate2`), all on the admitting thread's path, none changing what is written
+//! or when (the same groups, entries and bytes per URL at 1e7, checked in the bench's output):
+//! - *Tails in one arena* (`store/tails.rs`): a host's URLs pushed and not written yet were a
+//!   vector in a box of its own, found through the store's host map when pushed to and again
+//!   when the tails were written; now they are a chain through one arena, the host's entry
+//!   keeping its chain's slot, and writing the tails walks the chains without the map (the
+//!   entry is looked up once more only to link the written block, as before). Exact because a
+//!   chain holds its host's items in push order, the entry's `tail_len` says how many, and
+//!   the arena is emptied only when no chain holds an item (the store model property test
+//!   checks FIFO, counts and sync/reopen against a model, `--test api store_`).
+//! - *Deferred links written in runs* (`apply_patches_now`, memory pressure on the links'
+//!   map, every few seconds at 1e6 hosts): the links of close blocks go as one read and one
+//!   write of the bytes between them (~400 links per write at 1e7) instead of an 8-byte
+//!   `pwrite` each; exact because the bytes rewritten are the file's own, read just before,
+//!   and the only other writer of them (a sync's write) writes the same links, which are in
+//!   the map too.
+//! - Allocations that made glibc consolidate its fast bins on this thread (each request over
+//!   1 KiB does, and the fast bins hold the thousands of URL strings freed meanwhile):
+//!   LZ4's hash table (8 KiB per group written, now kept), the group's host ids and a decoded
+//!   group's entry table (kept or built in place). `malloc_consolidate` and `unlink_chunk`
+//!   were ~9 % of all samples at 3e6 URLs before.
+//! - An evicted host's key is read from its first URL's text when that is plainly canonical
+//!   (`plain_key`: `http(s)://`, lowercase LDH labels, a non-default port), else parsed as
+//!   before; a property test checks it against the parser. Paths of segment files are
+//!   formatted only for errors (~1 % of samples, one per entry read).
+//!
+//! `SCALE_URLS=1e7` (the 1e6 hosts of 1e8), this branch (thin LTO) alternated three times with
+//! main's fat-LTO binary (fb11157) and with the branch's first step (the runs, the kept buffers
+//! and the key, without the arena), on the machine shared with four builds (so URLs/s only as
+//! a ratio): CPU per accepted URL of the admitting thread, medians, main 3.12 µs (2.90 / 3.30 /
+//! 3.12), first step 3.01 (3.01 / 3.00 / 3.26), this branch 2.31 (2.31 / 2.28 / 2.37): 0.74×;
+//! all threads 4.23 → 3.39 µs (0.80×); URLs/s medians 93.3 k → 118.4 k (1.27×); the same 4.42 M
+//! entries in 69.6 k groups, 22.7 bytes per URL written; peak RSS 482 → 462 MiB.
+//!
+//!
 //! # Layout
 //!
 //! This file holds the [`Frontier`] API and its types; each sibling does one job:
