@@ -181,6 +181,24 @@
 //! 3.12), first step 3.01 (3.01 / 3.00 / 3.26), this branch 2.31 (2.31 / 2.28 / 2.37): 0.74×;
 //! all threads 4.23 → 3.39 µs (0.80×); URLs/s medians 93.3 k → 118.4 k (1.27×); the same 4.42 M
 //! entries in 69.6 k groups, 22.7 bytes per URL written; peak RSS 482 → 462 MiB.
+//! `SCALE_URLS=1e8`, once, thin LTO, beside those runs and the builds (load ~12 for the whole
+//! 1261 s, so 79 k URLs/s says nothing of an idle machine): admitting thread 3.38 µs per accepted
+//! URL (session 12's loaded thin-LTO run: 5.02; its idle fat-LTO one: 4.32), screening 1.08, all
+//! threads 4.75; peak RSS 643 MiB (680 idle in session 12); 29 bytes per queued URL; resume
+//! 640 ms to the first URL; 60 % of entry reads from a group kept decoded; links written under
+//! memory pressure 39.8 M in 835 k writes (48 a write); pauses median 124.5 ms, max 302.5 (85
+//! in session 12's loaded run: the table of 1e6 hosts is encoded in the pause, and the
+//! machine's load decides most of it; not measured idle).
+//!
+//! What is left on the admitting thread (perf at 3e6, shares of all samples, the admitting
+//! thread ~60 % of them): the store's host map on push and again to link each written entry
+//! ~8.5 %, encoding tails (front coding, LZ4) ~6 %, a pop's entry read (group decode, the
+//! window's items) ~7 %, malloc and free ~15 % (URL and parent strings per URL, the window's
+//! items per pop; a decoded group's entry table, ~2 %, is gone in the last commit, not yet
+//! measured), the seen-set's batch insert ~5 %, the host key's `format!` per URL
+//! (`Link::host_key`, on the caller's side) ~2 %, the frontier's tallies and schedule ~4 %.
+//! 2.5 µs at 1e8 still wants one host record per host (tallies, store entry, residency in
+//! one map), no `String` per URL for the parent, and the tails' encoding off this thread.
 //!
 //!
 //! # Layout
