@@ -193,10 +193,11 @@
 //! What is left on the admitting thread (perf at 3e6, shares of all samples, the admitting
 //! thread ~60 % of them): the store's host map on push and again to link each written entry
 //! ~8.5 %, encoding tails (front coding, LZ4) ~6 %, a pop's entry read (group decode, the
-//! window's items) ~7 %, malloc and free ~15 % (URL and parent strings per URL, the window's
-//! items per pop; a decoded group's entry table, ~2 %, is gone in the last commit, not yet
-//! measured), the seen-set's batch insert ~5 %, the host key's `format!` per URL
-//! (`Link::host_key`, on the caller's side) ~2 %, the frontier's tallies and schedule ~4 %.
+//! window's items) ~7 %, restoring an evicted host per pop ~6 % (its budget, its state,
+//! evicting another), malloc and free ~13 % on both threads (URL and parent strings per URL,
+//! the window's items per pop; a decoded group's entry table, ~2 %, is gone in the last
+//! commit, not yet measured), the seen-set's batch insert ~5 %, the host key's `format!` per
+//! URL (`Link::host_key`, on the caller's side) ~2 %, the tallies ~2 % and the schedule ~5 %.
 //! 2.5 µs at 1e8 still wants one host record per host (tallies, store entry, residency in
 //! one map), no `String` per URL for the parent, and the tails' encoding off this thread.
 //!
