@@ -32,7 +32,9 @@
 //! time (median and max), resume time split into checkpoint load, frontier reopen and the
 //! first pop, the CPU time per accepted URL of the admitting thread, of the screening thread
 //! and of all threads (the process: the checkpoint writer and the queue store's log writer
-//! too), and how many of the store's entry reads found their group already decoded.
+//! too), how many of the store's entry reads found their group already decoded, and how many
+//! links into blocks already in their file the store wrote at once (memory pressure on its
+//! deferred links) and in how many writes.
 //!
 //! What makes the peak: the largest mappings printed at the end say where, not what. For what,
 //! run the bench binary under heaptrack at `SCALE_URLS=1e7` (the same hosts as 1e8, so the same
@@ -701,6 +703,13 @@ fn main() {
         per_written(written.body_bytes),
         per_written(written.raw_bytes),
         written.raw_bytes as f64 / written.body_bytes.max(1) as f64,
+    );
+    println!(
+        "  links written into blocks already in their file under memory pressure: {} in {} writes ({:.1} per write, {:.3} writes per accepted URL)",
+        written.patches,
+        written.patch_writes,
+        written.patches as f64 / written.patch_writes.max(1) as f64,
+        written.patch_writes as f64 / accepted.max(1) as f64,
     );
     println!(
         "  entry reads: {} from a group kept decoded, {group_decodes} decoded a group ({:.0} % kept)",

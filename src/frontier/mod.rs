@@ -148,6 +148,60 @@
 //! 225,147 URLs/s, admitting thread 4.32 µs per accepted URL, screening 1.29, all threads
 //! 5.70; peak RSS 680 MiB; 29 bytes per queued URL; pauses median 29.9 ms; resume 598 ms.
 //!
+//! Session 13 (`scalerate2`), all on the admitting thread's path, none changing what is written
+//! or when (the same groups, entries and bytes per URL at 1e7, checked in the bench's output):
+//! - *Tails in one arena* (`store/tails.rs`): a host's URLs pushed and not written yet were a
+//!   vector in a box of its own, found through the store's host map when pushed to and again
+//!   when the tails were written; now they are a chain through one arena, the host's entry
+//!   keeping its chain's slot, and writing the tails walks the chains without the map (the
+//!   entry is looked up once more only to link the written block, as before). Exact because a
+//!   chain holds its host's items in push order, the entry's `tail_len` says how many, and
+//!   the arena is emptied only when no chain holds an item (the store model property test
+//!   checks FIFO, counts and sync/reopen against a model, `--test api store_`).
+//! - *Deferred links written in runs* (`apply_patches_now`, memory pressure on the links'
+//!   map, every few seconds at 1e6 hosts): the links of close blocks go as one read and one
+//!   write of the bytes between them (~400 links per write at 1e7) instead of an 8-byte
+//!   `pwrite` each; exact because the bytes rewritten are the file's own, read just before,
+//!   and the only other writer of them (a sync's write) writes the same links, which are in
+//!   the map too.
+//! - Allocations that made glibc consolidate its fast bins on this thread (each request over
+//!   1 KiB does, and the fast bins hold the thousands of URL strings freed meanwhile):
+//!   LZ4's hash table (8 KiB per group written, now kept), the group's host ids and a decoded
+//!   group's entry table (kept or built in place). `malloc_consolidate` and `unlink_chunk`
+//!   were ~9 % of all samples at 3e6 URLs before.
+//! - An evicted host's key is read from its first URL's text when that is plainly canonical
+//!   (`plain_key`: `http(s)://`, lowercase LDH labels, a non-default port), else parsed as
+//!   before; a property test checks it against the parser. Paths of segment files are
+//!   formatted only for errors (~1 % of samples, one per entry read).
+//!
+//! `SCALE_URLS=1e7` (the 1e6 hosts of 1e8), this branch (thin LTO) alternated three times with
+//! main's fat-LTO binary (fb11157) and with the branch's first step (the runs, the kept buffers
+//! and the key, without the arena), on the machine shared with four builds (so URLs/s only as
+//! a ratio): CPU per accepted URL of the admitting thread, medians, main 3.12 µs (2.90 / 3.30 /
+//! 3.12), first step 3.01 (3.01 / 3.00 / 3.26), this branch 2.31 (2.31 / 2.28 / 2.37): 0.74×;
+//! all threads 4.23 → 3.39 µs (0.80×); URLs/s medians 93.3 k → 118.4 k (1.27×); the same 4.42 M
+//! entries in 69.6 k groups, 22.7 bytes per URL written; peak RSS 482 → 462 MiB.
+//! `SCALE_URLS=1e8`, once, thin LTO, beside those runs and the builds (load ~12 for the whole
+//! 1261 s, so 79 k URLs/s says nothing of an idle machine): admitting thread 3.38 µs per accepted
+//! URL (session 12's loaded thin-LTO run: 5.02; its idle fat-LTO one: 4.32), screening 1.08, all
+//! threads 4.75; peak RSS 643 MiB (680 idle in session 12); 29 bytes per queued URL; resume
+//! 640 ms to the first URL; 60 % of entry reads from a group kept decoded; links written under
+//! memory pressure 39.8 M in 835 k writes (48 a write); pauses median 124.5 ms, max 302.5 (85
+//! in session 12's loaded run: the table of 1e6 hosts is encoded in the pause, and the
+//! machine's load decides most of it; not measured idle).
+//!
+//! What is left on the admitting thread (perf at 3e6, shares of all samples, the admitting
+//! thread ~60 % of them): the store's host map on push and again to link each written entry
+//! ~8.5 %, encoding tails (front coding, LZ4) ~6 %, a pop's entry read (group decode, the
+//! window's items) ~7 %, restoring an evicted host per pop ~6 % (its budget, its state,
+//! evicting another), malloc and free ~13 % on both threads (URL and parent strings per URL,
+//! the window's items per pop; a decoded group's entry table, ~2 %, is gone in the last
+//! commit, not yet measured), the seen-set's batch insert ~5 %, the host key's `format!` per
+//! URL (`Link::host_key`, on the caller's side) ~2 %, the tallies ~2 % and the schedule ~5 %.
+//! 2.5 µs at 1e8 still wants one host record per host (tallies, store entry, residency in
+//! one map), no `String` per URL for the parent, and the tails' encoding off this thread.
+//!
+//!
 //! # Layout
 //!
 //! This file holds the [`Frontier`] API and its types; each sibling does one job:
@@ -912,7 +966,7 @@ impl Frontier {
         let key = match self.resident.hosts.get(&id) {
             Some(state) => state.key.clone(),
             None => match self.store.peek(id) {
-                Ok(Some(front)) => key_of(&front.url),
+                Ok(Some(front)) => queued_key(&front.url),
                 _ => return None,
             },
         };
@@ -991,3 +1045,64 @@ impl Frontier {
 }
 
 pub(crate) use crate::host::key_of;
+
+/// The host key of a queued URL ([`key_of`]'s), taken from its text without parsing it when
+/// the text plainly is one already (see [`plain_key`]). Why: an evicted host is restored from
+/// its first queued URL, and at 1e6 hosts nearly every pop restores one; parsing the URL for
+/// its key was ~2 % of the scale bench's samples at 3e6 URLs.
+pub(crate) fn queued_key(url: &str) -> String {
+    match plain_key(url) {
+        Some(key) => key.to_string(),
+        None => key_of(url),
+    }
+}
+
+/// The host key of `url` as a prefix of its text, when that prefix is exactly what
+/// [`key_of`] gives: `http://` or `https://`, then a host of non-empty labels of lowercase
+/// letters, digits and `-` (the last starting with a letter, so never an IPv4 address; none
+/// starting with `xn--`, whose punycode the parser checks), then an optional port (digits,
+/// no leading zero, not the scheme's default), then `/`, `?`, `#` or the end. Anything else
+/// (upper case, a trailing dot, user info, percent signs, IP literals, IDNA) is `None`, and
+/// the caller parses.
+fn plain_key(url: &str) -> Option<&str> {
+    let (rest, default_port) = if let Some(rest) = url.strip_prefix("http://") {
+        (rest, "80")
+    } else if let Some(rest) = url.strip_prefix("https://") {
+        (rest, "443")
+    } else {
+        return None;
+    };
+    let len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..len];
+    let (host, port) = match authority.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    };
+    if let Some(port) = port {
+        let plain = !port.is_empty()
+            && port.len() <= 5
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && !port.starts_with('0')
+            && port.parse::<u32>().is_ok_and(|p| p <= u32::from(u16::MAX))
+            && port != default_port;
+        if !plain {
+            return None;
+        }
+    }
+    let mut last_start = None;
+    for label in host.split('.') {
+        let plain = !label.is_empty()
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with("xn--");
+        if !plain {
+            return None;
+        }
+        last_start = label.bytes().next();
+    }
+    if !last_start.is_some_and(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
+    Some(&url[..url.len() - rest.len() + len])
+}

@@ -32,7 +32,7 @@ use super::address::AddressState;
 use super::budget::{name_key, Budget, BudgetKey, Gcra};
 use super::robots_gate::RobotsState;
 use super::schedule::apply_crawl_delay;
-use super::{key_of, Frontier, FrontierError, HostId};
+use super::{queued_key, Frontier, FrontierError, HostId};
 
 /// Bytes a resident host costs beyond its key and rules, what the budget charges it: its entry
 /// in the map of resident hosts and its name's budget's entry (the budget a host joins, one
@@ -174,7 +174,7 @@ impl Frontier {
             return Ok(());
         }
         let key = match self.store.peek(id)? {
-            Some(front) => key_of(&front.url),
+            Some(front) => queued_key(&front.url),
             None => return Ok(()),
         };
         self.restore_state(id, key, now);

@@ -982,3 +982,53 @@ fn an_evicted_host_comes_back_under_its_names_rate() {
     f.evict_if_over_budget(t0 + Duration::from_secs(10));
     assert!(f.budgets.len() <= f.resident.hosts.len());
 }
+
+#[test]
+fn a_queued_urls_key_is_read_from_its_text_only_where_parsing_gives_the_same() {
+    assert_eq!(
+        super::plain_key("http://www.site5.example.com/section-1/article-3.html"),
+        Some("http://www.site5.example.com")
+    );
+    assert_eq!(
+        super::plain_key("https://a-b.test:8443?x"),
+        Some("https://a-b.test:8443")
+    );
+    assert_eq!(super::plain_key("https://a.test#f"), Some("https://a.test"));
+    for url in [
+        "http://A.test/",
+        "http://a.test./",
+        "http://1.2.3/",
+        "http://10.0.0.1/",
+        "http://0x7f.1/",
+        "http://a.test:80/",
+        "https://a.test:443/",
+        "http://a.test:080/",
+        "http://a.test:/",
+        "http://a.test:99999/",
+        "http://u@a.test/",
+        "http://xn--abc.test/",
+        "http://a..b/",
+        "http://.a/",
+        "http://[::1]/",
+        "http://a%41.test/",
+        "http://a.test\\x",
+        "http:///x",
+        "ftp://a.test/",
+    ] {
+        assert_eq!(super::plain_key(url), None, "{url}");
+    }
+}
+
+proptest::proptest! {
+    /// Whatever the text, a key read from it is the parser's.
+    #[test]
+    fn a_key_read_from_the_text_is_the_parsers(
+        url in "https?://[a-zA-Z0-9.:@%_-]{0,14}[/?#\\\\]?[a-z.]{0,3}"
+    ) {
+        let parsed = super::key_of(&url);
+        if let Some(key) = super::plain_key(&url) {
+            proptest::prop_assert_eq!(key, parsed.as_str(), "{}", url);
+        }
+        proptest::prop_assert_eq!(super::queued_key(&url), super::key_of(&url), "{}", url);
+    }
+}

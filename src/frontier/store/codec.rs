@@ -144,17 +144,18 @@ pub(super) fn encode_body<'a>(
 ) -> bool {
     scratch.clear();
     encode_items(items, scratch);
-    compress_body(scratch, out)
+    compress_body(scratch, out, &mut lz4_flex::block::CompressTable::default())
 }
 
 /// The body of a group into `out` (cleared first): per entry its item count and byte length
 /// (`entries`), then `items`, the entries' encoded items back to back; compressed if that
-/// pays (returned). `raw` is a buffer kept by the caller.
+/// pays (returned). `raw` and `table` are kept by the caller from group to group.
 pub(super) fn encode_group_body(
     entries: &[(u32, usize)],
     items: &[u8],
     raw: &mut Vec<u8>,
     out: &mut Vec<u8>,
+    table: &mut lz4_flex::block::CompressTable,
 ) -> bool {
     raw.clear();
     for &(count, len) in entries {
@@ -162,7 +163,7 @@ pub(super) fn encode_group_body(
         put_varint(raw, len as u64);
     }
     raw.extend_from_slice(items);
-    compress_body(raw, out)
+    compress_body(raw, out, table)
 }
 
 /// The raw bytes of a body: `body` itself, or decompressed into `scratch`.
@@ -199,23 +200,26 @@ pub(super) fn group_entries(
 ) -> Result<(), String> {
     out.clear();
     let mut r = Reader { bytes: raw, at: 0 };
-    let mut lens = Vec::with_capacity(entries);
+    // Lengths first, kept in `out` as `0..len` until the ranges are known: no vector of their
+    // own (at up to 255 entries, glibc served that one by consolidating its fast bins, once
+    // per group decoded).
     for i in 0..entries {
         let count = r.varint()?;
         let len = r.varint()?;
         if count == 0 || count > u32::MAX as u64 {
             return Err(format!("entry {i} says it holds {count} items"));
         }
-        lens.push((count as u32, len));
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        out.push((count as u32, 0..len));
     }
     let mut at = r.at;
-    for (i, (count, len)) in lens.into_iter().enumerate() {
-        let left = (raw.len() - at) as u64;
+    for (i, (_, range)) in out.iter_mut().enumerate() {
+        let (len, left) = (range.end, raw.len() - at);
         if len > left {
             return Err(format!("entry {i} of {len} bytes at +{at}, {left} left"));
         }
-        out.push((count, at..at + len as usize));
-        at += len as usize;
+        *range = at..at + len;
+        at += len;
     }
     if at != raw.len() {
         return Err(format!(
@@ -228,7 +232,16 @@ pub(super) fn group_entries(
 
 /// Puts the raw body `raw` into `out` (cleared first), LZ4-compressed if that saves an
 /// eighth of it; returns whether it did.
-pub(super) fn compress_body(raw: &[u8], out: &mut Vec<u8>) -> bool {
+///
+/// `table` is LZ4's hash table, kept by the caller: `compress_into` allocates and zeroes a
+/// fresh 8 KiB one per call, and on the scale bench that allocation, one per group written on
+/// the admitting thread, was large enough to make glibc consolidate its fast bins each time
+/// (`malloc_consolidate` and `unlink_chunk` ~6 % of that thread's samples at 3e6 URLs).
+pub(super) fn compress_body(
+    raw: &[u8],
+    out: &mut Vec<u8>,
+    table: &mut lz4_flex::block::CompressTable,
+) -> bool {
     out.clear();
     if raw.len() >= COMPRESS_MIN {
         put_varint(out, raw.len() as u64);
@@ -237,7 +250,7 @@ pub(super) fn compress_body(raw: &[u8], out: &mut Vec<u8>) -> bool {
             start + lz4_flex::block::get_maximum_output_size(raw.len()),
             0,
         );
-        if let Ok(n) = lz4_flex::block::compress_into(raw, &mut out[start..]) {
+        if let Ok(n) = lz4_flex::block::compress_into_with_table(raw, &mut out[start..], table) {
             if start + n <= raw.len() - raw.len() / 8 {
                 out.truncate(start + n);
                 return true;

@@ -4,6 +4,7 @@
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 use super::codec;
 use super::format::{
@@ -12,13 +13,20 @@ use super::format::{
     BLOCK_HEADER, FLAG_LZ4, GROUP_HEADER, MAX_BODY, MAX_SEGMENT, SEGMENT_HEADER, SEGMENT_MAGIC,
     VERSION, VERSION_2,
 };
-use super::{item_bytes, QueueStore, StoreError, Window, PATCH_BYTES};
+use super::{QueueStore, StoreError, Window, PATCH_BYTES};
 use crate::durable::{self, At, FileError, Header};
 
 /// Raw (uncompressed) bytes of items at which a group being gathered is written: big enough
 /// for LZ4 to find what the URLs of many hosts share, small enough that a pop, which reads and
 /// decompresses a whole group to take one entry, stays a few microseconds.
 pub(super) const GROUP_BYTES: usize = 8 << 10;
+
+/// Deferred links this close in the log (bytes between their `next` fields) are written as one
+/// run by `apply_patches_now`: rewriting up to a page between two links costs less than a
+/// second `pwrite`.
+const PATCH_GAP: u64 = 4 << 10;
+/// Most bytes of one run.
+const PATCH_RUN: u64 = 256 << 10;
 
 /// The entries of a group being gathered: hosts' tails, encoded, not yet in the log.
 #[derive(Debug, Default)]
@@ -28,68 +36,48 @@ pub(super) struct GroupBuilder {
     entries: Vec<(u32, usize)>,
     /// The entries' encoded items, back to back.
     items: Vec<u8>,
+    /// The hosts' ids as the group stores them, kept from group to group: a fresh one (up to
+    /// 2 KiB) per group was an allocation glibc serves by consolidating its fast bins first.
+    host_bytes: Vec<u8>,
 }
 
 impl QueueStore {
     /// Writes every tail, many hosts' to a group (see `format.rs`).
     pub(super) fn write_all_tails(&mut self) -> Result<(), StoreError> {
-        let tails = std::mem::take(&mut self.tails);
-        let result = self.write_tails(&tails);
-        self.tails = tails;
-        self.tails.clear();
-        if self.tails.capacity() > 1024 {
-            self.tails.shrink_to(1024);
-        }
-        result
-    }
-
-    fn write_tails(&mut self, hosts: &[u64]) -> Result<(), StoreError> {
-        for &host in hosts {
-            self.gather_tail(host);
+        for slot in 0..self.tails.slots() as u32 {
+            self.gather_tail(slot);
             if self.group.items.len() >= GROUP_BYTES
                 || self.group.hosts.len() >= format::MAX_GROUP_ENTRIES
             {
                 self.write_group()?;
             }
         }
-        self.write_group()
+        let written = self.write_group();
+        self.tails.tidy();
+        written
     }
 
-    /// Writes `host`'s tail as a group of its own (a full tail).
-    pub(super) fn write_tail(&mut self, host: u64) -> Result<(), StoreError> {
-        self.gather_tail(host);
-        self.write_group()
+    /// Writes the tail whose chain is in `slot` as a group of its own (a full tail).
+    pub(super) fn write_tail(&mut self, slot: u32) -> Result<(), StoreError> {
+        self.gather_tail(slot);
+        let written = self.write_group();
+        self.tails.tidy();
+        written
     }
 
-    /// Moves `host`'s tail, encoded, into the group being gathered (the host may appear in a
-    /// group once: its whole tail is taken).
-    fn gather_tail(&mut self, host: u64) {
-        let Some(entry) = self.hosts.get_mut(&host) else {
-            return;
-        };
-        let Some(mem) = entry.mem.as_mut() else {
-            return;
-        };
-        if mem.tail.is_empty() {
-            return;
-        }
+    /// Moves the tail whose chain is in `slot`, encoded, into the group being gathered (its
+    /// host may appear in a group once: its whole tail is taken). The host's entry learns it
+    /// when the group is linked (see `link`), so this reads no entry.
+    fn gather_tail(&mut self, slot: u32) {
         let before = self.group.items.len();
-        codec::encode_items(&mem.tail, &mut self.group.items);
-        for item in &mem.tail {
-            self.item_mem -= item_bytes(item);
-            self.tail_mem -= item_bytes(item);
+        codec::encode_items(self.tails.chain(slot), &mut self.group.items);
+        let (count, bytes) = self.tails.drop_chain(slot);
+        if count == 0 {
+            return;
         }
-        let count = mem.tail.len() as u32;
-        // Cleared, not dropped, when small: it goes on serving this host, or a spare box.
-        mem.tail.clear();
-        if mem.tail.capacity() > super::SPARE_TAIL {
-            mem.tail = Vec::new();
-        }
-        if mem.is_empty() {
-            super::recycle(&mut self.spare, entry.mem.take());
-            self.boxes -= 1;
-        }
-        self.group.hosts.push(host);
+        self.item_mem -= bytes;
+        self.tail_mem -= bytes;
+        self.group.hosts.push(self.tails.host(slot));
         self.group
             .entries
             .push((count, self.group.items.len() - before));
@@ -108,10 +96,12 @@ impl QueueStore {
             &self.group.items,
             &mut self.raw_scratch,
             &mut body,
+            &mut self.lz4_table,
         );
         let flags = if compressed { FLAG_LZ4 } else { 0 };
         let mut header = GroupHeader::encode(body.len(), n, flags, self.next_seq);
-        let mut hosts = Vec::with_capacity(8 * n);
+        let mut hosts = std::mem::take(&mut self.group.host_bytes);
+        hosts.clear();
         for h in &self.group.hosts {
             hosts.extend_from_slice(&h.to_le_bytes());
         }
@@ -135,6 +125,7 @@ impl QueueStore {
         self.wbuf.extend_from_slice(&body);
         self.wbuf.resize(start + span, 0);
         self.scratch = body;
+        self.group.host_bytes = hosts;
         let items: u64 = self.group.entries.iter().map(|&(c, _)| c as u64).sum();
         *self.live.entry(self.active).or_default() += items;
         let w = &mut self.written;
@@ -164,6 +155,9 @@ impl QueueStore {
     /// Appends the block at `at` (of `count` items) to `host`'s chain on disk.
     pub(super) fn link(&mut self, host: u64, at: u64, count: u32) -> Result<(), StoreError> {
         let entry = self.hosts.get_or_default(host);
+        // Linked from a written tail (or replayed, when there is none): the whole tail is in
+        // the block now.
+        entry.tail_len = 0;
         if entry.disk_unread > 0 {
             let prev = entry.tail;
             entry.tail = at;
@@ -225,6 +219,18 @@ impl QueueStore {
     }
 
     /// Writes every deferred patch now, in location order.
+    ///
+    /// Patches close together go to the file as one run: the bytes from the first `next`
+    /// field to the last are read, patched in memory and written back ([`PATCH_GAP`],
+    /// [`PATCH_RUN`]). Why: this runs on the owner's thread whenever the map holds an eighth of
+    /// the budget (every ~260 k links at 64 MiB, every few seconds at 1e6 hosts), and one
+    /// 8-byte `pwrite` per link was ~7 % of the admitting thread's samples in the scale bench
+    /// at 3e6 URLs; the links of the last seconds' blocks are dense in the log's last
+    /// megabytes. Rewriting the bytes between them is exact: they are the file's own bytes,
+    /// read here; nothing else writes them meanwhile except a sync's write of patches that
+    /// are also in this map, with the same values (a block is linked once), or were written
+    /// before (and are then what is read); and every byte of the run is before the write
+    /// buffer, so already in the file once the writer has been waited for.
     pub(super) fn apply_patches_now(&mut self) -> Result<(), StoreError> {
         // A buffer still being written holds older `next` fields of the blocks patched here.
         self.writer.wait()?;
@@ -234,21 +240,64 @@ impl QueueStore {
             .map(|(&b, &(n, _))| (self.patch_target(b), n))
             .collect();
         list.sort_unstable();
-        for (target, next) in list {
-            let s = loc_segment(target);
+        let mut run = std::mem::take(&mut self.patch_run);
+        let written = self.write_patch_runs(&list, &mut run);
+        run.clear();
+        if run.capacity() > PATCH_RUN as usize {
+            run = Vec::new();
+        }
+        self.patch_run = run;
+        written?;
+        self.patches.clear();
+        self.patches.shrink_to(1024);
+        // The links left the map for the file: cached `next` fields may be stale.
+        self.group_cache.clear();
+        Ok(())
+    }
+
+    /// Writes `list` ((target, next) sorted by target, see [`QueueStore::patch_target`]), runs
+    /// of close targets as one read and one write through `run` (see `apply_patches_now`).
+    fn write_patch_runs(
+        &mut self,
+        list: &[(u64, u64)],
+        run: &mut Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let mut i = 0;
+        while i < list.len() {
+            let s = loc_segment(list[i].0);
+            let first = loc_offset(list[i].0);
+            let mut j = i + 1;
+            while j < list.len()
+                && loc_segment(list[j].0) == s
+                && loc_offset(list[j].0) - loc_offset(list[j - 1].0) <= PATCH_GAP
+                && loc_offset(list[j].0) + 8 - first <= PATCH_RUN
+            {
+                j += 1;
+            }
             let path = segment_path(&self.dir, s);
             let file = self.files.get(&s).ok_or_else(|| StoreError::Missing {
                 path: path.clone(),
                 what: "a block to link from is in it".into(),
             })?;
-            file.write_all_at(&next.to_le_bytes(), loc_offset(target))
-                .at("write", &path)?;
+            if j == i + 1 {
+                file.write_all_at(&list[i].1.to_le_bytes(), first)
+                    .at("write", &path)?;
+            } else {
+                let end = loc_offset(list[j - 1].0) + 8;
+                run.clear();
+                run.resize((end - first) as usize, 0);
+                file.read_exact_at(run, first).at("read", &path)?;
+                for &(target, next) in &list[i..j] {
+                    let at = (loc_offset(target) - first) as usize;
+                    run[at..at + 8].copy_from_slice(&next.to_le_bytes());
+                }
+                file.write_all_at(run, first).at("write", &path)?;
+            }
+            self.written.patches += (j - i) as u64;
+            self.written.patch_writes += 1;
             self.dirty.insert(s);
+            i = j;
         }
-        self.patches.clear();
-        self.patches.shrink_to(1024);
-        // The links left the map for the file: cached `next` fields may be stale.
-        self.group_cache.clear();
         Ok(())
     }
 
@@ -265,8 +314,10 @@ impl QueueStore {
         if self.legacy.contains(&s) {
             return self.read_block_v2(host, at, skip);
         }
-        let path = segment_path(&self.dir, s);
-        let corrupt = |what: String| FileError::corrupt(&path, off, what);
+        // The file's path is made only for an error: formatting it for every read was ~1 % of
+        // the scale bench's samples.
+        let corrupt =
+            |dir: &Path, what: String| FileError::corrupt(&segment_path(dir, s), off, what);
         let group_at = loc(s, off);
         let slot = match self.group_cache.find(group_at) {
             Some(slot) => slot,
@@ -282,9 +333,10 @@ impl QueueStore {
         let i = loc_entry(at);
         let owner = g.hosts.get(i).copied();
         if owner != Some(host) {
-            return Err(corrupt(format!(
-                "entry {i} of the group is {owner:x?}, host {host:#x}'s was expected"
-            )));
+            return Err(corrupt(
+                &self.dir,
+                format!("entry {i} of the group is {owner:x?}, host {host:#x}'s was expected"),
+            ));
         }
         // A link into a group still in the write buffer is written there (see `patch_next`);
         // one into a group on disk waits in the map until a sync writes it (the cache is
@@ -297,12 +349,13 @@ impl QueueStore {
         };
         let (count, range) = g.entries[i].clone();
         if skip >= count {
-            return Err(corrupt(format!(
-                "entry {i} holds {count} items, {skip} said popped"
-            )));
+            return Err(corrupt(
+                &self.dir,
+                format!("entry {i} holds {count} items, {skip} said popped"),
+            ));
         }
         let items = codec::decode_items(&g.raw[range], count, skip)
-            .map_err(|e| corrupt(format!("entry {i}: {e}")))?;
+            .map_err(|e| corrupt(&self.dir, format!("entry {i}: {e}")))?;
         Ok(Window {
             items,
             next: self.patches.get(&at).map_or(next, |&(n, _)| n),
@@ -312,8 +365,8 @@ impl QueueStore {
     /// Reads the group at `off` of segment `s` (from the write buffer or the file), checks it
     /// and decodes it into the group cache's slot `slot`.
     fn decode_group(&mut self, host: u64, s: u32, off: u64, slot: usize) -> Result<(), StoreError> {
-        let path = segment_path(&self.dir, s);
-        let corrupt = |what: String| FileError::corrupt(&path, off, what);
+        let corrupt =
+            |dir: &Path, what: String| FileError::corrupt(&segment_path(dir, s), off, what);
         let mut bytes = std::mem::take(&mut self.scratch);
         let mut header = [0u8; GROUP_HEADER];
         let in_memory = if s == self.active && off >= self.wbuf_start {
@@ -329,20 +382,20 @@ impl QueueStore {
             bytes.extend_from_slice(&held[..h.body_at() + h.body_len as usize]);
         } else {
             let file = self.files.get(&s).ok_or_else(|| StoreError::Missing {
-                path: path.clone(),
+                path: segment_path(&self.dir, s),
                 what: format!("host {host:#x}'s next block is in it"),
             })?;
             file.read_exact_at(&mut header, off)
-                .map_err(|e| corrupt(format!("cannot read a group header: {e}")))?;
+                .map_err(|e| corrupt(&self.dir, format!("cannot read a group header: {e}")))?;
             let h = GroupHeader::parse(&header);
-            h.check().map_err(&corrupt)?;
+            h.check().map_err(|e| corrupt(&self.dir, e))?;
             bytes.clear();
             bytes.resize(h.body_at() + h.body_len as usize, 0);
             file.read_exact_at(&mut bytes[GROUP_HEADER..], off + GROUP_HEADER as u64)
-                .map_err(|e| corrupt(format!("cannot read a group: {e}")))?;
+                .map_err(|e| corrupt(&self.dir, format!("cannot read a group: {e}")))?;
         }
         let h = GroupHeader::parse(&header);
-        h.check().map_err(&corrupt)?;
+        h.check().map_err(|e| corrupt(&self.dir, e))?;
         let (hosts, body) = (
             &bytes[h.hosts_at()..h.body_at()],
             &bytes[h.body_at()..h.body_at() + h.body_len as usize],
@@ -350,10 +403,13 @@ impl QueueStore {
         let computed = group_checksum(&header, hosts, body);
         if computed != h.checksum {
             self.scratch = bytes;
-            return Err(corrupt(format!(
-                "group checksum {:#010x}, contents hash to {computed:#010x}",
-                h.checksum
-            )));
+            return Err(corrupt(
+                &self.dir,
+                format!(
+                    "group checksum {:#010x}, contents hash to {computed:#010x}",
+                    h.checksum
+                ),
+            ));
         }
         let g = self.group_cache.slot_mut(slot);
         let decoded = if h.compressed() {
@@ -365,7 +421,7 @@ impl QueueStore {
         .and_then(|()| codec::group_entries(&g.raw, h.entries, &mut g.entries));
         if let Err(e) = decoded {
             self.scratch = bytes;
-            return Err(corrupt(e));
+            return Err(corrupt(&self.dir, e));
         }
         for e in 0..h.entries {
             let host_at = h.hosts_at() + 8 * e;

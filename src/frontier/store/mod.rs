@@ -23,9 +23,10 @@
 //! last 32 groups read are kept decoded (`group_cache.rs`), as the scheduler often serves
 //! hosts of one group close together.
 //! In memory a host costs one fixed-size hash-map entry (head block, items already popped from
-//! it, tail block, unread count on disk, and an optional boxed window): 48 bytes of entry, ~56–110
-//! bytes with the map's slack, whatever the length of its queue. So a pop is one positioned read
-//! (of a block, cached as the host's window until used up), and a push is an append.
+//! it, tail block, unread count on disk, its tail's length and chain, and an optional boxed
+//! window): 56 bytes of entry, ~64–128 bytes with the map's slack, whatever the length of its
+//! queue. So a pop is one positioned read (of a block, cached as the host's window until used
+//! up), and a push is an append.
 //!
 //! Pushes first go to the host's in-memory *tail* (so that a busy host writes blocks of
 //! `block_items` URLs, not one block per URL); a tail is written as a block when it is full,
@@ -124,6 +125,7 @@
 //! - `mod.rs`: the [`QueueStore`] type, its per-host bookkeeping, and pushes and pops;
 //! - `format.rs`: the byte formats and file names;
 //! - `codec.rs`: a group's and a block's body (front coding, varints, LZ4);
+//! - `tails.rs`: every host's tail (pushed, not written yet) in one arena, a chain per host;
 //! - `log.rs`: writing tails as groups of blocks, linking them, reading a block back, segment
 //!   files;
 //! - `group_cache.rs`: the last groups a pop read, kept checked and decompressed, so that a
@@ -232,6 +234,7 @@ mod log;
 mod log_writer;
 mod recovery;
 mod sync;
+mod tails;
 #[cfg(test)]
 mod tests;
 
@@ -317,6 +320,11 @@ pub struct WriteStats {
     pub body_bytes: u64,
     /// The items' bodies before compression.
     pub raw_bytes: u64,
+    /// Links written to blocks already in their file by the owner (memory pressure on the
+    /// deferred links, see `apply_patches_now`), and the writes that took (runs of close links
+    /// go as one).
+    pub patches: u64,
+    pub patch_writes: u64,
 }
 
 /// Why the store could not be opened, read or written: I/O on a named file, damage (file and
@@ -332,22 +340,14 @@ fn item_bytes(item: &QueuedUrl) -> u64 {
 
 /// Most empty boxes kept in [`QueueStore`]'s `spare`.
 const SPARE_BOXES: usize = 1024;
-/// Tails of at most this capacity keep it when their box is kept for reuse.
-const SPARE_TAIL: usize = 8;
 
-/// Keeps an emptied box for the next host that needs one. A host that is pushed one URL at a
-/// time (30 % of links go to a host at random, in the scale bench) otherwise allocates a box
-/// and its tail's vector at each push and frees both when the tail is written. (The allocator
-/// took ~21 % of the scale bench's CPU samples under `perf` before this change; this churn is
-/// a part of that, not measured alone.)
+/// Keeps an emptied box for the next host that needs one (a host's read window comes and goes
+/// with each block it is served from).
 #[allow(clippy::vec_box)] // The boxes themselves are what is reused: they move into entries.
 fn recycle(spare: &mut Vec<Box<HostMem>>, mem: Option<Box<HostMem>>) {
     let Some(mut mem) = mem else { return };
     if spare.len() < SPARE_BOXES {
         debug_assert!(mem.is_empty());
-        if mem.tail.capacity() > SPARE_TAIL {
-            mem.tail = Vec::new();
-        }
         mem.front = VecDeque::new();
         spare.push(mem);
     }
@@ -360,20 +360,19 @@ struct Window {
     next: u64,
 }
 
-/// What a host holds in memory, boxed so that a host without any costs 8 bytes.
+/// What a host holds in memory besides its tail, boxed so that a host without any costs 8
+/// bytes.
 #[derive(Debug, Default)]
 struct HostMem {
     /// Items pushed to the front (retries): popped before anything else.
     front: VecDeque<QueuedUrl>,
     /// The head block's remaining items, if read.
     window: Option<Window>,
-    /// Items pushed but not written to disk yet: popped after everything on disk.
-    tail: Vec<QueuedUrl>,
 }
 
 impl HostMem {
     fn is_empty(&self) -> bool {
-        self.front.is_empty() && self.window.is_none() && self.tail.is_empty()
+        self.front.is_empty() && self.window.is_none()
     }
 }
 
@@ -392,15 +391,17 @@ struct HostEntry {
     /// Items on disk not popped yet.
     disk_unread: u64,
     mem: Option<Box<HostMem>>,
+    /// Items pushed but not written to disk yet (popped after everything on disk), and the
+    /// slot of their chain in the store's [`tails::Tails`] (meaningful only while there are).
+    tail_len: u32,
+    tail_slot: u32,
 }
 
 impl HostEntry {
     fn len(&self) -> u64 {
         self.disk_unread
-            + self
-                .mem
-                .as_ref()
-                .map_or(0, |m| (m.front.len() + m.tail.len()) as u64)
+            + self.tail_len as u64
+            + self.mem.as_ref().map_or(0, |m| m.front.len() as u64)
     }
 }
 
@@ -420,8 +421,8 @@ pub struct QueueStore {
     /// Hosts that hold a box, oldest first (may hold stale entries).
     boxed: VecDeque<u64>,
     boxes: u64,
-    /// Hosts with a non-empty tail (may hold stale entries or duplicates).
-    tails: Vec<u64>,
+    /// Items pushed and not written yet, every host's (see `tails.rs`).
+    tails: tails::Tails,
     /// Empty boxes kept for the next host that needs one (see [`recycle`]).
     #[allow(clippy::vec_box)]
     // The boxes themselves are what is reused: they move into entries.
@@ -457,6 +458,10 @@ pub struct QueueStore {
     scratch: Vec<u8>,
     /// A body before compression, or after decompression.
     raw_scratch: Vec<u8>,
+    /// LZ4's hash table, kept from group to group (see `codec::compress_body`).
+    lz4_table: lz4_flex::block::CompressTable,
+    /// The bytes of a run of deferred links being written (see `apply_patches_now`).
+    patch_run: Vec<u8>,
     /// The buffer of the last table written, handed back by [`PendingSync::write`] for the
     /// next sync to encode into: a fresh one costs a page fault every 4 KiB in the pause.
     table_buf: Arc<Mutex<Vec<u8>>>,
@@ -486,7 +491,7 @@ impl QueueStore {
             tail_mem: 0,
             boxed: VecDeque::new(),
             boxes: 0,
-            tails: Vec::new(),
+            tails: Default::default(),
             spare: Vec::new(),
             files: BTreeMap::new(),
             seg_len: BTreeMap::new(),
@@ -505,6 +510,8 @@ impl QueueStore {
             recovery: RecoveryReport::default(),
             scratch: Vec::new(),
             raw_scratch: Vec::new(),
+            lz4_table: Default::default(),
+            patch_run: Vec::new(),
             table_buf: Arc::default(),
             legacy: Default::default(),
             group: Default::default(),
@@ -531,19 +538,17 @@ impl QueueStore {
         self.item_mem += bytes;
         self.tail_mem += bytes;
         self.total += 1;
-        if self.tails.len() > 2 * self.boxes as usize + 1024 {
-            self.compact_lists();
-        }
-        let block_items = self.options.block_items;
-        let mem = self.boxed_mem(host);
-        let was_empty = mem.tail.is_empty();
-        mem.tail.push(item);
-        let full = mem.tail.len() >= block_items;
-        if was_empty {
-            self.tails.push(host);
-        }
-        if full {
-            self.write_tail(host)?;
+        let entry = self.hosts.get_or_default(host);
+        let slot = if entry.tail_len == 0 {
+            tails::NO_TAIL
+        } else {
+            entry.tail_slot
+        };
+        entry.tail_slot = self.tails.push(host, slot, item);
+        entry.tail_len += 1;
+        if entry.tail_len as usize >= self.options.block_items {
+            let slot = entry.tail_slot;
+            self.write_tail(slot)?;
         }
         if self.tail_mem > self.options.memory / TAIL_SHARE {
             // Tails are bounded to a share of the budget: a sync writes them all, so this
@@ -600,13 +605,13 @@ impl QueueStore {
             self.forget_if_empty(host);
             return Ok(Some(item));
         }
-        let Some(mem) = entry.mem.as_mut() else {
-            return Ok(None);
-        };
-        if mem.tail.is_empty() {
+        if entry.tail_len == 0 {
             return Ok(None);
         }
-        let item = mem.tail.remove(0);
+        let Some(item) = self.tails.pop(entry.tail_slot) else {
+            return Ok(None);
+        };
+        entry.tail_len -= 1;
         self.tail_mem -= item_bytes(&item);
         Ok(Some(self.popped_from_memory(host, item)))
     }
@@ -621,14 +626,19 @@ impl QueueStore {
         if !in_front && entry.disk_unread > 0 {
             self.ensure_window(host)?;
         }
-        let Some(mem) = self.hosts.get(&host).and_then(|e| e.mem.as_ref()) else {
+        let Some(entry) = self.hosts.get(&host) else {
             return Ok(None);
         };
-        Ok(mem
-            .front
-            .front()
-            .or_else(|| mem.window.as_ref().and_then(|w| w.items.front()))
-            .or_else(|| mem.tail.first()))
+        let in_memory = entry.mem.as_ref().and_then(|mem| {
+            mem.front
+                .front()
+                .or_else(|| mem.window.as_ref().and_then(|w| w.items.front()))
+        });
+        Ok(in_memory.or_else(|| {
+            (entry.tail_len > 0)
+                .then(|| self.tails.first(entry.tail_slot))
+                .flatten()
+        }))
     }
 
     /// Reads `host`'s head block into its window unless it is there (the host has unread
@@ -664,7 +674,7 @@ impl QueueStore {
             recycle(&mut self.spare, entry.mem.take());
             self.boxes -= 1;
         }
-        if entry.disk_unread == 0 && entry.mem.is_none() {
+        if entry.disk_unread == 0 && entry.mem.is_none() && entry.tail_len == 0 {
             self.hosts.remove(&host);
         }
     }
@@ -699,14 +709,14 @@ impl QueueStore {
             + self.boxes * std::mem::size_of::<HostMem>() as u64
             + self.item_mem
             + self.wbuf.capacity() as u64
-            + (self.boxed.capacity() + self.tails.capacity()) as u64 * 8
-            + self.spare.len() as u64
-                * (std::mem::size_of::<HostMem>() + SPARE_TAIL * std::mem::size_of::<QueuedUrl>())
-                    as u64
+            + self.boxed.capacity() as u64 * 8
+            + self.tails.memory_bytes()
+            + self.spare.len() as u64 * std::mem::size_of::<HostMem>() as u64
             + self.patches.capacity() as u64 * PATCH_BYTES
             + self.table_buf.lock().map_or(0, |b| b.capacity()) as u64
             + self.group_cache.memory_bytes()
             + self.writer.memory_bytes()
+            + self.patch_run.capacity() as u64
     }
 
     /// Entry reads served by a group already decoded, and reads that decoded one.
@@ -786,21 +796,12 @@ impl QueueStore {
         entry.mem.as_mut().expect("just boxed")
     }
 
-    /// Drops the stale entries of the lists of hosts, so that they stay within twice the
+    /// Drops the stale entries of the list of boxed hosts, so that it stays within twice the
     /// number of boxes.
     fn compact_lists(&mut self) {
         let hosts = &self.hosts;
         self.boxed
             .retain(|h| hosts.get(h).is_some_and(|e| e.mem.is_some()));
-        self.tails.retain(|h| {
-            hosts
-                .get(h)
-                .and_then(|e| e.mem.as_ref())
-                .is_some_and(|m| !m.tail.is_empty())
-        });
-        self.tails.sort_unstable();
-        self.tails.dedup();
         self.boxed.shrink_to(self.boxes as usize * 2 + 1024);
-        self.tails.shrink_to(self.boxes as usize * 2 + 1024);
     }
 }

@@ -455,6 +455,8 @@ impl QueueStore {
                 tail,
                 disk_unread,
                 mem: None,
+                tail_len: 0,
+                tail_slot: super::tails::NO_TAIL,
             };
             if front > 0 {
                 let mut mem = Box::<HostMem>::default();
