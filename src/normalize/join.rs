@@ -80,7 +80,19 @@ struct BaseParts<'a> {
     query_end: usize,
     /// Where the base path's last segment starts: a relative path replaces it.
     last_segment: usize,
+    /// Where the directories above the base's end: `dirs[k]` is the `/` that ends the
+    /// directory `k` levels up (`dirs[0]` is `last_segment`, the last kept one the path's
+    /// first `/`), for `k` below `dir_count`; so a relative link's leading `../`s cost a
+    /// lookup, not a search back through the text per `../`.
+    dirs: [u32; DIRS],
+    dir_count: u8,
+    /// Whether `dirs` holds every `/` of the path (a path of at most [`DIRS`] of them).
+    dirs_complete: bool,
 }
+
+/// The directories above a base that [`BaseParts`] keeps: a link that climbs higher in a
+/// deeper path is resolved by the general path code.
+const DIRS: usize = 16;
 
 /// Longest link the fast path builds: longer ones are rare, and go to the parser.
 const FAST_MAX: usize = 1 << 16;
@@ -133,6 +145,27 @@ impl<'a> PreparedBase<'a> {
         }
     }
 
+    /// [`Self::join_into`] of an `href` whose bytes are all [`is_plain_url_byte`] (the
+    /// caller checked them, while it read them for its own purposes): the fast path skips
+    /// its own check (and the trimming: such an `href` has nothing to trim), so the result
+    /// is exactly `self.url().join(href)` only if the caller is right. A debug build
+    /// (the tests, the fuzz target) asserts that it is.
+    pub(crate) fn join_plain_into(
+        &self,
+        href: &str,
+        batch: &mut LinkBatch,
+    ) -> Result<usize, url::ParseError> {
+        debug_assert!(is_plain(href.as_bytes()), "not plain: {href:?}");
+        if let (Some(fast), true) = (&self.fast, href.len() <= FAST_MAX) {
+            let start = batch.text.len();
+            if let Some(parts) = fast.join_plain(href, &mut batch.text) {
+                return Ok(batch.push_plain(start, parts));
+            }
+            batch.text.truncate(start);
+        }
+        self.join_into(href, batch)
+    }
+
     /// [`Self::join_link`], added to `batch` (a fast-path link's text goes into the text
     /// the batch's links share: no allocation of its own). Returns the link's length.
     pub fn join_into(&self, href: &str, batch: &mut LinkBatch) -> Result<usize, url::ParseError> {
@@ -173,6 +206,19 @@ impl<'a> BaseParts<'a> {
         if whole.len() > u32::MAX as usize / 2 {
             return None;
         }
+        let mut dirs = [0u32; DIRS];
+        let mut dir_count = 0;
+        let mut slashes = path
+            .bytes()
+            .enumerate()
+            .rev()
+            .filter(|&(_, b)| b == b'/')
+            .map(|(i, _)| path_start + i);
+        for (slot, slash) in dirs.iter_mut().zip(&mut slashes) {
+            *slot = u32::try_from(slash).ok()?;
+            dir_count += 1;
+        }
+        let dirs_complete = slashes.next().is_none();
         Some(BaseParts {
             whole,
             scheme_end,
@@ -182,7 +228,19 @@ impl<'a> BaseParts<'a> {
             path_end,
             query_end,
             last_segment,
+            dirs,
+            dir_count,
+            dirs_complete,
         })
+    }
+
+    /// Where the directory `ups` levels above the base's ends (the root's, if `ups` climbs
+    /// higher, as `..` never removes the origin): `None` if not kept.
+    fn dir_above(&self, ups: usize) -> Option<usize> {
+        if ups < usize::from(self.dir_count) {
+            return self.dirs.get(ups).map(|&dir| dir as usize);
+        }
+        self.dirs_complete.then_some(self.path_start)
     }
 
     /// `href` resolved and appended to `out`, with its offsets (from where it starts in
@@ -254,8 +312,17 @@ impl<'a> BaseParts<'a> {
                     };
                 }
                 let start = out.len();
-                out.reserve(self.last_segment + href.len() + 1);
-                out.push_str(whole.get(..self.last_segment)?);
+                // The leading `../` and `./` of a relative link (half the links of a
+                // documentation site: `../../core/str/index.html`) pick the directory the
+                // rest is relative to, which is copied once. They are not the path's last
+                // segment (a `/` follows), so no trailing `/` is due for them.
+                let (ups, rest) = leading_dot_segments(href);
+                let (dir, href) = match self.dir_above(ups) {
+                    Some(dir) => (dir, rest),
+                    None => (self.last_segment, href),
+                };
+                out.reserve(dir + href.len() + 1);
+                out.push_str(whole.get(..dir)?);
                 self.finish_same_origin(out, start, href)
             }
         }
@@ -477,6 +544,22 @@ fn push_path(out: &mut String, floor: usize, mut path: &str) {
     }
 }
 
+/// The `../` segments `href` starts with, counted, and what follows them and any `./`
+/// among them.
+fn leading_dot_segments(mut href: &str) -> (usize, &str) {
+    let mut ups = 0;
+    loop {
+        if let Some(rest) = href.strip_prefix("../") {
+            ups += 1;
+            href = rest;
+        } else if let Some(rest) = href.strip_prefix("./") {
+            href = rest;
+        } else {
+            return (ups, href);
+        }
+    }
+}
+
 /// Whether a segment of `path` starts with `.` or `%`, as every one [`dots`] counts does.
 fn may_have_dot_segment(path: &str) -> bool {
     let bytes = path.as_bytes();
@@ -508,23 +591,44 @@ fn tail_offsets(at: usize, tail: &str) -> (Option<usize>, Option<usize>) {
     (query, fragment.map(|i| at + i))
 }
 
-/// `PLAIN[b]`: the parser keeps byte `b` as it is in a path, a query and a fragment of an
-/// http(s) URL (for a UTF-8 document), so a link of these bytes needs no encoding: ASCII
-/// letters and digits, `-._~!$&()*+,;=:@/?#%`. Not `'` (escaped in a query), nor anything
-/// the parser escapes or drops.
+/// Whether the parser keeps byte `b` as it is in a path, a query and a fragment of an
+/// http(s) URL (for a UTF-8 document), so that a link of these bytes needs no encoding:
+/// ASCII letters and digits, `-._~!$&()*+,;=:@/?#%`. Not `'` (escaped in a query), nor
+/// anything the parser escapes or drops (spaces and controls among them, so a link of these
+/// bytes has nothing to trim either).
+pub const fn is_plain_url_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'-' | b'.'
+                | b'_'
+                | b'~'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'@'
+                | b'/'
+                | b'?'
+                | b'#'
+                | b'%'
+        )
+}
+
+/// `PLAIN[b]`: [`is_plain_url_byte`] as a table.
 static PLAIN: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;
-    while b < 128 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric();
+    while b < 256 {
+        table[b] = is_plain_url_byte(b as u8);
         b += 1;
-    }
-    let extra = b"-._~!$&()*+,;=:@/?#%";
-    let mut i = 0;
-    while i < extra.len() {
-        table[extra[i] as usize] = true;
-        i += 1;
     }
     table
 };
@@ -690,6 +794,9 @@ mod tests {
         "https://example.test",
         "http://example.test/dir/?x",
         "http://example.test/a/b/c/d/e.html",
+        "http://example.test/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/p.html",
+        "http://example.test/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/p.html",
+        "http://example.test/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/",
         "http://example.test/a//b/",
         "http://example.test/?only",
         "http://example.test/p#frag",
@@ -744,6 +851,12 @@ mod tests {
         "ftp://abs.test/",
         "../up",
         "../../../../../up",
+        "../../../../../../../../../../../../../../../x",
+        "../../../../../../../../../../../../../../../../x",
+        "../../../../../../../../../../../../../../../../../x",
+        "../../../../../../../../../../../../../../../../../../../../x",
+        "./.././../../../../../../../../../../../../../.././../../x/../y",
+        "../../../../../../../../../../../../../../../../..",
         "../../core/str/index.html#method.len",
         "./../x",
         ".././x/./y",

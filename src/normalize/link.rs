@@ -277,6 +277,9 @@ impl Link {
 pub struct LinkBatch {
     pub(super) text: String,
     pending: Vec<Pending>,
+    /// The index of the last link whose text was written (not [`Self::repeat`]ed): the one
+    /// [`Self::pop`] may take its text back from.
+    last_written: Option<usize>,
 }
 
 /// A link of a batch before the batch's text is shared.
@@ -309,7 +312,10 @@ impl LinkBatch {
         let end = self.text.len();
         let len = end.saturating_sub(start);
         match (u32::try_from(start), u32::try_from(end)) {
-            (Ok(start), Ok(end)) => self.pending.push(Pending::Plain { start, end, parts }),
+            (Ok(start), Ok(end)) => {
+                self.last_written = Some(self.pending.len());
+                self.pending.push(Pending::Plain { start, end, parts });
+            }
             // Past 4 GiB of links (a hostile page without limits): a text of its own.
             _ => {
                 let own = self.text.get(start..).unwrap_or_default().to_owned();
@@ -328,10 +334,28 @@ impl LinkBatch {
         self.text.reserve(bytes);
     }
 
-    /// Removes the last link added.
+    /// Adds the link at `index` (of this batch, not yet finished) once more, sharing its
+    /// text, and returns its length: a page that names one target several times gets that
+    /// target's link once resolved. `None` (nothing added) unless that link is a fast-path
+    /// one (another is as cheap to resolve again as to copy).
+    pub fn repeat(&mut self, index: usize) -> Option<usize> {
+        match self.pending.get(index) {
+            Some(&Pending::Plain { start, end, parts }) => {
+                self.pending.push(Pending::Plain { start, end, parts });
+                Some(end.saturating_sub(start) as usize)
+            }
+            _ => None,
+        }
+    }
+
+    /// Removes the last link added (and its text, unless that text is another link's too).
     pub fn pop(&mut self) {
+        let index = self.pending.len().checked_sub(1);
         if let Some(Pending::Plain { start, .. }) = self.pending.pop() {
-            self.text.truncate(start as usize);
+            if index == self.last_written {
+                self.text.truncate(start as usize);
+                self.last_written = None;
+            }
         }
     }
 
@@ -346,6 +370,7 @@ impl LinkBatch {
             text.shrink_to_fit();
         }
         let page = Arc::new(text);
+        self.last_written = None;
         out.extend(self.pending.drain(..).map(|pending| match pending {
             Pending::Plain { start, end, parts } => Link {
                 repr: Repr::Plain {
@@ -513,6 +538,37 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn a_repeated_link_shares_its_text_and_popping_it_keeps_the_first() {
+        let base = Url::parse("https://a.test/d/p.html").unwrap();
+        let prepared = PreparedBase::new(&base);
+        let mut batch = LinkBatch::default();
+        prepared.join_into("x/y.html#f", &mut batch).unwrap();
+        prepared.join_into("mailto:a@b.test", &mut batch).unwrap();
+        let text_len = batch.text.len();
+        assert_eq!(batch.repeat(0), Some("https://a.test/d/x/y.html#f".len()));
+        assert_eq!(batch.repeat(1), None, "a parser's link is resolved again");
+        assert_eq!(batch.text.len(), text_len, "a repeat writes no text");
+        // Over a budget, the extractor takes back the last link: a repeat's text is its
+        // first occurrence's, which stays.
+        batch.pop();
+        prepared.join_into("z", &mut batch).unwrap();
+        batch.pop();
+        assert_eq!(batch.repeat(0), Some(27));
+        let mut links = Vec::new();
+        batch.finish_into(&mut links);
+        let texts: Vec<&str> = links.iter().map(Link::as_str).collect();
+        assert_eq!(
+            texts,
+            [
+                "https://a.test/d/x/y.html#f",
+                "mailto:a@b.test",
+                "https://a.test/d/x/y.html#f"
+            ]
+        );
+        assert!(reads_as(&links[2], &base.join("x/y.html#f").unwrap()));
     }
 
     #[test]
