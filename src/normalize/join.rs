@@ -340,14 +340,14 @@ impl<'a> BaseParts<'a> {
         };
         out.push_str(tail);
         let (query, fragment) = tail_offsets(end, tail);
-        Some(Parts {
-            scheme_end: self.scheme_end,
-            host_end: self.host_end,
-            port: self.port,
-            path_start: self.path_start,
-            query_start: query_start.or(query),
-            fragment_start: fragment,
-        })
+        Parts::new(
+            self.scheme_end,
+            self.host_end,
+            self.port,
+            self.path_start,
+            query_start.or(query),
+            fragment,
+        )
     }
 
     /// `out` holds, from `start`, the base's origin and the directory `href` is relative
@@ -358,15 +358,14 @@ impl<'a> BaseParts<'a> {
         let tail = href.get(path_end..)?;
         let (query, fragment) = tail_offsets(out.len() - start, tail);
         out.push_str(tail);
-        let parts = Parts {
-            scheme_end: self.scheme_end,
-            host_end: self.host_end,
-            port: self.port,
-            path_start: self.path_start,
-            query_start: query,
-            fragment_start: fragment,
-        };
-        Some(parts)
+        Parts::new(
+            self.scheme_end,
+            self.host_end,
+            self.port,
+            self.path_start,
+            query,
+            fragment,
+        )
     }
 }
 
@@ -408,14 +407,14 @@ fn absolute(https: bool, rest: &str, out: &mut String) -> Option<Parts> {
     let tail = after.get(path_end..)?;
     let (query, fragment) = tail_offsets(out.len() - start, tail);
     out.push_str(tail);
-    Some(Parts {
-        scheme_end: if https { 5 } else { 4 },
+    Parts::new(
+        if https { 5 } else { 4 },
         host_end,
         port,
         path_start,
-        query_start: query,
-        fragment_start: fragment,
-    })
+        query,
+        fragment,
+    )
 }
 
 /// A port as the parser reads it: digits, at most 65535, the scheme's default dropped.
@@ -644,27 +643,54 @@ fn is_plain(bytes: &[u8]) -> bool {
     chunks.remainder().iter().all(|&b| PLAIN[usize::from(b)])
 }
 
-/// The offsets of an http(s) URL with a domain host and no credentials, in its text.
+/// The offsets of an http(s) URL with a domain host and no credentials, in its text: 32-bit
+/// (the fast path builds no link of 4 GiB), so that a page's links, a few dozen of these
+/// each, take half the memory they took with `usize`s.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Parts {
     /// `http` (4) or `https` (5): where the scheme ends.
     pub(super) scheme_end: u32,
-    pub(super) host_end: usize,
+    pub(super) host_end: u32,
+    pub(super) path_start: u32,
+    pub(super) query_start: Option<u32>,
+    pub(super) fragment_start: Option<u32>,
     pub(super) port: Option<u16>,
-    pub(super) path_start: usize,
-    pub(super) query_start: Option<usize>,
-    pub(super) fragment_start: Option<usize>,
 }
 
 impl Parts {
+    /// The parts at these offsets; `None` if one does not fit 32 bits.
+    pub(super) fn new(
+        scheme_end: u32,
+        host_end: usize,
+        port: Option<u16>,
+        path_start: usize,
+        query_start: Option<usize>,
+        fragment_start: Option<usize>,
+    ) -> Option<Parts> {
+        let index = |i: usize| u32::try_from(i).ok();
+        let optional = |i: Option<usize>| match i {
+            Some(i) => index(i).map(Some),
+            None => Some(None),
+        };
+        Some(Parts {
+            scheme_end,
+            host_end: index(host_end)?,
+            path_start: index(path_start)?,
+            query_start: optional(query_start)?,
+            fragment_start: optional(fragment_start)?,
+            port,
+        })
+    }
+
     /// Where the path ends in a text of `len` bytes.
     pub(super) fn path_end(&self, len: usize) -> usize {
-        self.query_start.or(self.fragment_start).unwrap_or(len)
+        self.query_start
+            .or(self.fragment_start)
+            .map_or(len, |i| i as usize)
     }
 
     /// The `Url` of `text` with these offsets, without parsing `text`.
     pub(super) fn assemble(self, text: String) -> Option<Url> {
-        let index = |i: usize| u32::try_from(i).ok();
         let host_start = self.scheme_end + 3;
         let parts = [
             Part::Text(text),
@@ -672,18 +698,12 @@ impl Parts {
             // No credentials: the username ends where the host starts.
             Part::Index(host_start),
             Part::Index(host_start),
-            Part::Index(index(self.host_end)?),
+            Part::Index(self.host_end),
             Part::Domain,
             Part::Port(self.port),
-            Part::Index(index(self.path_start)?),
-            Part::OptIndex(match self.query_start {
-                Some(i) => Some(index(i)?),
-                None => None,
-            }),
-            Part::OptIndex(match self.fragment_start {
-                Some(i) => Some(index(i)?),
-                None => None,
-            }),
+            Part::Index(self.path_start),
+            Part::OptIndex(self.query_start),
+            Part::OptIndex(self.fragment_start),
         ];
         Url::deserialize_internal(SeqDeserializer::<_, PartsError>::new(parts.into_iter())).ok()
     }

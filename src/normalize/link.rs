@@ -45,8 +45,9 @@ pub struct Link {
 enum Repr {
     /// An http(s) URL with a domain host in canonical form and no credentials.
     Plain { text: Text, parts: Parts },
-    /// Anything else, as the parser built it.
-    Parsed(Url),
+    /// Anything else, as the parser built it (boxed: the rare case, which would otherwise
+    /// make every link, and every page's list of them, half as large again).
+    Parsed(Box<Url>),
 }
 
 /// A plain link's text: a string of its own, or its range of the text a page's links share
@@ -114,7 +115,7 @@ impl Link {
     pub fn into_string(self) -> String {
         match self.repr {
             Repr::Plain { text, .. } => text.into_string(),
-            Repr::Parsed(url) => url.into(),
+            Repr::Parsed(url) => (*url).into(),
         }
     }
 
@@ -138,7 +139,7 @@ impl Link {
         match &self.repr {
             Repr::Plain { text, parts } => text
                 .as_str()
-                .get(parts.scheme_end as usize + 3..parts.host_end),
+                .get(parts.scheme_end as usize + 3..parts.host_end as usize),
             Repr::Parsed(url) => url.host_str(),
         }
     }
@@ -164,7 +165,7 @@ impl Link {
         match &self.repr {
             Repr::Plain { text, parts } => {
                 let text = text.as_str();
-                text.get(parts.path_start..parts.path_end(text.len()))
+                text.get(parts.path_start as usize..parts.path_end(text.len()))
             }
             Repr::Parsed(url) => return url.path(),
         }
@@ -176,8 +177,8 @@ impl Link {
         match &self.repr {
             Repr::Plain { text, parts } => {
                 let text = text.as_str();
-                let start = parts.query_start? + 1;
-                text.get(start..parts.fragment_start.unwrap_or(text.len()))
+                let start = parts.query_start? as usize + 1;
+                text.get(start..parts.fragment_start.map_or(text.len(), |i| i as usize))
             }
             Repr::Parsed(url) => url.query(),
         }
@@ -186,7 +187,7 @@ impl Link {
     /// The fragment without its `#`, as `Url::fragment` gives it.
     pub fn fragment(&self) -> Option<&str> {
         match &self.repr {
-            Repr::Plain { text, parts } => text.as_str().get(parts.fragment_start? + 1..),
+            Repr::Plain { text, parts } => text.as_str().get(parts.fragment_start? as usize + 1..),
             Repr::Parsed(url) => url.fragment(),
         }
     }
@@ -202,7 +203,7 @@ impl Link {
                     None => Url::parse(&text),
                 }
             }
-            Repr::Parsed(url) => Ok(url),
+            Repr::Parsed(url) => Ok(*url),
         }
     }
 
@@ -216,7 +217,7 @@ impl Link {
         match &mut self.repr {
             Repr::Plain { text, parts } => {
                 if let Some(start) = parts.fragment_start.take() {
-                    text.truncate(start);
+                    text.truncate(start as usize);
                 }
             }
             Repr::Parsed(url) => url.set_fragment(None),
@@ -229,9 +230,12 @@ impl Link {
         self.drop_fragment();
         let Some(fragment) = fragment else { return };
         match &mut self.repr {
-            Repr::Plain { text, parts } if fragment.bytes().all(is_plain_fragment_byte) => {
+            Repr::Plain { text, parts }
+                if fragment.bytes().all(is_plain_fragment_byte)
+                    && text.as_str().len().saturating_add(fragment.len()) < u32::MAX as usize =>
+            {
                 let mut own = std::mem::replace(text, Text::Own(String::new())).into_string();
-                parts.fragment_start = Some(own.len());
+                parts.fragment_start = Some(own.len() as u32);
                 own.push('#');
                 own.push_str(fragment);
                 *text = Text::Own(own);
@@ -261,7 +265,7 @@ impl Link {
     pub(super) fn parsed_mut(&mut self) -> Option<&mut Url> {
         match &mut self.repr {
             Repr::Plain { .. } => None,
-            Repr::Parsed(url) => Some(url),
+            Repr::Parsed(url) => Some(&mut **url),
         }
     }
 }
@@ -399,7 +403,7 @@ impl LinkBatch {
 impl From<Url> for Link {
     fn from(url: Url) -> Link {
         Link {
-            repr: Repr::Parsed(url),
+            repr: Repr::Parsed(Box::new(url)),
         }
     }
 }
@@ -569,6 +573,18 @@ mod tests {
             ]
         );
         assert!(reads_as(&links[2], &base.join("x/y.html#f").unwrap()));
+    }
+
+    #[test]
+    fn a_link_is_small() {
+        // A page's links are written, read and dropped by the dozen per page: a link is its
+        // text's handle and 32-bit offsets, the parser's rare `Url` boxed.
+        assert!(
+            std::mem::size_of::<Link>() <= 64,
+            "{}",
+            std::mem::size_of::<Link>()
+        );
+        assert!(std::mem::size_of::<Pending>() <= 72);
     }
 
     #[test]
