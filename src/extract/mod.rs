@@ -122,11 +122,15 @@
 //! one [`crate::normalize::LinkBatch`] and shared by the page's links: one allocation for a
 //! page's links, not one per link (per-link allocation and free were a tenth of the time on
 //! the doc corpus, and the allocator's consolidation of the freed strings another part).
+//! An `href` the page already had is not resolved again: its link is the first one's, text
+//! shared (`Repeats`; a third of the doc corpus's links), which is what resolving it would
+//! give, so the links handed on are the same, in the same order, duplicates kept.
 
 mod scanner;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::hash::BuildHasher;
 use std::ops::Range;
 
 use encoding_rs::{Decoder, Encoding, UTF_8};
@@ -436,7 +440,7 @@ fn collect(
         page_url,
         text.len(),
         opts.max_url_length,
-        &mut buffers.batch,
+        (&mut buffers.batch, &mut buffers.repeats),
     );
     buffers.arena = collector.arena;
     buffers.spans = collector.spans;
@@ -454,12 +458,22 @@ fn collect(
 struct Buffers {
     input: Vec<u8>,
     arena: String,
-    spans: Vec<Range<usize>>,
+    spans: Vec<Span>,
     /// The resolved links' text, shared by the page's links (see [`LinkBatch`]).
     batch: LinkBatch,
+    /// The page's hrefs resolved so far, for its repeated ones.
+    repeats: Repeats,
     /// The near-duplicate digest of a whole document, emptied after each (its 8 KiB
     /// buffer is the point of keeping it).
     digest: Option<DigitlessDigest>,
+}
+
+/// A link value in the arena, and whether all its bytes are ones the URL parser keeps as
+/// they are (then resolution need not check them again).
+#[derive(Clone)]
+struct Span {
+    range: Range<usize>,
+    url_plain: bool,
 }
 
 /// The largest buffers a thread keeps between extractions, in bytes (each of the three).
@@ -485,8 +499,9 @@ impl Buffers {
         let bytes = |capacity: usize, item: usize| capacity.saturating_mul(item);
         if bytes(self.input.capacity(), 1) > SPARE_MAX_BYTES
             || bytes(self.arena.capacity(), 1) > SPARE_MAX_BYTES
-            || bytes(self.spans.capacity(), std::mem::size_of::<Range<usize>>()) > SPARE_MAX_BYTES
+            || bytes(self.spans.capacity(), std::mem::size_of::<Span>()) > SPARE_MAX_BYTES
             || self.batch.capacity_bytes() > SPARE_MAX_BYTES
+            || self.repeats.capacity_bytes() > SPARE_MAX_BYTES
         {
             return;
         }
@@ -494,6 +509,112 @@ impl Buffers {
         self.arena.clear();
         self.spans.clear();
         let _ = SPARE.try_with(|spare| *spare.borrow_mut() = Some(self));
+    }
+}
+
+/// The `href`s of a page resolved so far, each with its link's place in the page's
+/// [`LinkBatch`] (or that it did not resolve), so that a repeated `href` gets the link
+/// resolved for its first occurrence ([`LinkBatch::repeat`]: the same text, shared) instead
+/// of being resolved again. Pages name one target many times (on the doc corpus a third of
+/// the links repeat an earlier `href` of their page: a type in every signature, the
+/// crate's root, a section's anchor twice), and the same `href` against the same base
+/// always resolves to the same link, so the links handed on are exactly those resolving
+/// each would give. An open-addressing table of a few probes, emptied per page: a
+/// collision past the probes (a hostile page's, or a table full on a page of thousands of
+/// links) only means resolving that `href` again.
+#[derive(Default)]
+struct Repeats {
+    slots: Vec<RepeatSlot>,
+}
+
+/// One `href` of the page: 0 in `found` is an empty slot, 1 an `href` that did not
+/// resolve, `n + 2` the link at batch index `n`.
+#[derive(Clone, Copy, Default)]
+struct RepeatSlot {
+    hash: u32,
+    span: u32,
+    found: u32,
+}
+
+/// What [`Repeats::find`] knows of an `href`.
+enum Found {
+    /// Resolved before: its link's index in the batch.
+    Resolved(usize),
+    /// Did not resolve before.
+    Invalid,
+    /// Not seen (or not findable): the slot to remember it in, if there is one.
+    New(Option<(usize, u32)>),
+}
+
+/// Probes per lookup: enough for a table at most half full, few enough that colliding
+/// `href`s cost a few comparisons each.
+const REPEAT_PROBES: usize = 4;
+/// The largest table (slots): a page of more distinct `href`s than half this resolves the
+/// rest as they come.
+const REPEAT_SLOTS_MAX: usize = 1 << 14;
+
+impl Repeats {
+    /// Empties the table and sizes it for a page of `links` links.
+    fn clear_for(&mut self, links: usize) {
+        let size = links
+            .saturating_mul(2)
+            .next_power_of_two()
+            .clamp(16, REPEAT_SLOTS_MAX);
+        self.slots.clear();
+        self.slots.resize(size, RepeatSlot::default());
+    }
+
+    /// Looks `href` up among the `href`s remembered (their text is `arena[spans[i]]`).
+    fn find(&self, href: &str, arena: &str, spans: &[Span]) -> Found {
+        let hash = rustc_hash::FxBuildHasher.hash_one(href.as_bytes());
+        let mask = self.slots.len().wrapping_sub(1);
+        let short = (hash >> 32) as u32;
+        let mut at = hash as usize;
+        for _ in 0..REPEAT_PROBES {
+            let Some(slot) = self.slots.get(at & mask) else {
+                break;
+            };
+            match slot.found {
+                0 => return Found::New(Some((at & mask, short))),
+                found if slot.hash == short => {
+                    let same = spans
+                        .get(slot.span as usize)
+                        .and_then(|span| arena.get(span.range.clone()))
+                        == Some(href);
+                    if same {
+                        return match found {
+                            1 => Found::Invalid,
+                            n => Found::Resolved(n as usize - 2),
+                        };
+                    }
+                }
+                _ => {}
+            }
+            at = at.wrapping_add(1);
+        }
+        Found::New(None)
+    }
+
+    /// Remembers the `href` of span `span`, which [`Self::find`] gave `slot` for: resolved
+    /// to the batch's link `link`, or not resolved.
+    fn remember(&mut self, slot: Option<(usize, u32)>, span: usize, link: Option<usize>) {
+        let Some((slot, hash)) = slot else { return };
+        let found = match link {
+            None => Some(1),
+            Some(index) => u32::try_from(index).ok().and_then(|i| i.checked_add(2)),
+        };
+        if let (Some(entry), Ok(span), Some(found)) =
+            (self.slots.get_mut(slot), u32::try_from(span), found)
+        {
+            *entry = RepeatSlot { hash, span, found };
+        }
+    }
+
+    /// Bytes the table holds.
+    fn capacity_bytes(&self) -> usize {
+        self.slots
+            .capacity()
+            .saturating_mul(std::mem::size_of::<RepeatSlot>())
     }
 }
 
@@ -507,7 +628,7 @@ struct Collector<'a> {
     /// pages, see [`Buffers`]).
     arena: String,
     /// `arena` ranges, one per link, in document order.
-    spans: Vec<Range<usize>>,
+    spans: Vec<Span>,
     nofollow_skipped: usize,
     meta_nofollow: bool,
     /// Decoded value of the first `<base href>`.
@@ -590,14 +711,25 @@ impl Collector<'_> {
             return;
         }
         let start = self.arena.len();
-        match plain_ascii(raw) {
+        let url_plain = match plain_ascii(raw) {
             // Nearly every link: the value is its own decoding (checked in one pass, instead
-            // of validating UTF-8 and then searching for `&` and NUL). The scanned bytes are
-            // in an ASCII-compatible encoding or transcoded to UTF-8, so ASCII reads as ASCII.
-            Some(value) => self.arena.push_str(value),
-            _ => push_decoded(&mut self.arena, &text(raw, self.encoding)),
-        }
-        self.spans.push(start..self.arena.len());
+            // of validating UTF-8 and then searching for `&` and NUL), and the same pass
+            // said whether resolving may skip its own check of the bytes. The scanned bytes
+            // are in an ASCII-compatible encoding or transcoded to UTF-8, so ASCII reads as
+            // ASCII.
+            Some((value, url_plain)) => {
+                self.arena.push_str(value);
+                url_plain
+            }
+            None => {
+                push_decoded(&mut self.arena, &text(raw, self.encoding));
+                false
+            }
+        };
+        self.spans.push(Span {
+            range: start..self.arena.len(),
+            url_plain,
+        });
     }
 
     /// Resolves the buffered links. With `max_len` set, no URL much longer than it is ever
@@ -609,7 +741,7 @@ impl Collector<'_> {
         page_url: &Url,
         body_len: usize,
         max_len: usize,
-        batch: &mut LinkBatch,
+        (batch, repeats): (&mut LinkBatch, &mut Repeats),
     ) -> Extracted {
         let query_encoding = self.encoding.output_encoding();
         let too_long = |text: &str| max_len > 0 && text.len() > max_len;
@@ -647,6 +779,7 @@ impl Collector<'_> {
                 .saturating_add(self.arena.len())
                 .min(body_len.saturating_mul(4).saturating_add(64 << 10)),
         );
+        repeats.clear_for(self.spans.len());
         let mut used = 0usize;
         let mut out = Extracted {
             links: Vec::new(),
@@ -665,7 +798,7 @@ impl Collector<'_> {
                 .filter(|url| !too_long(url.as_str())),
         };
         for (index, span) in self.spans.iter().enumerate() {
-            let Some(href) = self.arena.get(span.clone()) else {
+            let Some(href) = self.arena.get(span.range.clone()) else {
                 out.invalid += 1;
                 continue;
             };
@@ -674,7 +807,24 @@ impl Collector<'_> {
                 continue;
             }
             let resolved = match &prepared {
-                Some(prepared) => prepared.join_into(href, batch).ok(),
+                Some(prepared) => match repeats.find(href, &self.arena, &self.spans) {
+                    Found::Resolved(first) => match batch.repeat(first) {
+                        Some(len) => Some(len),
+                        None => prepared.join_into(href, batch).ok(),
+                    },
+                    Found::Invalid => None,
+                    Found::New(slot) => {
+                        let at = batch.len();
+                        let resolved = if span.url_plain {
+                            prepared.join_plain_into(href, batch)
+                        } else {
+                            prepared.join_into(href, batch)
+                        }
+                        .ok();
+                        repeats.remember(slot, index, resolved.map(|_| at));
+                        resolved
+                    }
+                },
                 None => resolve(effective, href, query_encoding).map(|url| {
                     let len = url.as_str().len();
                     batch.push(Link::from(url));
@@ -838,38 +988,53 @@ fn meta_robots_nofollow(name: &str, content: &str) -> bool {
 }
 
 /// `raw` as text when it is ASCII without `&` or NUL: then no character reference or NUL
-/// needs decoding, and it reads the same in every ASCII-compatible encoding.
-fn plain_ascii(raw: &[u8]) -> Option<&str> {
+/// needs decoding, and it reads the same in every ASCII-compatible encoding. With it,
+/// whether every byte is one the URL parser keeps as it is
+/// ([`crate::normalize::is_plain_url_byte`]), which resolution would check again.
+fn plain_ascii(raw: &[u8]) -> Option<(&str, bool)> {
     // Eight bytes per step: a value is ~35 bytes, and the table lookups are independent.
-    let mut chunks = raw.chunks_exact(8);
-    for chunk in &mut chunks {
-        if chunk
+    let class = |bytes: &[u8]| {
+        bytes
             .iter()
-            .fold(false, |bad, &b| bad | NOT_PLAIN_ASCII[usize::from(b)])
-        {
+            .fold(0u8, |class, &b| class | BYTE_CLASS[usize::from(b)])
+    };
+    let mut chunks = raw.chunks_exact(8);
+    let mut seen = 0u8;
+    for chunk in &mut chunks {
+        seen |= class(chunk);
+        if seen & NOT_PLAIN_ASCII != 0 {
             return None;
         }
     }
-    if chunks
-        .remainder()
-        .iter()
-        .any(|&b| NOT_PLAIN_ASCII[usize::from(b)])
-    {
+    seen |= class(chunks.remainder());
+    if seen & NOT_PLAIN_ASCII != 0 {
         return None;
     }
     // Checked above: ASCII, so valid UTF-8. `from_utf8` again would walk it a second time.
     // SAFETY: every byte of `raw` is below 0x80 (the table marks every other byte), and
     // ASCII is valid UTF-8.
-    Some(unsafe { std::str::from_utf8_unchecked(raw) })
+    let text = unsafe { std::str::from_utf8_unchecked(raw) };
+    Some((text, seen & NOT_PLAIN_URL == 0))
 }
 
-/// `NOT_PLAIN_ASCII[b]`: byte `b` keeps a value from being its own decoding (see
-/// [`plain_ascii`]): non-ASCII, `&` or NUL.
-static NOT_PLAIN_ASCII: [bool; 256] = {
-    let mut table = [false; 256];
+/// [`BYTE_CLASS`]: the byte keeps a value from being its own decoding (non-ASCII, `&` or
+/// NUL).
+const NOT_PLAIN_ASCII: u8 = 1;
+/// [`BYTE_CLASS`]: the byte is not one the URL parser keeps as it is.
+const NOT_PLAIN_URL: u8 = 2;
+
+/// What byte `b` says about a value ([`plain_ascii`]): [`NOT_PLAIN_ASCII`] and
+/// [`NOT_PLAIN_URL`] bits.
+static BYTE_CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
     let mut b = 0;
     while b < 256 {
-        table[b] = b >= 0x80 || b == b'&' as usize || b == 0;
+        if b >= 0x80 || b == b'&' as usize || b == 0 {
+            table[b] |= NOT_PLAIN_ASCII;
+        }
+        if !crate::normalize::is_plain_url_byte(b as u8) {
+            table[b] |= NOT_PLAIN_URL;
+        }
         b += 1;
     }
     table
@@ -994,6 +1159,10 @@ mod tests {
         );
         assert_eq!(out.links.len() + out.over_limit, 200_000);
         assert!(out.over_limit > 0);
+        // Every link but the first repeats it (one text, shared): taking back the one over
+        // the budget must not take the first's text.
+        let want = page.join("x").unwrap();
+        assert!(out.links.iter().all(|link| link.as_str() == want.as_str()));
     }
 
     #[test]
@@ -1214,6 +1383,63 @@ mod tests {
             }
         }
         assert!(fast > 150, "the fast path took only {fast} of them");
+    }
+
+    #[test]
+    fn repeated_hrefs_resolve_as_each_would_alone() {
+        let page = Url::parse("http://example.test/dir/page.html").unwrap();
+        let hrefs = [
+            "a.html",
+            "#f",
+            "a.html",
+            "http://[bad",
+            "mailto:x@y.test",
+            "../up?q=1&amp;r=2",
+            "#f",
+            "http://[bad",
+            "mailto:x@y.test",
+            "../up?q=1&amp;r=2",
+            "../up?q=1&r=2",
+            "a.html",
+            " a.html",
+            "a.html#f",
+            "",
+            "",
+        ];
+        let html: String = hrefs
+            .iter()
+            .map(|href| format!("<a href=\"{href}\">x</a>"))
+            .collect();
+        let out = extract_links(html.as_bytes(), &page, None, &ExtractOptions::default());
+        let want: Vec<String> = hrefs
+            .iter()
+            .filter_map(|href| page.join(&href.replace("&amp;", "&")).ok())
+            .map(String::from)
+            .collect();
+        let got: Vec<String> = out.links.iter().map(Link::to_string).collect();
+        assert_eq!(got, want);
+        assert_eq!(out.invalid, 2);
+        for (link, want) in out.links.iter().zip(&want) {
+            assert!(
+                crate::normalize::reads_as(link, &Url::parse(want).unwrap()),
+                "{want}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_full_repeat_table_resolves_the_rest_as_they_come() {
+        // More distinct hrefs than the table holds, each twice.
+        let n = REPEAT_SLOTS_MAX;
+        let page = Url::parse("http://example.test/").unwrap();
+        let html: String = (0..2 * n)
+            .map(|i| format!("<a href=p{}>x</a>", i % n))
+            .collect();
+        let out = extract_links(html.as_bytes(), &page, None, &ExtractOptions::default());
+        assert_eq!(out.links.len(), 2 * n);
+        for (i, link) in out.links.iter().enumerate() {
+            assert_eq!(link.path(), format!("/p{}", i % n));
+        }
     }
 
     #[test]

@@ -80,7 +80,19 @@ struct BaseParts<'a> {
     query_end: usize,
     /// Where the base path's last segment starts: a relative path replaces it.
     last_segment: usize,
+    /// Where the directories above the base's end: `dirs[k]` is the `/` that ends the
+    /// directory `k` levels up (`dirs[0]` is `last_segment`, the last kept one the path's
+    /// first `/`), for `k` below `dir_count`; so a relative link's leading `../`s cost a
+    /// lookup, not a search back through the text per `../`.
+    dirs: [u32; DIRS],
+    dir_count: u8,
+    /// Whether `dirs` holds every `/` of the path (a path of at most [`DIRS`] of them).
+    dirs_complete: bool,
 }
+
+/// The directories above a base that [`BaseParts`] keeps: a link that climbs higher in a
+/// deeper path is resolved by the general path code.
+const DIRS: usize = 16;
 
 /// Longest link the fast path builds: longer ones are rare, and go to the parser.
 const FAST_MAX: usize = 1 << 16;
@@ -133,6 +145,27 @@ impl<'a> PreparedBase<'a> {
         }
     }
 
+    /// [`Self::join_into`] of an `href` whose bytes are all [`is_plain_url_byte`] (the
+    /// caller checked them, while it read them for its own purposes): the fast path skips
+    /// its own check (and the trimming: such an `href` has nothing to trim), so the result
+    /// is exactly `self.url().join(href)` only if the caller is right. A debug build
+    /// (the tests, the fuzz target) asserts that it is.
+    pub(crate) fn join_plain_into(
+        &self,
+        href: &str,
+        batch: &mut LinkBatch,
+    ) -> Result<usize, url::ParseError> {
+        debug_assert!(is_plain(href.as_bytes()), "not plain: {href:?}");
+        if let (Some(fast), true) = (&self.fast, href.len() <= FAST_MAX) {
+            let start = batch.text.len();
+            if let Some(parts) = fast.join_plain(href, &mut batch.text) {
+                return Ok(batch.push_plain(start, parts));
+            }
+            batch.text.truncate(start);
+        }
+        self.join_into(href, batch)
+    }
+
     /// [`Self::join_link`], added to `batch` (a fast-path link's text goes into the text
     /// the batch's links share: no allocation of its own). Returns the link's length.
     pub fn join_into(&self, href: &str, batch: &mut LinkBatch) -> Result<usize, url::ParseError> {
@@ -173,6 +206,19 @@ impl<'a> BaseParts<'a> {
         if whole.len() > u32::MAX as usize / 2 {
             return None;
         }
+        let mut dirs = [0u32; DIRS];
+        let mut dir_count = 0;
+        let mut slashes = path
+            .bytes()
+            .enumerate()
+            .rev()
+            .filter(|&(_, b)| b == b'/')
+            .map(|(i, _)| path_start + i);
+        for (slot, slash) in dirs.iter_mut().zip(&mut slashes) {
+            *slot = u32::try_from(slash).ok()?;
+            dir_count += 1;
+        }
+        let dirs_complete = slashes.next().is_none();
         Some(BaseParts {
             whole,
             scheme_end,
@@ -182,7 +228,19 @@ impl<'a> BaseParts<'a> {
             path_end,
             query_end,
             last_segment,
+            dirs,
+            dir_count,
+            dirs_complete,
         })
+    }
+
+    /// Where the directory `ups` levels above the base's ends (the root's, if `ups` climbs
+    /// higher, as `..` never removes the origin): `None` if not kept.
+    fn dir_above(&self, ups: usize) -> Option<usize> {
+        if ups < usize::from(self.dir_count) {
+            return self.dirs.get(ups).map(|&dir| dir as usize);
+        }
+        self.dirs_complete.then_some(self.path_start)
     }
 
     /// `href` resolved and appended to `out`, with its offsets (from where it starts in
@@ -254,8 +312,17 @@ impl<'a> BaseParts<'a> {
                     };
                 }
                 let start = out.len();
-                out.reserve(self.last_segment + href.len() + 1);
-                out.push_str(whole.get(..self.last_segment)?);
+                // The leading `../` and `./` of a relative link (half the links of a
+                // documentation site: `../../core/str/index.html`) pick the directory the
+                // rest is relative to, which is copied once. They are not the path's last
+                // segment (a `/` follows), so no trailing `/` is due for them.
+                let (ups, rest) = leading_dot_segments(href);
+                let (dir, href) = match self.dir_above(ups) {
+                    Some(dir) => (dir, rest),
+                    None => (self.last_segment, href),
+                };
+                out.reserve(dir + href.len() + 1);
+                out.push_str(whole.get(..dir)?);
                 self.finish_same_origin(out, start, href)
             }
         }
@@ -273,14 +340,14 @@ impl<'a> BaseParts<'a> {
         };
         out.push_str(tail);
         let (query, fragment) = tail_offsets(end, tail);
-        Some(Parts {
-            scheme_end: self.scheme_end,
-            host_end: self.host_end,
-            port: self.port,
-            path_start: self.path_start,
-            query_start: query_start.or(query),
-            fragment_start: fragment,
-        })
+        Parts::new(
+            self.scheme_end,
+            self.host_end,
+            self.port,
+            self.path_start,
+            query_start.or(query),
+            fragment,
+        )
     }
 
     /// `out` holds, from `start`, the base's origin and the directory `href` is relative
@@ -291,15 +358,14 @@ impl<'a> BaseParts<'a> {
         let tail = href.get(path_end..)?;
         let (query, fragment) = tail_offsets(out.len() - start, tail);
         out.push_str(tail);
-        let parts = Parts {
-            scheme_end: self.scheme_end,
-            host_end: self.host_end,
-            port: self.port,
-            path_start: self.path_start,
-            query_start: query,
-            fragment_start: fragment,
-        };
-        Some(parts)
+        Parts::new(
+            self.scheme_end,
+            self.host_end,
+            self.port,
+            self.path_start,
+            query,
+            fragment,
+        )
     }
 }
 
@@ -341,14 +407,14 @@ fn absolute(https: bool, rest: &str, out: &mut String) -> Option<Parts> {
     let tail = after.get(path_end..)?;
     let (query, fragment) = tail_offsets(out.len() - start, tail);
     out.push_str(tail);
-    Some(Parts {
-        scheme_end: if https { 5 } else { 4 },
+    Parts::new(
+        if https { 5 } else { 4 },
         host_end,
         port,
         path_start,
-        query_start: query,
-        fragment_start: fragment,
-    })
+        query,
+        fragment,
+    )
 }
 
 /// A port as the parser reads it: digits, at most 65535, the scheme's default dropped.
@@ -477,6 +543,22 @@ fn push_path(out: &mut String, floor: usize, mut path: &str) {
     }
 }
 
+/// The `../` segments `href` starts with, counted, and what follows them and any `./`
+/// among them.
+fn leading_dot_segments(mut href: &str) -> (usize, &str) {
+    let mut ups = 0;
+    loop {
+        if let Some(rest) = href.strip_prefix("../") {
+            ups += 1;
+            href = rest;
+        } else if let Some(rest) = href.strip_prefix("./") {
+            href = rest;
+        } else {
+            return (ups, href);
+        }
+    }
+}
+
 /// Whether a segment of `path` starts with `.` or `%`, as every one [`dots`] counts does.
 fn may_have_dot_segment(path: &str) -> bool {
     let bytes = path.as_bytes();
@@ -508,23 +590,44 @@ fn tail_offsets(at: usize, tail: &str) -> (Option<usize>, Option<usize>) {
     (query, fragment.map(|i| at + i))
 }
 
-/// `PLAIN[b]`: the parser keeps byte `b` as it is in a path, a query and a fragment of an
-/// http(s) URL (for a UTF-8 document), so a link of these bytes needs no encoding: ASCII
-/// letters and digits, `-._~!$&()*+,;=:@/?#%`. Not `'` (escaped in a query), nor anything
-/// the parser escapes or drops.
+/// Whether the parser keeps byte `b` as it is in a path, a query and a fragment of an
+/// http(s) URL (for a UTF-8 document), so that a link of these bytes needs no encoding:
+/// ASCII letters and digits, `-._~!$&()*+,;=:@/?#%`. Not `'` (escaped in a query), nor
+/// anything the parser escapes or drops (spaces and controls among them, so a link of these
+/// bytes has nothing to trim either).
+pub const fn is_plain_url_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'-' | b'.'
+                | b'_'
+                | b'~'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'@'
+                | b'/'
+                | b'?'
+                | b'#'
+                | b'%'
+        )
+}
+
+/// `PLAIN[b]`: [`is_plain_url_byte`] as a table.
 static PLAIN: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;
-    while b < 128 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric();
+    while b < 256 {
+        table[b] = is_plain_url_byte(b as u8);
         b += 1;
-    }
-    let extra = b"-._~!$&()*+,;=:@/?#%";
-    let mut i = 0;
-    while i < extra.len() {
-        table[extra[i] as usize] = true;
-        i += 1;
     }
     table
 };
@@ -540,27 +643,54 @@ fn is_plain(bytes: &[u8]) -> bool {
     chunks.remainder().iter().all(|&b| PLAIN[usize::from(b)])
 }
 
-/// The offsets of an http(s) URL with a domain host and no credentials, in its text.
+/// The offsets of an http(s) URL with a domain host and no credentials, in its text: 32-bit
+/// (the fast path builds no link of 4 GiB), so that a page's links, a few dozen of these
+/// each, take half the memory they took with `usize`s.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Parts {
     /// `http` (4) or `https` (5): where the scheme ends.
     pub(super) scheme_end: u32,
-    pub(super) host_end: usize,
+    pub(super) host_end: u32,
+    pub(super) path_start: u32,
+    pub(super) query_start: Option<u32>,
+    pub(super) fragment_start: Option<u32>,
     pub(super) port: Option<u16>,
-    pub(super) path_start: usize,
-    pub(super) query_start: Option<usize>,
-    pub(super) fragment_start: Option<usize>,
 }
 
 impl Parts {
+    /// The parts at these offsets; `None` if one does not fit 32 bits.
+    pub(super) fn new(
+        scheme_end: u32,
+        host_end: usize,
+        port: Option<u16>,
+        path_start: usize,
+        query_start: Option<usize>,
+        fragment_start: Option<usize>,
+    ) -> Option<Parts> {
+        let index = |i: usize| u32::try_from(i).ok();
+        let optional = |i: Option<usize>| match i {
+            Some(i) => index(i).map(Some),
+            None => Some(None),
+        };
+        Some(Parts {
+            scheme_end,
+            host_end: index(host_end)?,
+            path_start: index(path_start)?,
+            query_start: optional(query_start)?,
+            fragment_start: optional(fragment_start)?,
+            port,
+        })
+    }
+
     /// Where the path ends in a text of `len` bytes.
     pub(super) fn path_end(&self, len: usize) -> usize {
-        self.query_start.or(self.fragment_start).unwrap_or(len)
+        self.query_start
+            .or(self.fragment_start)
+            .map_or(len, |i| i as usize)
     }
 
     /// The `Url` of `text` with these offsets, without parsing `text`.
     pub(super) fn assemble(self, text: String) -> Option<Url> {
-        let index = |i: usize| u32::try_from(i).ok();
         let host_start = self.scheme_end + 3;
         let parts = [
             Part::Text(text),
@@ -568,18 +698,12 @@ impl Parts {
             // No credentials: the username ends where the host starts.
             Part::Index(host_start),
             Part::Index(host_start),
-            Part::Index(index(self.host_end)?),
+            Part::Index(self.host_end),
             Part::Domain,
             Part::Port(self.port),
-            Part::Index(index(self.path_start)?),
-            Part::OptIndex(match self.query_start {
-                Some(i) => Some(index(i)?),
-                None => None,
-            }),
-            Part::OptIndex(match self.fragment_start {
-                Some(i) => Some(index(i)?),
-                None => None,
-            }),
+            Part::Index(self.path_start),
+            Part::OptIndex(self.query_start),
+            Part::OptIndex(self.fragment_start),
         ];
         Url::deserialize_internal(SeqDeserializer::<_, PartsError>::new(parts.into_iter())).ok()
     }
@@ -690,6 +814,9 @@ mod tests {
         "https://example.test",
         "http://example.test/dir/?x",
         "http://example.test/a/b/c/d/e.html",
+        "http://example.test/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/p.html",
+        "http://example.test/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/p.html",
+        "http://example.test/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/",
         "http://example.test/a//b/",
         "http://example.test/?only",
         "http://example.test/p#frag",
@@ -744,6 +871,12 @@ mod tests {
         "ftp://abs.test/",
         "../up",
         "../../../../../up",
+        "../../../../../../../../../../../../../../../x",
+        "../../../../../../../../../../../../../../../../x",
+        "../../../../../../../../../../../../../../../../../x",
+        "../../../../../../../../../../../../../../../../../../../../x",
+        "./.././../../../../../../../../../../../../../.././../../x/../y",
+        "../../../../../../../../../../../../../../../../..",
         "../../core/str/index.html#method.len",
         "./../x",
         ".././x/./y",

@@ -45,8 +45,9 @@ pub struct Link {
 enum Repr {
     /// An http(s) URL with a domain host in canonical form and no credentials.
     Plain { text: Text, parts: Parts },
-    /// Anything else, as the parser built it.
-    Parsed(Url),
+    /// Anything else, as the parser built it (boxed: the rare case, which would otherwise
+    /// make every link, and every page's list of them, half as large again).
+    Parsed(Box<Url>),
 }
 
 /// A plain link's text: a string of its own, or its range of the text a page's links share
@@ -114,7 +115,7 @@ impl Link {
     pub fn into_string(self) -> String {
         match self.repr {
             Repr::Plain { text, .. } => text.into_string(),
-            Repr::Parsed(url) => url.into(),
+            Repr::Parsed(url) => (*url).into(),
         }
     }
 
@@ -138,7 +139,7 @@ impl Link {
         match &self.repr {
             Repr::Plain { text, parts } => text
                 .as_str()
-                .get(parts.scheme_end as usize + 3..parts.host_end),
+                .get(parts.scheme_end as usize + 3..parts.host_end as usize),
             Repr::Parsed(url) => url.host_str(),
         }
     }
@@ -164,7 +165,7 @@ impl Link {
         match &self.repr {
             Repr::Plain { text, parts } => {
                 let text = text.as_str();
-                text.get(parts.path_start..parts.path_end(text.len()))
+                text.get(parts.path_start as usize..parts.path_end(text.len()))
             }
             Repr::Parsed(url) => return url.path(),
         }
@@ -176,8 +177,8 @@ impl Link {
         match &self.repr {
             Repr::Plain { text, parts } => {
                 let text = text.as_str();
-                let start = parts.query_start? + 1;
-                text.get(start..parts.fragment_start.unwrap_or(text.len()))
+                let start = parts.query_start? as usize + 1;
+                text.get(start..parts.fragment_start.map_or(text.len(), |i| i as usize))
             }
             Repr::Parsed(url) => url.query(),
         }
@@ -186,7 +187,7 @@ impl Link {
     /// The fragment without its `#`, as `Url::fragment` gives it.
     pub fn fragment(&self) -> Option<&str> {
         match &self.repr {
-            Repr::Plain { text, parts } => text.as_str().get(parts.fragment_start? + 1..),
+            Repr::Plain { text, parts } => text.as_str().get(parts.fragment_start? as usize + 1..),
             Repr::Parsed(url) => url.fragment(),
         }
     }
@@ -202,7 +203,7 @@ impl Link {
                     None => Url::parse(&text),
                 }
             }
-            Repr::Parsed(url) => Ok(url),
+            Repr::Parsed(url) => Ok(*url),
         }
     }
 
@@ -216,7 +217,7 @@ impl Link {
         match &mut self.repr {
             Repr::Plain { text, parts } => {
                 if let Some(start) = parts.fragment_start.take() {
-                    text.truncate(start);
+                    text.truncate(start as usize);
                 }
             }
             Repr::Parsed(url) => url.set_fragment(None),
@@ -229,9 +230,12 @@ impl Link {
         self.drop_fragment();
         let Some(fragment) = fragment else { return };
         match &mut self.repr {
-            Repr::Plain { text, parts } if fragment.bytes().all(is_plain_fragment_byte) => {
+            Repr::Plain { text, parts }
+                if fragment.bytes().all(is_plain_fragment_byte)
+                    && text.as_str().len().saturating_add(fragment.len()) < u32::MAX as usize =>
+            {
                 let mut own = std::mem::replace(text, Text::Own(String::new())).into_string();
-                parts.fragment_start = Some(own.len());
+                parts.fragment_start = Some(own.len() as u32);
                 own.push('#');
                 own.push_str(fragment);
                 *text = Text::Own(own);
@@ -261,7 +265,7 @@ impl Link {
     pub(super) fn parsed_mut(&mut self) -> Option<&mut Url> {
         match &mut self.repr {
             Repr::Plain { .. } => None,
-            Repr::Parsed(url) => Some(url),
+            Repr::Parsed(url) => Some(&mut **url),
         }
     }
 }
@@ -277,6 +281,9 @@ impl Link {
 pub struct LinkBatch {
     pub(super) text: String,
     pending: Vec<Pending>,
+    /// The index of the last link whose text was written (not [`Self::repeat`]ed): the one
+    /// [`Self::pop`] may take its text back from.
+    last_written: Option<usize>,
 }
 
 /// A link of a batch before the batch's text is shared.
@@ -309,7 +316,10 @@ impl LinkBatch {
         let end = self.text.len();
         let len = end.saturating_sub(start);
         match (u32::try_from(start), u32::try_from(end)) {
-            (Ok(start), Ok(end)) => self.pending.push(Pending::Plain { start, end, parts }),
+            (Ok(start), Ok(end)) => {
+                self.last_written = Some(self.pending.len());
+                self.pending.push(Pending::Plain { start, end, parts });
+            }
             // Past 4 GiB of links (a hostile page without limits): a text of its own.
             _ => {
                 let own = self.text.get(start..).unwrap_or_default().to_owned();
@@ -328,10 +338,28 @@ impl LinkBatch {
         self.text.reserve(bytes);
     }
 
-    /// Removes the last link added.
+    /// Adds the link at `index` (of this batch, not yet finished) once more, sharing its
+    /// text, and returns its length: a page that names one target several times gets that
+    /// target's link once resolved. `None` (nothing added) unless that link is a fast-path
+    /// one (another is as cheap to resolve again as to copy).
+    pub fn repeat(&mut self, index: usize) -> Option<usize> {
+        match self.pending.get(index) {
+            Some(&Pending::Plain { start, end, parts }) => {
+                self.pending.push(Pending::Plain { start, end, parts });
+                Some(end.saturating_sub(start) as usize)
+            }
+            _ => None,
+        }
+    }
+
+    /// Removes the last link added (and its text, unless that text is another link's too).
     pub fn pop(&mut self) {
+        let index = self.pending.len().checked_sub(1);
         if let Some(Pending::Plain { start, .. }) = self.pending.pop() {
-            self.text.truncate(start as usize);
+            if index == self.last_written {
+                self.text.truncate(start as usize);
+                self.last_written = None;
+            }
         }
     }
 
@@ -346,6 +374,7 @@ impl LinkBatch {
             text.shrink_to_fit();
         }
         let page = Arc::new(text);
+        self.last_written = None;
         out.extend(self.pending.drain(..).map(|pending| match pending {
             Pending::Plain { start, end, parts } => Link {
                 repr: Repr::Plain {
@@ -374,7 +403,7 @@ impl LinkBatch {
 impl From<Url> for Link {
     fn from(url: Url) -> Link {
         Link {
-            repr: Repr::Parsed(url),
+            repr: Repr::Parsed(Box::new(url)),
         }
     }
 }
@@ -513,6 +542,49 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn a_repeated_link_shares_its_text_and_popping_it_keeps_the_first() {
+        let base = Url::parse("https://a.test/d/p.html").unwrap();
+        let prepared = PreparedBase::new(&base);
+        let mut batch = LinkBatch::default();
+        prepared.join_into("x/y.html#f", &mut batch).unwrap();
+        prepared.join_into("mailto:a@b.test", &mut batch).unwrap();
+        let text_len = batch.text.len();
+        assert_eq!(batch.repeat(0), Some("https://a.test/d/x/y.html#f".len()));
+        assert_eq!(batch.repeat(1), None, "a parser's link is resolved again");
+        assert_eq!(batch.text.len(), text_len, "a repeat writes no text");
+        // Over a budget, the extractor takes back the last link: a repeat's text is its
+        // first occurrence's, which stays.
+        batch.pop();
+        prepared.join_into("z", &mut batch).unwrap();
+        batch.pop();
+        assert_eq!(batch.repeat(0), Some(27));
+        let mut links = Vec::new();
+        batch.finish_into(&mut links);
+        let texts: Vec<&str> = links.iter().map(Link::as_str).collect();
+        assert_eq!(
+            texts,
+            [
+                "https://a.test/d/x/y.html#f",
+                "mailto:a@b.test",
+                "https://a.test/d/x/y.html#f"
+            ]
+        );
+        assert!(reads_as(&links[2], &base.join("x/y.html#f").unwrap()));
+    }
+
+    #[test]
+    fn a_link_is_small() {
+        // A page's links are written, read and dropped by the dozen per page: a link is its
+        // text's handle and 32-bit offsets, the parser's rare `Url` boxed.
+        assert!(
+            std::mem::size_of::<Link>() <= 64,
+            "{}",
+            std::mem::size_of::<Link>()
+        );
+        assert!(std::mem::size_of::<Pending>() <= 72);
     }
 
     #[test]
