@@ -14,6 +14,7 @@
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
 //! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams) |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
+//! | `gather.rs` | a file's pending bytes, handed to the OS from the records themselves (`writev`) |
 //! | `deflate_pool.rs` | digests and deflate of responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
 //! | `digest_index.rs` | the payload digests archived, in fixed memory |
 //! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index; the same for a dead distributed process's files (sealing) |
@@ -135,6 +136,7 @@ pub(crate) mod digest;
 pub(crate) mod digest_index;
 #[cfg(test)]
 pub(crate) mod fixture;
+pub(crate) mod gather;
 pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod recovery;

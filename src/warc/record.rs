@@ -204,46 +204,73 @@ pub(crate) fn stored_member_len(total: usize) -> usize {
 }
 
 /// Writes `parts` (`total` bytes) to `out` as one gzip member of stored blocks of up to
-/// [`STORED_BLOCK`] bytes, [`stored_member_len`] bytes in all. Straight into the output
-/// thread's buffer, so that a record stored there is copied once, not gathered first.
+/// [`STORED_BLOCK`] bytes, [`stored_member_len`] bytes in all.
 pub(crate) fn write_stored_member(
     out: &mut impl std::io::Write,
     parts: &[&[u8]],
     total: usize,
 ) -> std::io::Result<()> {
-    out.write_all(&GZIP_HEADER)?;
+    stored_member_pieces(parts, total, |piece| match piece {
+        StoredPiece::Framing(bytes) => out.write_all(bytes),
+        StoredPiece::Part(part, range) => out.write_all(&parts[part][range]),
+    })
+}
+
+/// A piece of a stored gzip member, in file order: the member's own bytes (gzip header,
+/// block headers, CRC and length), or a range of one of the parts it stores.
+pub(crate) enum StoredPiece<'a> {
+    Framing(&'a [u8]),
+    Part(usize, std::ops::Range<usize>),
+}
+
+/// Walks the gzip member that stores `parts` (`total` bytes) in stored blocks of up to
+/// [`STORED_BLOCK`] bytes, computing its CRC, and hands `emit` its pieces in order: what
+/// [`write_stored_member`] copies, and what the archive's writer hands to the OS straight
+/// from the record's own buffers (`super::gather`), so that a record stored is never copied
+/// in user space.
+pub(crate) fn stored_member_pieces(
+    parts: &[&[u8]],
+    total: usize,
+    mut emit: impl FnMut(StoredPiece<'_>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    emit(StoredPiece::Framing(&GZIP_HEADER))?;
     let mut crc = crc32fast::Hasher::new();
     let mut left = total;
-    let mut pieces = parts.iter().copied().filter(|p| !p.is_empty());
-    let mut piece: &[u8] = &[];
+    let mut part = 0;
+    let mut at = 0;
     loop {
         let block = left.min(STORED_BLOCK);
         left -= block;
         let mut block_head = [u8::from(left == 0), 0, 0, 0, 0]; // BFINAL on the last, BTYPE = stored
         block_head[1..3].copy_from_slice(&(block as u16).to_le_bytes());
         block_head[3..5].copy_from_slice(&(!(block as u16)).to_le_bytes());
-        out.write_all(&block_head)?;
+        emit(StoredPiece::Framing(&block_head))?;
         let mut need = block;
         while need > 0 {
-            if piece.is_empty() {
-                match pieces.next() {
-                    Some(next) => piece = next,
-                    // `total` is the parts' sum: they cannot run out first.
-                    None => break,
-                }
+            let Some(piece) = parts.get(part) else {
+                // `total` is the parts' sum: they cannot run out first.
+                break;
+            };
+            let take = need.min(piece.len() - at);
+            if take > 0 {
+                crc.update(&piece[at..at + take]);
+                emit(StoredPiece::Part(part, at..at + take))?;
             }
-            let take = need.min(piece.len());
-            crc.update(&piece[..take]);
-            out.write_all(&piece[..take])?;
-            piece = &piece[take..];
+            at += take;
             need -= take;
+            if at == piece.len() {
+                part += 1;
+                at = 0;
+            }
         }
         if left == 0 {
             break;
         }
     }
-    out.write_all(&crc.finalize().to_le_bytes())?;
-    out.write_all(&(total as u32).to_le_bytes())
+    let mut trailer = [0u8; 8];
+    trailer[..4].copy_from_slice(&crc.finalize().to_le_bytes());
+    trailer[4..].copy_from_slice(&(total as u32).to_le_bytes());
+    emit(StoredPiece::Framing(&trailer))
 }
 
 /// Feeds `input` to `compress`, growing `out` as needed, until all of it is taken (and, for
@@ -391,7 +418,9 @@ impl Member<'_> {
 }
 
 impl ResponseRecord {
-    fn parts(&self) -> [&[u8]; 4] {
+    /// What a stored member holds, in order: the header (digests computed now if they are
+    /// not yet), the HTTP head, the payload, the closing CRLFs.
+    pub(crate) fn parts(&self) -> [&[u8]; 4] {
         [
             self.seal().header.as_bytes(),
             &self.head,
@@ -444,6 +473,11 @@ impl ResponseRecord {
             header,
             payload_digest,
         })
+    }
+
+    /// The deflated member, once made.
+    pub(crate) fn deflated(&self) -> Option<&[u8]> {
+        self.deflated.get().map(Vec::as_slice)
     }
 
     /// Whether the digests are computed.
