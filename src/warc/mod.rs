@@ -114,11 +114,21 @@
 //!   blocks reserved 16 MiB ahead (`fallocate`, the file's length unchanged, the rest let
 //!   go when the file closes): sys time per 16 KiB appended 6.3 µs in writes of ~60 KB
 //!   into unreserved blocks (before), 3.7 µs in writes of 200 KB into reserved ones (see
-//!   `writer.rs`'s `FILE_BUFFER` and `PREALLOCATE`). In the crawl bench the ~2 µs a page
+//!   `writer.rs`'s `PREALLOCATE`). In the crawl bench the ~2 µs a page
 //!   this saves was not measurable through the noise of a machine at load 14–17 (thin
 //!   LTO, before/after alternated, 3 invocations each: on/off 0.80/0.82/0.98 before,
 //!   0.89/0.75/0.73 after); the bench now prints the machine's busy CPU per page, where
 //!   the kernel's writeback of the archive shows, for a run on an idle machine.
+//! - **What else the output thread did** (`perf record -g` of `cargo bench --bench crawl --
+//!   --warc-only`, main at 9933925, fat LTO, ~17.5 µs of output thread a page, most records
+//!   stored): SHA-1 32% (at the SHA unit's throughput with four streams: nothing left to
+//!   gain but by dropping a digest, which WARC readers and revisits rely on), the `write`s
+//!   23%, copying each stored payload into the file's buffer ~10%, page faults on the
+//!   digest index ~10% (its 32 MiB touched 4 KiB at a time, twice per page), freeing the
+//!   payloads ~8%, the `pages.jsonl` line ~8%. The copy is gone: a burst's bytes go to the
+//!   OS in one `writev` from the records themselves ([`gather`]); the index asks for 2 MiB
+//!   pages ([`digest_index`]). Where the fetch ends, building the records was ~9% of the
+//!   parse threads' CPU, mostly `format!` of record ids: now written in place.
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
