@@ -22,6 +22,17 @@
 //!
 //! Why not the seen-set's Bloom filter: a Bloom filter answers "probably seen" but cannot say
 //! *where* the original is, and a revisit must name it.
+//!
+//! # Its memory: 2 MiB pages
+//! The table is one zeroed allocation the kernel backs as it is touched; digests are
+//! uniform, so the first tens of thousands of payloads touch nearly every 4 KiB page of
+//! it, each twice (the lookup maps the zero page, the insert takes a fault to copy it):
+//! 16,384 page faults for the default 32 MiB, ~10% of the output thread's CPU in a
+//! 30,000-page crawl (`perf` of `cargo bench --bench crawl -- --warc-only`). On Linux it
+//! asks for 2 MiB pages (`MADV_HUGEPAGE`, as the seen-set does): 16 faults, ~3 ms of
+//! zeroing in all (measured on an anonymous 32 MiB mapping: 21 ms of sys time with 4 KiB
+//! pages, 3 ms with 2 MiB ones), and no TLB miss per lookup. Where the kernel gives none,
+//! nothing changes.
 
 use super::record::Sha1Digest;
 
@@ -55,8 +66,10 @@ impl PayloadIndex {
     pub(crate) fn with_memory(memory: u64) -> PayloadIndex {
         let slot = (SLOT_WORDS * 8) as u64;
         let buckets = (memory / (slot * WAYS as u64)).max(1);
+        let mut slots = vec![0u64; (buckets as usize) * WAYS * SLOT_WORDS];
+        advise_huge_pages(&mut slots);
         PayloadIndex {
-            slots: vec![0u64; (buckets as usize) * WAYS * SLOT_WORDS],
+            slots,
             buckets,
             entries: 0,
             evictions: 0,
@@ -114,6 +127,32 @@ impl PayloadIndex {
     pub(crate) fn memory(&self) -> u64 {
         (self.slots.len() * 8) as u64
     }
+}
+
+/// Asks the kernel to back the 2 MiB-aligned part of `words` with 2 MiB pages (see the
+/// module doc). Advice only: without transparent huge pages nothing changes.
+fn advise_huge_pages(words: &mut [u64]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE_PAGE: usize = 2 << 20;
+        let start = words.as_mut_ptr() as usize;
+        let end = start + std::mem::size_of_val(words);
+        let aligned = start.next_multiple_of(HUGE_PAGE);
+        let aligned_end = end - end % HUGE_PAGE;
+        if aligned_end > aligned {
+            // SAFETY: advice on memory this slice owns (the range lies within it); madvise
+            // neither reads nor moves its contents, and a failure (no THP) is harmless.
+            unsafe {
+                libc::madvise(
+                    aligned as *mut libc::c_void,
+                    aligned_end - aligned,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = words;
 }
 
 #[cfg(test)]

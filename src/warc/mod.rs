@@ -14,6 +14,7 @@
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
 //! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams) |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
+//! | `gather.rs` | a file's pending bytes, handed to the OS from the records themselves (`writev`) |
 //! | `deflate_pool.rs` | digests and deflate of responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
 //! | `digest_index.rs` | the payload digests archived, in fixed memory |
 //! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index; the same for a dead distributed process's files (sealing) |
@@ -113,11 +114,26 @@
 //!   blocks reserved 16 MiB ahead (`fallocate`, the file's length unchanged, the rest let
 //!   go when the file closes): sys time per 16 KiB appended 6.3 µs in writes of ~60 KB
 //!   into unreserved blocks (before), 3.7 µs in writes of 200 KB into reserved ones (see
-//!   `writer.rs`'s `FILE_BUFFER` and `PREALLOCATE`). In the crawl bench the ~2 µs a page
+//!   `writer.rs`'s `PREALLOCATE`). In the crawl bench the ~2 µs a page
 //!   this saves was not measurable through the noise of a machine at load 14–17 (thin
 //!   LTO, before/after alternated, 3 invocations each: on/off 0.80/0.82/0.98 before,
 //!   0.89/0.75/0.73 after); the bench now prints the machine's busy CPU per page, where
 //!   the kernel's writeback of the archive shows, for a run on an idle machine.
+//! - **What else the output thread did** (`perf record -g` of `cargo bench --bench crawl --
+//!   --warc-only`, main at 9933925, fat LTO, ~17.5 µs of output thread a page, most records
+//!   stored): SHA-1 32% (at the SHA unit's throughput with four streams: nothing left to
+//!   gain but by dropping a digest, which WARC readers and revisits rely on), the `write`s
+//!   23%, copying each stored payload into the file's buffer ~10%, page faults on the
+//!   digest index ~10% (its 32 MiB touched 4 KiB at a time, twice per page), freeing the
+//!   payloads ~8%, the `pages.jsonl` line ~8%. The copy is gone: a burst's bytes go to the
+//!   OS in one `writev` from the records themselves ([`gather`]); the index asks for 2 MiB
+//!   pages ([`digest_index`]). Where the fetch ends, building the records was ~9% of the
+//!   parse threads' CPU, mostly `format!` of record ids: now written in place. Crawl bench
+//!   (`-- --runs 3`, three invocations each, before (fat LTO, 9933925) and after (thin
+//!   LTO) alternated, load 10–17): crawler CPU per page on/off without the deflate threads
+//!   1.340 / 1.386 / 1.313 before, 1.258 / 1.510 / 1.261 after (medians 1.34 → 1.26); the
+//!   output thread and the rest 23–25 → 18–28 µs a page; pages/s on/off 0.77 / 0.81 / 0.70
+//!   before, 1.01 / 0.87 / 0.91 after, through that load's noise.
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
@@ -135,6 +151,7 @@ pub(crate) mod digest;
 pub(crate) mod digest_index;
 #[cfg(test)]
 pub(crate) mod fixture;
+pub(crate) mod gather;
 pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod recovery;

@@ -23,7 +23,7 @@
 //! same crawl run: the field is an association, not a location (ISO 28500 §5.14).
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::digest_index::PayloadIndex;
+use super::gather::Gather;
 use super::record::{
     digest_label, not_modified_member, record_id, revisit_member, warc_date, warcinfo_member,
     ArchivedFetch, Member, Original, Sha1Digest,
@@ -122,7 +123,7 @@ pub(crate) struct ArchiveWriter {
     serial: u32,
     name: String,
     path: PathBuf,
-    file: BufWriter<File>,
+    file: Gather,
     /// Bytes in the file, buffered ones included.
     length: u64,
     /// The file's blocks are reserved up to here (see [`PREALLOCATE`]).
@@ -297,6 +298,7 @@ impl ArchiveWriter {
             Some(revisit) => Member::Made(revisit),
             None => fetch.response.member(),
         };
+        let stored = matches!(response, Member::Stored(_));
         let response_len = response.len() as u64;
         let pair = fetch.request_member.len() as u64 + response_len;
         if self.length + pair > self.options.max_bytes && self.fetches_in_file > 0 {
@@ -308,7 +310,14 @@ impl ArchiveWriter {
             .write_all(&fetch.request_member)
             .at("write", &self.path)?;
         let offset = self.length + fetch.request_member.len() as u64;
-        response.write_to(&mut self.file).at("write", &self.path)?;
+        // The response's big bytes are handed to the OS from the record itself (see
+        // `super::gather`).
+        match (&revisit, stored) {
+            (Some(revisit), _) => self.file.write_all(revisit),
+            (None, true) => self.file.write_stored(&fetch.response),
+            (None, false) => self.file.write_deflated(&fetch.response),
+        }
+        .at("write", &self.path)?;
         self.length += pair;
         record.payload_digest = Some(label);
         record.warc = Some(WarcLocation {
@@ -337,7 +346,7 @@ impl ArchiveWriter {
             tally.bytes_saved = fetch.payload_bytes;
         } else {
             tally.payload_bytes = fetch.payload_bytes;
-            tally.stored = u64::from(matches!(response, Member::Stored(_)));
+            tally.stored = u64::from(stored);
             self.index.insert(&fetch.payload_digest(), line_at);
         }
         Ok(tally)
@@ -463,7 +472,7 @@ fn open_file(
     options: &ArchiveOptions,
     stamp: &str,
     serial: u32,
-) -> Result<(String, PathBuf, BufWriter<File>), IoAt> {
+) -> Result<(String, PathBuf, Gather), IoAt> {
     let name = file_name(&options.prefix, stamp, serial);
     let path = options.dir.join(&name);
     let file = OpenOptions::new()
@@ -471,15 +480,15 @@ fn open_file(
         .write(true)
         .open(&path)
         .at("create", &path)?;
-    Ok((name, path, BufWriter::with_capacity(FILE_BUFFER, file)))
+    Ok((name, path, Gather::new(file)))
 }
 
-/// The file's buffer: big enough that a burst of records (the output thread hands each
-/// burst to the OS when its channel runs dry, so a `kill -9` loses none) goes in one write.
-/// Measured on this machine's ext4 (kernel 6.18, sys time per 16 KiB appended, medians of
-/// 5): writes of ~60 KB (the 64 KiB buffer before) 6.3 µs, of 200 KB (a burst of ~12 pages)
-/// 4.6 µs, of 1 MiB 3.8 µs: the page cache takes bigger writes in bigger folios.
-const FILE_BUFFER: usize = 1 << 20;
+// The file's pending bytes (`super::gather`) go to the OS in writes of up to 1 MiB: a burst
+// of records (the output thread hands each burst to the OS when its channel runs dry, so a
+// `kill -9` loses none) goes in one write. Measured on this machine's ext4 (kernel 6.18,
+// sys time per 16 KiB appended, medians of 5): writes of ~60 KB (the 64 KiB buffer before)
+// 6.3 µs, of 200 KB (a burst of ~12 pages) 4.6 µs, of 1 MiB 3.8 µs: the page cache takes
+// bigger writes in bigger folios.
 
 /// How far ahead of the records the file's blocks are reserved (`fallocate` with
 /// `FALLOC_FL_KEEP_SIZE`: the file's length, all a reader or a resume sees, is unchanged).
