@@ -66,11 +66,7 @@
 //!   cached by std): 64 bytes at a time, no branch on the data. One unsigned compare,
 //!   `b - '0' < 10`, flags the digits; `vpcompressb` packs the other bytes to the front of
 //!   a register, which is stored whole at the end of the buffer; the end moves by the number
-//!   of bytes kept, so the next store overwrites the rest. The end is kept in a register
-//!   for the whole loop: kept in the digest's field, every block's store went through
-//!   memory the compiler could not tell apart from that field, so each block waited for the
-//!   previous one's store and reload (perf on the doc corpus: the packing loop was two
-//!   thirds of the digest's time, the digest 9% of extraction).
+//!   of bytes kept, so the next store overwrites the rest.
 //! - Any other CPU: 8-byte words tested with integer arithmetic (SWAR: per byte, the low 7
 //!   bits plus 0x50 reach 0x80 from `'0'` up, plus 0x46 from `':'` up; no sum carries into
 //!   the next byte, and a byte with its high bit set is no digit); a 32-byte block without a
@@ -238,34 +234,21 @@ impl DigitlessDigest {
         };
         let zero = _mm512_set1_epi8(b'0' as i8);
         let ten = _mm512_set1_epi8(10);
-        // The end of the kept bytes lives in a register for the whole loop: written back to
-        // `self.len` after each store, it made every block wait for the previous block's
-        // store and reload (the stores go through a raw pointer the compiler cannot tell
-        // apart from `self.len`), about half the loop's time.
-        let mut len = self.len;
-        let mut at = 0;
-        while let Some(block) = bytes.get(at..at + BLOCK) {
+        let mut blocks = bytes.chunks_exact(BLOCK);
+        for block in &mut blocks {
             // SAFETY: reads the 64 bytes of `block` (unaligned loads are allowed).
             let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
             // b - '0' < 10, unsigned: the ASCII digits only.
             let digits = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(v, zero), ten);
             let packed = _mm512_maskz_compress_epi8(!digits, v);
-            // `len < FLUSH_BYTES` here (flushed below otherwise), and `kept` holds
-            // `FLUSH_BYTES + BLOCK` bytes: the whole block fits.
-            let Some(room) = self.kept.get_mut(len..len + BLOCK) else {
-                break;
-            };
+            let start = self.len;
+            let room = &mut self.kept[start..start + BLOCK];
             // SAFETY: writes the 64 bytes of `room` (unaligned stores are allowed).
             unsafe { _mm512_storeu_si512(room.as_mut_ptr().cast(), packed) };
-            len += BLOCK - digits.count_ones() as usize;
-            at += BLOCK;
-            if len >= FLUSH_BYTES {
-                self.hasher.update(self.kept.get(..len).unwrap_or_default());
-                len = 0;
-            }
+            self.len = start + BLOCK - digits.count_ones() as usize;
+            self.flush_if_full();
         }
-        self.len = len;
-        bytes.get(at..).unwrap_or_default()
+        blocks.remainder()
     }
 }
 
