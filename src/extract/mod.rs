@@ -1406,6 +1406,13 @@ mod tests {
             "a.html#f",
             "",
             "",
+            "#",
+            "#",
+            "#f&amp;g",
+            "#f&amp;g",
+            "#f g",
+            "#f g",
+            "#f",
         ];
         let html: String = hrefs
             .iter()
