@@ -219,6 +219,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -265,8 +266,11 @@ pub struct QueuedUrl {
     pub url: String,
     /// Links followed from a seed (seeds are 0; redirects keep their source's depth).
     pub depth: u32,
-    /// The page the URL was found on (or that redirected to it); `None` for seeds.
-    pub parent: Option<String>,
+    /// The page the URL was found on (or that redirected to it); `None` for seeds. Shared:
+    /// a page's links are queued with one parent text, not a copy each (an allocation and a
+    /// free per queued URL, and again per pop's decoded item and per hand-out's copy, were
+    /// most of the admitting thread's malloc traffic in the scale bench).
+    pub parent: Option<Arc<str>>,
     /// Redirects followed to reach this URL.
     pub redirect_hops: u32,
     /// Fetch attempts already made (retries).
@@ -276,7 +280,7 @@ pub struct QueuedUrl {
 impl QueuedUrl {
     /// A URL taken on at `depth`, found on `parent` (`None` for a seed) after
     /// `redirect_hops` redirects, not yet attempted.
-    pub fn new(url: String, depth: u32, parent: Option<String>, redirect_hops: u32) -> QueuedUrl {
+    pub fn new(url: String, depth: u32, parent: Option<Arc<str>>, redirect_hops: u32) -> QueuedUrl {
         QueuedUrl {
             url,
             depth,
@@ -693,8 +697,31 @@ impl Frontier {
     /// Queues an accepted URL at the back of its host's queue.
     pub fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         let id = host_id(host_key);
-        self.store.push_owned(id, item)?;
         let scheduled = self.count_queued_id(id, host_key);
+        self.push_counted(id, scheduled, item)
+    }
+
+    /// [`Frontier::push`] of a URL whose host key is the first `key_len` bytes of its text
+    /// (as [`plain_host_key_len`] found): the key is not copied out of it.
+    pub fn push_keyed_by_prefix(
+        &mut self,
+        key_len: usize,
+        item: QueuedUrl,
+    ) -> Result<(), FrontierError> {
+        let key = item.url.get(..key_len).unwrap_or(&item.url);
+        let id = host_id(key);
+        let scheduled = self.count_queued_id(id, key);
+        self.push_counted(id, scheduled, item)
+    }
+
+    /// The store's half of a push, once counted: `scheduled` is whether host `id` already is.
+    fn push_counted(
+        &mut self,
+        id: HostId,
+        scheduled: bool,
+        item: QueuedUrl,
+    ) -> Result<(), FrontierError> {
+        self.store.push_owned(id, item)?;
         if !scheduled {
             // A host already in the schedule stays where it is (what `schedule` would find
             // first, without its lookups and the clock).
@@ -1045,6 +1072,19 @@ impl Frontier {
 }
 
 pub(crate) use crate::host::key_of;
+
+/// The length of a canonical link's host key (what [`Link::host_key`] gives) when its text
+/// plainly starts with it (see [`plain_key`]): then [`Frontier::push_keyed_by_prefix`] takes
+/// the key from the queued URL's text. `None`: ask `Link::host_key`. Why: the admitting thread
+/// needs the key once per queued URL, and `host_key`'s `format!` was an allocation and a free
+/// per URL (~2 % of the scale bench's samples at 3e6 URLs).
+///
+/// [`Link::host_key`]: crate::normalize::Link::host_key
+pub fn plain_host_key_len(link: &crate::normalize::Link) -> Option<usize> {
+    let key = plain_key(link.as_str())?;
+    debug_assert_eq!(key, link.host_key(), "{}", link.as_str());
+    Some(key.len())
+}
 
 /// The host key of a queued URL ([`key_of`]'s), taken from its text without parsing it when
 /// the text plainly is one already (see [`plain_key`]). Why: an evicted host is restored from
