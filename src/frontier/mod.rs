@@ -201,6 +201,32 @@
 //! 2.5 µs at 1e8 still wants one host record per host (tallies, store entry, residency in
 //! one map), no `String` per URL for the parent, and the tails' encoding off this thread.
 //!
+//! Session 14 (`scalerate3`), on the admitting thread's path, nothing changed in what is
+//! queued, in which order, or what is written:
+//! - *A page's links share one parent text*: [`QueuedUrl::parent`] is an `Arc<str>` (JSON the
+//!   same: serde's `rc`), made once per page by the caller (`crawl/admission.rs`), so a push
+//!   no longer copies the parent, a hand-out's copy for checkpoints bumps a count, and a pop's
+//!   decoding shares a parent "the same as the previous item's" (`store/codec.rs` puts a new
+//!   one together in a scratch and allocates only the `Arc`). Memory accounting still charges
+//!   each item its parent's length, so the store flushes tails at the same budget as before.
+//! - *The host key is read from the URL's text* where a canonical link plainly starts with it
+//!   ([`plain_host_key_len`], the same `plain_key` the restore path uses, checked against
+//!   `Link::host_key` by a debug assertion in every debug test, and against the parser by the
+//!   property test `a_key_read_from_the_text_is_the_parsers`): no `format!` per URL;
+//!   [`Frontier::push_keyed_by_prefix`] hashes the prefix.
+//!
+//! `SCALE_URLS=1e7` (the 1e6 hosts of 1e8), main's code (9933925) and this change, both thin
+//! LTO from this worktree, alternated three times on the machine shared with four builds
+//! (load 12–18, so URLs/s only as a ratio): admitting thread per accepted URL 2.72 / 2.71 /
+//! 2.93 µs → 2.26 / 2.55 / 2.45 (medians 2.72 → 2.45, 0.90×), all threads 3.99 / 4.03 / 4.35
+//! → 3.52 / 3.98 / 3.95, URLs/s medians 71.5 k → 82.8 k; peak RSS 463–466 → 439–446 MiB; the
+//! same 35 bytes per queued URL and 2.26 URLs per entry (the item's struct is 8 bytes smaller,
+//! so tails fill their memory share a few items later: 9,996,992 URLs written against
+//! 9,997,120). Perf of main's code at 3e6 (shares of all samples, the admitting thread 63 %
+//! of them): the store's host map on push 7.6 % (waiting for memory), the seen-set's probes
+//! 7.1 % (both threads), malloc and free ~12 % (both), the tallies on push ~2.7 %, the
+//! schedule and the heap ~5 %.
+//!
 //!
 //! # Layout
 //!
@@ -730,6 +756,31 @@ impl Frontier {
         Ok(())
     }
 
+    /// Reads, changing nothing, the per-host records that pushes to the hosts of `host_keys`
+    /// look up (their tallies and queue entries), so that their cache misses are taken
+    /// together, overlapped, before the pushes take them one at a time. A hint: pushes do the
+    /// same without it. Why: at 1e6 hosts those records are ~100 MB of hash maps, and the
+    /// store's lookup on push was ~12 % of the admitting thread's samples in the scale bench
+    /// (3e6 URLs), nearly all of it waiting for memory.
+    pub fn warm<'a>(&self, host_keys: impl IntoIterator<Item = &'a str>) {
+        let mut found = 0u64;
+        for key in host_keys {
+            let id = host_id(key);
+            found += self.tallies.get(&id).map_or(0, |t| t.queued_ever as u64);
+            found += self.store.len(id);
+        }
+        std::hint::black_box(found);
+    }
+
+    /// [`Frontier::warm`] for host `id` about to be served: its tally, queue entry and
+    /// resident state.
+    fn warm_to_serve(&self, id: HostId) {
+        let mut found = self.tallies.get(&id).map_or(0, |t| t.queued_ever as u64);
+        found += self.store.len(id);
+        found += self.resident.hosts.get(&id).map_or(0, |h| h.bytes);
+        std::hint::black_box(found);
+    }
+
     /// Counts a URL queued for a host ([`Frontier::host_total_queued`], which
     /// `max_pages_per_host` reads) without queuing it: a resume replaying its queue log counts
     /// this way the URLs queued after the checkpoint and already recorded since.
@@ -798,6 +849,11 @@ impl Frontier {
     pub fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError> {
         self.evict_if_over_budget(now);
         while let Some(id) = self.ready.pop_due(now) {
+            // The host after this one is most often served next: its records' cache misses
+            // overlap with this one's serving.
+            if let Some(next) = self.ready.peek_host() {
+                self.warm_to_serve(next);
+            }
             if let Some(tally) = self.tallies.get_mut(&id) {
                 tally.scheduled = false;
             }
