@@ -518,11 +518,6 @@ fn main() {
             let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
             seen.insert_new_batch(&keys, &mut fresh);
             drop(keys);
-            // As the crawl's acceptance does: the page's hosts' records fetched together.
-            frontier.warm(urls.iter().zip(&fresh).filter_map(|(url, &is_new)| {
-                let len = crawler::frontier::plain_host_key_len(url).filter(|_| is_new)?;
-                url.as_str().get(..len)
-            }));
             for (url, &is_new) in urls.into_iter().zip(&fresh) {
                 if is_new && accepted < s.urls {
                     accepted += 1;

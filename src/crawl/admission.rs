@@ -563,11 +563,6 @@ impl Acceptance {
             let mut fresh = std::mem::take(&mut self.batch_out);
             self.seen.insert_new_batch(&keys, &mut fresh);
             drop(keys);
-            // The new URLs' hosts' records fetched together (a hint, see `Frontier::warm`).
-            frontier.warm(urls.iter().zip(&fresh).filter_map(|(url, &is_new)| {
-                let len = crate::frontier::plain_host_key_len(url).filter(|_| is_new)?;
-                url.as_str().get(..len)
-            }));
             let mut seen = 0;
             for (url, &is_new) in urls.into_iter().zip(&fresh) {
                 if is_new {

@@ -86,11 +86,6 @@ pub trait FrontierBackend {
         let key = item.url.get(..key_len).unwrap_or(&item.url).to_string();
         self.push(&key, item)
     }
-    /// A hint that URLs of the hosts of `host_keys` are about to be pushed: a backend may fetch
-    /// what those pushes will look up (see [`Frontier::warm`]). Changes nothing.
-    fn warm<'a>(&self, host_keys: impl IntoIterator<Item = &'a str>) {
-        let _ = host_keys;
-    }
     /// Counts a URL for its host's `max_pages_per_host` without queuing it (a resume's URLs
     /// queued after the checkpoint and recorded since).
     fn count_queued(&mut self, host_key: &str);
@@ -180,9 +175,6 @@ impl FrontierBackend for Frontier {
     }
     fn count_queued(&mut self, host_key: &str) {
         Frontier::count_queued(self, host_key)
-    }
-    fn warm<'a>(&self, host_keys: impl IntoIterator<Item = &'a str>) {
-        Frontier::warm(self, host_keys)
     }
     fn handoff_wait(&self, host_key: &str, now: Instant) -> Duration {
         Frontier::handoff_wait(self, host_key, now)

@@ -45,11 +45,6 @@ impl ReadyHeap {
         self.heap.peek().map(|Reverse((at, _, _))| *at)
     }
 
-    /// The earliest host, whether or not it is ready.
-    pub(crate) fn peek_host(&self) -> Option<HostId> {
-        self.heap.peek().map(|Reverse((_, _, id))| *id)
-    }
-
     /// Takes the earliest host if it is ready at `now`.
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<HostId> {
         let Reverse((at, _, id)) = *self.heap.peek()?;
