@@ -222,7 +222,9 @@
 //! → 3.52 / 3.98 / 3.95, URLs/s medians 71.5 k → 82.8 k; peak RSS 463–466 → 439–446 MiB; the
 //! same 35 bytes per queued URL and 2.26 URLs per entry (the item's struct is 8 bytes smaller,
 //! so tails fill their memory share a few items later: 9,996,992 URLs written against
-//! 9,997,120). Perf of main's code at 3e6 (shares of all samples, the admitting thread 63 %
+//! 9,997,120). Again later, load 5–6: 2.55 / 3.01 / 2.54 → 2.40 / 2.35 / 2.07 µs (medians 2.55
+//! → 2.35, 0.92×), all threads 3.75 / 4.36 / 3.71 → 3.67 / 3.64 / 3.19, URLs/s medians 156 k →
+//! 205 k. Short of the ≤ 2.0 µs aimed for. Perf of main's code at 3e6 (shares of all samples, the admitting thread 63 %
 //! of them): the store's host map on push 7.6 % (waiting for memory), the seen-set's probes
 //! 7.1 % (both threads), malloc and free ~12 % (both), the tallies on push ~2.7 %, the
 //! schedule and the heap ~5 %.
