@@ -45,10 +45,7 @@ fn url(host: u64, i: u64) -> QueuedUrl {
             i % 1000
         ),
         depth: (i % 9) as u32,
-        parent: Some(format!(
-            "https://www.host{host}.example.com/section/{}",
-            i % 97
-        )),
+        parent: Some(format!("https://www.host{host}.example.com/section/{}", i % 97).into()),
         redirect_hops: 0,
         attempts: 0,
     }

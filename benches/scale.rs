@@ -513,21 +513,33 @@ fn main() {
     loop {
         // Admit the screened links, page by page: the dispatcher's path.
         for (parent, urls) in admit.drain(..) {
+            // One shared text for the page's links, as the crawl's acceptance makes it.
+            let parent: Option<Arc<str>> = (!parent.is_empty()).then(|| Arc::from(parent));
             let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
             seen.insert_new_batch(&keys, &mut fresh);
             drop(keys);
             for (url, &is_new) in urls.into_iter().zip(&fresh) {
                 if is_new && accepted < s.urls {
                     accepted += 1;
-                    let key = url.host_key();
+                    // As the crawl's acceptance does (`crawl/admission.rs`).
+                    let key_len = crawler::frontier::plain_host_key_len(&url);
+                    let key = if key_len.is_none() {
+                        url.host_key()
+                    } else {
+                        String::new()
+                    };
                     let item = QueuedUrl {
                         url: url.into_string(),
                         depth: 1,
-                        parent: (!parent.is_empty()).then(|| parent.clone()),
+                        parent: parent.clone(),
                         redirect_hops: 0,
                         attempts: 0,
                     };
-                    frontier.push(&key, item).expect("push");
+                    match key_len {
+                        Some(len) => frontier.push_keyed_by_prefix(len, item),
+                        None => frontier.push(&key, item),
+                    }
+                    .expect("push");
                 }
             }
         }

@@ -701,7 +701,7 @@ fn replay(root: &Path, loaded: &mut Loaded) -> Result<(), CheckpointError> {
         std::collections::HashMap::new();
     for item in &queued {
         if let Some(parent) = &item.parent {
-            *logged_children.entry(parent.as_str()).or_insert(0) += 1;
+            *logged_children.entry(&**parent).or_insert(0) += 1;
         }
     }
     let short = records

@@ -499,13 +499,21 @@ impl Acceptance {
         if urls.is_empty() {
             return Ok(0);
         }
+        // One shared text for the page's links (see `QueuedUrl::parent`).
+        let parent: Option<Arc<str>> = parent.map(Arc::from);
         let c = self.counters.clone();
         let accepted = CrawlCounters::get(&c.accepted);
         let room = self.max_urls.saturating_sub(accepted) as usize;
         let host_cap = self.max_pages_per_host;
         // The link's own string becomes the queued URL's: no copy per queued URL.
         let queue = |frontier: &mut F, log: &mut Option<&mut QueueLog>, url: Link| {
-            let key = url.host_key();
+            // Most canonical links start with their host key: then it is not copied out.
+            let key_len = crate::frontier::plain_host_key_len(&url);
+            let key = if key_len.is_none() {
+                url.host_key()
+            } else {
+                String::new()
+            };
             let item = QueuedUrl::new(url.into_string(), depth, parent.clone(), redirect_hops);
             if let Some(log) = log.as_deref_mut() {
                 // Not logged, the URL would be in neither the checkpoint nor the log, and a
@@ -513,7 +521,11 @@ impl Acceptance {
                 // (the error says to --resume).
                 log.append(&item)?;
             }
-            Ok::<(), CrawlError>(frontier.push(&key, item)?)
+            match key_len {
+                Some(len) => frontier.push_keyed_by_prefix(len, item)?,
+                None => frontier.push(&key, item)?,
+            }
+            Ok::<(), CrawlError>(())
         };
         let mut queued = 0u64;
         let sites = &self.sites;
@@ -587,6 +599,7 @@ pub(crate) fn unknown_to(
 ) -> Vec<(String, QueuedUrl)> {
     let mut items = Vec::new();
     let mut known = 0;
+    let parent: Option<Arc<str>> = parent.map(Arc::from);
     for url in candidates.urls {
         if cache.contains(url.as_str().as_bytes()) {
             known += 1;

@@ -247,7 +247,7 @@ pub(crate) fn base_record(item: &QueuedUrl) -> Box<PageRecord> {
     let mut record = Box::new(PageRecord {
         url: item.url.clone(),
         depth: item.depth,
-        parent: item.parent.clone(),
+        parent: item.parent.as_deref().map(String::from),
         attempts: item.attempts + 1,
         ..PageRecord::default()
     });

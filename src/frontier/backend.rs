@@ -76,6 +76,16 @@ pub trait FrontierBackend {
     /// Queues an accepted URL at the back of its host's queue (`host_key` as
     /// [`crate::normalize::host_key`] gives it).
     fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError>;
+    /// [`push`](Self::push) of a URL whose host key is the first `key_len` bytes of its text
+    /// (see [`super::plain_host_key_len`]), so that the caller need not copy the key out.
+    fn push_keyed_by_prefix(
+        &mut self,
+        key_len: usize,
+        item: QueuedUrl,
+    ) -> Result<(), FrontierError> {
+        let key = item.url.get(..key_len).unwrap_or(&item.url).to_string();
+        self.push(&key, item)
+    }
     /// Counts a URL for its host's `max_pages_per_host` without queuing it (a resume's URLs
     /// queued after the checkpoint and recorded since).
     fn count_queued(&mut self, host_key: &str);
@@ -155,6 +165,13 @@ impl FrontierBackend for Frontier {
 
     fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         Frontier::push(self, host_key, item)
+    }
+    fn push_keyed_by_prefix(
+        &mut self,
+        key_len: usize,
+        item: QueuedUrl,
+    ) -> Result<(), FrontierError> {
+        Frontier::push_keyed_by_prefix(self, key_len, item)
     }
     fn count_queued(&mut self, host_key: &str) {
         Frontier::count_queued(self, host_key)

@@ -201,6 +201,42 @@
 //! 2.5 µs at 1e8 still wants one host record per host (tallies, store entry, residency in
 //! one map), no `String` per URL for the parent, and the tails' encoding off this thread.
 //!
+//! Session 14 (`scalerate3`), on the admitting thread's path, nothing changed in what is
+//! queued, in which order, or what is written:
+//! - *A page's links share one parent text*: [`QueuedUrl::parent`] is an `Arc<str>` (JSON the
+//!   same: serde's `rc`), made once per page by the caller (`crawl/admission.rs`), so a push
+//!   no longer copies the parent, a hand-out's copy for checkpoints bumps a count, and a pop's
+//!   decoding shares a parent "the same as the previous item's" (`store/codec.rs` puts a new
+//!   one together in a scratch and allocates only the `Arc`). Memory accounting still charges
+//!   each item its parent's length, so the store flushes tails at the same budget as before.
+//! - *The host key is read from the URL's text* where a canonical link plainly starts with it
+//!   ([`plain_host_key_len`], the same `plain_key` the restore path uses, checked against
+//!   `Link::host_key` by a debug assertion in every debug test, and against the parser by the
+//!   property test `a_key_read_from_the_text_is_the_parsers`): no `format!` per URL;
+//!   [`Frontier::push_keyed_by_prefix`] hashes the prefix.
+//!
+//! `SCALE_URLS=1e7` (the 1e6 hosts of 1e8), main's code (9933925) and this change, both thin
+//! LTO from this worktree, alternated three times on the machine shared with four builds
+//! (load 12–18, so URLs/s only as a ratio): admitting thread per accepted URL 2.72 / 2.71 /
+//! 2.93 µs → 2.26 / 2.55 / 2.45 (medians 2.72 → 2.45, 0.90×), all threads 3.99 / 4.03 / 4.35
+//! → 3.52 / 3.98 / 3.95, URLs/s medians 71.5 k → 82.8 k; peak RSS 463–466 → 439–446 MiB; the
+//! same 35 bytes per queued URL and 2.26 URLs per entry (the item's struct is 8 bytes smaller,
+//! so tails fill their memory share a few items later: 9,996,992 URLs written against
+//! 9,997,120). Again later, load 5–6: 2.55 / 3.01 / 2.54 → 2.40 / 2.35 / 2.07 µs (medians 2.55
+//! → 2.35, 0.92×), all threads 3.75 / 4.36 / 3.71 → 3.67 / 3.64 / 3.19, URLs/s medians 156 k →
+//! 205 k. Short of the ≤ 2.0 µs aimed for. Perf of main's code at 3e6 (shares of all samples, the admitting thread 63 %
+//! of them): the store's host map on push 7.6 % (waiting for memory), the seen-set's probes
+//! 7.1 % (both threads), malloc and free ~12 % (both), the tallies on push ~2.7 %, the
+//! schedule and the heap ~5 %.
+//!
+//! Tried and dropped: touching the tallies and store entries of a page's new URLs' hosts in
+//! one tight loop before pushing them (so that their cache misses overlap), and the next heap
+//! host's records before serving one. Alternated three times against the change above
+//! (1e7, load 6–16): admitting thread 2.49 / 2.31 / 2.92 µs against 2.14 / 2.23 / 2.11, so
+//! worse: the extra hashing and lookups cost more than the overlap saved. The store's map
+//! on push stays the largest single cost; merging it with the tallies (one miss, not two)
+//! is the next step.
+//!
 //!
 //! # Layout
 //!
@@ -219,6 +255,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -265,8 +302,11 @@ pub struct QueuedUrl {
     pub url: String,
     /// Links followed from a seed (seeds are 0; redirects keep their source's depth).
     pub depth: u32,
-    /// The page the URL was found on (or that redirected to it); `None` for seeds.
-    pub parent: Option<String>,
+    /// The page the URL was found on (or that redirected to it); `None` for seeds. Shared:
+    /// a page's links are queued with one parent text, not a copy each (an allocation and a
+    /// free per queued URL, and again per pop's decoded item and per hand-out's copy, were
+    /// most of the admitting thread's malloc traffic in the scale bench).
+    pub parent: Option<Arc<str>>,
     /// Redirects followed to reach this URL.
     pub redirect_hops: u32,
     /// Fetch attempts already made (retries).
@@ -276,7 +316,7 @@ pub struct QueuedUrl {
 impl QueuedUrl {
     /// A URL taken on at `depth`, found on `parent` (`None` for a seed) after
     /// `redirect_hops` redirects, not yet attempted.
-    pub fn new(url: String, depth: u32, parent: Option<String>, redirect_hops: u32) -> QueuedUrl {
+    pub fn new(url: String, depth: u32, parent: Option<Arc<str>>, redirect_hops: u32) -> QueuedUrl {
         QueuedUrl {
             url,
             depth,
@@ -693,8 +733,31 @@ impl Frontier {
     /// Queues an accepted URL at the back of its host's queue.
     pub fn push(&mut self, host_key: &str, item: QueuedUrl) -> Result<(), FrontierError> {
         let id = host_id(host_key);
-        self.store.push_owned(id, item)?;
         let scheduled = self.count_queued_id(id, host_key);
+        self.push_counted(id, scheduled, item)
+    }
+
+    /// [`Frontier::push`] of a URL whose host key is the first `key_len` bytes of its text
+    /// (as [`plain_host_key_len`] found): the key is not copied out of it.
+    pub fn push_keyed_by_prefix(
+        &mut self,
+        key_len: usize,
+        item: QueuedUrl,
+    ) -> Result<(), FrontierError> {
+        let key = item.url.get(..key_len).unwrap_or(&item.url);
+        let id = host_id(key);
+        let scheduled = self.count_queued_id(id, key);
+        self.push_counted(id, scheduled, item)
+    }
+
+    /// The store's half of a push, once counted: `scheduled` is whether host `id` already is.
+    fn push_counted(
+        &mut self,
+        id: HostId,
+        scheduled: bool,
+        item: QueuedUrl,
+    ) -> Result<(), FrontierError> {
+        self.store.push_owned(id, item)?;
         if !scheduled {
             // A host already in the schedule stays where it is (what `schedule` would find
             // first, without its lookups and the clock).
@@ -1045,6 +1108,19 @@ impl Frontier {
 }
 
 pub(crate) use crate::host::key_of;
+
+/// The length of a canonical link's host key (what [`Link::host_key`] gives) when its text
+/// plainly starts with it (see [`plain_key`]): then [`Frontier::push_keyed_by_prefix`] takes
+/// the key from the queued URL's text. `None`: ask `Link::host_key`. Why: the admitting thread
+/// needs the key once per queued URL, and `host_key`'s `format!` was an allocation and a free
+/// per URL (~2 % of the scale bench's samples at 3e6 URLs).
+///
+/// [`Link::host_key`]: crate::normalize::Link::host_key
+pub fn plain_host_key_len(link: &crate::normalize::Link) -> Option<usize> {
+    let key = plain_key(link.as_str())?;
+    debug_assert_eq!(key, link.host_key(), "{}", link.as_str());
+    Some(key.len())
+}
 
 /// The host key of a queued URL ([`key_of`]'s), taken from its text without parsing it when
 /// the text plainly is one already (see [`plain_key`]). Why: an evicted host is restored from

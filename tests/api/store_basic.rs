@@ -17,7 +17,7 @@ fn item(host: u64, i: u64) -> QueuedUrl {
     QueuedUrl {
         url: format!("https://www.host{host}.example.com/path/to/article-{i}?id={i}"),
         depth: (i % 7) as u32,
-        parent: (i % 3 != 0).then(|| format!("https://www.host{host}.example.com/")),
+        parent: (i % 3 != 0).then(|| format!("https://www.host{host}.example.com/").into()),
         redirect_hops: (i % 2) as u32,
         attempts: 0,
     }

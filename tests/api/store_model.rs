@@ -42,7 +42,7 @@ fn item(n: u64) -> QueuedUrl {
     QueuedUrl {
         url: format!("https://h{}.test/{}", n % 6, "x".repeat((n % 50) as usize)),
         depth: n as u32,
-        parent: (n % 2 == 0).then(|| format!("https://p.test/{n}")),
+        parent: (n % 2 == 0).then(|| format!("https://p.test/{n}").into()),
         redirect_hops: (n % 3) as u32,
         attempts: (n % 5) as u32,
     }

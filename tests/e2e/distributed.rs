@@ -1427,7 +1427,7 @@ fn a_queued_url_costs_at_most_its_bytes_plus_24_in_redis() {
             assert!(url.depth > 0 || url.parent.is_none(), "{url:?}");
             if let Some(parent) = &url.parent {
                 assert!(
-                    recorded.contains_key(parent),
+                    recorded.contains_key(&**parent),
                     "{url:?}: parent never fetched"
                 );
                 with_parent += 1;

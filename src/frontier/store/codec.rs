@@ -53,6 +53,7 @@
 //! Version 2's blocks are a single entry's items without the count and length.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::QueuedUrl;
 
@@ -175,7 +176,11 @@ pub(super) fn raw_body<'a>(
     if !compressed {
         return Ok(body);
     }
-    let mut r = Reader { bytes: body, at: 0 };
+    let mut r = Reader {
+        bytes: body,
+        at: 0,
+        scratch: Vec::new(),
+    };
     let len = r.varint()?;
     if len > MAX_RAW as u64 {
         return Err(format!("compressed body says it holds {len} bytes"));
@@ -199,7 +204,11 @@ pub(super) fn group_entries(
     out: &mut Vec<(u32, std::ops::Range<usize>)>,
 ) -> Result<(), String> {
     out.clear();
-    let mut r = Reader { bytes: raw, at: 0 };
+    let mut r = Reader {
+        bytes: raw,
+        at: 0,
+        scratch: Vec::new(),
+    };
     // Lengths first, kept in `out` as `0..len` until the ranges are known: no vector of their
     // own (at up to 255 entries, glibc served that one by consolidating its fast bins, once
     // per group decoded).
@@ -266,6 +275,8 @@ pub(super) fn compress_body(
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// A parent's text while it is put together (see [`Reader::front_coded_shared`]).
+    scratch: Vec<u8>,
 }
 
 impl<'a> Reader<'a> {
@@ -304,6 +315,36 @@ impl<'a> Reader<'a> {
     /// A front-coded string against `base`.
     fn front_coded(&mut self, base: &[u8], what: &str) -> Result<String, String> {
         let at = self.at;
+        let (shared, suffix) = self.front_coded_parts(base, what)?;
+        let mut s = Vec::with_capacity(shared.len() + suffix.len());
+        s.extend_from_slice(shared);
+        s.extend_from_slice(suffix);
+        String::from_utf8(s).map_err(|_| format!("{what} at +{at} is not UTF-8"))
+    }
+
+    /// [`Reader::front_coded`] as a shared string, put together in the reader's scratch:
+    /// one allocation (the `Arc`'s), not a `String`'s too.
+    fn front_coded_shared(&mut self, base: &[u8], what: &str) -> Result<Arc<str>, String> {
+        let at = self.at;
+        let (shared, suffix) = self.front_coded_parts(base, what)?;
+        let mut s = std::mem::take(&mut self.scratch);
+        s.clear();
+        s.extend_from_slice(shared);
+        s.extend_from_slice(suffix);
+        let text = std::str::from_utf8(&s)
+            .map(Arc::from)
+            .map_err(|_| format!("{what} at +{at} is not UTF-8"));
+        self.scratch = s;
+        text
+    }
+
+    /// The shared prefix of `base` and the suffix of a front-coded string.
+    fn front_coded_parts<'b>(
+        &mut self,
+        base: &'b [u8],
+        what: &str,
+    ) -> Result<(&'b [u8], &'a [u8]), String> {
+        let at = self.at;
         let shared = self.varint()?;
         if shared > base.len() as u64 {
             return Err(format!(
@@ -313,10 +354,7 @@ impl<'a> Reader<'a> {
         }
         let len = self.varint()?;
         let suffix = self.take(len)?;
-        let mut s = Vec::with_capacity(shared as usize + suffix.len());
-        s.extend_from_slice(&base[..shared as usize]);
-        s.extend_from_slice(suffix);
-        String::from_utf8(s).map_err(|_| format!("{what} at +{at} is not UTF-8"))
+        Ok((&base[..shared as usize], suffix))
     }
 }
 
@@ -339,7 +377,11 @@ pub(super) fn decode_items(
     count: u32,
     skip: u32,
 ) -> Result<VecDeque<QueuedUrl>, String> {
-    let mut r = Reader { bytes: raw, at: 0 };
+    let mut r = Reader {
+        bytes: raw,
+        at: 0,
+        scratch: Vec::new(),
+    };
     let mut items: VecDeque<QueuedUrl> =
         VecDeque::with_capacity(count.saturating_sub(skip) as usize);
     // The items skipped are kept apart, one at a time, as the base of the next.
@@ -387,9 +429,9 @@ fn decode_item(r: &mut Reader, prev: Option<&QueuedUrl>) -> Result<QueuedUrl, St
         PARENT_PREV => {
             let base =
                 prev_parent.ok_or("parent coded against a previous parent that is not there")?;
-            Some(r.front_coded(base.as_bytes(), "parent")?)
+            Some(r.front_coded_shared(base.as_bytes(), "parent")?)
         }
-        _ => Some(r.front_coded(url.as_bytes(), "parent")?),
+        _ => Some(r.front_coded_shared(url.as_bytes(), "parent")?),
     };
     let (mut redirect_hops, mut attempts) = (0, 0);
     if head & EXTRAS != 0 {
@@ -511,7 +553,7 @@ mod tests {
             .prop_map(|(url, depth, parent, redirect_hops, attempts)| QueuedUrl {
                 url,
                 depth,
-                parent,
+                parent: parent.map(Into::into),
                 redirect_hops,
                 attempts,
             })

@@ -205,7 +205,7 @@ pub(super) fn decode_item(c: &mut Cursor) -> Result<QueuedUrl, String> {
     let parent = if plen == NO_PARENT {
         None
     } else {
-        Some(string(c, plen)?)
+        Some(string(c, plen)?.into())
     };
     Ok(QueuedUrl {
         url,

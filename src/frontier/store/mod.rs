@@ -335,7 +335,7 @@ pub type StoreError = FileError;
 fn item_bytes(item: &QueuedUrl) -> u64 {
     (std::mem::size_of::<QueuedUrl>()
         + item.url.capacity()
-        + item.parent.as_ref().map_or(0, |p| p.capacity())) as u64
+        + item.parent.as_ref().map_or(0, |p| p.len())) as u64
 }
 
 /// Most empty boxes kept in [`QueueStore`]'s `spare`.

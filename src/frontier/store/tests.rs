@@ -59,7 +59,7 @@ fn arb_item() -> impl Strategy<Value = QueuedUrl> {
         .prop_map(|(url, depth, parent, redirect_hops, attempts)| QueuedUrl {
             url,
             depth,
-            parent,
+            parent: parent.map(Into::into),
             redirect_hops,
             attempts,
         })
@@ -216,10 +216,13 @@ fn bench_item(host: u64, page: u64, parent_host: u64) -> QueuedUrl {
             page % 17
         ),
         depth: 2,
-        parent: Some(format!(
-            "http://www.site{parent_host}.example.com/section-3/article-{}.html",
-            page / 3
-        )),
+        parent: Some(
+            format!(
+                "http://www.site{parent_host}.example.com/section-3/article-{}.html",
+                page / 3
+            )
+            .into(),
+        ),
         redirect_hops: 0,
         attempts: 0,
     }
