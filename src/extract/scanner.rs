@@ -190,18 +190,17 @@ fn classify(raw: &[u8]) -> Name {
 /// empty, as on nearly every page nearly all the time): there only the names that carry
 /// links or change the text model matter, and everything else (the breakout tags, `font`,
 /// the integration points) is [`Name::Other`]. Nearly every tag of a page is one of these
-/// others, so this is the per-tag path: the lowercased name packed into a `u64` with its
-/// length, one integer match.
-fn classify_in_html(raw: &[u8]) -> Name {
-    match raw.len() {
-        1..=8 => {}
-        9 if raw.eq_ignore_ascii_case(b"plaintext") => return Name::Plaintext,
-        _ => return Name::Other,
-    }
-    let mut bytes = [0u8; 8];
-    for (to, from) in bytes.iter_mut().zip(raw) {
-        *to = from.to_ascii_lowercase();
-    }
+/// others, so this is the per-tag path: the name loaded into a `u64` with its length and
+/// folded to lowercase in one step ([`folded_key`]), one integer match.
+/// The name is `b[at..end]`.
+#[inline(always)]
+fn classify_in_html(b: &[u8], at: usize, end: usize) -> Name {
+    let Some(key) = folded_key(b, at, end) else {
+        return match b.get(at..end) {
+            Some(raw) if raw.eq_ignore_ascii_case(b"plaintext") => Name::Plaintext,
+            _ => Name::Other,
+        };
+    };
     const A: u64 = name_key(b"a");
     const AREA: u64 = name_key(b"area");
     const IFRAME: u64 = name_key(b"iframe");
@@ -220,7 +219,7 @@ fn classify_in_html(raw: &[u8]) -> Name {
     const TEXTAREA: u64 = name_key(b"textarea");
     const SVG: u64 = name_key(b"svg");
     const MATH: u64 = name_key(b"math");
-    match pack(bytes, raw.len()) {
+    match key {
         A => Name::Link(LinkTag::A),
         AREA => Name::Link(LinkTag::Area),
         IFRAME => Name::Link(LinkTag::Iframe),
@@ -252,6 +251,36 @@ const fn pack(bytes: [u8; 8], len: usize) -> u64 {
         key |= (len as u64) << 56;
     }
     key
+}
+
+/// The name `b[at..end]` (1 to 8 bytes) as [`pack`] packs it, with bit 5 of every byte set:
+/// `None` for any other length. Setting bit 5 lowercases ASCII letters, and it turns no
+/// byte other than a letter's two cases into a lowercase letter, so the key equals a
+/// [`name_key`] of letters exactly when the name is that one, in any case: one 8-byte load
+/// and an integer compare instead of a byte loop.
+#[inline(always)]
+fn folded_key(b: &[u8], at: usize, end: usize) -> Option<u64> {
+    let len = end.checked_sub(at).filter(|len| (1..=8).contains(len))?;
+    let word = match b.get(at..at + 8) {
+        Some(&[b0, b1, b2, b3, b4, b5, b6, b7]) => {
+            u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7])
+        }
+        _ => {
+            // Near the end of the input: byte by byte.
+            let mut bytes = [0u8; 8];
+            for (to, from) in bytes.iter_mut().zip(b.get(at..end)?) {
+                *to = *from;
+            }
+            u64::from_le_bytes(bytes)
+        }
+    };
+    let kept = u64::MAX >> (64 - 8 * len);
+    let key = (word | 0x2020_2020_2020_2020) & kept;
+    Some(if len < 8 {
+        key | (len as u64) << 56
+    } else {
+        key
+    })
 }
 
 /// [`pack`] of a lowercase name, for the match arms.
@@ -508,7 +537,7 @@ impl Scanner<'_> {
             return (self.skip_tag(at).unwrap_or(b.len()), After::Data);
         }
         let name_end = self.name_end(at);
-        let name = self.classify(b.get(at..name_end).unwrap_or_default());
+        let name = self.classify(at, name_end);
         let want = name.wants_attrs();
         if want {
             *attrs = Attrs::default();
@@ -606,7 +635,7 @@ impl Scanner<'_> {
             return self.skip_tag(at).unwrap_or(b.len());
         }
         let name_end = self.name_end(at);
-        let name = self.classify(b.get(at..name_end).unwrap_or_default());
+        let name = self.classify(at, name_end);
         let end = match self.tag_end(name_end) {
             Some(end) => end,
             None => match self.attributes(name_end, None) {
@@ -640,11 +669,12 @@ impl Scanner<'_> {
 
     /// A tag name's class: all of them inside foreign content (or an integration point),
     /// only those that matter there outside it.
-    fn classify(&self, raw: &[u8]) -> Name {
+    #[inline(always)]
+    fn classify(&self, at: usize, end: usize) -> Name {
         if self.ns.len == 0 {
-            classify_in_html(raw)
+            classify_in_html(self.b, at, end)
         } else {
-            classify(raw)
+            classify(self.b.get(at..end).unwrap_or_default())
         }
     }
 
@@ -966,23 +996,29 @@ impl Scanner<'_> {
 }
 
 /// Records attribute `name`'s value if it is one the extractor reads and the first of its
-/// name.
+/// name. Names are matched by [`folded_key`]: every attribute of a link tag comes through
+/// here, so one load and one integer match each, not a case-insensitive compare per
+/// candidate.
+#[inline(always)]
 fn record(b: &[u8], attrs: &mut Attrs, name: Range<usize>, value: Range<usize>) {
-    let name = b.get(name).unwrap_or_default();
-    let slot = match name.len() {
-        3 if name.eq_ignore_ascii_case(b"rel") => &mut attrs.rel,
-        3 if name.eq_ignore_ascii_case(b"src") => &mut attrs.src,
-        4 if name.eq_ignore_ascii_case(b"href") => &mut attrs.href,
-        4 if name.eq_ignore_ascii_case(b"name") => &mut attrs.name,
-        4 | 5
-            if name.eq_ignore_ascii_case(b"size")
-                || name.eq_ignore_ascii_case(b"face")
-                || name.eq_ignore_ascii_case(b"color") =>
-        {
+    const REL: u64 = name_key(b"rel");
+    const SRC: u64 = name_key(b"src");
+    const HREF: u64 = name_key(b"href");
+    const NAME: u64 = name_key(b"name");
+    const SIZE: u64 = name_key(b"size");
+    const FACE: u64 = name_key(b"face");
+    const COLOR: u64 = name_key(b"color");
+    const CONTENT: u64 = name_key(b"content");
+    let slot = match folded_key(b, name.start, name.end) {
+        Some(REL) => &mut attrs.rel,
+        Some(SRC) => &mut attrs.src,
+        Some(HREF) => &mut attrs.href,
+        Some(NAME) => &mut attrs.name,
+        Some(SIZE | FACE | COLOR) => {
             attrs.font_breakout = true;
             return;
         }
-        7 if name.eq_ignore_ascii_case(b"content") => &mut attrs.content,
+        Some(CONTENT) => &mut attrs.content,
         _ => return,
     };
     if slot.is_none() {
@@ -1038,6 +1074,75 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_folded_key_matches_a_name_in_any_case_and_nothing_else() {
+        // Every name the scanner compares by key, with each byte replaced by every value:
+        // the key must match exactly when an ASCII case-insensitive compare does, whether
+        // the 8-byte load runs past the name (more input follows) or the name ends the input.
+        let names: [&[u8]; 24] = [
+            b"a",
+            b"area",
+            b"iframe",
+            b"frame",
+            b"base",
+            b"meta",
+            b"link",
+            b"frameset",
+            b"script",
+            b"style",
+            b"xmp",
+            b"noembed",
+            b"noframes",
+            b"noscript",
+            b"title",
+            b"textarea",
+            b"svg",
+            b"math",
+            b"rel",
+            b"src",
+            b"href",
+            b"name",
+            b"color",
+            b"content",
+        ];
+        for name in names {
+            let key = name_key(name);
+            for place in 0..name.len() {
+                for byte in 0..=255u8 {
+                    let mut spelled = name.to_vec();
+                    spelled[place] = byte;
+                    let same = spelled.eq_ignore_ascii_case(name);
+                    let alone = spelled.clone();
+                    let mut followed = spelled.clone();
+                    followed.extend_from_slice(b"xxxxxxxx");
+                    for input in [&alone, &followed] {
+                        assert_eq!(
+                            folded_key(input, 0, name.len()) == Some(key),
+                            same,
+                            "{:?}",
+                            String::from_utf8_lossy(&spelled)
+                        );
+                    }
+                }
+            }
+            // A name one byte longer or shorter is another name.
+            let mut longer = name.to_vec();
+            longer.push(b'a');
+            assert_ne!(folded_key(&longer, 0, longer.len()), Some(key));
+            assert_ne!(folded_key(name, 0, name.len() - 1), Some(key));
+        }
+        // Through the scanner: names and attribute names in odd cases, and bytes that only
+        // look like a letter once bit 5 is set (`@` is 0x40: `` ` `` with it).
+        assert_eq!(
+            tags("<A HREF=1><a hReF=2><a h\u{0}ref=no><aREA href=3><a @href=no HRef=4>"),
+            ["A=1", "A=2", "A=", "Area=3", "A=4"]
+        );
+        assert_eq!(
+            tags("<A\u{1} href=no><\u{1}a href=no><iFrAmE src=5>"),
+            ["Iframe=5"]
+        );
     }
 
     #[test]
@@ -1104,7 +1209,7 @@ mod tests {
         let mut mattering = 0;
         for name in names {
             for spelled in [name.to_string(), name.to_ascii_uppercase()] {
-                if classify_in_html(spelled.as_bytes()) != Name::Other {
+                if classify_in_html(spelled.as_bytes(), 0, spelled.len()) != Name::Other {
                     mattering += 1;
                     assert!(may_matter_in_html(spelled.as_bytes()[0]), "{spelled}");
                 }
