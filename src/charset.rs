@@ -205,6 +205,18 @@ fn meta(b: &[u8], pos: &mut usize) -> Option<&'static Encoding> {
             seen_charset = true;
         }
     }
+    meta_decides(need_pragma, got_pragma, charset)
+}
+
+/// The end of the prescan's `<meta` step: the charset found, if the tag had what it needs
+/// (`need_pragma`: `None` if no charset was found, `Some(true)` if it came from `content`
+/// and so needs `http-equiv="content-type"`), with UTF-16 read as UTF-8 and
+/// x-user-defined as windows-1252, as the algorithm says.
+fn meta_decides(
+    need_pragma: Option<bool>,
+    got_pragma: bool,
+    charset: Option<&'static Encoding>,
+) -> Option<&'static Encoding> {
     let need_pragma = need_pragma?;
     if need_pragma && !got_pragma {
         return None;
@@ -484,18 +496,7 @@ mod tests {
             }
             seen.push(name);
         }
-        let need_pragma = need_pragma?;
-        if need_pragma && !got_pragma {
-            return None;
-        }
-        let charset = charset?;
-        Some(if charset == UTF_16BE || charset == UTF_16LE {
-            UTF_8
-        } else if charset == X_USER_DEFINED {
-            WINDOWS_1252
-        } else {
-            charset
-        })
+        meta_decides(need_pragma, got_pragma, charset)
     }
 
     /// "Get an attribute" of the prescan: the next attribute's lowercased name and its value
