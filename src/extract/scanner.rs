@@ -641,6 +641,21 @@ impl Scanner<'_> {
         let b = self.b;
         if self.ns.len == 0 && !b.get(at).is_some_and(|c| c.eq_ignore_ascii_case(&b'f')) {
             // Outside foreign content only `</frameset>` changes anything (see below).
+            // `</a>`, and `</span>` or `</code>`, are most end tags of a page: their `>` is
+            // checked for where it would be, which the CPU predicts and goes on from,
+            // instead of waiting for a search (see `run`). `b[at]` is a letter, so a `>`
+            // there with no `>` or quote before it ends the tag.
+            if b.get(at + 1) == Some(&b'>') {
+                return at + 2;
+            }
+            if let Some(&[_, c1, c2, c3, b'>']) = b.get(at..at + 5) {
+                if ![c1, c2, c3]
+                    .iter()
+                    .any(|c| matches!(c, b'>' | b'"' | b'\''))
+                {
+                    return at + 5;
+                }
+            }
             return self.skip_tag(at).unwrap_or(b.len());
         }
         let name_end = self.name_end(at);
