@@ -56,6 +56,12 @@
 //! start tag whose first letter begins no name it acts on, an end tag other than
 //! `</frameset>`: one `memchr3` to the `>`); the ones it wants are lexed into fixed slots. Nothing here allocates (the
 //! namespace stack is a fixed array), so the cost per page is the bytes it reads.
+//! On a documentation page the time goes to the tags (~370 on a 12 KB page), and there the
+//! position is a chain of short searches, each waiting for the one before: where the answer
+//! is usually at one place (the next `<` right after a `>`, the `>` of `</a>` and of
+//! `</span>`), that byte is checked first, a branch the CPU predicts and runs ahead of.
+//! (Bitmasks of 64-byte blocks searched instead of the inline searches measured slower
+//! here, 0.77-0.87×: the masks cost more than the searches they replace.)
 //! `memchr` is the well-kept crate for the SIMD search (already in the build through
 //! regex); the tokenizer rules are hand-written because no crate offers a lexer that skips
 //! what it does not need, which is the whole point.
