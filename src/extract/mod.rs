@@ -35,8 +35,9 @@
 //!   `<base>` that comes after some links still applies to those links. Its value is resolved
 //!   against the page URL; if that fails, the page URL stays the base and
 //!   [`Extracted::base`] is `None`. Later `<base>` elements are ignored. Because a streaming
-//!   parser cannot know about a later `<base>`, link values are buffered (decoded, in one
-//!   string arena: no allocation per link) and resolved when the document ends.
+//!   parser cannot know about a later `<base>`, link values are buffered (as ranges of the
+//!   document, or decoded into one string arena: no allocation per link) and resolved when
+//!   the document ends.
 //! - **Empty href** (`<a href="">`, `<a href>`) resolves to the base URL itself, as in a
 //!   browser. The seen-set makes it harmless.
 //! - **rel=nofollow**: `rel` is a set of ASCII-whitespace-separated, ASCII-case-insensitive
@@ -114,8 +115,9 @@
 //! `htmlize::unescape_attribute`, which implements the HTML5 attribute-value rules (and
 //! borrows when there is no `&`, the common case). A whole document is scanned in place;
 //! a streamed one is gathered first (a late `<base>` decides how every link resolves, so
-//! nothing can be resolved before the end anyway). Link values are decoded into one arena
-//! and resolved at the end against the effective base taken apart once
+//! nothing can be resolved before the end anyway). Link values that need decoding (a
+//! character reference, a NUL, non-ASCII bytes) are decoded into one arena, the others
+//! (nearly all) stay where they are in the document, and all are resolved at the end against the effective base taken apart once
 //! ([`crate::normalize::PreparedBase`]): the common forms of links are built from the
 //! base's parts without the URL parser, as [`Link`]s (text and offsets, no `Url`), the rest
 //! with `Url::join`, with the same results. The links' texts are written back to back into
@@ -429,6 +431,7 @@ fn collect(
         follow_nofollow: opts.follow_nofollow,
         arena: std::mem::take(&mut buffers.arena),
         spans: std::mem::take(&mut buffers.spans),
+        values_len: 0,
         nofollow_skipped: 0,
         meta_nofollow: false,
         base: None,
@@ -469,11 +472,13 @@ struct Buffers {
     digest: Option<DigitlessDigest>,
 }
 
-/// A link value in the arena, and whether all its bytes are ones the URL parser keeps as
-/// they are (then resolution need not check them again).
+/// A link value: its range of the scanned document when it is its own decoding (nearly
+/// every one: no copy), else of the arena it was decoded into; and whether all its bytes
+/// are ones the URL parser keeps as they are (then resolution need not check them again).
 #[derive(Clone)]
 struct Span {
     range: Range<usize>,
+    decoded: bool,
     url_plain: bool,
 }
 
@@ -565,8 +570,13 @@ impl Repeats {
         self.slots.resize(size, RepeatSlot::default());
     }
 
-    /// Looks `href` up among the `href`s remembered (their text is `arena[spans[i]]`).
-    fn find(&self, href: &str, arena: &str, spans: &[Span]) -> Found {
+    /// Looks `href` up among the `href`s remembered (`value` gives the text of a span).
+    fn find<'a>(
+        &self,
+        href: &str,
+        spans: &[Span],
+        value: impl Fn(&Span) -> Option<&'a str>,
+    ) -> Found {
         let hash = rustc_hash::FxBuildHasher.hash_one(href.as_bytes());
         let mask = self.slots.len().wrapping_sub(1);
         let short = (hash >> 32) as u32;
@@ -578,10 +588,7 @@ impl Repeats {
             match slot.found {
                 0 => return Found::New(Some((at & mask, short))),
                 found if slot.hash == short => {
-                    let same = spans
-                        .get(slot.span as usize)
-                        .and_then(|span| arena.get(span.range.clone()))
-                        == Some(href);
+                    let same = spans.get(slot.span as usize).and_then(&value) == Some(href);
                     if same {
                         return match found {
                             1 => Found::Invalid,
@@ -625,11 +632,13 @@ struct Collector<'a> {
     input: &'a [u8],
     encoding: &'static Encoding,
     follow_nofollow: bool,
-    /// Decoded link values, back to back: one allocation for the whole page (kept across
-    /// pages, see [`Buffers`]).
+    /// Decoded link values (those that are not their own decoding), back to back: one
+    /// allocation for the whole page (kept across pages, see [`Buffers`]).
     arena: String,
-    /// `arena` ranges, one per link, in document order.
+    /// The link values, one per link, in document order.
     spans: Vec<Span>,
+    /// The link values' bytes.
+    values_len: usize,
     nofollow_skipped: usize,
     meta_nofollow: bool,
     /// Decoded value of the first `<base href>`.
@@ -660,12 +669,12 @@ impl TagSink for Collector<'_> {
                 {
                     self.nofollow_skipped += 1;
                 } else {
-                    self.push_link(input.get(href).unwrap_or_default());
+                    self.push_link(href);
                 }
             }
             LinkTag::Iframe | LinkTag::Frame => {
                 if let Some(src) = attrs.src.clone() {
-                    self.push_link(input.get(src).unwrap_or_default());
+                    self.push_link(src);
                 }
             }
             LinkTag::Base => {
@@ -706,31 +715,55 @@ impl TagSink for Collector<'_> {
 impl Collector<'_> {
     /// Buffers one link value, entity-decoded, for resolution at the end, unless
     /// `max_links` are buffered already.
-    fn push_link(&mut self, raw: &[u8]) {
+    fn push_link(&mut self, range: Range<usize>) {
         if self.max_links > 0 && self.spans.len() >= self.max_links {
             self.over_limit += 1;
             return;
         }
-        let start = self.arena.len();
-        let url_plain = match plain_ascii(raw) {
+        let (raw, range) = match self.input.get(range.clone()) {
+            Some(raw) => (raw, range),
+            None => (&[][..], 0..0),
+        };
+        let span = match plain_ascii(raw) {
             // Nearly every link: the value is its own decoding (checked in one pass, instead
-            // of validating UTF-8 and then searching for `&` and NUL), and the same pass
-            // said whether resolving may skip its own check of the bytes. The scanned bytes
-            // are in an ASCII-compatible encoding or transcoded to UTF-8, so ASCII reads as
-            // ASCII.
-            Some((value, url_plain)) => {
-                self.arena.push_str(value);
-                url_plain
-            }
+            // of validating UTF-8 and then searching for `&` and NUL), so it stays where it
+            // is, in the document (copying it into the arena was a tenth of buffering a
+            // link), and the same pass said whether resolving may skip its own check of the
+            // bytes. The scanned bytes are in an ASCII-compatible encoding or transcoded to
+            // UTF-8, so ASCII reads as ASCII.
+            Some((_, url_plain)) => Span {
+                range,
+                decoded: false,
+                url_plain,
+            },
             None => {
+                let start = self.arena.len();
                 push_decoded(&mut self.arena, &text(raw, self.encoding));
-                false
+                Span {
+                    range: start..self.arena.len(),
+                    decoded: true,
+                    url_plain: false,
+                }
             }
         };
-        self.spans.push(Span {
-            range: start..self.arena.len(),
-            url_plain,
-        });
+        self.values_len = self.values_len.saturating_add(span.range.len());
+        self.spans.push(span);
+    }
+
+    /// The text of a link value.
+    fn value(&self, span: &Span) -> Option<&str> {
+        if span.decoded {
+            self.arena.get(span.range.clone())
+        } else {
+            let bytes = self.input.get(span.range.clone())?;
+            debug_assert!(bytes.is_ascii(), "{bytes:?}");
+            // Not validated again: `from_utf8` here, once per link and once per repeat
+            // table comparison, cost more than the copy into the arena it replaces.
+            // SAFETY: a span that is not `decoded` is one `push_link` found ASCII
+            // (`plain_ascii`), of `input`, which does not change while it is scanned and
+            // resolved; ASCII is valid UTF-8.
+            Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+        }
     }
 
     /// Resolves the buffered links. With `max_len` set, no URL much longer than it is ever
@@ -777,7 +810,7 @@ impl Collector<'_> {
             self.spans
                 .len()
                 .saturating_mul(longest)
-                .saturating_add(self.arena.len())
+                .saturating_add(self.values_len)
                 .min(body_len.saturating_mul(4).saturating_add(64 << 10)),
         );
         repeats.clear_for(self.spans.len());
@@ -799,7 +832,7 @@ impl Collector<'_> {
                 .filter(|url| !too_long(url.as_str())),
         };
         for (index, span) in self.spans.iter().enumerate() {
-            let Some(href) = self.arena.get(span.range.clone()) else {
+            let Some(href) = self.value(span) else {
                 out.invalid += 1;
                 continue;
             };
@@ -808,7 +841,7 @@ impl Collector<'_> {
                 continue;
             }
             let resolved = match &prepared {
-                Some(prepared) => match repeats.find(href, &self.arena, &self.spans) {
+                Some(prepared) => match repeats.find(href, &self.spans, |span| self.value(span)) {
                     Found::Resolved(first) => match batch.repeat(first) {
                         Some(len) => Some(len),
                         None => prepared.join_into(href, batch).ok(),
