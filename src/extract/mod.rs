@@ -35,8 +35,9 @@
 //!   `<base>` that comes after some links still applies to those links. Its value is resolved
 //!   against the page URL; if that fails, the page URL stays the base and
 //!   [`Extracted::base`] is `None`. Later `<base>` elements are ignored. Because a streaming
-//!   parser cannot know about a later `<base>`, link values are buffered (decoded, in one
-//!   string arena: no allocation per link) and resolved when the document ends.
+//!   parser cannot know about a later `<base>`, link values are buffered (as ranges of the
+//!   document, or decoded into one string arena: no allocation per link) and resolved when
+//!   the document ends.
 //! - **Empty href** (`<a href="">`, `<a href>`) resolves to the base URL itself, as in a
 //!   browser. The seen-set makes it harmless.
 //! - **rel=nofollow**: `rel` is a set of ASCII-whitespace-separated, ASCII-case-insensitive
@@ -114,8 +115,9 @@
 //! `htmlize::unescape_attribute`, which implements the HTML5 attribute-value rules (and
 //! borrows when there is no `&`, the common case). A whole document is scanned in place;
 //! a streamed one is gathered first (a late `<base>` decides how every link resolves, so
-//! nothing can be resolved before the end anyway). Link values are decoded into one arena
-//! and resolved at the end against the effective base taken apart once
+//! nothing can be resolved before the end anyway). Link values that need decoding (a
+//! character reference, a NUL, non-ASCII bytes) are decoded into one arena, the others
+//! (nearly all) stay where they are in the document, and all are resolved at the end against the effective base taken apart once
 //! ([`crate::normalize::PreparedBase`]): the common forms of links are built from the
 //! base's parts without the URL parser, as [`Link`]s (text and offsets, no `Url`), the rest
 //! with `Url::join`, with the same results. The links' texts are written back to back into
@@ -429,6 +431,7 @@ fn collect(
         follow_nofollow: opts.follow_nofollow,
         arena: std::mem::take(&mut buffers.arena),
         spans: std::mem::take(&mut buffers.spans),
+        values_len: 0,
         nofollow_skipped: 0,
         meta_nofollow: false,
         base: None,
@@ -469,11 +472,13 @@ struct Buffers {
     digest: Option<DigitlessDigest>,
 }
 
-/// A link value in the arena, and whether all its bytes are ones the URL parser keeps as
-/// they are (then resolution need not check them again).
+/// A link value: its range of the scanned document when it is its own decoding (nearly
+/// every one: no copy), else of the arena it was decoded into; and whether all its bytes
+/// are ones the URL parser keeps as they are (then resolution need not check them again).
 #[derive(Clone)]
 struct Span {
     range: Range<usize>,
+    decoded: bool,
     url_plain: bool,
 }
 
@@ -565,8 +570,13 @@ impl Repeats {
         self.slots.resize(size, RepeatSlot::default());
     }
 
-    /// Looks `href` up among the `href`s remembered (their text is `arena[spans[i]]`).
-    fn find(&self, href: &str, arena: &str, spans: &[Span]) -> Found {
+    /// Looks `href` up among the `href`s remembered (`value` gives the text of a span).
+    fn find<'a>(
+        &self,
+        href: &str,
+        spans: &[Span],
+        value: impl Fn(&Span) -> Option<&'a str>,
+    ) -> Found {
         let hash = rustc_hash::FxBuildHasher.hash_one(href.as_bytes());
         let mask = self.slots.len().wrapping_sub(1);
         let short = (hash >> 32) as u32;
@@ -578,10 +588,7 @@ impl Repeats {
             match slot.found {
                 0 => return Found::New(Some((at & mask, short))),
                 found if slot.hash == short => {
-                    let same = spans
-                        .get(slot.span as usize)
-                        .and_then(|span| arena.get(span.range.clone()))
-                        == Some(href);
+                    let same = spans.get(slot.span as usize).and_then(&value) == Some(href);
                     if same {
                         return match found {
                             1 => Found::Invalid,
@@ -625,11 +632,13 @@ struct Collector<'a> {
     input: &'a [u8],
     encoding: &'static Encoding,
     follow_nofollow: bool,
-    /// Decoded link values, back to back: one allocation for the whole page (kept across
-    /// pages, see [`Buffers`]).
+    /// Decoded link values (those that are not their own decoding), back to back: one
+    /// allocation for the whole page (kept across pages, see [`Buffers`]).
     arena: String,
-    /// `arena` ranges, one per link, in document order.
+    /// The link values, one per link, in document order.
     spans: Vec<Span>,
+    /// The link values' bytes.
+    values_len: usize,
     nofollow_skipped: usize,
     meta_nofollow: bool,
     /// Decoded value of the first `<base href>`.
@@ -660,12 +669,12 @@ impl TagSink for Collector<'_> {
                 {
                     self.nofollow_skipped += 1;
                 } else {
-                    self.push_link(input.get(href).unwrap_or_default());
+                    self.push_link(href);
                 }
             }
             LinkTag::Iframe | LinkTag::Frame => {
                 if let Some(src) = attrs.src.clone() {
-                    self.push_link(input.get(src).unwrap_or_default());
+                    self.push_link(src);
                 }
             }
             LinkTag::Base => {
@@ -706,31 +715,56 @@ impl TagSink for Collector<'_> {
 impl Collector<'_> {
     /// Buffers one link value, entity-decoded, for resolution at the end, unless
     /// `max_links` are buffered already.
-    fn push_link(&mut self, raw: &[u8]) {
+    fn push_link(&mut self, range: Range<usize>) {
         if self.max_links > 0 && self.spans.len() >= self.max_links {
             self.over_limit += 1;
             return;
         }
-        let start = self.arena.len();
-        let url_plain = match plain_ascii(raw) {
+        let (raw, range) = match self.input.get(range.clone()) {
+            Some(raw) => (raw, range),
+            None => (&[][..], 0..0),
+        };
+        let class = value_class(raw);
+        let span = match class & NOT_PLAIN_ASCII {
             // Nearly every link: the value is its own decoding (checked in one pass, instead
-            // of validating UTF-8 and then searching for `&` and NUL), and the same pass
-            // said whether resolving may skip its own check of the bytes. The scanned bytes
-            // are in an ASCII-compatible encoding or transcoded to UTF-8, so ASCII reads as
-            // ASCII.
-            Some((value, url_plain)) => {
-                self.arena.push_str(value);
-                url_plain
-            }
-            None => {
+            // of validating UTF-8 and then searching for `&` and NUL), so it stays where it
+            // is, in the document (copying it into the arena was a tenth of buffering a
+            // link), and the same pass said whether resolving may skip its own check of the
+            // bytes. The scanned bytes are in an ASCII-compatible encoding or transcoded to
+            // UTF-8, so ASCII reads as ASCII.
+            0 => Span {
+                range,
+                decoded: false,
+                url_plain: class & NOT_PLAIN_URL == 0,
+            },
+            _ => {
+                let start = self.arena.len();
                 push_decoded(&mut self.arena, &text(raw, self.encoding));
-                false
+                Span {
+                    range: start..self.arena.len(),
+                    decoded: true,
+                    url_plain: false,
+                }
             }
         };
-        self.spans.push(Span {
-            range: start..self.arena.len(),
-            url_plain,
-        });
+        self.values_len = self.values_len.saturating_add(span.range.len());
+        self.spans.push(span);
+    }
+
+    /// The text of a link value.
+    fn value(&self, span: &Span) -> Option<&str> {
+        if span.decoded {
+            self.arena.get(span.range.clone())
+        } else {
+            let bytes = self.input.get(span.range.clone())?;
+            debug_assert!(bytes.is_ascii(), "{bytes:?}");
+            // Not validated again: `from_utf8` here, once per link and once per repeat
+            // table comparison, cost more than the copy into the arena it replaces.
+            // SAFETY: a span that is not `decoded` is one `push_link` found ASCII
+            // (`value_class`), of `input`, which does not change while it is scanned and
+            // resolved; ASCII is valid UTF-8.
+            Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+        }
     }
 
     /// Resolves the buffered links. With `max_len` set, no URL much longer than it is ever
@@ -777,7 +811,7 @@ impl Collector<'_> {
             self.spans
                 .len()
                 .saturating_mul(longest)
-                .saturating_add(self.arena.len())
+                .saturating_add(self.values_len)
                 .min(body_len.saturating_mul(4).saturating_add(64 << 10)),
         );
         repeats.clear_for(self.spans.len());
@@ -799,7 +833,7 @@ impl Collector<'_> {
                 .filter(|url| !too_long(url.as_str())),
         };
         for (index, span) in self.spans.iter().enumerate() {
-            let Some(href) = self.arena.get(span.range.clone()) else {
+            let Some(href) = self.value(span) else {
                 out.invalid += 1;
                 continue;
             };
@@ -808,7 +842,7 @@ impl Collector<'_> {
                 continue;
             }
             let resolved = match &prepared {
-                Some(prepared) => match repeats.find(href, &self.arena, &self.spans) {
+                Some(prepared) => match repeats.find(href, &self.spans, |span| self.value(span)) {
                     Found::Resolved(first) => match batch.repeat(first) {
                         Some(len) => Some(len),
                         None => prepared.join_into(href, batch).ok(),
@@ -988,11 +1022,23 @@ fn meta_robots_nofollow(name: &str, content: &str) -> bool {
         .any(|token| token.eq_ignore_ascii_case("nofollow") || token.eq_ignore_ascii_case("none"))
 }
 
-/// `raw` as text when it is ASCII without `&` or NUL: then no character reference or NUL
-/// needs decoding, and it reads the same in every ASCII-compatible encoding. With it,
-/// whether every byte is one the URL parser keeps as it is
-/// ([`crate::normalize::is_plain_url_byte`]), which resolution would check again.
-fn plain_ascii(raw: &[u8]) -> Option<(&str, bool)> {
+/// What the bytes of a link value say about it, in [`BYTE_CLASS`] bits: without
+/// [`NOT_PLAIN_ASCII`] it is ASCII without `&` or NUL, so no character reference or NUL
+/// needs decoding and it reads the same in every ASCII-compatible encoding; then, without
+/// [`NOT_PLAIN_URL`], every byte is one the URL parser keeps as it is
+/// ([`crate::normalize::is_plain_url_byte`]), which resolution would check again. (With
+/// [`NOT_PLAIN_ASCII`], the other bit may be missing.)
+fn value_class(raw: &[u8]) -> u8 {
+    #[cfg(target_arch = "x86_64")]
+    return sse2_value_class(raw);
+    #[cfg(not(target_arch = "x86_64"))]
+    return table_value_class(raw);
+}
+
+/// [`value_class`] by table lookups: what other CPUs run, and what the SSE2 code is tested
+/// against.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn table_value_class(raw: &[u8]) -> u8 {
     // Eight bytes per step: a value is ~35 bytes, and the table lookups are independent.
     let class = |bytes: &[u8]| {
         bytes
@@ -1004,18 +1050,91 @@ fn plain_ascii(raw: &[u8]) -> Option<(&str, bool)> {
     for chunk in &mut chunks {
         seen |= class(chunk);
         if seen & NOT_PLAIN_ASCII != 0 {
-            return None;
+            return seen;
         }
     }
-    seen |= class(chunks.remainder());
-    if seen & NOT_PLAIN_ASCII != 0 {
-        return None;
+    seen | class(chunks.remainder())
+}
+
+/// [`value_class`] with SSE2 (part of x86-64 itself), 16 bytes per step: a handful of
+/// compares instead of sixteen table lookups (the lookups were most of buffering a link on
+/// the doc corpus). The bytes [`crate::normalize::is_plain_url_byte`] refuses are the
+/// controls, the space and every byte from 0x80 (one signed compare), `"`, `'`, `<`, `>`,
+/// `` ` ``, DEL, and the runs `[\]^` and `{|}`.
+#[cfg(target_arch = "x86_64")]
+// The intrinsics below are safe functions from Rust 1.87 on (SSE2 is always enabled on
+// x86-64), unsafe before: the blocks are needed for the oldest Rust this builds with.
+#[allow(unused_unsafe)]
+fn sse2_value_class(raw: &[u8]) -> u8 {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8, _mm_set_epi64x, _mm_sub_epi8,
+    };
+    // SAFETY (every block below): SSE2 is part of x86-64; a load reads the 16 bytes of a
+    // 16-byte array (an unaligned load is allowed).
+    let load = |bytes: &[u8; 16]| unsafe { _mm_loadu_si128(bytes.as_ptr().cast::<__m128i>()) };
+    let classify = |v: __m128i| -> (i32, i32) {
+        unsafe {
+            let is = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+            // `v - first <= span`, unsigned: `v` is in `first..=first + span`.
+            let within = |first: u8, span: u8| {
+                let x = _mm_sub_epi8(v, _mm_set1_epi8(first as i8));
+                _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(span as i8)), x)
+            };
+            let not_ascii = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(v, is(b'&')), is(0)));
+            // Signed: the controls and the space, and every byte from 0x80.
+            let low_or_high = _mm_cmplt_epi8(v, _mm_set1_epi8(0x21));
+            let quotes = _mm_or_si128(_mm_or_si128(is(b'"'), is(b'\'')), is(b'`'));
+            let angles = _mm_or_si128(_mm_or_si128(is(b'<'), is(b'>')), is(0x7f));
+            let runs = _mm_or_si128(within(b'[', 3), within(b'{', 2));
+            let not_url = _mm_movemask_epi8(_mm_or_si128(
+                _mm_or_si128(low_or_high, quotes),
+                _mm_or_si128(angles, runs),
+            ));
+            (not_ascii, not_url)
+        }
+    };
+    let (mut not_ascii, mut not_url) = (0, 0);
+    let mut chunks = raw.chunks_exact(16);
+    for chunk in &mut chunks {
+        let Ok(block) = <&[u8; 16]>::try_from(chunk) else {
+            continue;
+        };
+        let (ascii, url) = classify(load(block));
+        not_ascii |= ascii;
+        not_url |= url;
     }
-    // Checked above: ASCII, so valid UTF-8. `from_utf8` again would walk it a second time.
-    // SAFETY: every byte of `raw` is below 0x80 (the table marks every other byte), and
-    // ASCII is valid UTF-8.
-    let text = unsafe { std::str::from_utf8_unchecked(raw) };
-    Some((text, seen & NOT_PLAIN_URL == 0))
+    // The rest: the last 16 bytes again when there are that many (classes are a union, so
+    // the overlap does not matter), else the first and last 8 (overlapping) as two
+    // integers; shorter ones by table. Not a copy into a padded block: read back at once
+    // as a vector, it waited for its stores (a failed store-to-load forwarding, a third of
+    // the time here).
+    let len = raw.len();
+    let word = |from: usize| {
+        raw.get(from..from + 8)
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+            .map(i64::from_le_bytes)
+    };
+    let tail = if chunks.remainder().is_empty() {
+        None
+    } else if len >= 16 {
+        raw.get(len - 16..)
+            .and_then(|tail| <&[u8; 16]>::try_from(tail).ok())
+            .map(load)
+    } else {
+        match (word(0), word(len.saturating_sub(8))) {
+            // SAFETY: SSE2 is part of x86-64.
+            (Some(first), Some(last)) => Some(unsafe { _mm_set_epi64x(last, first) }),
+            _ => return table_value_class(raw),
+        }
+    };
+    if let Some(v) = tail {
+        let (ascii, url) = classify(v);
+        not_ascii |= ascii;
+        not_url |= url;
+    }
+    (if not_ascii != 0 { NOT_PLAIN_ASCII } else { 0 })
+        | (if not_url != 0 { NOT_PLAIN_URL } else { 0 })
 }
 
 /// [`BYTE_CLASS`]: the byte keeps a value from being its own decoding (non-ASCII, `&` or
@@ -1024,7 +1143,7 @@ const NOT_PLAIN_ASCII: u8 = 1;
 /// [`BYTE_CLASS`]: the byte is not one the URL parser keeps as it is.
 const NOT_PLAIN_URL: u8 = 2;
 
-/// What byte `b` says about a value ([`plain_ascii`]): [`NOT_PLAIN_ASCII`] and
+/// What byte `b` says about a value ([`value_class`]): [`NOT_PLAIN_ASCII`] and
 /// [`NOT_PLAIN_URL`] bits.
 static BYTE_CLASS: [u8; 256] = {
     let mut table = [0u8; 256];
@@ -1517,6 +1636,40 @@ mod tests {
             "&#233;&#xA0;",
         ] {
             assert!(push_simple_references(&mut String::new(), raw), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn every_byte_is_classed_as_the_table_says_wherever_it_is() {
+        for b in 0..=255u8 {
+            for len in [1, 7, 15, 16, 17, 31, 32, 33, 40] {
+                for at in [0, len / 2, len - 1] {
+                    let mut raw = vec![b'a'; len];
+                    raw[at] = b;
+                    let want = BYTE_CLASS[usize::from(b)];
+                    assert_eq!(value_class(&raw), want, "{b:#x} at {at} of {len}");
+                    assert_eq!(table_value_class(&raw), want, "{b:#x} at {at} of {len}");
+                }
+            }
+        }
+        assert_eq!(value_class(b""), 0);
+    }
+
+    proptest::proptest! {
+        // The SSE2 classes are the table's, for values of any bytes and length (the table's
+        // may stop early at a non-ASCII byte: then only that bit is compared).
+        #[test]
+        fn value_classes_are_the_tables(
+            raw in proptest::collection::vec(proptest::prop_oneof![
+                proptest::num::u8::ANY,
+                proptest::sample::select(b"azAZ09-./?#&%:\"'<>[]^`{|}~ ".to_vec()),
+            ], 0..80)
+        ) {
+            let (fast, table) = (value_class(&raw), table_value_class(&raw));
+            proptest::prop_assert_eq!(fast & NOT_PLAIN_ASCII, table & NOT_PLAIN_ASCII);
+            if table & NOT_PLAIN_ASCII == 0 {
+                proptest::prop_assert_eq!(fast, table);
+            }
         }
     }
 
