@@ -12,7 +12,7 @@
 //! | file | job |
 //! |---|---|
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
-//! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams) |
+//! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams), or many responses' at once (AVX-512 lanes) |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
 //! | `gather.rs` | a file's pending bytes, handed to the OS from the records themselves (`writev`) |
 //! | `deflate_pool.rs` | digests and deflate of responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
@@ -103,10 +103,13 @@
 //!   fields and the request record are built; the deflate threads compute the digests of
 //!   every record waiting before they deflate any (per µs of idle CPU a digest saves the
 //!   crawl 1 µs, a deflate ~0.35: the write cost above), and the output thread computes
-//!   them for a record nobody got to ([`record::ResponseRecord::seal`]). Both take two
-//!   records at once where two wait ([`record::ResponseRecord::seal_two`]: four SHA-1
-//!   streams interleaved: 7.1 µs a 16 KiB page instead of 10.8, see [`digest`]): on a saturated machine
-//!   the output thread digests nearly every record, whole bursts of them at a time.
+//!   them for a record nobody got to ([`record::ResponseRecord::seal`]). The deflate
+//!   threads take two records at once where two wait ([`record::ResponseRecord::seal_two`]:
+//!   four SHA-1 streams interleaved: 7.1 µs a 16 KiB page instead of 10.8 on an EPYC, see
+//!   [`digest`]); on a saturated machine the output thread digests nearly every record,
+//!   whole bursts of them at a time: up to eight records at once
+//!   ([`record::ResponseRecord::seal_many`]: sixteen streams side by side in AVX-512 lanes,
+//!   7.1 µs a page on this Xeon, where SHA-NI does 15–17).
 //! - **Writing the bytes** is the output thread's other half (perf of the output thread
 //!   with the archive on, most records stored: SHA-1 ~45%, the `write`s ~37%, of which
 //!   ext4's delayed allocation of each 4 KiB block ~24%). Each burst of records goes to
@@ -353,8 +356,8 @@ pub mod cost {
         super::digest::block_and_payload(head, payload).0
     }
 
-    /// Two responses' digests at once, as the output and deflate threads compute them when
-    /// several records wait (four SHA-1 streams).
+    /// Two responses' digests at once, as the deflate threads compute them when several
+    /// records wait (four SHA-1 streams).
     pub fn digests_of_two(a: (&[u8], &[u8]), b: (&[u8], &[u8])) -> [u8; 20] {
         super::digest::blocks_and_payloads_of_two(a, b)[1].0
     }
