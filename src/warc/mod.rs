@@ -137,6 +137,18 @@
 //!   1.340 / 1.386 / 1.313 before, 1.258 / 1.510 / 1.261 after (medians 1.34 → 1.26); the
 //!   output thread and the rest 23–25 → 18–28 µs a page; pages/s on/off 0.77 / 0.81 / 0.70
 //!   before, 1.01 / 0.87 / 0.91 after, through that load's noise.
+//! - **The digests in lanes** (2026-11-27, a 2-core Xeon under four engineers' builds, load
+//!   ~10): `perf record -a -g` of `-- --warc-only` (fat LTO, main at d1bb9bc) had SHA-1 at
+//!   ~64% of the output thread, the page-cache copy ~14%, zeroing pages ~5%; on this Xeon
+//!   SHA-NI's four streams are slower than two (see [`digest`]), so the output thread now
+//!   digests up to eight records at once in AVX-512 lanes. Crawl bench (`-- --runs 3`,
+//!   fat LTO, before (d1bb9bc) and after alternated, three invocations each): the output
+//!   thread (`rest`, archive on) 35 / 36 / 42 → 27 / 30 / 25 µs a page; crawler CPU per
+//!   page on/off without the deflate threads 1.710 / 1.685 / 1.756 → 1.605 / 1.602 /
+//!   1.435; machine CPU per page on/off 1.66 / 1.60 / 1.90 → 1.18 / 1.52 / 1.44; pages/s
+//!   on/off (median of per-run ratios) 0.61 / 0.62 / 0.53 → 0.85 / 0.66 / 0.70. At that
+//!   load the deflate threads got nothing (99% of responses stored, ~520 MB written for
+//!   491.6 MB of payload): the 0.9 is for an idle machine's run.
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
