@@ -148,7 +148,10 @@
 //!   1.435; machine CPU per page on/off 1.66 / 1.60 / 1.90 → 1.18 / 1.52 / 1.44; pages/s
 //!   on/off (median of per-run ratios) 0.61 / 0.62 / 0.53 → 0.85 / 0.66 / 0.70. At that
 //!   load the deflate threads got nothing (99% of responses stored, ~520 MB written for
-//!   491.6 MB of payload): the 0.9 is for an idle machine's run.
+//!   491.6 MB of payload): the 0.9 is for an idle machine's run. A second sitting
+//!   (load 10–13): `rest` 31 / 30 / 30 → 22 / 24 / 22 µs a page, crawler CPU on/off
+//!   1.529 / 1.505 / 1.507 → 1.456 / 1.446 / 1.404, pages/s on/off 0.49 / 0.74 / 0.56 →
+//!   0.69 / 0.51 / 0.66 (462–501 MB written).
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
