@@ -449,16 +449,19 @@ impl Waiting {
             };
             if let Some(fetch) = oldest.fetch.as_deref().filter(|f| !f.response.is_sealed()) {
                 // Its digests are computed here (no idle thread got to them): with those of
-                // the next record written now that needs them too, four SHA-1 streams at once.
-                let other = self
-                    .records
-                    .iter()
-                    .take_while(|r| all || now.duration_since(r.since) >= MAX_WAIT)
-                    .filter_map(|r| r.fetch.as_deref())
-                    .find(|f| !f.response.is_sealed());
-                if let Some(other) = other {
-                    ResponseRecord::seal_two(&fetch.response, &other.response);
-                }
+                // the next records written now that need them too, all at once (see
+                // `ResponseRecord::seal_many`).
+                let mut batch = vec![&*fetch.response];
+                batch.extend(
+                    self.records
+                        .iter()
+                        .take_while(|r| all || now.duration_since(r.since) >= MAX_WAIT)
+                        .filter_map(|r| r.fetch.as_deref())
+                        .filter(|f| !f.response.is_sealed())
+                        .map(|f| &*f.response)
+                        .take(crate::warc::digest::MANY - 1),
+                );
+                ResponseRecord::seal_many(&batch);
             }
             self.bytes -= oldest.bytes;
             to.write(oldest.record, oldest.fetch, position)?;

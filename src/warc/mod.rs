@@ -12,7 +12,7 @@
 //! | file | job |
 //! |---|---|
 //! | `record.rs` | one record's bytes: fields, digests, one gzip member per record |
-//! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams) |
+//! | `digest.rs` | a response's block and payload digests in one pass (SHA-NI, two streams), or many responses' at once (AVX-512 lanes) |
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
 //! | `gather.rs` | a file's pending bytes, handed to the OS from the records themselves (`writev`) |
 //! | `deflate_pool.rs` | digests and deflate of responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
@@ -103,10 +103,13 @@
 //!   fields and the request record are built; the deflate threads compute the digests of
 //!   every record waiting before they deflate any (per µs of idle CPU a digest saves the
 //!   crawl 1 µs, a deflate ~0.35: the write cost above), and the output thread computes
-//!   them for a record nobody got to ([`record::ResponseRecord::seal`]). Both take two
-//!   records at once where two wait ([`record::ResponseRecord::seal_two`]: four SHA-1
-//!   streams interleaved: 7.1 µs a 16 KiB page instead of 10.8, see [`digest`]): on a saturated machine
-//!   the output thread digests nearly every record, whole bursts of them at a time.
+//!   them for a record nobody got to ([`record::ResponseRecord::seal`]). The deflate
+//!   threads take two records at once where two wait ([`record::ResponseRecord::seal_two`]:
+//!   four SHA-1 streams interleaved: 7.1 µs a 16 KiB page instead of 10.8 on an EPYC, see
+//!   [`digest`]); on a saturated machine the output thread digests nearly every record,
+//!   whole bursts of them at a time: up to eight records at once
+//!   ([`record::ResponseRecord::seal_many`]: sixteen streams side by side in AVX-512 lanes,
+//!   7.1 µs a page on this Xeon, where SHA-NI does 15–17).
 //! - **Writing the bytes** is the output thread's other half (perf of the output thread
 //!   with the archive on, most records stored: SHA-1 ~45%, the `write`s ~37%, of which
 //!   ext4's delayed allocation of each 4 KiB block ~24%). Each burst of records goes to
@@ -134,6 +137,21 @@
 //!   1.340 / 1.386 / 1.313 before, 1.258 / 1.510 / 1.261 after (medians 1.34 → 1.26); the
 //!   output thread and the rest 23–25 → 18–28 µs a page; pages/s on/off 0.77 / 0.81 / 0.70
 //!   before, 1.01 / 0.87 / 0.91 after, through that load's noise.
+//! - **The digests in lanes** (2026-11-27, a 2-core Xeon under four engineers' builds, load
+//!   ~10): `perf record -a -g` of `-- --warc-only` (fat LTO, main at d1bb9bc) had SHA-1 at
+//!   ~64% of the output thread, the page-cache copy ~14%, zeroing pages ~5%; on this Xeon
+//!   SHA-NI's four streams are slower than two (see [`digest`]), so the output thread now
+//!   digests up to eight records at once in AVX-512 lanes. Crawl bench (`-- --runs 3`,
+//!   fat LTO, before (d1bb9bc) and after alternated, three invocations each): the output
+//!   thread (`rest`, archive on) 35 / 36 / 42 → 27 / 30 / 25 µs a page; crawler CPU per
+//!   page on/off without the deflate threads 1.710 / 1.685 / 1.756 → 1.605 / 1.602 /
+//!   1.435; machine CPU per page on/off 1.66 / 1.60 / 1.90 → 1.18 / 1.52 / 1.44; pages/s
+//!   on/off (median of per-run ratios) 0.61 / 0.62 / 0.53 → 0.85 / 0.66 / 0.70. At that
+//!   load the deflate threads got nothing (99% of responses stored, ~520 MB written for
+//!   491.6 MB of payload): the 0.9 is for an idle machine's run. A second sitting
+//!   (load 10–13): `rest` 31 / 30 / 30 → 22 / 24 / 22 µs a page, crawler CPU on/off
+//!   1.529 / 1.505 / 1.507 → 1.456 / 1.446 / 1.404, pages/s on/off 0.49 / 0.74 / 0.56 →
+//!   0.69 / 0.51 / 0.66 (462–501 MB written).
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
@@ -353,8 +371,8 @@ pub mod cost {
         super::digest::block_and_payload(head, payload).0
     }
 
-    /// Two responses' digests at once, as the output and deflate threads compute them when
-    /// several records wait (four SHA-1 streams).
+    /// Two responses' digests at once, as the deflate threads compute them when several
+    /// records wait (four SHA-1 streams).
     pub fn digests_of_two(a: (&[u8], &[u8]), b: (&[u8], &[u8])) -> [u8; 20] {
         super::digest::blocks_and_payloads_of_two(a, b)[1].0
     }

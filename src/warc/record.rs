@@ -25,7 +25,29 @@ pub(crate) type Sha1Digest = [u8; 20];
 
 /// `sha1:` and the digest in base32, as WARC headers and CDXJ carry it.
 pub(crate) fn digest_label(digest: &Sha1Digest) -> String {
-    format!("sha1:{}", data_encoding::BASE32.encode(digest))
+    DigestLabel::of(digest).as_str().to_owned()
+}
+
+/// A [`digest_label`] in place: a response's payload digest is written into its header and
+/// into its `pages.jsonl` line, encoded once for both (see [`Sealed::payload_label`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DigestLabel([u8; DIGEST_LABEL_LEN]);
+
+/// `sha1:` and 32 base32 digits.
+const DIGEST_LABEL_LEN: usize = "sha1:".len() + 32;
+
+impl DigestLabel {
+    pub(crate) fn of(digest: &Sha1Digest) -> DigestLabel {
+        let mut label = [0u8; DIGEST_LABEL_LEN];
+        label[..5].copy_from_slice(b"sha1:");
+        data_encoding::BASE32.encode_mut(digest, &mut label[5..]);
+        DigestLabel(label)
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // `sha1:` and base32 digits: ASCII, so UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
 }
 
 /// The digest of a `sha1:BASE32` label, if it is one.
@@ -403,13 +425,15 @@ pub(crate) struct Sealed {
     /// Empty once deflated in place.
     header: String,
     pub(crate) payload_digest: Sha1Digest,
+    /// The payload digest's label, as the header carries it.
+    pub(crate) payload_label: DigestLabel,
 }
 
 /// The bytes the two digest fields take in a response's header (labels are fixed-length:
 /// `sha1:` and 32 base32 digits).
 const DIGEST_FIELDS_LEN: usize = "WARC-Block-Digest: ".len()
     + "WARC-Payload-Digest: ".len()
-    + 2 * ("sha1:".len() + 32 + "\r\n".len());
+    + 2 * (DIGEST_LABEL_LEN + "\r\n".len());
 
 /// A response record's gzip member as the output thread writes it.
 pub(crate) enum Member<'a> {
@@ -477,23 +501,44 @@ impl ResponseRecord {
         b.seal_with(of_b);
     }
 
+    /// Seals up to [`super::digest::MANY`] records at once, those not sealed yet
+    /// ([`super::digest::blocks_and_payloads_of_many`]: their streams side by side where
+    /// the CPU has AVX-512, else two records at a time): what the output thread does with the
+    /// records it must write that no idle thread digested.
+    pub(crate) fn seal_many(records: &[&ResponseRecord]) {
+        let todo: Vec<&ResponseRecord> =
+            records.iter().copied().filter(|r| !r.is_sealed()).collect();
+        let blocks: Vec<(&[u8], &[u8])> = todo
+            .iter()
+            .map(|r| (r.head.as_slice(), r.payload.as_slice()))
+            .collect();
+        for (record, digests) in todo
+            .iter()
+            .zip(super::digest::blocks_and_payloads_of_many(&blocks))
+        {
+            record.seal_with(digests);
+        }
+    }
+
     /// The header with these digests, kept unless another thread sealed the record first.
     fn seal_with(&self, (block_digest, payload_digest): (Sha1Digest, Sha1Digest)) -> &Sealed {
         let (before, after) = self.fields.split_at(self.digests_at);
+        let payload_label = DigestLabel::of(&payload_digest);
         let mut header = String::with_capacity(self.fields.len() + DIGEST_FIELDS_LEN);
         header.push_str(before);
-        for (name, digest) in [
-            ("WARC-Block-Digest: ", &block_digest),
-            ("WARC-Payload-Digest: ", &payload_digest),
+        for (name, label) in [
+            ("WARC-Block-Digest: ", DigestLabel::of(&block_digest)),
+            ("WARC-Payload-Digest: ", payload_label),
         ] {
             header.push_str(name);
-            header.push_str(&digest_label(digest));
+            header.push_str(label.as_str());
             header.push_str("\r\n");
         }
         header.push_str(after);
         self.sealed.get_or_init(|| Sealed {
             header,
             payload_digest,
+            payload_label,
         })
     }
 

@@ -258,7 +258,8 @@ impl ArchiveWriter {
         line_at: u64,
         flush_pages: &mut dyn FnMut() -> Result<(), IoAt>,
     ) -> Result<ArchiveTally, IoAt> {
-        let mut label = digest_label(&fetch.payload_digest());
+        // Encoded once, when the header took it.
+        let mut label = fetch.response.seal().payload_label.as_str().to_owned();
         let (original, revisit) = match fetch.not_modified.as_deref() {
             Some(unchanged) => {
                 // A 304: the page is what an earlier generation archived, found by its
