@@ -34,10 +34,12 @@
 //!   fresh rate is exactly an idle one (GCRA state is "full" after `burst × period` without
 //!   requests), and the budgets shared with other hosts (its name's, its address's) outlive
 //!   the host until they are idle too, so nothing of politeness is lost by the eviction.
-//! - What stays in memory for every host ever seen is 8 bytes of tally (URLs ever queued, for
-//!   `max_pages_per_host` and the trap report, and whether the host is in the heap) plus a heap
-//!   entry while it has work: ~20–40 bytes per host with the hash map's slack, and the store's
-//!   ~50–110 bytes per host with something queued.
+//! - What stays in memory for every host ever seen is its entry in the store's host map: the
+//!   queue's bookkeeping and 8 bytes of tally (URLs ever queued, for `max_pages_per_host` and
+//!   the trap report, and whether the host is in the heap), 64 bytes, ~70–145 with the map's
+//!   slack, plus a heap entry while it has work. The tally is in the store's entry, not in a
+//!   map of the frontier's own, so that a push or a pop finds both in one lookup (see
+//!   `store::HostTally`); a host with nothing queued keeps its entry for its tally.
 //!
 //! A host's key is not kept for an evicted host: when it comes back, the key is taken from its
 //! first queued URL. Two host keys with the same 64-bit hash would share a queue and a
@@ -249,11 +251,12 @@
 //! - `residency.rs`: which hosts' state is in memory, eviction and restore;
 //! - `robots_gate.rs`: robots.txt per host (fetch first, rules, backoff, give up);
 //! - `snapshot.rs`: the checkpoint snapshot and the `hosts.bin` format;
+//! - `in_flight.rs`: the frontier's copies of the URLs handed out, for checkpoints;
 //! - `backend.rs`: [`FrontierBackend`], the operations the crawl's driver uses and what
 //!   any frontier implementing them must promise;
 //! - [`store`]: the per-host queues on disk; [`robots_cache`]: robots.txt bodies on disk.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -270,6 +273,7 @@ mod address;
 mod backend;
 mod budget;
 mod handoff;
+mod in_flight;
 mod report;
 mod residency;
 pub mod robots_cache;
@@ -288,6 +292,7 @@ pub use snapshot::{FrontierSnapshot, SavedFrontier, SavedHosts};
 
 use adapt::AdaptPolicy;
 use budget::{BudgetKeys, Budgets, Limits, Rate};
+use in_flight::InFlight;
 use residency::Residency;
 use robots_cache::{RobotsCache, RobotsCacheError, RobotsCacheOptions};
 use robots_gate::{RobotsGate, RobotsState};
@@ -417,16 +422,6 @@ pub enum FrontierError {
     Io(#[from] crate::durable::IoAt),
     #[error("{} is corrupt: {what}", path.display())]
     Corrupt { path: PathBuf, what: String },
-}
-
-/// What is kept for every host ever seen.
-#[derive(Debug, Clone, Copy, Default)]
-struct HostTally {
-    /// URLs ever queued for this host (saturating).
-    queued_ever: u32,
-    /// Whether the host is in the schedule: an entry in the ready heap, or parked (on a full
-    /// budget, or waiting for its address).
-    scheduled: bool,
 }
 
 /// The frontier's politeness settings.
@@ -609,9 +604,6 @@ pub struct Frontier {
     robots_cache: Option<RobotsCache>,
     /// The hosts whose state is in memory.
     resident: Residency,
-    /// By host id: ids are XXH3 hashes already, so FxHash (one multiply), not SipHash: this
-    /// map is looked up on every push.
-    tallies: rustc_hash::FxHashMap<HostId, HostTally>,
     /// Hosts with the most URLs ever queued: (id, key, count), largest first.
     top: Vec<(HostId, String, u64)>,
     /// Hosts with work, by the instant each may next be served.
@@ -619,8 +611,8 @@ pub struct Frontier {
     /// Pages and robots.txt fetches handed out and not yet given back.
     in_flight: u64,
     /// The pages among them, by [`Dispatch`] id (so in the order they were handed out):
-    /// the frontier's copy, recorded by a checkpoint.
-    dispatched: BTreeMap<u64, (HostId, QueuedUrl)>,
+    /// the frontier's copy, recorded by a checkpoint (see `in_flight.rs`).
+    dispatched: InFlight,
     /// The id of the next [`Dispatch`].
     next_dispatch: u64,
     /// URLs recorded after the checkpoint this frontier resumed from that are still queued in
@@ -674,15 +666,8 @@ impl Frontier {
             saved.store,
         )?;
         let mut frontier = Self::with_store(policy, options, store)?;
-        frontier.tallies.reserve(hosts.tallies.len());
         for (host, count) in hosts.tallies {
-            frontier.tallies.insert(
-                host,
-                HostTally {
-                    queued_ever: count,
-                    scheduled: false,
-                },
-            );
+            frontier.store.tally_mut(host).queued_ever = count;
         }
         frontier.already_done.extend(hosts.done);
         frontier.already_done.extend(recorded_since);
@@ -718,11 +703,10 @@ impl Frontier {
             store,
             robots_cache,
             resident: Residency::new(),
-            tallies: Default::default(),
             top: Vec::new(),
             ready: ReadyHeap::default(),
             in_flight: 0,
-            dispatched: BTreeMap::new(),
+            dispatched: InFlight::default(),
             next_dispatch: 0,
             already_done: HashSet::new(),
             tally_buffers: TallyBuffers::new(),
@@ -776,7 +760,9 @@ impl Frontier {
     /// [`Frontier::count_queued`] of the host `id` of `host_key`; returns whether the host is
     /// in the schedule.
     fn count_queued_id(&mut self, id: HostId, host_key: &str) -> bool {
-        let tally = self.tallies.entry(id).or_default();
+        // The tally lives in the host's store entry: the push that follows finds the entry
+        // in cache (see `store::HostTally`).
+        let tally = self.store.tally_mut(id);
         tally.queued_ever = tally.queued_ever.saturating_add(1);
         let (count, scheduled) = (tally.queued_ever as u64, tally.scheduled);
         // A host in the full list has a count above its last's (its own grew past it), so
@@ -812,8 +798,8 @@ impl Frontier {
 
     /// Forgets the frontier's copy of a dispatch and frees its place in flight.
     fn end_dispatch(&mut self, dispatch: &Dispatch) {
-        let known = self.dispatched.remove(&dispatch.id);
-        debug_assert!(known.is_some(), "a dispatch given back twice or not ours");
+        let known = self.dispatched.remove(dispatch.id);
+        debug_assert!(known, "a dispatch given back twice or not ours");
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(host) = self.resident.hosts.get_mut(&dispatch.host) {
             host.in_flight = host.in_flight.saturating_sub(1);
@@ -834,7 +820,7 @@ impl Frontier {
     pub fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError> {
         self.evict_if_over_budget(now);
         while let Some(id) = self.ready.pop_due(now) {
-            if let Some(tally) = self.tallies.get_mut(&id) {
+            if let Some(tally) = self.store.tally_if_kept(id) {
                 tally.scheduled = false;
             }
             let work = self.serve(id, now)?;
@@ -942,7 +928,7 @@ impl Frontier {
     fn hand_out(&mut self, host: HostId, item: QueuedUrl, budgets: BudgetKeys) -> Dispatch {
         let id = self.next_dispatch;
         self.next_dispatch += 1;
-        self.dispatched.insert(id, (host, item.clone()));
+        self.dispatched.insert(id, host, &item);
         Dispatch {
             id,
             host,
@@ -996,13 +982,13 @@ impl Frontier {
 
     /// Hosts known to the frontier.
     pub(crate) fn host_count(&self) -> usize {
-        self.tallies.len()
+        self.store.tally_count()
     }
 
     /// URLs ever queued for a host (0 for a host not seen yet).
     pub(crate) fn host_total_queued(&self, key: &str) -> u64 {
-        self.tallies
-            .get(&host_id(key))
+        self.store
+            .tally(host_id(key))
             .map_or(0, |t| t.queued_ever as u64)
     }
 
@@ -1033,7 +1019,7 @@ impl Frontier {
                 _ => return None,
             },
         };
-        let total = self.tallies.get(&id).map_or(0, |t| t.queued_ever as u64);
+        let total = self.store.tally(id).map_or(0, |t| t.queued_ever as u64);
         Some((key, len as usize, total))
     }
 
@@ -1055,18 +1041,16 @@ impl Frontier {
 
     /// Figures for progress and benchmarks.
     pub fn stats(&self) -> FrontierStats {
-        let tally_entry = std::mem::size_of::<(HostId, HostTally)>() as u64 + 1;
         FrontierStats {
             queued: self.store.total(),
             in_flight: self.in_flight,
-            hosts: self.tallies.len() as u64,
+            hosts: self.store.tally_count() as u64,
             hosts_queued: self.store.host_count() as u64,
             resident_hosts: self.resident.hosts.len() as u64,
             resident_bytes: self.resident.bytes,
             evictions: self.resident.evictions,
             restores: self.resident.restores,
             memory_bytes: self.store.memory_bytes()
-                + self.tallies.capacity() as u64 * tally_entry
                 + self.ready.memory_bytes()
                 + self.budgets.memory_bytes()
                 + self.resident.memory_bytes()

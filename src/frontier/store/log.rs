@@ -154,7 +154,7 @@ impl QueueStore {
 
     /// Appends the block at `at` (of `count` items) to `host`'s chain on disk.
     pub(super) fn link(&mut self, host: u64, at: u64, count: u32) -> Result<(), StoreError> {
-        let entry = self.hosts.get_or_default(host);
+        let entry = super::entry_to_fill(&mut self.hosts, &mut self.empty_kept, host);
         // Linked from a written tail (or replayed, when there is none): the whole tail is in
         // the block now.
         entry.tail_len = 0;
