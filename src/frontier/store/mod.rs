@@ -25,8 +25,8 @@
 //! In memory a host costs one fixed-size hash-map entry (head block, items already popped from
 //! it, tail block, unread count on disk, its tail's length and chain, and an optional boxed
 //! window) and the frontier's tally of the host (`HostTally`, kept here so that one lookup
-//! finds both): 64 bytes of entry, ~70–145 bytes with the map's slack, whatever the length of
-//! its queue. A host with a tally keeps its entry when its queue empties; the table records
+//! finds both): 64 bytes of entry and id, one cache line, ~85–170 bytes with the table's slack
+//! (`host_map.rs`), whatever the length of its queue. A host with a tally keeps its entry when its queue empties; the table records
 //! only hosts with something queued (or in flight), as before. So a pop is one positioned read (of a block, cached as the host's window until used
 //! up), and a push is an append.
 //!
@@ -418,6 +418,9 @@ struct HostEntry {
     tally: HostTally,
 }
 
+// An entry and its host id in one cache line (see `host_map.rs`).
+const _: () = assert!(std::mem::size_of::<HostEntry>() + 8 <= 64);
+
 impl HostEntry {
     fn len(&self) -> u64 {
         self.disk_unread
@@ -735,6 +738,12 @@ impl QueueStore {
         }
     }
 
+    /// A hint: `host` is about to be pushed to; its entry is fetched into the cache meanwhile
+    /// (see `HostMap::prefetch`).
+    pub(crate) fn prefetch(&self, host: u64) {
+        self.hosts.prefetch(host);
+    }
+
     /// `host`'s tally, if it has one (see [`HostTally`]).
     pub(crate) fn tally(&self, host: u64) -> Option<&HostTally> {
         self.hosts.get(&host).map(|e| &e.tally).filter(|t| t.kept)
@@ -804,8 +813,7 @@ impl QueueStore {
     /// last table (kept for the next sync's; not counted while a sync holds it). Vector slack
     /// beyond the items' length is not counted.
     pub fn memory_bytes(&self) -> u64 {
-        let entry = std::mem::size_of::<(u64, HostEntry)>() as u64 + 1;
-        self.hosts.capacity() as u64 * entry
+        self.hosts.memory_bytes()
             + self.boxes * std::mem::size_of::<HostMem>() as u64
             + self.item_mem
             + self.wbuf.capacity() as u64
