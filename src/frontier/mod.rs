@@ -239,6 +239,45 @@
 //! on push stays the largest single cost; merging it with the tallies (one miss, not two)
 //! is the next step.
 //!
+//! Session 15 (`scalerate4`), on the admitting thread's path, nothing changed in what is
+//! queued, in which order, or what is written (the same 8,758,368 URLs queued at the end of
+//! every 1e7 run, 35 bytes per queued URL):
+//! - *One host record per host*: the tallies are in the store's host entries
+//!   (`store::HostTally`), not in a map of their own, so a push finds the tally and the queue
+//!   in one lookup. A host with a tally keeps its entry when its queue empties (the table of a
+//!   sync still records only hosts with something queued or in flight; `hosts.bin` is
+//!   unchanged). Alone this bought little: `perf` at 3e6 (main thread) showed the two maps'
+//!   6.5 % + 5.8 % of all samples become 12.4 % in the one lookup left, a hashbrown lookup of
+//!   a random host missing the cache twice (control bytes, bucket) and the TLB.
+//! - *The store's host map is a table of its own* (`store/host_map.rs`): linear probing, the id
+//!   and the 56-byte entry in one 64-byte slot aligned to a cache line, 2 MiB pages, 16 parts;
+//!   so one miss per lookup, and [`Frontier::prefetch_hosts`] (a page's links, before they are
+//!   pushed) and the links of a written group (8 entries ahead) start the misses early. Each
+//!   part places ids with a seed of its own: without it a store reopened from its table (written
+//!   in slot order) piled the ids into one cluster, and the first build of this took 8–20 s to
+//!   reopen at 1e7 (test `ids_in_another_tables_order_are_placed_without_long_walks`).
+//! - *The ready heap keeps its in-order pushes in a run beside it* (`schedule.rs`: a push no
+//!   earlier than the run's last goes to its back, a pop takes the earlier front; exact, the
+//!   same hosts in the same order), and *a hand-out's copy for checkpoints* keeps its text in
+//!   one buffer (`in_flight.rs`) instead of a `String` each. Both are on the pop path, one pop
+//!   per ~8 accepted URLs in the bench, so they weigh little per accepted URL.
+//!
+//! `SCALE_URLS=1e7`, main's fat-LTO binary (d1bb9bc) and this branch's run *at the same time*
+//! (the machine shared with three other helpers' builds, load 6–15, which moved too much
+//! between sequential runs: the same binary gave 2.34–3.00 µs), three pairs: admitting thread
+//! per accepted URL 3.24 / 3.06 / 3.14 µs → 2.63 / 2.46 / 2.43 (medians 3.14 → 2.46, 0.78×),
+//! all threads 4.77 / 4.42 / 4.60 → 4.23 / 3.86 / 3.83, URLs/s 34.3 k / 58.5 k / 52.3 k → 37.2 k
+//! / 66.4 k / 69.9 k (medians 1.27×), peak RSS 441 → 427–428 MiB (the tallies' own map gone).
+//! Alternated one after the other (the tallies and the run and the copies only, hashbrown
+//! still): 2.68 / 2.76 / 2.70 → 2.57 / 2.82 / 2.63 µs, within the noise; with the table and
+//! the prefetches: 3.00 / 2.34 / 2.78 → 2.58 / 2.13 / 2.17 (medians 2.78 → 2.17).
+//! With the seeded placement, one more pair (load ~8): 2.79 → 2.27 µs (0.81×), 103.4 k → 111.3 k
+//! URLs/s, peak RSS 440 → 425 MiB; resume 1054 ms to the first URL (895 of it reopening the
+//! store and loading the tallies, ~2e6 inserts into tables that grow from empty) against main's
+//! 363 ms, which ran after this one had finished and the load had dropped: not comparable, and
+//! at 1e8 not measured yet (no 1e8 run: the deadline came first). Reserving the tables' size
+//! from the table file's host count before loading is the obvious next step there.
+//!
 //!
 //! # Layout
 //!
@@ -587,7 +626,7 @@ pub struct FrontierStats {
     pub resident_bytes: u64,
     pub evictions: u64,
     pub restores: u64,
-    /// Estimated bytes of the store (URLs in memory and its host map), the tallies and the heap.
+    /// Estimated bytes of the store (URLs in memory and its host map, the tallies in it) and the heap.
     pub memory_bytes: u64,
     pub disk_bytes: u64,
 }
