@@ -271,12 +271,15 @@
 //! Alternated one after the other (the tallies and the run and the copies only, hashbrown
 //! still): 2.68 / 2.76 / 2.70 → 2.57 / 2.82 / 2.63 µs, within the noise; with the table and
 //! the prefetches: 3.00 / 2.34 / 2.78 → 2.58 / 2.13 / 2.17 (medians 2.78 → 2.17).
-//! With the seeded placement, one more pair (load ~8): 2.79 → 2.27 µs (0.81×), 103.4 k → 111.3 k
-//! URLs/s, peak RSS 440 → 425 MiB; resume 1054 ms to the first URL (895 of it reopening the
-//! store and loading the tallies, ~2e6 inserts into tables that grow from empty) against main's
-//! 363 ms, which ran after this one had finished and the load had dropped: not comparable, and
-//! at 1e8 not measured yet (no 1e8 run: the deadline came first). Reserving the tables' size
-//! from the table file's host count before loading is the obvious next step there.
+//! With the seeded placement, one more pair (load ~8): 2.79 → 2.27 µs (0.81×). Then the
+//! machine went idle (load 1.6–2.4) and the two were alternated three times: admitting thread
+//! 1.89 / 2.37 / 2.26 → 1.73 / 1.98 / 1.92 µs (medians 2.26 → 1.92, 0.85×), all threads 2.81 /
+//! 3.59 / 3.47 → 2.71 / 3.18 / 3.11, URLs/s 353 k / 384 k / 404 k → 390 k / 443 k / 456 k
+//! (medians 1.15×), peak RSS 439–441 → 423–427 MiB, 35 bytes per queued URL both; resume to
+//! the first URL 325 / 356 / 313 → 364 / 359 / 356 ms (medians 325 → 359: the store's tables
+//! and the tallies are loaded into tables that grow from empty; reserving their size from the
+//! table file's host count first is the obvious next step). Misses cost more on the loaded
+//! machine (other builds take the shared cache), hence the larger gain there.
 //!
 //!
 //! # Layout
