@@ -1,6 +1,6 @@
 //! Process-wide memory-allocator tuning, applied once at start by the `crawler` binary
 //! (and by the benchmarks, so that they measure what users run), and the advice for 2 MiB
-//! pages that the large tables read at random take ([`advise_huge_pages`]).
+//! pages that the large tables read at random take (`advise_huge_pages`).
 //!
 //! Response bodies are allocated on the fetch threads and freed on the parse threads.
 //! glibc's malloc answers that pattern by growing one arena per thread and keeping freed
