@@ -518,6 +518,8 @@ fn main() {
             let keys: Vec<&[u8]> = urls.iter().map(|u| u.as_str().as_bytes()).collect();
             seen.insert_new_batch(&keys, &mut fresh);
             drop(keys);
+            // As the crawl's acceptance does: the links' hosts' records fetched together.
+            frontier.prefetch_hosts(&urls);
             for (url, &is_new) in urls.into_iter().zip(&fresh) {
                 if is_new && accepted < s.urls {
                     accepted += 1;

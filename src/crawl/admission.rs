@@ -563,6 +563,8 @@ impl Acceptance {
             let mut fresh = std::mem::take(&mut self.batch_out);
             self.seen.insert_new_batch(&keys, &mut fresh);
             drop(keys);
+            // Most candidates are new: their hosts' records are fetched together first.
+            frontier.prefetch_hosts(&urls);
             let mut seen = 0;
             for (url, &is_new) in urls.into_iter().zip(&fresh) {
                 if is_new {

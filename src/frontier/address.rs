@@ -155,7 +155,7 @@ impl Frontier {
     fn unpark(&mut self, id: HostId, now: Instant) {
         if self.store.len(id) > 0 || self.has_robots_hops(id) {
             self.wake(id, now);
-        } else if let Some(tally) = self.tallies.get_mut(&id) {
+        } else if let Some(tally) = self.store.tally_if_kept(id) {
             tally.scheduled = false;
         }
     }

@@ -86,6 +86,11 @@ pub trait FrontierBackend {
         let key = item.url.get(..key_len).unwrap_or(&item.url).to_string();
         self.push(&key, item)
     }
+    /// A hint that `links` are about to be pushed (see [`Frontier::prefetch_hosts`]); it
+    /// changes nothing but timing, and by default does nothing.
+    fn prefetch_hosts(&self, links: &[crate::normalize::Link]) {
+        let _ = links;
+    }
     /// Counts a URL for its host's `max_pages_per_host` without queuing it (a resume's URLs
     /// queued after the checkpoint and recorded since).
     fn count_queued(&mut self, host_key: &str);
@@ -172,6 +177,9 @@ impl FrontierBackend for Frontier {
         item: QueuedUrl,
     ) -> Result<(), FrontierError> {
         Frontier::push_keyed_by_prefix(self, key_len, item)
+    }
+    fn prefetch_hosts(&self, links: &[crate::normalize::Link]) {
+        Frontier::prefetch_hosts(self, links)
     }
     fn count_queued(&mut self, host_key: &str) {
         Frontier::count_queued(self, host_key)

@@ -34,10 +34,12 @@
 //!   fresh rate is exactly an idle one (GCRA state is "full" after `burst × period` without
 //!   requests), and the budgets shared with other hosts (its name's, its address's) outlive
 //!   the host until they are idle too, so nothing of politeness is lost by the eviction.
-//! - What stays in memory for every host ever seen is 8 bytes of tally (URLs ever queued, for
-//!   `max_pages_per_host` and the trap report, and whether the host is in the heap) plus a heap
-//!   entry while it has work: ~20–40 bytes per host with the hash map's slack, and the store's
-//!   ~50–110 bytes per host with something queued.
+//! - What stays in memory for every host ever seen is its entry in the store's host map: the
+//!   queue's bookkeeping and 8 bytes of tally (URLs ever queued, for `max_pages_per_host` and
+//!   the trap report, and whether the host is in the heap), 64 bytes, ~85–170 with the
+//!   table's slack (see `store/host_map.rs`), plus a heap entry while it has work. The tally is in the store's entry, not in a
+//!   map of the frontier's own, so that a push or a pop finds both in one lookup (see
+//!   `store::HostTally`); a host with nothing queued keeps its entry for its tally.
 //!
 //! A host's key is not kept for an evicted host: when it comes back, the key is taken from its
 //! first queued URL. Two host keys with the same 64-bit hash would share a queue and a
@@ -237,6 +239,53 @@
 //! on push stays the largest single cost; merging it with the tallies (one miss, not two)
 //! is the next step.
 //!
+//! Session 15 (`scalerate4`), on the admitting thread's path, nothing changed in what is
+//! queued, in which order, or what is written (the same 8,758,368 URLs queued at the end of
+//! every 1e7 run, 35 bytes per queued URL):
+//! - *One host record per host*: the tallies are in the store's host entries
+//!   (`store::HostTally`), not in a map of their own, so a push finds the tally and the queue
+//!   in one lookup. A host with a tally keeps its entry when its queue empties (the table of a
+//!   sync still records only hosts with something queued or in flight; `hosts.bin` is
+//!   unchanged). Alone this bought little: `perf` at 3e6 (main thread) showed the two maps'
+//!   6.5 % + 5.8 % of all samples become 12.4 % in the one lookup left, a hashbrown lookup of
+//!   a random host missing the cache twice (control bytes, bucket) and the TLB.
+//! - *The store's host map is a table of its own* (`store/host_map.rs`): linear probing, the id
+//!   and the 56-byte entry in one 64-byte slot aligned to a cache line, 2 MiB pages, 16 parts;
+//!   so one miss per lookup, and [`Frontier::prefetch_hosts`] (a page's links, before they are
+//!   pushed) and the links of a written group (8 entries ahead) start the misses early. Each
+//!   part places ids with a seed of its own: without it a store reopened from its table (written
+//!   in slot order) piled the ids into one cluster, and the first build of this took 8–20 s to
+//!   reopen at 1e7 (test `ids_in_another_tables_order_are_placed_without_long_walks`).
+//! - *The ready heap keeps its in-order pushes in a run beside it* (`schedule.rs`: a push no
+//!   earlier than the run's last goes to its back, a pop takes the earlier front; exact, the
+//!   same hosts in the same order), and *a hand-out's copy for checkpoints* keeps its text in
+//!   one buffer (`in_flight.rs`) instead of a `String` each. Both are on the pop path, one pop
+//!   per ~8 accepted URLs in the bench, so they weigh little per accepted URL.
+//!
+//! `SCALE_URLS=1e7`, main's fat-LTO binary (d1bb9bc) and this branch's run *at the same time*
+//! (the machine shared with three other helpers' builds, load 6–15, which moved too much
+//! between sequential runs: the same binary gave 2.34–3.00 µs), three pairs: admitting thread
+//! per accepted URL 3.24 / 3.06 / 3.14 µs → 2.63 / 2.46 / 2.43 (medians 3.14 → 2.46, 0.78×),
+//! all threads 4.77 / 4.42 / 4.60 → 4.23 / 3.86 / 3.83, URLs/s 34.3 k / 58.5 k / 52.3 k → 37.2 k
+//! / 66.4 k / 69.9 k (medians 1.27×), peak RSS 441 → 427–428 MiB (the tallies' own map gone).
+//! Alternated one after the other (the tallies and the run and the copies only, hashbrown
+//! still): 2.68 / 2.76 / 2.70 → 2.57 / 2.82 / 2.63 µs, within the noise; with the table and
+//! the prefetches: 3.00 / 2.34 / 2.78 → 2.58 / 2.13 / 2.17 (medians 2.78 → 2.17).
+//! With the seeded placement, one more pair (load ~8): 2.79 → 2.27 µs (0.81×). Then the
+//! machine went idle (load 1.6–2.4) and the two were alternated three times: admitting thread
+//! 1.89 / 2.37 / 2.26 → 1.73 / 1.98 / 1.92 µs (medians 2.26 → 1.92, 0.85×), all threads 2.81 /
+//! 3.59 / 3.47 → 2.71 / 3.18 / 3.11, URLs/s 353 k / 384 k / 404 k → 390 k / 443 k / 456 k
+//! (medians 1.15×), peak RSS 439–441 → 423–427 MiB, 35 bytes per queued URL both; resume to
+//! the first URL 325 / 356 / 313 → 364 / 359 / 356 ms (medians 325 → 359: the store's tables
+//! and the tallies are loaded into tables that grow from empty; reserving their size from the
+//! table file's host count first is the obvious next step). Misses cost more on the loaded
+//! machine (other builds take the shared cache), hence the larger gain there.
+//! `SCALE_URLS=1e8`, once, this branch's fat-LTO binary, load ~2 (e2e tests beside it for its
+//! first minute): 352,999 URLs/s, admitting thread 2.26 µs per accepted URL, screening 1.15,
+//! all threads 3.48; peak RSS 608 MiB (main: 624–627); 29 bytes per queued URL; pauses median
+//! 53.6 ms, max 71.2; resume 440 ms to the first URL. Not a before/after (main's 1e8 figures
+//! are of another session), and short of 400 k: the admitting thread is still the bound.
+//!
 //!
 //! # Layout
 //!
@@ -249,11 +298,12 @@
 //! - `residency.rs`: which hosts' state is in memory, eviction and restore;
 //! - `robots_gate.rs`: robots.txt per host (fetch first, rules, backoff, give up);
 //! - `snapshot.rs`: the checkpoint snapshot and the `hosts.bin` format;
+//! - `in_flight.rs`: the frontier's copies of the URLs handed out, for checkpoints;
 //! - `backend.rs`: [`FrontierBackend`], the operations the crawl's driver uses and what
 //!   any frontier implementing them must promise;
 //! - [`store`]: the per-host queues on disk; [`robots_cache`]: robots.txt bodies on disk.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -270,6 +320,7 @@ mod address;
 mod backend;
 mod budget;
 mod handoff;
+mod in_flight;
 mod report;
 mod residency;
 pub mod robots_cache;
@@ -288,6 +339,7 @@ pub use snapshot::{FrontierSnapshot, SavedFrontier, SavedHosts};
 
 use adapt::AdaptPolicy;
 use budget::{BudgetKeys, Budgets, Limits, Rate};
+use in_flight::InFlight;
 use residency::Residency;
 use robots_cache::{RobotsCache, RobotsCacheError, RobotsCacheOptions};
 use robots_gate::{RobotsGate, RobotsState};
@@ -417,16 +469,6 @@ pub enum FrontierError {
     Io(#[from] crate::durable::IoAt),
     #[error("{} is corrupt: {what}", path.display())]
     Corrupt { path: PathBuf, what: String },
-}
-
-/// What is kept for every host ever seen.
-#[derive(Debug, Clone, Copy, Default)]
-struct HostTally {
-    /// URLs ever queued for this host (saturating).
-    queued_ever: u32,
-    /// Whether the host is in the schedule: an entry in the ready heap, or parked (on a full
-    /// budget, or waiting for its address).
-    scheduled: bool,
 }
 
 /// The frontier's politeness settings.
@@ -592,7 +634,7 @@ pub struct FrontierStats {
     pub resident_bytes: u64,
     pub evictions: u64,
     pub restores: u64,
-    /// Estimated bytes of the store (URLs in memory and its host map), the tallies and the heap.
+    /// Estimated bytes of the store (URLs in memory and its host map, the tallies in it) and the heap.
     pub memory_bytes: u64,
     pub disk_bytes: u64,
 }
@@ -609,9 +651,6 @@ pub struct Frontier {
     robots_cache: Option<RobotsCache>,
     /// The hosts whose state is in memory.
     resident: Residency,
-    /// By host id: ids are XXH3 hashes already, so FxHash (one multiply), not SipHash: this
-    /// map is looked up on every push.
-    tallies: rustc_hash::FxHashMap<HostId, HostTally>,
     /// Hosts with the most URLs ever queued: (id, key, count), largest first.
     top: Vec<(HostId, String, u64)>,
     /// Hosts with work, by the instant each may next be served.
@@ -619,8 +658,8 @@ pub struct Frontier {
     /// Pages and robots.txt fetches handed out and not yet given back.
     in_flight: u64,
     /// The pages among them, by [`Dispatch`] id (so in the order they were handed out):
-    /// the frontier's copy, recorded by a checkpoint.
-    dispatched: BTreeMap<u64, (HostId, QueuedUrl)>,
+    /// the frontier's copy, recorded by a checkpoint (see `in_flight.rs`).
+    dispatched: InFlight,
     /// The id of the next [`Dispatch`].
     next_dispatch: u64,
     /// URLs recorded after the checkpoint this frontier resumed from that are still queued in
@@ -674,15 +713,8 @@ impl Frontier {
             saved.store,
         )?;
         let mut frontier = Self::with_store(policy, options, store)?;
-        frontier.tallies.reserve(hosts.tallies.len());
         for (host, count) in hosts.tallies {
-            frontier.tallies.insert(
-                host,
-                HostTally {
-                    queued_ever: count,
-                    scheduled: false,
-                },
-            );
+            frontier.store.tally_mut(host).queued_ever = count;
         }
         frontier.already_done.extend(hosts.done);
         frontier.already_done.extend(recorded_since);
@@ -718,11 +750,10 @@ impl Frontier {
             store,
             robots_cache,
             resident: Residency::new(),
-            tallies: Default::default(),
             top: Vec::new(),
             ready: ReadyHeap::default(),
             in_flight: 0,
-            dispatched: BTreeMap::new(),
+            dispatched: InFlight::default(),
             next_dispatch: 0,
             already_done: HashSet::new(),
             tally_buffers: TallyBuffers::new(),
@@ -735,6 +766,19 @@ impl Frontier {
         let id = host_id(host_key);
         let scheduled = self.count_queued_id(id, host_key);
         self.push_counted(id, scheduled, item)
+    }
+
+    /// A hint before pushing a page's new links: the records of their hosts are fetched
+    /// into the cache, all of them at once, so that the pushes that follow do not wait for
+    /// memory one host after another (a link to a host other than its page's is a cache miss:
+    /// 1e6 hosts' records do not fit). Only for links whose host key is plainly a prefix of
+    /// their text (see [`plain_host_key_len`]); changes nothing but timing.
+    pub fn prefetch_hosts<'a>(&self, links: impl IntoIterator<Item = &'a crate::normalize::Link>) {
+        for link in links {
+            if let Some(key) = plain_key(link.as_str()) {
+                self.store.prefetch(host_id(key));
+            }
+        }
     }
 
     /// [`Frontier::push`] of a URL whose host key is the first `key_len` bytes of its text
@@ -776,7 +820,9 @@ impl Frontier {
     /// [`Frontier::count_queued`] of the host `id` of `host_key`; returns whether the host is
     /// in the schedule.
     fn count_queued_id(&mut self, id: HostId, host_key: &str) -> bool {
-        let tally = self.tallies.entry(id).or_default();
+        // The tally lives in the host's store entry: the push that follows finds the entry
+        // in cache (see `store::HostTally`).
+        let tally = self.store.tally_mut(id);
         tally.queued_ever = tally.queued_ever.saturating_add(1);
         let (count, scheduled) = (tally.queued_ever as u64, tally.scheduled);
         // A host in the full list has a count above its last's (its own grew past it), so
@@ -812,8 +858,8 @@ impl Frontier {
 
     /// Forgets the frontier's copy of a dispatch and frees its place in flight.
     fn end_dispatch(&mut self, dispatch: &Dispatch) {
-        let known = self.dispatched.remove(&dispatch.id);
-        debug_assert!(known.is_some(), "a dispatch given back twice or not ours");
+        let known = self.dispatched.remove(dispatch.id);
+        debug_assert!(known, "a dispatch given back twice or not ours");
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(host) = self.resident.hosts.get_mut(&dispatch.host) {
             host.in_flight = host.in_flight.saturating_sub(1);
@@ -834,7 +880,7 @@ impl Frontier {
     pub fn pop_ready(&mut self, now: Instant) -> Result<Option<Work>, FrontierError> {
         self.evict_if_over_budget(now);
         while let Some(id) = self.ready.pop_due(now) {
-            if let Some(tally) = self.tallies.get_mut(&id) {
+            if let Some(tally) = self.store.tally_if_kept(id) {
                 tally.scheduled = false;
             }
             let work = self.serve(id, now)?;
@@ -942,7 +988,7 @@ impl Frontier {
     fn hand_out(&mut self, host: HostId, item: QueuedUrl, budgets: BudgetKeys) -> Dispatch {
         let id = self.next_dispatch;
         self.next_dispatch += 1;
-        self.dispatched.insert(id, (host, item.clone()));
+        self.dispatched.insert(id, host, &item);
         Dispatch {
             id,
             host,
@@ -996,13 +1042,13 @@ impl Frontier {
 
     /// Hosts known to the frontier.
     pub(crate) fn host_count(&self) -> usize {
-        self.tallies.len()
+        self.store.tally_count()
     }
 
     /// URLs ever queued for a host (0 for a host not seen yet).
     pub(crate) fn host_total_queued(&self, key: &str) -> u64 {
-        self.tallies
-            .get(&host_id(key))
+        self.store
+            .tally(host_id(key))
             .map_or(0, |t| t.queued_ever as u64)
     }
 
@@ -1033,7 +1079,7 @@ impl Frontier {
                 _ => return None,
             },
         };
-        let total = self.tallies.get(&id).map_or(0, |t| t.queued_ever as u64);
+        let total = self.store.tally(id).map_or(0, |t| t.queued_ever as u64);
         Some((key, len as usize, total))
     }
 
@@ -1055,18 +1101,16 @@ impl Frontier {
 
     /// Figures for progress and benchmarks.
     pub fn stats(&self) -> FrontierStats {
-        let tally_entry = std::mem::size_of::<(HostId, HostTally)>() as u64 + 1;
         FrontierStats {
             queued: self.store.total(),
             in_flight: self.in_flight,
-            hosts: self.tallies.len() as u64,
+            hosts: self.store.tally_count() as u64,
             hosts_queued: self.store.host_count() as u64,
             resident_hosts: self.resident.hosts.len() as u64,
             resident_bytes: self.resident.bytes,
             evictions: self.resident.evictions,
             restores: self.resident.restores,
             memory_bytes: self.store.memory_bytes()
-                + self.tallies.capacity() as u64 * tally_entry
                 + self.ready.memory_bytes()
                 + self.budgets.memory_bytes()
                 + self.resident.memory_bytes()

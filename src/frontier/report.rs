@@ -53,7 +53,7 @@ impl Frontier {
 
     fn host_report(&self, id: HostId, key: &str, now: Instant) -> HostReport {
         let queued = self.store.len(id);
-        let queued_ever = self.tallies.get(&id).map_or(0, |t| t.queued_ever as u64);
+        let queued_ever = self.store.tally(id).map_or(0, |t| t.queued_ever as u64);
         let Some(host) = self.resident.hosts.get(&id) else {
             return HostReport {
                 host: key.to_string(),

@@ -216,7 +216,7 @@ impl Frontier {
             url,
             hops,
         });
-        if !self.tallies.get(&target).is_some_and(|t| t.scheduled) {
+        if !self.store.tally(target).is_some_and(|t| t.scheduled) {
             let at = state.not_before.max(now);
             self.push_ready(target, at);
         }

@@ -15,7 +15,7 @@
 //! full budget costs nothing until a request of that budget completes.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -26,10 +26,23 @@ use super::{Frontier, HostId};
 use crate::robots::RobotsRules;
 
 /// Hosts that have work, earliest ready instant first.
+///
+/// Two parts: a min-heap, and a *run*, entries each ready no earlier than the run's last one,
+/// in a queue. A push that is no earlier than the run's last entry (most pushes: a host served
+/// now is due again now or at a later instant, and `now` only grows) goes to the back of the
+/// run, in O(1) and without touching the heap; any other goes to the heap. A pop takes the
+/// earlier of the two fronts. Why: with ~1e6 hosts queued the heap's ~32 MB do not fit in any
+/// cache, and a pop's sift down its ~20 levels waited for memory at each of the lower ones (the
+/// heap and the schedule were ~5 % of all samples in the scale bench at 3e6 URLs). Exact: the
+/// run is sorted, entries are ordered by (instant, sequence) and sequences are unique, so the
+/// smaller of the two fronts is the smallest entry: the same host comes out first as from one
+/// heap of them all.
 #[derive(Default)]
 pub(crate) struct ReadyHeap {
     /// Min-heap of (ready instant, tie-break sequence, host).
     heap: BinaryHeap<Reverse<(Instant, u64, HostId)>>,
+    /// Entries in the order pushed, each ready no earlier than the one before.
+    run: VecDeque<(Instant, u64, HostId)>,
     sequence: u64,
 }
 
@@ -37,28 +50,47 @@ impl ReadyHeap {
     /// Adds an entry for `id`, ready at `at`. The caller keeps one entry per host.
     pub(crate) fn push(&mut self, id: HostId, at: Instant) {
         self.sequence += 1;
-        self.heap.push(Reverse((at, self.sequence, id)));
+        let entry = (at, self.sequence, id);
+        if self.run.back().is_none_or(|last| last.0 <= at) {
+            self.run.push_back(entry);
+        } else {
+            self.heap.push(Reverse(entry));
+        }
+    }
+
+    /// The earliest entry, and whether it is the run's (else the heap's).
+    fn first(&self) -> Option<((Instant, u64, HostId), bool)> {
+        match (self.heap.peek(), self.run.front()) {
+            (Some(Reverse(h)), Some(r)) => Some(if r < h { (*r, true) } else { (*h, false) }),
+            (Some(Reverse(h)), None) => Some((*h, false)),
+            (None, Some(r)) => Some((*r, true)),
+            (None, None) => None,
+        }
     }
 
     /// When the earliest host becomes ready.
     pub(crate) fn next_at(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse((at, _, _))| *at)
+        self.first().map(|((at, _, _), _)| at)
     }
 
     /// Takes the earliest host if it is ready at `now`.
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<HostId> {
-        let Reverse((at, _, id)) = *self.heap.peek()?;
+        let ((at, _, id), in_run) = self.first()?;
         if at > now {
             return None;
         }
-        self.heap.pop();
+        if in_run {
+            self.run.pop_front();
+        } else {
+            self.heap.pop();
+        }
         Some(id)
     }
 
-    /// Estimated bytes of the heap.
+    /// Estimated bytes of the heap and the run.
     pub(crate) fn memory_bytes(&self) -> u64 {
         let entry = std::mem::size_of::<(Instant, u64, HostId)>() as u64;
-        self.heap.capacity() as u64 * entry
+        (self.heap.capacity() + self.run.capacity()) as u64 * entry
     }
 }
 
@@ -89,8 +121,7 @@ impl Frontier {
     /// Puts a host in the heap if it has work and is not already scheduled or parked.
     pub(crate) fn schedule(&mut self, id: HostId, now: Instant) {
         let hops = self.has_robots_hops(id);
-        if self.tallies.get(&id).is_some_and(|t| t.scheduled) || (self.store.len(id) == 0 && !hops)
-        {
+        if self.store.tally(id).is_some_and(|t| t.scheduled) || (self.store.len(id) == 0 && !hops) {
             return;
         }
         let at = match self.resident.hosts.get(&id) {
@@ -108,13 +139,13 @@ impl Frontier {
 
     /// Puts a host in the heap at `at` and marks it scheduled.
     pub(crate) fn push_ready(&mut self, id: HostId, at: Instant) {
-        self.tallies.entry(id).or_default().scheduled = true;
+        self.store.tally_mut(id).scheduled = true;
         self.ready.push(id, at);
     }
 
     /// Marks a host scheduled without a heap entry: it is parked and comes back when woken.
     fn park_host(&mut self, id: HostId) {
-        self.tallies.entry(id).or_default().scheduled = true;
+        self.store.tally_mut(id).scheduled = true;
     }
 
     /// Admits one request of resident host `id` at `now` if every budget it belongs to allows
@@ -184,5 +215,47 @@ impl Frontier {
             self.wake(id, now);
         }
         self.woken = woken;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The heap and its run together hand out exactly what one heap of all the entries
+        /// would: the earliest due entry, ties first pushed first, and nothing not yet due;
+        /// pushes in order (to the run) and out of order (to the heap) interleaved with pops.
+        #[test]
+        fn hands_out_in_the_order_of_one_heap(
+            ops in proptest::collection::vec((0u64..40, 0u64..6, any::<bool>()), 1..300),
+        ) {
+            let base = Instant::now();
+            let at = |ms: u64| base + Duration::from_millis(ms);
+            let mut ready = ReadyHeap::default();
+            // The model: every entry, (instant, push number, host), the smallest due first.
+            let mut model: Vec<(Instant, u64, HostId)> = Vec::new();
+            let mut clock = 0u64;
+            for (n, &(ms, step, pop)) in ops.iter().enumerate() {
+                clock += step;
+                if pop {
+                    let due = model
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, e)| e.0 <= at(clock))
+                        .min_by_key(|(_, e)| (e.0, e.1))
+                        .map(|(i, _)| i);
+                    let want = due.map(|i| model.remove(i).2);
+                    prop_assert_eq!(ready.pop_due(at(clock)), want);
+                } else {
+                    // Mostly from the clock on (the run), sometimes earlier (the heap).
+                    let when = at(if ms % 3 == 0 { ms } else { clock + ms % 7 });
+                    ready.push(n as HostId, when);
+                    model.push((when, n as u64, n as HostId));
+                }
+                prop_assert_eq!(ready.next_at(), model.iter().map(|e| e.0).min());
+            }
+        }
     }
 }

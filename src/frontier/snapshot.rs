@@ -102,10 +102,10 @@ impl Frontier {
     pub(crate) fn snapshot(&mut self) -> Result<FrontierSnapshot, FrontierError> {
         let started = std::time::Instant::now();
         // In the order they were handed out: the store puts them before the queue's front.
-        let in_flight: Vec<(HostId, QueuedUrl)> = self.dispatched.values().cloned().collect();
+        let in_flight: Vec<(HostId, QueuedUrl)> = self.dispatched.items().collect();
         let pending = self.store.begin_sync_with(&in_flight)?;
         let store_pause = started.elapsed();
-        let hosts = self.tallies.len();
+        let hosts = self.store.tally_count();
         let done = self.already_done.len();
         let len = 32 + hosts * 12 + done * 8;
         let mut file = self.tally_buffers.returned.try_recv().unwrap_or_default();
@@ -121,7 +121,7 @@ impl Frontier {
         file.extend_from_slice(&0u32.to_le_bytes());
         file.extend_from_slice(&(hosts as u64).to_le_bytes());
         file.extend_from_slice(&(done as u64).to_le_bytes());
-        for (&host, tally) in &self.tallies {
+        for (host, tally) in self.store.tallies() {
             let mut record = [0u8; 12];
             record[..8].copy_from_slice(&host.to_le_bytes());
             record[8..].copy_from_slice(&tally.queued_ever.to_le_bytes());

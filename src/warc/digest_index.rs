@@ -35,6 +35,7 @@
 //! nothing changes.
 
 use super::record::Sha1Digest;
+use crate::allocator::advise_huge_pages;
 
 /// Slots per bucket: a new digest evicts only when four others share its bucket.
 pub(crate) const WAYS: usize = 4;
@@ -127,32 +128,6 @@ impl PayloadIndex {
     pub(crate) fn memory(&self) -> u64 {
         (self.slots.len() * 8) as u64
     }
-}
-
-/// Asks the kernel to back the 2 MiB-aligned part of `words` with 2 MiB pages (see the
-/// module doc). Advice only: without transparent huge pages nothing changes.
-fn advise_huge_pages(words: &mut [u64]) {
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE_PAGE: usize = 2 << 20;
-        let start = words.as_mut_ptr() as usize;
-        let end = start + std::mem::size_of_val(words);
-        let aligned = start.next_multiple_of(HUGE_PAGE);
-        let aligned_end = end - end % HUGE_PAGE;
-        if aligned_end > aligned {
-            // SAFETY: advice on memory this slice owns (the range lies within it); madvise
-            // neither reads nor moves its contents, and a failure (no THP) is harmless.
-            unsafe {
-                libc::madvise(
-                    aligned as *mut libc::c_void,
-                    aligned_end - aligned,
-                    libc::MADV_HUGEPAGE,
-                );
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = words;
 }
 
 #[cfg(test)]

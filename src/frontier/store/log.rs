@@ -21,6 +21,9 @@ use crate::durable::{self, At, FileError, Header};
 /// decompresses a whole group to take one entry, stays a few microseconds.
 pub(super) const GROUP_BYTES: usize = 8 << 10;
 
+/// How many entries ahead of the one being linked a group's hosts' records are prefetched.
+const LINK_PREFETCH: usize = 8;
+
 /// Deferred links this close in the log (bytes between their `next` fields) are written as one
 /// run by `apply_patches_now`: rewriting up to a page between two links costs less than a
 /// second `pwrite`.
@@ -90,6 +93,11 @@ impl QueueStore {
         if n == 0 {
             return Ok(());
         }
+        // The first entries' records, fetched while the group is compressed (see `link`'s
+        // loop below).
+        for &host in self.group.hosts.iter().take(LINK_PREFETCH) {
+            self.hosts.prefetch(host);
+        }
         let mut body = std::mem::take(&mut self.scratch);
         let compressed = codec::encode_group_body(
             &self.group.entries,
@@ -139,6 +147,11 @@ impl QueueStore {
         self.dirty.insert(self.active);
         let mut group = std::mem::take(&mut self.group);
         let linked = (0..n).try_for_each(|i| {
+            // The entries' hosts were pushed to long ago: their records are rarely in the
+            // cache, so those a few entries ahead are fetched while this one is linked.
+            if let Some(&ahead) = group.hosts.get(i + LINK_PREFETCH) {
+                self.hosts.prefetch(ahead);
+            }
             let at = entry_loc(self.active, offset, i);
             self.link(group.hosts[i], at, group.entries[i].0)
         });
@@ -154,7 +167,7 @@ impl QueueStore {
 
     /// Appends the block at `at` (of `count` items) to `host`'s chain on disk.
     pub(super) fn link(&mut self, host: u64, at: u64, count: u32) -> Result<(), StoreError> {
-        let entry = self.hosts.get_or_default(host);
+        let entry = super::entry_to_fill(&mut self.hosts, &mut self.empty_kept, host);
         // Linked from a written tail (or replayed, when there is none): the whole tail is in
         // the block now.
         entry.tail_len = 0;

@@ -24,8 +24,10 @@
 //! hosts of one group close together.
 //! In memory a host costs one fixed-size hash-map entry (head block, items already popped from
 //! it, tail block, unread count on disk, its tail's length and chain, and an optional boxed
-//! window): 56 bytes of entry, ~64–128 bytes with the map's slack, whatever the length of its
-//! queue. So a pop is one positioned read (of a block, cached as the host's window until used
+//! window) and the frontier's tally of the host (`HostTally`, kept here so that one lookup
+//! finds both): 64 bytes of entry and id, one cache line, ~85–170 bytes with the table's slack
+//! (`host_map.rs`), whatever the length of its queue. A host with a tally keeps its entry when its queue empties; the table records
+//! only hosts with something queued (or in flight), as before. So a pop is one positioned read (of a block, cached as the host's window until used
 //! up), and a push is an append.
 //!
 //! Pushes first go to the host's in-memory *tail* (so that a busy host writes blocks of
@@ -376,7 +378,25 @@ impl HostMem {
     }
 }
 
-/// A non-empty host's queue: what is on disk, and what is in memory.
+/// The frontier's tally of a host (URLs ever queued for it, whether it is in the schedule),
+/// kept in the host's entry here, not in a map of the frontier's own: a push then finds the
+/// tally and the queue in one lookup, one cache miss instead of two (the store's map and the
+/// tallies' map were the two largest waits for memory of the admitting thread in the scale
+/// bench). A host with a tally keeps its entry when its queue empties (the tally is for
+/// every host ever seen); a host without one is dropped as before.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HostTally {
+    /// URLs ever queued for this host (saturating).
+    pub(crate) queued_ever: u32,
+    /// Whether the host is in the schedule: an entry in the ready heap, or parked (on a full
+    /// budget, or waiting for its address).
+    pub(crate) scheduled: bool,
+    /// Whether the host has a tally at all (what a key in the frontier's map was).
+    kept: bool,
+}
+
+/// A host's queue (what is on disk, and what is in memory) and its tally. Without a tally it
+/// is there only while something is queued; with one, always (see [`HostTally`]).
 #[derive(Debug, Default)]
 struct HostEntry {
     /// Location of the oldest block with unread items (0 if `disk_unread` is 0).
@@ -395,7 +415,11 @@ struct HostEntry {
     /// slot of their chain in the store's [`tails::Tails`] (meaningful only while there are).
     tail_len: u32,
     tail_slot: u32,
+    tally: HostTally,
 }
+
+// An entry and its host id in one cache line (see `host_map.rs`).
+const _: () = assert!(std::mem::size_of::<HostEntry>() + 8 <= 64);
 
 impl HostEntry {
     fn len(&self) -> u64 {
@@ -403,6 +427,26 @@ impl HostEntry {
             + self.tail_len as u64
             + self.mem.as_ref().map_or(0, |m| m.front.len() as u64)
     }
+
+    /// Nothing queued (`front` counts the box's front items; a window is only read while
+    /// `disk_unread` counts its items).
+    fn is_empty(&self) -> bool {
+        self.disk_unread == 0 && self.tail_len == 0 && self.front == 0
+    }
+}
+
+/// `host`'s entry, to queue something in: made if absent, and no longer counted among the
+/// kept empty entries if it was one (see [`QueueStore::empty_kept`]).
+fn entry_to_fill<'a>(
+    hosts: &'a mut HostMap<HostEntry>,
+    empty_kept: &mut usize,
+    host: u64,
+) -> &'a mut HostEntry {
+    let entry = hosts.get_or_default(host);
+    if entry.tally.kept && entry.is_empty() {
+        *empty_kept -= 1;
+    }
+    entry
 }
 
 /// Per-host FIFO queues of [`QueuedUrl`] whose bulk lives in a directory; see the module doc.
@@ -413,6 +457,10 @@ pub struct QueueStore {
     /// multiply), not SipHash; it is looked up several times per push and pop. Split so that
     /// its growth does not hold two whole arrays at once (see `host_map.rs`).
     hosts: HostMap<HostEntry>,
+    /// Entries with a tally and nothing queued (so `hosts.len() - empty_kept` hosts have
+    /// something queued), and entries with a tally.
+    empty_kept: usize,
+    tallied: usize,
     total: u64,
     /// Bytes of items held in memory (tails, windows, fronts), see [`item_bytes`].
     item_mem: u64,
@@ -486,6 +534,8 @@ impl QueueStore {
             wbuf: Vec::with_capacity(options.write_buffer),
             options,
             hosts: HostMap::default(),
+            empty_kept: 0,
+            tallied: 0,
             total: 0,
             item_mem: 0,
             tail_mem: 0,
@@ -538,7 +588,7 @@ impl QueueStore {
         self.item_mem += bytes;
         self.tail_mem += bytes;
         self.total += 1;
-        let entry = self.hosts.get_or_default(host);
+        let entry = entry_to_fill(&mut self.hosts, &mut self.empty_kept, host);
         let slot = if entry.tail_len == 0 {
             tails::NO_TAIL
         } else {
@@ -674,9 +724,64 @@ impl QueueStore {
             recycle(&mut self.spare, entry.mem.take());
             self.boxes -= 1;
         }
-        if entry.disk_unread == 0 && entry.mem.is_none() && entry.tail_len == 0 {
-            self.hosts.remove(&host);
+        if entry.mem.is_none() && entry.is_empty() {
+            if entry.tally.kept {
+                // As a fresh entry, but for the tally (the table writes no record for it).
+                *entry = HostEntry {
+                    tally: entry.tally,
+                    ..HostEntry::default()
+                };
+                self.empty_kept += 1;
+            } else {
+                self.hosts.remove(&host);
+            }
         }
+    }
+
+    /// A hint: `host` is about to be pushed to; its entry is fetched into the cache meanwhile
+    /// (see `HostMap::prefetch`).
+    pub(crate) fn prefetch(&self, host: u64) {
+        self.hosts.prefetch(host);
+    }
+
+    /// `host`'s tally, if it has one (see [`HostTally`]).
+    pub(crate) fn tally(&self, host: u64) -> Option<&HostTally> {
+        self.hosts.get(&host).map(|e| &e.tally).filter(|t| t.kept)
+    }
+
+    /// `host`'s tally, if it has one, to change.
+    pub(crate) fn tally_if_kept(&mut self, host: u64) -> Option<&mut HostTally> {
+        self.hosts
+            .get_mut(&host)
+            .map(|e| &mut e.tally)
+            .filter(|t| t.kept)
+    }
+
+    /// `host`'s tally, a zero one made if it has none: from then on its entry stays, whether
+    /// anything is queued or not.
+    pub(crate) fn tally_mut(&mut self, host: u64) -> &mut HostTally {
+        let entry = self.hosts.get_or_default(host);
+        if !entry.tally.kept {
+            entry.tally.kept = true;
+            self.tallied += 1;
+            if entry.is_empty() {
+                self.empty_kept += 1;
+            }
+        }
+        &mut entry.tally
+    }
+
+    /// Every host with a tally, and its tally.
+    pub(crate) fn tallies(&self) -> impl Iterator<Item = (u64, &HostTally)> + '_ {
+        self.hosts
+            .iter()
+            .filter(|(_, e)| e.tally.kept)
+            .map(|(&h, e)| (h, &e.tally))
+    }
+
+    /// Hosts with a tally.
+    pub(crate) fn tally_count(&self) -> usize {
+        self.tallied
     }
 
     /// Items queued for `host`.
@@ -696,7 +801,11 @@ impl QueueStore {
 
     /// Hosts with something queued.
     pub fn host_count(&self) -> usize {
-        self.hosts.len()
+        debug_assert_eq!(
+            self.hosts.len() - self.empty_kept,
+            self.hosts.iter().filter(|(_, e)| !e.is_empty()).count()
+        );
+        self.hosts.len() - self.empty_kept
     }
 
     /// Bytes held in memory now: the host map (capacity × entry, control bytes included), the
@@ -704,8 +813,7 @@ impl QueueStore {
     /// last table (kept for the next sync's; not counted while a sync holds it). Vector slack
     /// beyond the items' length is not counted.
     pub fn memory_bytes(&self) -> u64 {
-        let entry = std::mem::size_of::<(u64, HostEntry)>() as u64 + 1;
-        self.hosts.capacity() as u64 * entry
+        self.hosts.memory_bytes()
             + self.boxes * std::mem::size_of::<HostMem>() as u64
             + self.item_mem
             + self.wbuf.capacity() as u64
@@ -747,7 +855,10 @@ impl QueueStore {
 
     /// Every host with something queued, and how many items.
     pub fn hosts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.hosts.iter().map(|(&h, e)| (h, e.len()))
+        self.hosts
+            .iter()
+            .filter(|(_, e)| !e.is_empty())
+            .map(|(&h, e)| (h, e.len()))
     }
 
     /// Writes tails, then drops read windows oldest first, until memory is under half the
@@ -787,7 +898,7 @@ impl QueueStore {
         if self.boxed.len() > 2 * self.boxes as usize + 1024 {
             self.compact_lists();
         }
-        let entry = self.hosts.get_or_default(host);
+        let entry = entry_to_fill(&mut self.hosts, &mut self.empty_kept, host);
         if entry.mem.is_none() {
             self.boxes += 1;
             self.boxed.push_back(host);

@@ -457,6 +457,7 @@ impl QueueStore {
                 mem: None,
                 tail_len: 0,
                 tail_slot: super::tails::NO_TAIL,
+                tally: Default::default(),
             };
             if front > 0 {
                 let mut mem = Box::<HostMem>::default();

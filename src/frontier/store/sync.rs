@@ -261,8 +261,13 @@ impl QueueStore {
             extra_bytes += encoded_len(item);
             maybe_flying[bit(*host) / 64] |= 1 << (bit(*host) % 64);
         }
-        let extra_hosts = extra.keys().filter(|h| !self.hosts.contains_key(h)).count();
-        let hosts = self.hosts.len() + extra_hosts;
+        // A host with a tally keeps an empty entry (see `HostTally`): it has a record only
+        // for URLs in flight, as a host without an entry.
+        let extra_hosts = extra
+            .keys()
+            .filter(|h| self.hosts.get(h).is_none_or(|e| e.is_empty()))
+            .count();
+        let hosts = self.host_count() + extra_hosts;
         let size = 64 + hosts * 40 + extra_bytes + self.live.len() * 16 + 8;
         let mut t = self
             .table_buf
@@ -305,6 +310,9 @@ impl QueueStore {
             } else {
                 &[]
             };
+            if e.is_empty() && flying.is_empty() {
+                continue;
+            }
             let front = flying.len() + e.front as usize;
             t.extend_from_slice(&record(
                 host,

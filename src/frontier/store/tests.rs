@@ -382,3 +382,52 @@ fn a_store_of_format_version_2_is_read_and_extended() {
         assert!(s.is_empty());
     }
 }
+
+/// A host's tally keeps its entry when its queue empties, and such an entry is queued nothing:
+/// not counted by `host_count`, not listed by `hosts`, no record in the table (a reopened store
+/// has no entry for it, and pops nothing from it), and queuing into it again works as into a
+/// fresh one (pops in FIFO order, counted again).
+#[test]
+fn a_tallied_host_with_nothing_queued_keeps_its_tally_and_is_not_queued() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = QueueStore::open(dir.path(), options()).expect("open");
+    let item = |host: u64, i: u64| bench_item(host, i, 9);
+    // Host 1 tallied and drained; host 2 tallied, never queued; host 3 queued, no tally.
+    s.tally_mut(1).queued_ever = 3;
+    s.tally_mut(2).scheduled = true;
+    for i in 0..3 {
+        s.push(1, &item(1, i)).expect("push");
+    }
+    s.push(3, &item(3, 0)).expect("push");
+    s.flush().expect("flush");
+    for i in 0..3 {
+        assert_eq!(s.pop(1).expect("pop"), Some(item(1, i)));
+    }
+    assert_eq!(s.pop(1).expect("pop"), None);
+    assert_eq!(s.host_count(), 1);
+    assert_eq!(s.hosts().collect::<Vec<_>>(), vec![(3, 1)]);
+    assert_eq!(s.tally_count(), 2);
+    assert_eq!(s.tally(1).map(|t| t.queued_ever), Some(3));
+    assert!(s.tally(2).is_some_and(|t| t.scheduled));
+    assert!(s.tally(3).is_none());
+    let pos = s.sync().expect("sync");
+    let mut reopened = QueueStore::reopen_at(dir.path(), options(), pos).expect("reopen");
+    assert_eq!(reopened.host_count(), 1);
+    assert_eq!(reopened.total(), 1);
+    assert_eq!(reopened.pop(1).expect("pop"), None);
+    assert_eq!(reopened.pop(3).expect("pop"), Some(item(3, 0)));
+    drop(reopened);
+    // Refilled after emptying: a queue again, in order, with the tally kept.
+    for i in 10..13 {
+        s.push(1, &item(1, i)).expect("push");
+    }
+    s.push_front(2, item(2, 0));
+    assert_eq!(s.host_count(), 3);
+    assert_eq!(s.pop(2).expect("pop"), Some(item(2, 0)));
+    for i in 10..13 {
+        assert_eq!(s.pop(1).expect("pop"), Some(item(1, i)));
+    }
+    assert_eq!(s.host_count(), 1);
+    assert_eq!(s.tally(1).map(|t| t.queued_ever), Some(3));
+    assert_eq!(s.tally_count(), 2);
+}
