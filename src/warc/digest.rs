@@ -10,7 +10,7 @@
 //! SHA-NI itself) 8.7 µs per digest, 17.4 µs for the two; the pair here 9.8 µs for both.
 //!
 //! Where several records wait for their digests (the output thread writing records no idle
-//! thread got to, a deflate thread with a queue), two records are digested at once: their
+//! thread got to, a deflate thread with a queue), two records could be digested at once: their
 //! four streams interleaved ([`blocks_and_payloads_of_two`]): `cargo bench --bench warc`
 //! (thin LTO, 2 cores under others' builds, medians of 3 trials) 7.1 µs a 16 KiB page
 //! against 10.8 one record at a time, 114 against 171 µs on real-size pages (−34%):
@@ -24,6 +24,8 @@
 //! takes up to [`MANY`] at once and, where the CPU has AVX-512, runs their streams side by
 //! side, one per 32-bit lane of a 512-bit register, in plain vector arithmetic (rotates and
 //! ternary logic are one instruction each): 7.1 µs a page ([`blocks_and_payloads_of_many`]).
+//! The deflate threads take their records the same way, up to [`MANY`] at once (with SHA-NI
+//! they spent 2.4× the CPU per page, and each µs they save makes more records on idle CPU).
 //! No crate offers multi-buffer SHA-1 either (ISA-L's is C and assembly); the lanes' loop is
 //! FIPS 180-4 as written and the tests compare it with the `sha1` crate like the rest.
 //!
@@ -246,6 +248,14 @@ pub(crate) fn blocks_and_payloads_of_many(
         }
     }
     two_by_two(responses)
+}
+
+/// Settles now, on the calling thread, whether [`blocks_and_payloads_of_many`] takes the
+/// lanes: the choice is a race timed by the clock (`lanes::faster`), which a thread of idle
+/// priority, preempted in the middle of it, would time wrong. The deflate pool calls this
+/// before its threads start (at normal priority), so that none of them runs the race.
+pub(crate) fn settle_lanes() {
+    let _ = lanes::faster();
 }
 
 /// The lanes' digests where this build has them and the CPU can run them.

@@ -103,13 +103,13 @@
 //!   fields and the request record are built; the deflate threads compute the digests of
 //!   every record waiting before they deflate any (per µs of idle CPU a digest saves the
 //!   crawl 1 µs, a deflate ~0.35: the write cost above), and the output thread computes
-//!   them for a record nobody got to ([`record::ResponseRecord::seal`]). The deflate
-//!   threads take two records at once where two wait ([`record::ResponseRecord::seal_two`]:
-//!   four SHA-1 streams interleaved: 7.1 µs a 16 KiB page instead of 10.8 on an EPYC, see
-//!   [`digest`]); on a saturated machine the output thread digests nearly every record,
-//!   whole bursts of them at a time: up to eight records at once
-//!   ([`record::ResponseRecord::seal_many`]: sixteen streams side by side in AVX-512 lanes,
-//!   7.1 µs a page on this Xeon, where SHA-NI does 15–17).
+//!   them for a record nobody got to ([`record::ResponseRecord::seal`]). Both digest up to
+//!   eight records at once, the newest waiting for a deflate thread, the oldest due for the
+//!   output thread ([`record::ResponseRecord::seal_many`]: sixteen streams side by side in
+//!   AVX-512 lanes, 7.1 µs a page on this Xeon, where SHA-NI does 15–17; two records at a
+//!   time, four SHA-NI streams, where the lanes lose a race timed once at the start, as on
+//!   an EPYC: 7.1 µs a 16 KiB page instead of 10.8, see [`digest`]). On a saturated machine
+//!   the output thread digests nearly every record, whole bursts of them at a time.
 //! - **Writing the bytes** is the output thread's other half (perf of the output thread
 //!   with the archive on, most records stored: SHA-1 ~45%, the `write`s ~37%, of which
 //!   ext4's delayed allocation of each 4 KiB block ~24%). Each burst of records goes to

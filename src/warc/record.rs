@@ -486,25 +486,11 @@ impl ResponseRecord {
         self.seal_with(super::digest::block_and_payload(&self.head, &self.payload))
     }
 
-    /// Seals two records at once, their four SHA-1 streams interleaved
-    /// ([`super::digest::blocks_and_payloads_of_two`]): what a thread with several records
-    /// to digest does, at ~2/3 of the CPU of one record after the other.
-    pub(crate) fn seal_two(a: &ResponseRecord, b: &ResponseRecord) {
-        if a.is_sealed() || b.is_sealed() {
-            a.seal();
-            b.seal();
-            return;
-        }
-        let [of_a, of_b] =
-            super::digest::blocks_and_payloads_of_two((&a.head, &a.payload), (&b.head, &b.payload));
-        a.seal_with(of_a);
-        b.seal_with(of_b);
-    }
-
     /// Seals up to [`super::digest::MANY`] records at once, those not sealed yet
     /// ([`super::digest::blocks_and_payloads_of_many`]: their streams side by side where
-    /// the CPU has AVX-512, else two records at a time): what the output thread does with the
-    /// records it must write that no idle thread digested.
+    /// the CPU has AVX-512 and that is faster, else two records at a time): what a deflate
+    /// thread does with the newest records waiting, and the output thread with the records
+    /// it must write that no idle thread digested.
     pub(crate) fn seal_many(records: &[&ResponseRecord]) {
         let todo: Vec<&ResponseRecord> =
             records.iter().copied().filter(|r| !r.is_sealed()).collect();
