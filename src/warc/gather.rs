@@ -89,7 +89,8 @@ impl Gather {
     pub(crate) fn write_stored(&mut self, record: &Arc<ResponseRecord>) -> std::io::Result<()> {
         let parts = record.parts();
         let total = parts.iter().map(|p| p.len()).sum();
-        stored_member_pieces(&parts, total, |piece| {
+        let crc = record.seal().crc;
+        stored_member_pieces(&parts, total, Some(crc), |piece| {
             match piece {
                 StoredPiece::Framing(bytes) => self.copy(bytes),
                 StoredPiece::Part(part, range) => self.refer(record, part, range),
@@ -229,7 +230,7 @@ mod tests {
                 gather.write_stored(&record).unwrap();
                 let parts = record.parts();
                 let total = parts.iter().map(|p| p.len()).sum();
-                write_stored_member(&mut expected, &parts, total).unwrap();
+                write_stored_member(&mut expected, &parts, total, None).unwrap();
             }
             if i == 3 {
                 gather.flush().unwrap();

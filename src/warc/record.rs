@@ -204,6 +204,12 @@ const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
 /// `parts`, concatenated, as one gzip member (RFC 1952: header, raw deflate, CRC-32 and
 /// length), with this thread's reused compressor, or as stored blocks for level [`STORED`].
 pub(crate) fn gzip_member(parts: &[&[u8]], level: u32) -> Vec<u8> {
+    gzip_member_of(parts, level, None)
+}
+
+/// [`gzip_member`], with the CRC-32 of `parts` when it is known already (a sealed response
+/// record's, see [`Sealed::crc`]).
+fn gzip_member_of(parts: &[&[u8]], level: u32, known_crc: Option<u32>) -> Vec<u8> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
     if total <= STORED_UP_TO || level == STORED {
         // A small record (a request, a revisit's head): compressing a few hundred bytes saves
@@ -211,7 +217,7 @@ pub(crate) fn gzip_member(parts: &[&[u8]], level: u32) -> Vec<u8> {
         // compressed payload: see `already_compressed`.
         let mut out = Vec::with_capacity(stored_member_len(total));
         // Writing to a Vec cannot fail.
-        let _ = write_stored_member(&mut out, parts, total);
+        let _ = write_stored_member(&mut out, parts, total, known_crc);
         return out;
     }
     // Compressed HTML is a fraction of its size; a quarter is a good first guess.
@@ -231,12 +237,15 @@ pub(crate) fn gzip_member(parts: &[&[u8]], level: u32) -> Vec<u8> {
             }
         };
         for part in parts {
-            crc.update(part);
+            if known_crc.is_none() {
+                crc.update(part);
+            }
             deflate_into(compress, part, &mut out, flate2::FlushCompress::None);
         }
         deflate_into(compress, &[], &mut out, flate2::FlushCompress::Finish);
     });
-    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    let crc = known_crc.unwrap_or_else(|| crc.finalize());
+    out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&(total as u32).to_le_bytes());
     out
 }
@@ -248,13 +257,15 @@ pub(crate) fn stored_member_len(total: usize) -> usize {
 }
 
 /// Writes `parts` (`total` bytes) to `out` as one gzip member of stored blocks of up to
-/// [`STORED_BLOCK`] bytes, [`stored_member_len`] bytes in all.
+/// [`STORED_BLOCK`] bytes, [`stored_member_len`] bytes in all (their CRC-32 computed unless
+/// it is `known_crc`).
 pub(crate) fn write_stored_member(
     out: &mut impl std::io::Write,
     parts: &[&[u8]],
     total: usize,
+    known_crc: Option<u32>,
 ) -> std::io::Result<()> {
-    stored_member_pieces(parts, total, |piece| match piece {
+    stored_member_pieces(parts, total, known_crc, |piece| match piece {
         StoredPiece::Framing(bytes) => out.write_all(bytes),
         StoredPiece::Part(part, range) => out.write_all(&parts[part][range]),
     })
@@ -268,13 +279,14 @@ pub(crate) enum StoredPiece<'a> {
 }
 
 /// Walks the gzip member that stores `parts` (`total` bytes) in stored blocks of up to
-/// [`STORED_BLOCK`] bytes, computing its CRC, and hands `emit` its pieces in order: what
-/// [`write_stored_member`] copies, and what the archive's writer hands to the OS straight
-/// from the record's own buffers (`super::gather`), so that a record stored is never copied
-/// in user space.
+/// [`STORED_BLOCK`] bytes, computing its CRC unless it is `known_crc` already, and hands
+/// `emit` its pieces in order: what [`write_stored_member`] copies, and what the archive's
+/// writer hands to the OS straight from the record's own buffers (`super::gather`), so that
+/// a record stored is never copied in user space.
 pub(crate) fn stored_member_pieces(
     parts: &[&[u8]],
     total: usize,
+    known_crc: Option<u32>,
     mut emit: impl FnMut(StoredPiece<'_>) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     emit(StoredPiece::Framing(&GZIP_HEADER))?;
@@ -297,7 +309,9 @@ pub(crate) fn stored_member_pieces(
             };
             let take = need.min(piece.len() - at);
             if take > 0 {
-                crc.update(&piece[at..at + take]);
+                if known_crc.is_none() {
+                    crc.update(&piece[at..at + take]);
+                }
                 emit(StoredPiece::Part(part, at..at + take))?;
             }
             at += take;
@@ -312,7 +326,8 @@ pub(crate) fn stored_member_pieces(
         }
     }
     let mut trailer = [0u8; 8];
-    trailer[..4].copy_from_slice(&crc.finalize().to_le_bytes());
+    let crc = known_crc.unwrap_or_else(|| crc.finalize());
+    trailer[..4].copy_from_slice(&crc.to_le_bytes());
     trailer[4..].copy_from_slice(&(total as u32).to_le_bytes());
     emit(StoredPiece::Framing(&trailer))
 }
@@ -427,6 +442,12 @@ pub(crate) struct Sealed {
     pub(crate) payload_digest: Sha1Digest,
     /// The payload digest's label, as the header carries it.
     pub(crate) payload_label: DigestLabel,
+    /// The CRC-32 of the record's bytes ([`ResponseRecord::parts`]): its gzip member's, stored
+    /// or deflated. Computed with the digests, where they are: a thread of idle priority
+    /// that seals a record leaves the output thread only the write of a record stored (the
+    /// CRC was ~3% of its CPU), and one that deflates it takes the CRC from here; the output
+    /// thread, sealing a record nobody got to, computes it once as it did before.
+    pub(crate) crc: u32,
 }
 
 /// The bytes the two digest fields take in a response's header (labels are fixed-length:
@@ -440,8 +461,8 @@ pub(crate) enum Member<'a> {
     /// Made already: deflated (by a deflate thread, or where the fetch ended), or a record
     /// built whole (a revisit).
     Made(&'a [u8]),
-    /// To be written stored: these parts, in order.
-    Stored([&'a [u8]; 4]),
+    /// To be written stored: these parts, in order, and their CRC-32 ([`Sealed::crc`]).
+    Stored([&'a [u8]; 4], u32),
 }
 
 impl Member<'_> {
@@ -449,15 +470,15 @@ impl Member<'_> {
     pub(crate) fn len(&self) -> usize {
         match self {
             Member::Made(bytes) => bytes.len(),
-            Member::Stored(parts) => stored_member_len(parts.iter().map(|p| p.len()).sum()),
+            Member::Stored(parts, _) => stored_member_len(parts.iter().map(|p| p.len()).sum()),
         }
     }
 
     pub(crate) fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         match self {
             Member::Made(bytes) => out.write_all(bytes),
-            Member::Stored(parts) => {
-                write_stored_member(out, parts, parts.iter().map(|p| p.len()).sum())
+            Member::Stored(parts, crc) => {
+                write_stored_member(out, parts, parts.iter().map(|p| p.len()).sum(), Some(*crc))
             }
         }
     }
@@ -521,10 +542,16 @@ impl ResponseRecord {
             header.push_str("\r\n");
         }
         header.push_str(after);
+        let mut crc = crc32fast::Hasher::new();
+        for part in [header.as_bytes(), &self.head, &self.payload, b"\r\n\r\n"] {
+            crc.update(part);
+        }
+        let crc = crc.finalize();
         self.sealed.get_or_init(|| Sealed {
             header,
             payload_digest,
             payload_label,
+            crc,
         })
     }
 
@@ -553,9 +580,11 @@ impl ResponseRecord {
         if self.made() {
             return;
         }
-        self.seal();
+        let crc = self.seal().crc;
         if self.level != STORED {
-            let _ = self.deflated.set(gzip_member(&self.parts(), self.level));
+            let _ = self
+                .deflated
+                .set(gzip_member_of(&self.parts(), self.level, Some(crc)));
         }
     }
 
@@ -585,7 +614,7 @@ impl ResponseRecord {
     pub(crate) fn member(&self) -> Member<'_> {
         match self.deflated.get() {
             Some(bytes) => Member::Made(bytes),
-            None => Member::Stored(self.parts()),
+            None => Member::Stored(self.parts(), self.seal().crc),
         }
     }
 

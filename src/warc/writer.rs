@@ -299,7 +299,7 @@ impl ArchiveWriter {
             Some(revisit) => Member::Made(revisit),
             None => fetch.response.member(),
         };
-        let stored = matches!(response, Member::Stored(_));
+        let stored = matches!(response, Member::Stored(..));
         let response_len = response.len() as u64;
         let pair = fetch.request_member.len() as u64 + response_len;
         if self.length + pair > self.options.max_bytes && self.fetches_in_file > 0 {
