@@ -152,6 +152,29 @@
 //!   (load 10–13): `rest` 31 / 30 / 30 → 22 / 24 / 22 µs a page, crawler CPU on/off
 //!   1.529 / 1.505 / 1.507 → 1.456 / 1.446 / 1.404, pages/s on/off 0.49 / 0.74 / 0.56 →
 //!   0.69 / 0.51 / 0.66 (462–501 MB written).
+//! - **Less of the record on the output thread** (2026-11-27, the same Xeon). `perf record`
+//!   of `-- --warc-only --runs 1` (fat LTO, main at 5897a92, by thread): the deflate threads
+//!   spent their idle CPU digesting two records at a time with SHA-NI (2.4× the CPU per page
+//!   of the lanes), and of the output thread's 2,047 samples 175 were `clear_page_erms`
+//!   (the digest index's 32 MiB zeroed on first touch: slow on this VM, whose host takes
+//!   back freed memory) and 57 the stored member's CRC. Now the deflate threads digest up to
+//!   eight records at once as the output thread does ([`deflate_pool`]), a record's CRC is
+//!   computed with its digests (where an idle thread sealed it, the output thread only
+//!   writes; a deflate reuses it: [`record::Sealed::crc`]), and the index starts at 1 MiB
+//!   and doubles as it must ([`digest_index`]): output thread `clear_page_erms` 175 → 9
+//!   samples, CRC 57 → 32 (the rest are records it sealed itself). Crawl bench (`-- --runs
+//!   3`, fat LTO, 5897a92 and this change alternated, three invocations each, at load 8–15
+//!   from others' builds): the output thread and the rest, archive on, 26–36 µs a page
+//!   (median 30) → 22–39 (median 26) over the nine runs each; pages/s on/off (medians of
+//!   per-run ratios) 0.688 / 0.729 / 0.788 → 0.659 / 0.918 / 0.977, within that load's
+//!   noise (under it the deflate threads get little CPU): the idle machine's run is the
+//!   figure to quote. What these runs also showed: the parse threads' +6 µs a page with the
+//!   archive on is not the records built there (`Archiver::build`, the request's SHA-1 and
+//!   CRC: ~1 µs in `perf`) but their own work slowed evenly (the scanner, the seen-set, the
+//!   near-duplicate digest each ~15% more samples), and by as much (+6 to +10 µs, one run
+//!   each under load) with one deflate thread, with the deflate threads only digesting, or
+//!   at nice 19: contention, it seems, for the caches and memory the archive's bytes go
+//!   through, not CPU that moving work off these threads could save.
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
