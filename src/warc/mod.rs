@@ -163,12 +163,14 @@
 //!   writes; a deflate reuses it: [`record::Sealed::crc`]), and the index starts at 1 MiB
 //!   and doubles as it must ([`digest_index`]): output thread `clear_page_erms` 175 → 9
 //!   samples, CRC 57 → 32 (the rest are records it sealed itself). Crawl bench (`-- --runs
-//!   3`, fat LTO, 5897a92 and this change alternated, three invocations each, at load 8–15
-//!   from others' builds): the output thread and the rest, archive on, 26–36 µs a page
-//!   (median 30) → 22–39 (median 26) over the nine runs each; pages/s on/off (medians of
-//!   per-run ratios) 0.688 / 0.729 / 0.788 → 0.659 / 0.918 / 0.977, within that load's
-//!   noise (under it the deflate threads get little CPU): the idle machine's run is the
-//!   figure to quote. What these runs also showed: the parse threads' +6 µs a page with the
+//!   3`, fat LTO, 5897a92 and this change alternated, six invocations each in two sittings,
+//!   at load 8–16 from others' builds): the output thread and the rest, archive on, median
+//!   28.5 → 24 µs a page over the 18 runs each; crawler CPU per page on/off without the
+//!   deflate threads 1.578 → 1.497 (medians of the invocations); pages/s on/off (medians
+//!   of per-run ratios) 0.688 / 0.729 / 0.788 / 0.770 / 0.766 / 0.702 → 0.659 / 0.918 /
+//!   0.977 / 0.772 / 0.756 / 0.828 (medians 0.747 → 0.800); archive 471–495 → 457–480 MB
+//!   a run for 491.6 MB of payload. Under that load the deflate threads get little CPU and
+//!   the ratio swings by ±0.15: the idle machine's run is the figure to quote. What these runs also showed: the parse threads' +6 µs a page with the
 //!   archive on is not the records built there (`Archiver::build`, the request's SHA-1 and
 //!   CRC: ~1 µs in `perf`) but their own work slowed evenly (the scanner, the seen-set, the
 //!   near-duplicate digest each ~15% more samples), and by as much (+6 to +10 µs, one run
