@@ -322,7 +322,8 @@ pub struct OutputSection {
     pub warc_max_bytes: ByteSize,
     /// The start of each WARC file's name: `PREFIX-TIMESTAMP-SERIAL.warc.gz`.
     pub warc_prefix: String,
-    /// Memory for the index of payload digests already archived (content-level dedup).
+    /// Memory for the index of payload digests already archived (content-level dedup): the
+    /// most it takes; it starts at 1 MiB and grows to this as it fills.
     pub warc_dedup_memory: ByteSize,
     /// gzip level of the WARC records: 0 stores them (still one gzip member each), 1
     /// (fastest) to 9 (smallest).

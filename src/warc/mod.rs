@@ -16,7 +16,7 @@
 //! | `writer.rs` | appending, rotating files, response or revisit (output thread) |
 //! | `gather.rs` | a file's pending bytes, handed to the OS from the records themselves (`writev`) |
 //! | `deflate_pool.rs` | digests and deflate of responses on idle-priority threads (`output.warc_deflate = "spare-cpu"`) |
-//! | `digest_index.rs` | the payload digests archived, in fixed memory |
+//! | `digest_index.rs` | the payload digests archived, in bounded memory (grown as it fills) |
 //! | `recovery.rs` | on resume: cut records whose `pages.jsonl` line was lost; rebuild the index; the same for a dead distributed process's files (sealing) |
 //! | `reader.rs` | members and records read back (index, recovery) |
 //! | `cdxj.rs` | `crawler index FILE…`: CDXJ for pywb |
