@@ -418,7 +418,8 @@ enum Pending {
     /// A fast-path link: its range of the batch's text, and its parts (relative to it).
     Plain { start: u32, end: u32, parts: Parts },
     /// A link with a text of its own (the parser's; boxed, as the rare case, so that a
-    /// pending link is the size of a plain one).
+    /// pending link is the size of a plain one: one more allocation for each of these, 1%
+    /// of the doc corpus's links, against 16 bytes less written and read for every link).
     Other(Box<Link>),
 }
 
