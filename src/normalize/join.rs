@@ -57,6 +57,7 @@
 //! took on the doc corpus (`cargo bench --bench extract`, perf). A property test checks
 //! every answer against a byte-by-byte search.
 
+use std::num::NonZeroU32;
 use std::sync::OnceLock;
 
 use serde::de::value::{Error as PartsError, SeqDeserializer, U16Deserializer, U32Deserializer};
@@ -841,15 +842,17 @@ fn is_plain(bytes: &[u8]) -> bool {
 
 /// The offsets of an http(s) URL with a domain host and no credentials, in its text: 32-bit
 /// (the fast path builds no link of 4 GiB), so that a page's links, a few dozen of these
-/// each, take half the memory they took with `usize`s.
+/// each, take half the memory they took with `usize`s; the query's and the fragment's, never
+/// 0 (a scheme comes first), `NonZeroU32`, so that being absent takes no room of its own (24
+/// bytes, not 32: a page's links are written twice and read once each).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Parts {
     /// `http` (4) or `https` (5): where the scheme ends.
     pub(super) scheme_end: u32,
     pub(super) host_end: u32,
     pub(super) path_start: u32,
-    pub(super) query_start: Option<u32>,
-    pub(super) fragment_start: Option<u32>,
+    query: Option<NonZeroU32>,
+    fragment: Option<NonZeroU32>,
     pub(super) port: Option<u16>,
 }
 
@@ -864,24 +867,45 @@ impl Parts {
         fragment_start: Option<usize>,
     ) -> Option<Parts> {
         let index = |i: usize| u32::try_from(i).ok();
+        // A start of 0 (never: a scheme comes first) is refused, as one past 32 bits is.
         let optional = |i: Option<usize>| match i {
-            Some(i) => index(i).map(Some),
+            Some(i) => index(i).and_then(NonZeroU32::new).map(Some),
             None => Some(None),
         };
         Some(Parts {
             scheme_end,
             host_end: index(host_end)?,
             path_start: index(path_start)?,
-            query_start: optional(query_start)?,
-            fragment_start: optional(fragment_start)?,
+            query: optional(query_start)?,
+            fragment: optional(fragment_start)?,
             port,
         })
     }
 
+    /// Where the query's `?` is, if there is a query.
+    pub(super) fn query_start(&self) -> Option<u32> {
+        self.query.map(NonZeroU32::get)
+    }
+
+    /// Where the fragment's `#` is, if there is a fragment.
+    pub(super) fn fragment_start(&self) -> Option<u32> {
+        self.fragment.map(NonZeroU32::get)
+    }
+
+    /// Removes the fragment's offset; returns it.
+    pub(super) fn take_fragment_start(&mut self) -> Option<u32> {
+        self.fragment.take().map(NonZeroU32::get)
+    }
+
+    /// Sets where the fragment's `#` is.
+    pub(super) fn set_fragment_start(&mut self, start: NonZeroU32) {
+        self.fragment = Some(start);
+    }
+
     /// Where the path ends in a text of `len` bytes.
     pub(super) fn path_end(&self, len: usize) -> usize {
-        self.query_start
-            .or(self.fragment_start)
+        self.query_start()
+            .or(self.fragment_start())
             .map_or(len, |i| i as usize)
     }
 
@@ -898,8 +922,8 @@ impl Parts {
             Part::Domain,
             Part::Port(self.port),
             Part::Index(self.path_start),
-            Part::OptIndex(self.query_start),
-            Part::OptIndex(self.fragment_start),
+            Part::OptIndex(self.query_start()),
+            Part::OptIndex(self.fragment_start()),
         ];
         Url::deserialize_internal(SeqDeserializer::<_, PartsError>::new(parts.into_iter())).ok()
     }
