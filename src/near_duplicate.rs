@@ -91,7 +91,7 @@
 //! Without AVX-512 the digest costs ~5% of extraction, over the 3% aimed at; the next step
 //! there would be an SSSE3 `pshufb` compaction with an 8-bit lookup table (2 KiB).
 //!
-//! With AVX-512 the hash is run with it too ([`wide_xxh3`]): `xxhash-rust` chooses its
+//! With AVX-512 the hash is run with it too (`wide_xxh3`): `xxhash-rust` chooses its
 //! AVX-512 or AVX2 code at compile time only, so a build for any x86-64 ran its SSE2 code.
 //! Same values (tested against `xxh3_64` at every length around its edges). On the doc
 //! corpus (3,040 Rust documentation pages, mean 12.6 KB; Xeon with AVX-512, old and new
