@@ -90,6 +90,14 @@
 //! written by it (a changed function would only cost a resumed crawl one page per trap).
 //! Without AVX-512 the digest costs ~5% of extraction, over the 3% aimed at; the next step
 //! there would be an SSSE3 `pshufb` compaction with an 8-bit lookup table (2 KiB).
+//!
+//! With AVX-512 the hash is run with it too (`wide_xxh3`): `xxhash-rust` chooses its
+//! AVX-512 or AVX2 code at compile time only, so a build for any x86-64 ran its SSE2 code.
+//! Same values (tested against `xxh3_64` at every length around its edges). On the doc
+//! corpus (3,040 Rust documentation pages, mean 12.6 KB; Xeon with AVX-512, old and new
+//! alternated in one binary, medians of 7): 1.21 → 0.85 µs per page, with the packing loop
+//! keeping its end in a register and counting with `popcnt` (it was reloaded through `self`
+//! and counted in software on every block).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
@@ -108,7 +116,10 @@ const BLOCK: usize = 64;
 /// A streaming digest of a page's bytes with every ASCII digit left out.
 pub struct DigitlessDigest {
     hasher: Xxh3,
-    /// The digitless bytes not hashed yet: `kept[..len]`; the rest is scratch room.
+    /// xxh3 run with AVX-512 instead of `hasher`, when the CPU has it.
+    wide: Option<WideXxh3>,
+    /// The digitless bytes not hashed yet: `kept[..len]` (with [`WideXxh3`], from its
+    /// `start`); the rest is scratch room.
     kept: Box<[u8]>,
     len: usize,
 }
@@ -117,6 +128,7 @@ impl Default for DigitlessDigest {
     fn default() -> Self {
         Self {
             hasher: Xxh3::new(),
+            wide: WideXxh3::if_supported(),
             kept: vec![0; FLUSH_BYTES + BLOCK].into_boxed_slice(),
             len: 0,
         }
@@ -170,18 +182,26 @@ impl DigitlessDigest {
     /// buffer kept: the extractor's threads digest page after page, and a new digest
     /// allocates and zeroes 8 KiB (3% of the parse threads' CPU on the crawl bench).
     pub fn finish_and_reset(&mut self) -> u64 {
-        self.hasher
-            .update(self.kept.get(..self.len).unwrap_or_default());
+        let kept = self.kept.get(..self.len).unwrap_or_default();
+        self.len = 0;
+        if let Some(wide) = self.wide.as_mut() {
+            return wide.finish_and_reset(kept);
+        }
+        self.hasher.update(kept);
         let digest = self.hasher.digest();
         self.hasher.reset();
-        self.len = 0;
         digest
     }
 
     fn flush_if_full(&mut self) {
         if self.len >= FLUSH_BYTES {
-            self.hasher.update(&self.kept[..self.len]);
-            self.len = 0;
+            match self.wide.as_mut() {
+                Some(wide) => self.len = wide.hash_blocks(&mut self.kept, self.len),
+                None => {
+                    self.hasher.update(&self.kept[..self.len]);
+                    self.len = 0;
+                }
+            }
         }
     }
 
@@ -226,7 +246,7 @@ impl DigitlessDigest {
     /// left (fewer than 64).
     #[rustversion::since(1.89)]
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
     fn update_avx512<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
         use std::arch::x86_64::{
             _mm512_cmplt_epu8_mask, _mm512_loadu_si512, _mm512_maskz_compress_epi8,
@@ -235,19 +255,26 @@ impl DigitlessDigest {
         let zero = _mm512_set1_epi8(b'0' as i8);
         let ten = _mm512_set1_epi8(10);
         let mut blocks = bytes.chunks_exact(BLOCK);
+        // The end of the kept bytes in a local: stored through `self` on every block, it
+        // was reloaded on every block too (the stores may alias, for all the compiler knows).
+        let mut len = self.len;
         for block in &mut blocks {
             // SAFETY: reads the 64 bytes of `block` (unaligned loads are allowed).
             let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
             // b - '0' < 10, unsigned: the ASCII digits only.
             let digits = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(v, zero), ten);
             let packed = _mm512_maskz_compress_epi8(!digits, v);
-            let start = self.len;
-            let room = &mut self.kept[start..start + BLOCK];
+            let room = &mut self.kept[len..len + BLOCK];
             // SAFETY: writes the 64 bytes of `room` (unaligned stores are allowed).
             unsafe { _mm512_storeu_si512(room.as_mut_ptr().cast(), packed) };
-            self.len = start + BLOCK - digits.count_ones() as usize;
-            self.flush_if_full();
+            len += BLOCK - digits.count_ones() as usize;
+            if len >= FLUSH_BYTES {
+                self.len = len;
+                self.flush_if_full();
+                len = self.len;
+            }
         }
+        self.len = len;
         blocks.remainder()
     }
 }
@@ -258,6 +285,248 @@ impl DigitlessDigest {
 fn has_byte_compress() -> bool {
     std::is_x86_feature_detected!("avx512vbmi2") && std::is_x86_feature_detected!("avx512bw")
 }
+
+/// xxh3 (64 bits, seed 0, the default secret: what `xxh3_64` computes) of inputs longer
+/// than 240 bytes, its stripes run with AVX-512 on the digitless bytes as they gather in
+/// the digest's buffer. `xxhash-rust` picks its AVX-512 (or AVX2) code at compile time only,
+/// so a build for any x86-64 runs its SSE2 code, two 16-byte lanes a step where AVX-512 takes
+/// a 64-byte stripe in one. The value is xxh3's, bit for bit (the tests compare it with
+/// `xxh3_64` at every length around its block and stripe edges): the digests are in
+/// `pages.jsonl` and read back on resume.
+///
+/// xxh3 hashes 1,024-byte blocks (16 stripes of 64 bytes, each with the secret 8 bytes
+/// further on, then a scramble), then the stripes of the last part block, then the input's
+/// last 64 bytes (overlapping what came before), and merges the eight lanes with the total
+/// length. The blocks are hashed as the buffer fills, all but the last byte (a block that
+/// ends the input is not hashed as a block), and the 64 bytes before what is left are kept
+/// for the last stripe.
+#[rustversion::since(1.89)]
+#[cfg(target_arch = "x86_64")]
+mod wide_xxh3 {
+    use std::arch::x86_64::{
+        __m512i, _mm512_add_epi64, _mm512_loadu_si512, _mm512_mul_epu32, _mm512_set1_epi64,
+        _mm512_shuffle_epi32, _mm512_slli_epi64, _mm512_srli_epi64, _mm512_storeu_si512,
+        _mm512_ternarylogic_epi32, _mm512_xor_si512,
+    };
+
+    use xxhash_rust::xxh3::xxh3_64;
+
+    /// xxh3's default secret (`xxhash-rust` does not export it).
+    const SECRET: [u8; 192] = [
+        0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad,
+        0x1c, 0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3,
+        0x67, 0x1f, 0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc,
+        0xff, 0x72, 0x21, 0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6,
+        0x81, 0x3a, 0x26, 0x4c, 0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb, 0x88, 0xd0, 0x65,
+        0x8b, 0x1b, 0x53, 0x2e, 0xa3, 0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19,
+        0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8, 0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9,
+        0xdc, 0xbb, 0xc7, 0xc7, 0x0b, 0x4f, 0x1d, 0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31,
+        0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64, 0xea, 0xc5, 0xac, 0x83, 0x34, 0xd3, 0xeb,
+        0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb, 0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0,
+        0xda, 0x49, 0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e, 0x2b, 0x16, 0xbe, 0x58, 0x7d,
+        0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce, 0x45, 0xcb, 0x3a, 0x8f,
+        0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
+    ];
+    const STRIPE: usize = 64;
+    const STRIPES_PER_BLOCK: usize = 16;
+    const BLOCK: usize = STRIPE * STRIPES_PER_BLOCK;
+    /// Where the scramble's secret starts, and the last stripe's (7 bytes before it).
+    const SCRAMBLE_SECRET: usize = SECRET.len() - STRIPE;
+    const LAST_SECRET: usize = SCRAMBLE_SECRET - 7;
+    const MERGE_SECRET: usize = 11;
+    /// Longer inputs take xxh3's long path, the one run here.
+    const MID_SIZE_MAX: usize = 240;
+    const PRIME32_1: u64 = 0x9E37_79B1;
+    const PRIME32_2: u64 = 0x85EB_CA77;
+    const PRIME32_3: u64 = 0xC2B2_AE3D;
+    const PRIME64_1: u64 = 0x9E37_79B1_85EB_CA87;
+    const PRIME64_2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+    const PRIME64_3: u64 = 0x1656_67B1_9E37_79F9;
+    const PRIME64_4: u64 = 0x85EB_CA77_C2B2_AE63;
+    const PRIME64_5: u64 = 0x27D4_EB2F_1656_67C5;
+    const INITIAL: [u64; 8] = [
+        PRIME32_3, PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME32_2, PRIME64_5, PRIME32_1,
+    ];
+
+    #[derive(Debug)]
+    pub(super) struct WideXxh3 {
+        acc: [u64; 8],
+        /// Blocks hashed.
+        blocks: u64,
+        /// Where the buffer's unhashed bytes start: 0, or after the 64 kept for the last
+        /// stripe once blocks were hashed.
+        start: usize,
+    }
+
+    impl WideXxh3 {
+        /// A new hash, if the CPU runs AVX-512 (detected once, cached by std).
+        pub(super) fn if_supported() -> Option<Self> {
+            std::is_x86_feature_detected!("avx512f").then_some(Self {
+                acc: INITIAL,
+                blocks: 0,
+                start: 0,
+            })
+        }
+
+        /// Hashes the whole blocks of `kept[start..len]` but its last byte, and moves what
+        /// is left (after the 64 bytes before it) to the front: returns the new `len`.
+        pub(super) fn hash_blocks(&mut self, kept: &mut [u8], len: usize) -> usize {
+            let pending = len.saturating_sub(self.start);
+            if pending <= BLOCK {
+                return len;
+            }
+            let end = self.start + (pending - 1) / BLOCK * BLOCK;
+            let Some(blocks) = kept.get(self.start..end) else {
+                return len;
+            };
+            // SAFETY: `if_supported` checked that the CPU has AVX-512 F.
+            self.acc = unsafe { accumulate_blocks(self.acc, blocks) };
+            self.blocks += (blocks.len() / BLOCK) as u64;
+            kept.copy_within(end - STRIPE..len, 0);
+            self.start = STRIPE;
+            len - (end - STRIPE)
+        }
+
+        /// The hash of everything fed, `kept` being the buffer's bytes (the unhashed ones
+        /// from `start`), and the hash emptied.
+        pub(super) fn finish_and_reset(&mut self, kept: &[u8]) -> u64 {
+            let digest = if self.blocks == 0 && kept.len() <= MID_SIZE_MAX {
+                xxh3_64(kept)
+            } else {
+                // SAFETY: as in `hash_blocks`.
+                unsafe { self.finish_long(kept) }
+            };
+            *self = Self {
+                acc: INITIAL,
+                blocks: 0,
+                start: 0,
+            };
+            digest
+        }
+
+        #[target_feature(enable = "avx512f")]
+        fn finish_long(&self, kept: &[u8]) -> u64 {
+            let pending = kept.get(self.start..).unwrap_or_default();
+            let total = self.blocks * BLOCK as u64 + pending.len() as u64;
+            let whole = pending.len().saturating_sub(1) / BLOCK * BLOCK;
+            let (blocks, rest) = pending.split_at(whole);
+            let mut acc = load(&self.acc);
+            acc = blocks_into(acc, blocks);
+            for (n, stripe) in rest
+                .chunks_exact(STRIPE)
+                .take(rest.len().saturating_sub(1) / STRIPE)
+                .enumerate()
+            {
+                acc = accumulate(acc, stripe, n * 8);
+            }
+            let last = kept
+                .get(kept.len().saturating_sub(STRIPE)..)
+                .unwrap_or_default();
+            acc = accumulate(acc, last, LAST_SECRET);
+            let mut lanes = [0u64; 8];
+            // SAFETY: writes the 64 bytes of `lanes`.
+            unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), acc) };
+            let mut result = total.wrapping_mul(PRIME64_1);
+            for (i, pair) in lanes.chunks_exact(2).enumerate() {
+                let at = MERGE_SECRET + 16 * i;
+                let product =
+                    u128::from(pair[0] ^ secret_u64(at)) * u128::from(pair[1] ^ secret_u64(at + 8));
+                result = result.wrapping_add(product as u64 ^ (product >> 64) as u64);
+            }
+            avalanche(result)
+        }
+    }
+
+    fn secret_u64(at: usize) -> u64 {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&SECRET[at..at + 8]);
+        u64::from_le_bytes(word)
+    }
+
+    fn avalanche(mut h: u64) -> u64 {
+        h ^= h >> 37;
+        h = h.wrapping_mul(0x1656_6791_9E37_79F9);
+        h ^ (h >> 32)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn accumulate_blocks(acc: [u64; 8], blocks: &[u8]) -> [u64; 8] {
+        let acc = blocks_into(load(&acc), blocks);
+        let mut lanes = [0u64; 8];
+        // SAFETY: writes the 64 bytes of `lanes`.
+        unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), acc) };
+        lanes
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn load(lanes: &[u64; 8]) -> __m512i {
+        // SAFETY: reads the 64 bytes of `lanes`.
+        unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) }
+    }
+
+    /// The whole blocks of `blocks` (a multiple of [`BLOCK`] long) into `acc`.
+    #[target_feature(enable = "avx512f")]
+    fn blocks_into(mut acc: __m512i, blocks: &[u8]) -> __m512i {
+        let prime = _mm512_set1_epi64(PRIME32_1 as i64);
+        let key = secret_stripe(SCRAMBLE_SECRET);
+        for block in blocks.chunks_exact(BLOCK) {
+            for (n, stripe) in block.chunks_exact(STRIPE).enumerate() {
+                acc = accumulate(acc, stripe, n * 8);
+            }
+            // Scramble: acc = (acc ^ acc >> 47 ^ key) * PRIME32_1, per 64-bit lane.
+            let mixed = _mm512_ternarylogic_epi32::<0x96>(key, acc, _mm512_srli_epi64::<47>(acc));
+            let low = _mm512_mul_epu32(mixed, prime);
+            let high = _mm512_mul_epu32(_mm512_srli_epi64::<32>(mixed), prime);
+            acc = _mm512_add_epi64(low, _mm512_slli_epi64::<32>(high));
+        }
+        acc
+    }
+
+    /// The 64 bytes of the secret from `at` (at most 128).
+    #[target_feature(enable = "avx512f")]
+    fn secret_stripe(at: usize) -> __m512i {
+        let bytes = &SECRET[at..at + STRIPE];
+        // SAFETY: reads the 64 bytes of `bytes`.
+        unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) }
+    }
+
+    /// One stripe (64 bytes of input) into `acc`, with the secret from `secret_at`: per
+    /// 64-bit lane, `acc[i ^ 1] += data`, `acc[i] += lo32(data ^ key) * hi32(data ^ key)`.
+    #[target_feature(enable = "avx512f")]
+    fn accumulate(acc: __m512i, stripe: &[u8], secret_at: usize) -> __m512i {
+        let Some(stripe) = stripe.get(..STRIPE) else {
+            return acc;
+        };
+        // SAFETY: reads the 64 bytes of `stripe`.
+        let data = unsafe { _mm512_loadu_si512(stripe.as_ptr().cast()) };
+        let mixed = _mm512_xor_si512(data, secret_stripe(secret_at));
+        let product = _mm512_mul_epu32(mixed, _mm512_srli_epi64::<32>(mixed));
+        let swapped = _mm512_shuffle_epi32::<0x4E>(data);
+        _mm512_add_epi64(acc, _mm512_add_epi64(swapped, product))
+    }
+}
+
+/// Where AVX-512 cannot be used (another CPU, or a Rust older than 1.89), xxh3 is
+/// `xxhash-rust`'s alone: no [`WideXxh3`] is ever made.
+#[rustversion::attr(since(1.89), cfg(not(target_arch = "x86_64")))]
+mod wide_xxh3 {
+    #[derive(Debug)]
+    pub(super) enum WideXxh3 {}
+
+    impl WideXxh3 {
+        pub(super) fn if_supported() -> Option<Self> {
+            None
+        }
+        pub(super) fn hash_blocks(&mut self, _: &mut [u8], _: usize) -> usize {
+            match *self {}
+        }
+        pub(super) fn finish_and_reset(&mut self, _: &[u8]) -> u64 {
+            match *self {}
+        }
+    }
+}
+
+use wide_xxh3::WideXxh3;
 
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
 
@@ -531,6 +800,62 @@ mod tests {
         assert_eq!(digest_of(&[&page]), expected);
     }
 
+    /// A digest whose xxh3 is `xxhash-rust`'s, whatever the CPU: the reference for the
+    /// AVX-512 one.
+    fn with_portable_hash() -> DigitlessDigest {
+        DigitlessDigest {
+            wide: None,
+            ..DigitlessDigest::default()
+        }
+    }
+
+    #[test]
+    fn the_wide_xxh3_is_xxh3_at_every_length_around_its_edges() {
+        // On a CPU with AVX-512 (the one this was written on) the default digest hashes
+        // with `WideXxh3`; elsewhere this compares `xxhash-rust` with itself.
+        assert_eq!(
+            DigitlessDigest::default().wide.is_some(),
+            std::is_x86_feature_detected!("avx512f")
+        );
+        // Bytes without digits: the digest is xxh3 of the bytes themselves.
+        let bytes: Vec<u8> = (0..41_000u32)
+            .map(|i| {
+                let x = (i.wrapping_mul(2_654_435_761) >> 24) as u8;
+                if x.is_ascii_digit() {
+                    x + 10
+                } else {
+                    x
+                }
+            })
+            .collect();
+        // Every length across the short paths (up to 240), the 64-byte stripes and the
+        // first blocks; then both sides of each block edge up to past the 8 KiB flushes.
+        let edges = (1..40).flat_map(|k| [k * 1024, k * 1024 + 64]);
+        let lengths: Vec<usize> = (0..2200)
+            .chain(edges.flat_map(|edge: usize| edge - 2..edge + 3))
+            .collect();
+        let mut reused = DigitlessDigest::default();
+        for len in lengths {
+            let expected = xxh3_64(&bytes[..len]);
+            reused.update(&bytes[..len]);
+            assert_eq!(reused.finish_and_reset(), expected, "length {len}");
+            for size in [100, 8191] {
+                let mut chunked = DigitlessDigest::default();
+                let mut portable = with_portable_hash();
+                for chunk in bytes[..len].chunks(size) {
+                    chunked.update(chunk);
+                    portable.update(chunk);
+                }
+                assert_eq!(
+                    chunked.finish(),
+                    expected,
+                    "length {len} in chunks of {size}"
+                );
+                assert_eq!(portable.finish(), expected, "length {len}, portable");
+            }
+        }
+    }
+
     /// Bytes that are often digits, often their neighbours in ASCII, sometimes anything.
     fn page_bytes() -> impl Strategy<Value = Vec<u8>> {
         proptest::collection::vec(
@@ -539,7 +864,8 @@ mod tests {
                 2 => b'a'..=b'z',
                 1 => any::<u8>(),
             ],
-            0..3000,
+            // Past the 8 KiB flushes and many xxh3 blocks.
+            0..20_000,
         )
     }
 
@@ -561,7 +887,7 @@ mod tests {
             }
             let expected = xxh3_64(&digitless(&page));
             prop_assert_eq!(digest_of(&chunks), expected);
-            let mut portable = DigitlessDigest::default();
+            let mut portable = with_portable_hash();
             for chunk in &chunks {
                 portable.update_portable(chunk);
             }

@@ -60,8 +60,16 @@
 //! position is a chain of short searches, each waiting for the one before: where the answer
 //! is usually at one place (the next `<` right after a `>`, the `>` of `</a>` and of
 //! `</span>`), that byte is checked first, a branch the CPU predicts and runs ahead of.
+//! The same goes for attributes: ` class="` and ` href="` (~60% of a documentation page's
+//! attributes, ~125 of them) are recognised by one 8-byte compare where an attribute may
+//! start, and a `<span class="…">` or `<div class="…">` goes to the attribute lexer without
+//! first searching for its `>`: corpus 7.65 → 7.31 µs per page (median of 7, old and new
+//! scanner alternated in one binary).
 //! (Bitmasks of 64-byte blocks searched instead of the inline searches measured slower
-//! here, 0.77-0.87×: the masks cost more than the searches they replace.)
+//! here, 0.77-0.87×: the masks cost more than the searches they replace. So did lexing
+//! each attribute from a 16-byte block's masks of whitespace, `=`, `/`, `>` and quotes:
+//! 0.89×, the loads and masks a chain of data dependencies where the byte loops are
+//! predicted branches.)
 //! `memchr` is the well-kept crate for the SIMD search (already in the build through
 //! regex); the tokenizer rules are hand-written because no crate offers a lexer that skips
 //! what it does not need, which is the whole point.
@@ -91,7 +99,7 @@ pub(crate) enum LinkTag {
 
 /// The raw values (byte ranges of the input) of the attributes the extractor reads: the
 /// first of each name; a valueless attribute is an empty range.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Attrs {
     pub href: Option<Range<usize>>,
     pub src: Option<Range<usize>>,
@@ -564,7 +572,10 @@ impl Scanner<'_> {
             && !matches!(
                 name,
                 Name::Svg | Name::Math | Name::SvgIntegration | Name::MathText | Name::RcData(_)
-            );
+            )
+            // `<span class="…">`: a quote comes before the `>`, so the search for which comes
+            // first would only lead to the lexer.
+            && common_attribute(b, name_end).is_none();
         let lexed = match quick.then(|| self.tag_end(name_end)).flatten() {
             Some(end) => Lexed {
                 end,
@@ -713,6 +724,16 @@ impl Scanner<'_> {
     /// its name does not matter either: a quote in the name leads to the attributes' lexer
     /// as one after it does.
     fn skip_tag(&self, at: usize) -> Option<usize> {
+        // `<div class="…">`, `<h4 class="…">`: a quote comes before the `>` (see
+        // `start_tag`); a name of two or three letters or digits is checked in place.
+        let b = self.b;
+        let alnum = |i: usize| b.get(i).is_some_and(u8::is_ascii_alphanumeric);
+        if alnum(at + 1) {
+            let name_end = if alnum(at + 2) { at + 3 } else { at + 2 };
+            if common_attribute(b, name_end).is_some() {
+                return self.attributes(name_end, None).map(|lexed| lexed.end);
+            }
+        }
         match self.tag_end(at) {
             Some(end) => Some(end),
             None => self
@@ -742,9 +763,31 @@ impl Scanner<'_> {
 
     /// Lexes the attributes from just after the tag name to the closing `>`, recording the
     /// wanted ones in `attrs`. `None` if the document ends first (the tag is dropped).
-    fn attributes(&self, mut at: usize, mut attrs: Option<&mut Attrs>) -> Option<Lexed> {
+    fn attributes(&self, at: usize, attrs: Option<&mut Attrs>) -> Option<Lexed> {
+        self.lex_attributes::<true>(at, attrs)
+    }
+
+    /// [`Self::attributes`], with ` class="` and ` href="` taken whole where they come
+    /// (`GUESS`) or byte by byte like any other attribute (the tests' reference).
+    #[inline(always)]
+    fn lex_attributes<const GUESS: bool>(
+        &self,
+        mut at: usize,
+        mut attrs: Option<&mut Attrs>,
+    ) -> Option<Lexed> {
         let b = self.b;
         loop {
+            if GUESS {
+                if let Some((attribute, start)) = common_attribute(b, at) {
+                    let end = find(b, start, b'"')?;
+                    if let (Some(attrs), CommonAttribute::Href) = (attrs.as_deref_mut(), attribute)
+                    {
+                        attrs.href.get_or_insert(start..end);
+                    }
+                    at = end + 1;
+                    continue;
+                }
+            }
             // Before attribute name.
             let c = *b.get(at)?;
             if is_space(c) {
@@ -1025,6 +1068,34 @@ impl Scanner<'_> {
     }
 }
 
+/// An attribute whose name and opening quote [`common_attribute`] checks in one compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CommonAttribute {
+    Class,
+    Href,
+}
+
+/// ` class="` or ` href="` at `at` (lowercase, one space: how nearly every page spells them;
+/// ~60% of a documentation page's attributes): which, and where its value starts. Where an
+/// attribute may start (after a tag name or a value, or in whitespace) these bytes are
+/// exactly whitespace, the name, `=` and an opening quote to the tokenizer, so the lexer
+/// takes them in one 8-byte compare, a branch the CPU predicts and runs ahead of, instead
+/// of a branch per byte.
+#[inline(always)]
+fn common_attribute(b: &[u8], at: usize) -> Option<(CommonAttribute, usize)> {
+    const CLASS: u64 = u64::from_le_bytes(*b" class=\"");
+    const HREF: u64 = u64::from_le_bytes(*b" href=\"\0");
+    const SEVEN: u64 = u64::MAX >> 8;
+    let word = u64::from_le_bytes(*b.get(at..at + 8)?.first_chunk()?);
+    if word == CLASS {
+        Some((CommonAttribute::Class, at + 8))
+    } else if word & SEVEN == HREF {
+        Some((CommonAttribute::Href, at + 7))
+    } else {
+        None
+    }
+}
+
 /// Records attribute `name`'s value if it is one the extractor reads and the first of its
 /// name. Names are matched by [`folded_key`]: every attribute of a link tag comes through
 /// here, so one load and one integer match each, not a case-insensitive compare per
@@ -1102,6 +1173,57 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// Bytes of tags: the ones the attribute lexer's states turn on, the names it records,
+    /// sometimes anything.
+    fn tag_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let pieces = prop_oneof![
+            4 => prop::sample::select(vec![
+                " ", "\t", "\n", "\x0c", "\r", "=", "\"", "'", ">", "/", "<", "href", "HREF",
+                "rel", "src", "name", "content", "color", "x", "y-z", " class=\"", "=\"", "='",
+                "\" ", "\">", "\"/>",
+            ]).prop_map(|piece: &str| piece.as_bytes().to_vec()),
+            1 => any::<u8>().prop_map(|b| vec![b]),
+        ];
+        proptest::collection::vec(pieces, 0..40).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+
+        /// The attribute lexer with its common attributes taken whole against the lexer
+        /// reading them byte by byte, from every place a tag name can end.
+        #[test]
+        fn common_attributes_taken_whole_are_read_as_byte_by_byte(input in tag_bytes()) {
+            let scanner = Scanner {
+                b: &input,
+                ns: NsStack::default(),
+                frameset_depth: 0,
+            };
+            for at in 0..=input.len() {
+                let naive_end = at + input[at..]
+                    .iter()
+                    .position(|&c| is_space(c) || c == b'/' || c == b'>')
+                    .unwrap_or(input.len() - at);
+                if at < input.len() && naive_end != at {
+                    continue;
+                }
+                let (mut fast, mut slow) = (Attrs::default(), Attrs::default());
+                let ends = |l: Option<Lexed>| l.map(|l| (l.end, l.self_closing));
+                let lexed = ends(scanner.attributes(at, Some(&mut fast)));
+                let expected = ends(scanner.lex_attributes::<false>(at, Some(&mut slow)));
+                proptest::prop_assert_eq!(lexed, expected, "at {}", at);
+                if expected.is_some() {
+                    proptest::prop_assert_eq!(&fast, &slow, "at {}", at);
+                }
+                proptest::prop_assert_eq!(
+                    ends(scanner.attributes(at, None)),
+                    ends(scanner.lex_attributes::<false>(at, None))
+                );
             }
         }
     }
