@@ -488,12 +488,13 @@ impl ResponseRecord {
     /// What a stored member holds, in order: the header (digests computed now if they are
     /// not yet), the HTTP head, the payload, the closing CRLFs.
     pub(crate) fn parts(&self) -> [&[u8]; 4] {
-        [
-            self.seal().header.as_bytes(),
-            &self.head,
-            &self.payload,
-            b"\r\n\r\n",
-        ]
+        self.parts_under(&self.seal().header)
+    }
+
+    /// The record's bytes under `header`: what [`Self::parts`] hands out, and what the CRC
+    /// of [`Sealed`] covers.
+    fn parts_under<'a>(&'a self, header: &'a str) -> [&'a [u8]; 4] {
+        [header.as_bytes(), &self.head, &self.payload, b"\r\n\r\n"]
     }
 
     /// The block and payload digests, computed now if nobody did yet, and the header with
@@ -543,7 +544,7 @@ impl ResponseRecord {
         }
         header.push_str(after);
         let mut crc = crc32fast::Hasher::new();
-        for part in [header.as_bytes(), &self.head, &self.payload, b"\r\n\r\n"] {
+        for part in self.parts_under(&header) {
             crc.update(part);
         }
         let crc = crc.finalize();
