@@ -44,7 +44,11 @@
 //! per server address, so each figure is the cost of the budgets and address lookups, not a
 //! slower crawl).
 //!
-//! `-- --arenas N` caps glibc malloc at N arenas instead of the crawler's 2
+//! The crawler runs on its own allocator (`crawler::allocator`: mimalloc, tuned), the server
+//! process on the system's; `CRAWLER_ALLOCATOR=system cargo bench --bench crawl` runs the
+//! crawler on glibc's too, for a comparison. The first line printed says which.
+//!
+//! `-- --arenas N` (with `CRAWLER_ALLOCATOR=system`) caps glibc malloc at N arenas instead of the crawler's 2
 //! (`crate::allocator`; 0 for glibc's default of 8 per core): run back to back with and
 //! without to see what the cap costs in CPU and saves in peak RSS. The CPU figures are
 //! printed as user and sys too.
@@ -385,10 +389,18 @@ fn generous_politeness(config: &mut crawler::config::Config) {
     }
 }
 
+/// The crawler's allocator (`crawler::allocator`): what users run.
+#[global_allocator]
+static ALLOCATOR: crawler::allocator::CrawlerAllocator = crawler::allocator::CrawlerAllocator;
+
 fn main() {
     testweb_process::serve_if_asked();
     let args: Vec<String> = std::env::args().collect();
     crawler::allocator::limit_malloc_arenas();
+    println!(
+        "crawler's allocator: {} (CRAWLER_ALLOCATOR=system for the system's)",
+        crawler::allocator::describe()
+    );
     if let Some(arenas) = testweb_process::arg_value("--arenas") {
         let arenas: i32 = arenas
             .parse()

@@ -423,6 +423,10 @@ fn sample_queues(
     fullest
 }
 
+/// The crawler's allocator (`crawler::allocator`): what users run.
+#[global_allocator]
+static ALLOCATOR: crawler::allocator::CrawlerAllocator = crawler::allocator::CrawlerAllocator;
+
 fn main() {
     testweb_process::serve_if_asked();
     crawler::allocator::limit_malloc_arenas();

@@ -229,6 +229,10 @@ async fn measure(
     (thread_cpu_ns() - started) as f64 / requests as f64
 }
 
+/// The crawler's allocator (`crawler::allocator`): what users run.
+#[global_allocator]
+static ALLOCATOR: crawler::allocator::CrawlerAllocator = crawler::allocator::CrawlerAllocator;
+
 fn main() {
     let rounds: usize = arg_value("--rounds")
         .and_then(|v| v.parse().ok())

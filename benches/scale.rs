@@ -442,6 +442,10 @@ impl Screening {
     }
 }
 
+/// The crawler's allocator (`crawler::allocator`): what users run.
+#[global_allocator]
+static ALLOCATOR: crawler::allocator::CrawlerAllocator = crawler::allocator::CrawlerAllocator;
+
 fn main() {
     crawler::allocator::limit_malloc_arenas();
     let s = Settings::from_env();

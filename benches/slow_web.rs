@@ -107,6 +107,10 @@ fn crawl_once(spec: &WebSpec, port: u16) -> Run {
     }
 }
 
+/// The crawler's allocator (`crawler::allocator`): what users run.
+#[global_allocator]
+static ALLOCATOR: crawler::allocator::CrawlerAllocator = crawler::allocator::CrawlerAllocator;
+
 fn main() {
     testweb_process::serve_if_asked();
     crawler::allocator::limit_malloc_arenas();

@@ -63,6 +63,10 @@ const WAYS: [Way; 8] = [
     }),
 ];
 
+/// The crawler's allocator (`crawler::allocator`): what users run.
+#[global_allocator]
+static ALLOCATOR: crawler::allocator::CrawlerAllocator = crawler::allocator::CrawlerAllocator;
+
 fn main() {
     crawler::allocator::limit_malloc_arenas();
     let rounds: usize = std::env::var("WARC_BENCH_ROUNDS")

@@ -1,47 +1,205 @@
-//! Process-wide memory-allocator tuning, applied once at start by the `crawler` binary
-//! (and by the benchmarks, so that they measure what users run), and the advice for 2 MiB
-//! pages that the large tables read at random take (`advise_huge_pages`).
+//! The crawler's memory allocator ([`CrawlerAllocator`]: mimalloc, tuned; the system's on
+//! request), applied by the `crawler` binary and by the benchmarks (so that they measure what
+//! users run), and the advice for 2 MiB pages that the large tables read at random take
+//! (`advise_huge_pages`).
 //!
-//! Response bodies are allocated on the fetch threads and freed on the parse threads.
-//! glibc's malloc answers that pattern by growing one arena per thread and keeping freed
-//! memory in each, which measured on the crawl benchmark (30,000 pages of 16 KiB) as 86 MB
-//! peak RSS. Capping glibc at two arenas brought it to 21 MB at the same throughput;
-//! mimalloc, tried as the alternative, gave 38–47 MB. So the crawler keeps the system
-//! allocator and caps its arenas. Other C libraries are left alone.
+//! # Why mimalloc, and why tuned
+//! Every page costs the crawl ~40 allocations (hyper's and reqwest's per request, a tokio
+//! task per fetch, the body, the links' batch), and response bodies are allocated on the
+//! fetch threads and freed on the parse threads (or on the output thread, with the archive
+//! on). glibc's malloc served that at a price: with its arenas capped at two (below), malloc
+//! and free were ~10% of the fetch threads' CPU (`perf record` of the crawl bench:
+//! `_int_malloc`, `unlink_chunk`, `malloc_consolidate`), each tokio task, aligned to 128
+//! bytes, went through glibc's slow `memalign` path (one per page: `perf probe` on
+//! `_mid_memalign`), and with the archive on its peak RSS wandered between 78 and 150 MB from
+//! one invocation of the bench to the next. mimalloc (the `mimalloc` crate, Microsoft's
+//! allocator, v3) keeps per-thread free lists, frees across threads without a lock and
+//! serves aligned blocks from its size classes.
 //!
-//! The mmap threshold is also fixed at 128 KiB: glibc otherwise raises it each time a large
-//! block is freed (up to 32 MiB), after which large bodies (long-tailed pages run to several
-//! MB) come from the heap and their freed space is kept. Measured with both settings
-//! (`cargo bench --bench crawl -- --no-warc`, `-- --long-tail`): 20.9 MB peak RSS on 16 KiB
-//! pages, 40.8 MB on long-tailed ones. (Figures of 86–92 MB seen under `cargo bench` were
-//! cargo's own RSS: getrusage's `ru_maxrss` survives `execve`; the benches read `VmHWM`.)
+//! Out of the box it keeps freed memory for a second (`purge_delay` = 1,000 ms) and commits
+//! its arenas eagerly, so its purges only `MADV_FREE` pages that stay in the RSS: peak RSS
+//! 98–106 MB on the crawl bench, 163–174 MB on long-tailed pages. Set here, before its first
+//! allocation: arenas committed on demand (`arena_eager_commit` = 0, so a purge gives pages
+//! back) and freed memory purged after 10 ms (mimalloc v2's default). Measured 2026-11-27 on
+//! this machine, fat-LTO bench binaries, `cargo bench --bench crawl` (16 KiB pages, "pages.jsonl
+//! only" CPU; peak RSS of the whole bench, archive runs included) and `-- --long-tail`, each
+//! invocation alternated with main's glibc build, options set through `MIMALLOC_*`:
 //!
-//! What the cap costs in CPU, measured 2026-11-26 back to back (`cargo bench --bench crawl
-//! -- --no-warc --runs 3 --arenas N`, thin-LTO build, machine shared with other builds):
-//! on 16 KiB pages, 2 arenas 91 / 104 / 107 µs of crawler CPU per page in three runs of the
-//! bench, glibc's default (16 here) 92 / 90 / 97, peak RSS 34–36 MB either way; on
-//! long-tailed pages (`-- --long-tail`), 2 arenas 119 and 115 µs at 47.6 and 48.9 MB,
-//! 4 arenas 114 µs at 49.4 MB, the default 109 µs at 54.3 MB. The cap costs at most ~8%
-//! of the CPU, inside this machine's noise, and lifting it grows the long-tail peak by 14%:
-//! it stays at 2.
+//! | crawler's allocator | CPU µs per page | peak RSS, crawl bench | long-tailed pages |
+//! |---|---:|---:|---:|
+//! | glibc, 2 arenas (before) | 81–90 | 54–134 MB | 106 µs, 49 MB |
+//! | mimalloc as shipped | 65–71 | 98–106 MB | 163–174 MB |
+//! | mimalloc, purge 1 ms, lazy commit | 76–83 | 58–62 MB | 106 µs, 70 MB |
+//! | **mimalloc, purge 10 ms, lazy commit** | 71–72 | 56–58 MB | 96 µs, 79 MB |
+//! | mimalloc, purge 100 ms, lazy commit | 64–74 | 70–77 MB | 99 µs, 104 MB |
+//!
+//! Long-tailed pages (bodies up to several MB, which glibc maps and unmaps on their own) are
+//! the one place it holds more memory than glibc did. To compare again on another machine:
+//! `cargo bench --bench crawl` against `CRAWLER_ALLOCATOR=system cargo bench --bench crawl`.
+//!
+//! `CRAWLER_ALLOCATOR=system` in the environment makes the crawler use the system's allocator
+//! instead (glibc, with the tuning below): the choice is made once, at the process's first
+//! allocation, and never changes, so every block is freed by the allocator that made it.
+//! `MIMALLOC_PURGE_DELAY` and `MIMALLOC_ARENA_EAGER_COMMIT`, when set, win over the values
+//! here (mimalloc's own environment variables).
+//!
+//! # glibc's tuning (with `CRAWLER_ALLOCATOR=system`, and for C libraries' own allocations)
+//! glibc's malloc answers bodies freed on another thread by growing one arena per thread and
+//! keeping freed memory in each: 86 MB peak RSS on the crawl benchmark, 21 MB with two
+//! arenas at the same throughput. Its mmap threshold is fixed at 128 KiB: glibc otherwise
+//! raises it each time a large block is freed (up to 32 MiB), after which large bodies come
+//! from the heap and their freed space is kept. Its trim threshold is 4 MiB: glibc's 128 KiB
+//! is less than the bodies in flight (64 × 16 KiB), so the heap's top was given back and
+//! faulted in again all the time (40,500 page faults for 30,000 pages; 10,100 with 4 MiB).
 
-/// The mmap threshold: blocks from this size up are mapped and unmapped on their own.
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// The mmap threshold (glibc): blocks from this size up are mapped and unmapped on their own.
 const MMAP_THRESHOLD: i32 = 128 << 10;
 
-/// Free memory an arena keeps at its top before giving it back to the kernel. glibc's 128 KiB
-/// (fixed, like the mmap threshold, once that is set) is less than the bodies in flight
-/// (64 × 16 KiB on the crawl bench), so the heap's top was given back and faulted in again
-/// all the time: about one page fault per crawled page, most of them on the fetch threads
-/// receiving bodies (`perf record -e page-faults` on the crawl bench: 40,500 faults for
-/// 30,000 pages, 10,100 with 4 MiB, no fewer with 16 MiB). What it costs: up to 4 MiB per
-/// arena (three at most) of memory freed but kept; large bodies are mapped apart anyway.
-/// Measured 2026-11-26 with the `cpu80` branch's other changes (`cargo bench --bench crawl
-/// -- --no-warc --runs 3`, three invocations each, thin LTO, side by side with its base):
-/// peak RSS 38.8–40.3 MB against 34.0–35.9 MB.
+/// Free memory a glibc arena keeps at its top before giving it back to the kernel.
 const TRIM_THRESHOLD: i32 = 4 << 20;
 
-/// Caps glibc malloc at two arenas and fixes its mmap and trim thresholds. Call before starting
-/// threads; a no-op elsewhere.
+/// mimalloc's options this module sets, by their index in `mi_option_t` (mimalloc v3's
+/// `mimalloc.h`, as vendored by `libmimalloc-sys` 0.1.49: the crate exports no constant for
+/// them). The test `the_option_indices_name_the_options_meant` checks them against their
+/// defaults, so an update that renumbers them fails it.
+const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Milliseconds mimalloc keeps freed memory before giving it back.
+const PURGE_DELAY_MS: std::ffi::c_long = 10;
+
+/// The global allocator of the crawler's binaries: mimalloc, tuned (see the module's doc),
+/// or the system's with `CRAWLER_ALLOCATOR=system`. Declare it with
+/// `#[global_allocator] static ALLOCATOR: CrawlerAllocator = CrawlerAllocator;`.
+pub struct CrawlerAllocator;
+
+/// Which allocator serves the process: not chosen yet, mimalloc, the system's.
+static CHOICE: AtomicU8 = AtomicU8::new(UNCHOSEN);
+const UNCHOSEN: u8 = 0;
+const MIMALLOC: u8 = 1;
+const SYSTEM: u8 = 2;
+
+/// Whether the system's allocator serves the process (chosen at the first allocation).
+#[inline]
+fn system() -> bool {
+    match CHOICE.load(Ordering::Relaxed) {
+        MIMALLOC => false,
+        SYSTEM => true,
+        _ => choose(),
+    }
+}
+
+/// The first allocation's choice, from the environment; mimalloc's options are set before
+/// it allocates anything. Reads the environment with `getenv`, which does not allocate.
+#[cold]
+fn choose() -> bool {
+    let wanted = if env_is(c"CRAWLER_ALLOCATOR", b"system") {
+        SYSTEM
+    } else {
+        tune_mimalloc();
+        MIMALLOC
+    };
+    // The first allocation runs before `main`, on one thread; should two race, both take the
+    // first one's choice.
+    match CHOICE.compare_exchange(UNCHOSEN, wanted, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => wanted == SYSTEM,
+        Err(chosen) => chosen == SYSTEM,
+    }
+}
+
+/// Whether the environment variable `name` is set, and to `value` if one is given (`b""`:
+/// set to anything).
+fn env_is(name: &std::ffi::CStr, value: &[u8]) -> bool {
+    #[cfg(unix)]
+    {
+        // SAFETY: `name` is NUL-terminated; `getenv` returns NULL or a NUL-terminated string
+        // of the environment, read before any other thread could change it.
+        unsafe {
+            let found = libc::getenv(name.as_ptr());
+            !found.is_null()
+                && (value.is_empty() || std::ffi::CStr::from_ptr(found).to_bytes() == value)
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (name, value);
+        false
+    }
+}
+
+/// Sets mimalloc's options, where the environment does not.
+fn tune_mimalloc() {
+    // SAFETY: `mi_option_set` stores an option's value; the indices are mimalloc v3's (see
+    // their constants).
+    unsafe {
+        if !env_is(c"MIMALLOC_ARENA_EAGER_COMMIT", b"") {
+            libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0);
+        }
+        if !env_is(c"MIMALLOC_PURGE_DELAY", b"") {
+            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
+        }
+    }
+}
+
+// SAFETY: every call goes to one allocator, the same for the whole process (`system()` is
+// settled at the first call and never changes), so each block is freed, grown or shrunk by
+// the allocator that made it; both uphold `GlobalAlloc`'s contract themselves.
+unsafe impl GlobalAlloc for CrawlerAllocator {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            if system() {
+                System.alloc(layout)
+            } else {
+                mimalloc::MiMalloc.alloc(layout)
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as above.
+        unsafe {
+            if system() {
+                System.alloc_zeroed(layout)
+            } else {
+                mimalloc::MiMalloc.alloc_zeroed(layout)
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above; `ptr` came from the same allocator (see the impl's comment).
+        unsafe {
+            if system() {
+                System.dealloc(ptr, layout)
+            } else {
+                mimalloc::MiMalloc.dealloc(ptr, layout)
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as above.
+        unsafe {
+            if system() {
+                System.realloc(ptr, layout, new_size)
+            } else {
+                mimalloc::MiMalloc.realloc(ptr, layout, new_size)
+            }
+        }
+    }
+}
+
+/// Caps glibc malloc at two arenas and fixes its mmap and trim thresholds: for the system's
+/// allocator when `CRAWLER_ALLOCATOR=system` chose it, and for what C libraries allocate
+/// with `malloc` either way. Call before starting threads; a no-op elsewhere.
 pub fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; M_ARENA_MAX, M_MMAP_THRESHOLD and
@@ -51,6 +209,23 @@ pub fn limit_malloc_arenas() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
         libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
     }
+}
+
+/// Which allocator serves this process, with mimalloc's settings as mimalloc reads them
+/// back, for the benchmarks' and the log's reports: `mimalloc (purge delay 10 ms, eager
+/// commit 0)` or `system`.
+pub fn describe() -> String {
+    if CHOICE.load(Ordering::Relaxed) == SYSTEM {
+        return "system".into();
+    }
+    // SAFETY: `mi_option_get` reads an option.
+    let (delay, eager) = unsafe {
+        (
+            libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
+            libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_EAGER_COMMIT),
+        )
+    };
+    format!("mimalloc (purge delay {delay} ms, eager commit {eager})")
 }
 
 /// Asks the kernel to back the 2 MiB-aligned part of `items` with 2 MiB pages. For a large
@@ -80,4 +255,69 @@ pub(crate) fn advise_huge_pages<T>(items: &mut [T]) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = items;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_option_indices_name_the_options_meant() {
+        // mimalloc v3's defaults, distinct enough to tell the options apart: eager commit 2
+        // ("on where the OS overcommits"), purge delay 1,000 ms. This test process does not
+        // use `CrawlerAllocator`, so nothing here has set them.
+        // SAFETY: `mi_option_get` reads an option (initializing it from the environment).
+        let (eager, delay) = unsafe {
+            (
+                libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_EAGER_COMMIT),
+                libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
+            )
+        };
+        if !env_is(c"MIMALLOC_ARENA_EAGER_COMMIT", b"") {
+            assert_eq!(
+                eager, 2,
+                "option {MI_OPTION_ARENA_EAGER_COMMIT} is not arena_eager_commit"
+            );
+        }
+        if !env_is(c"MIMALLOC_PURGE_DELAY", b"") {
+            assert_eq!(
+                delay, 1000,
+                "option {MI_OPTION_PURGE_DELAY} is not purge_delay"
+            );
+        }
+    }
+
+    #[test]
+    fn both_allocators_allocate_grow_zero_and_free() {
+        // Whatever the process chose, each path serves aligned, zeroed and grown blocks.
+        let layouts = [
+            Layout::from_size_align(24, 8).unwrap(),
+            Layout::from_size_align(4096, 128).unwrap(),
+            Layout::from_size_align(300_000, 16).unwrap(),
+        ];
+        for allocator in [&mimalloc::MiMalloc as &dyn GlobalAlloc, &System] {
+            for layout in layouts {
+                // SAFETY: non-zero sizes; each block is freed once, with its layout.
+                unsafe {
+                    let zeroed = allocator.alloc_zeroed(layout);
+                    assert!(!zeroed.is_null());
+                    assert_eq!(zeroed as usize % layout.align(), 0);
+                    assert!(std::slice::from_raw_parts(zeroed, layout.size())
+                        .iter()
+                        .all(|&b| b == 0));
+                    zeroed.write_bytes(0xA5, layout.size());
+                    let grown = allocator.realloc(zeroed, layout, layout.size() * 3);
+                    assert!(!grown.is_null());
+                    assert_eq!(grown as usize % layout.align(), 0);
+                    assert_eq!(*grown.add(layout.size() - 1), 0xA5);
+                    allocator.dealloc(
+                        grown,
+                        Layout::from_size_align(layout.size() * 3, layout.align()).unwrap(),
+                    );
+                }
+            }
+        }
+        let described = describe();
+        assert!(described == "system" || described.starts_with("mimalloc (purge delay "));
+    }
 }

@@ -242,6 +242,10 @@ fn parse_size_arg(text: &str) -> Result<u64, String> {
     parse_byte_size(text).map_err(|e| e.to_string())
 }
 
+/// The crawler's allocator (`crawler::allocator`): what users run.
+#[global_allocator]
+static ALLOCATOR: crawler::allocator::CrawlerAllocator = crawler::allocator::CrawlerAllocator;
+
 fn main() -> ExitCode {
     crawler::allocator::limit_malloc_arenas();
     let cli = Cli::parse();
@@ -255,6 +259,7 @@ fn main() -> ExitCode {
         // Colour codes only for a terminal: a log file or a pipe gets plain text.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    tracing::debug!("allocator: {}", crawler::allocator::describe());
     match run(cli) {
         Ok(code) => code,
         Err(error) => {

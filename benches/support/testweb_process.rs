@@ -52,6 +52,10 @@ impl ServerProcess {
         let ca_file = (serving.tls != TlsMode::Off)
             .then(|| std::env::temp_dir().join(format!("bench-testweb-ca-{port}.pem")));
         let child = Command::new(std::env::current_exe().expect("this benchmark's path"))
+            // The server keeps the system's allocator whatever the crawler's is
+            // (`crawler::allocator`), so that the crawler's allocator, or a run with
+            // `CRAWLER_ALLOCATOR=system`, is measured against the same server.
+            .env("CRAWLER_ALLOCATOR", "system")
             .arg(SERVE)
             .args(
                 [
