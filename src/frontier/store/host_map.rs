@@ -309,9 +309,12 @@ mod tests {
     }
 
     /// Ids inserted in the slot order of another table (a store reopened from its table file)
-    /// are placed as well as any: no insert walks far (a few dozen slots at 3/4 load), where
-    /// the same placement in both tables sends every id of a growing table to its first
-    /// slots and each insert across one cluster of nearly all of them (quadratic).
+    /// are placed as well as any: no insert walks far, where the same placement in both
+    /// tables sends every id of a growing table to its first slots and each insert across
+    /// one cluster (quadratic: the longest walk here 2,188 slots with one seed for every
+    /// table). The bound sits above what a random placement walks at 3/4 load, whose longest
+    /// walk over 16 tables of ~12,500 ids runs to ~320 slots (a bound of 200 failed 3 runs
+    /// in 60).
     #[test]
     fn ids_in_another_tables_order_are_placed_without_long_walks() {
         let mut first: HostMap<u32> = HostMap::default();
@@ -325,7 +328,7 @@ mod tests {
         assert_eq!(second.len(), 200_000);
         for m in [&first, &second] {
             let longest = m.tables.iter().map(|t| t.longest_probe).max();
-            assert!(longest < Some(200), "{longest:?}");
+            assert!(longest < Some(1_000), "{longest:?}");
         }
     }
 
