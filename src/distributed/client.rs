@@ -429,8 +429,23 @@ pub(crate) struct Redis {
 
 /// How long a round's `WAIT` waits for replicas before the process goes on (counted).
 const REPLICA_WAIT_MS: u64 = 100;
+/// How much longer a round's `WAIT` waits when the first did not see its replicas: a
+/// replica that merely lags on a loaded machine catches up within it, one that is gone
+/// does not.
+const REPLICA_WAIT_LONGER_MS: u64 = 1000;
 /// How long rounds go without `WAIT` after one a replica did not confirm.
 const REPLICA_WAIT_PAUSE: Duration = Duration::from_secs(5);
+
+/// What a round's `WAIT` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replication {
+    /// Every primary's replica holds the round's writes.
+    Confirmed,
+    /// A replica did not confirm them in time: the round is sent again.
+    Unconfirmed,
+    /// Not asked: within [`REPLICA_WAIT_PAUSE`] of an unconfirmed round (counted).
+    Paused,
+}
 
 impl Redis {
     /// Connects (retrying for up to `timeout` while Redis is unreachable; at once failing
@@ -551,28 +566,47 @@ impl Redis {
                 .map(|g| replies.by_ref().take(g.len()).collect())
                 .collect());
         }
+        let mut replies = self.send_to_cluster(groups).await?;
+        if self.replicas > 0
+            && groups.iter().any(|g| g.writes)
+            && self.wait_for_replicas().await? == Replication::Unconfirmed
+        {
+            // No replica confirmed the writes, even given longer: their primary may have
+            // died with them (a failover: the replica promoted never had them), and an
+            // answer used now would be an answer to writes the crawl no longer has (an
+            // admission lost is URLs nobody queues again). Every call is idempotent in
+            // effect (see the module doc), so the round goes again, to whichever primary
+            // serves each slot now, and its answers are the ones used. Its own `WAIT` falls
+            // in the pause that follows (a primary without a replica, after a failover):
+            // counted, not waited for.
+            replies = self.send_to_cluster(groups).await?;
+            self.wait_for_replicas().await?;
+        }
+        Ok(replies)
+    }
+
+    /// The groups to a cluster, one pipeline each, all at once.
+    async fn send_to_cluster(&self, groups: &[Group]) -> Result<Vec<Vec<Value>>, DistributedError> {
         let calls = groups.iter().map(|group| async move {
             if group.is_empty() {
                 return Ok(Vec::new());
             }
             self.run_pipeline(&group.pipeline()).await
         });
-        let replies: Vec<Vec<Value>> = futures_util::future::join_all(calls)
+        futures_util::future::join_all(calls)
             .await
             .into_iter()
-            .collect::<Result<_, _>>()?;
-        if self.replicas > 0 && groups.iter().any(|g| g.writes) {
-            self.wait_for_replicas().await?;
-        }
-        Ok(replies)
+            .collect::<Result<_, _>>()
     }
 
     /// After a round's writes: `WAIT` on every primary (the crate sends it to all and
     /// answers the least), on the connections that carried them, so a replica holds them
-    /// before their answers are used. A primary without its replica (after a failover)
-    /// would make every round wait the whole timeout: after one short answer the rounds of
-    /// the next [`REPLICA_WAIT_PAUSE`] do not wait, and all are counted unreplicated.
-    async fn wait_for_replicas(&self) -> Result<(), DistributedError> {
+    /// before their answers are used. A replica that lags (a loaded machine) is given
+    /// [`REPLICA_WAIT_LONGER_MS`] more before the writes count as unconfirmed. A primary
+    /// without its replica (after a failover) would make every round wait the whole
+    /// timeout: after one unconfirmed round the rounds of the next [`REPLICA_WAIT_PAUSE`]
+    /// do not wait, and all are counted unreplicated.
+    async fn wait_for_replicas(&self) -> Result<Replication, DistributedError> {
         let paused = self
             .wait_paused_until
             .lock()
@@ -580,27 +614,36 @@ impl Redis {
             .unwrap_or(false);
         if paused {
             self.unreplicated.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+            return Ok(Replication::Paused);
         }
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(self.replicas).arg(REPLICA_WAIT_MS);
-        let acked: Value = self
-            .with_retries(|conn| {
-                let cmd = cmd.clone();
-                async move { conn.query_cmd(&cmd).await }
-            })
-            .await?;
-        if super::int(&acked, "WAIT")? < i64::from(self.replicas) {
+        let mut confirmed = false;
+        for wait_ms in [REPLICA_WAIT_MS, REPLICA_WAIT_LONGER_MS] {
+            let mut cmd = redis::cmd("WAIT");
+            cmd.arg(self.replicas).arg(wait_ms);
+            let acked: Value = self
+                .with_retries(|conn| {
+                    let cmd = cmd.clone();
+                    async move { conn.query_cmd(&cmd).await }
+                })
+                .await?;
+            if super::int(&acked, "WAIT")? >= i64::from(self.replicas) {
+                confirmed = true;
+                break;
+            }
+        }
+        if !confirmed {
             self.unreplicated.fetch_add(1, Ordering::Relaxed);
             if let Ok(mut until) = self.wait_paused_until.lock() {
                 *until = Some(std::time::Instant::now() + REPLICA_WAIT_PAUSE);
             }
             tracing::warn!(
-                "redis {}: a primary has no replica confirming writes (a failover?); counted as unreplicated_writes",
-                self.shown
+                "redis {}: a primary has no replica confirming writes (a failover?); the round is sent again, and writes are counted as unreplicated_writes for {} s",
+                self.shown,
+                REPLICA_WAIT_PAUSE.as_secs()
             );
+            return Ok(Replication::Unconfirmed);
         }
-        Ok(())
+        Ok(Replication::Confirmed)
     }
 
     /// One pipeline until answered, reloading the scripts if Redis forgot them.

@@ -120,15 +120,19 @@
 //!   crawl stays empty (only a lease adds URLs).
 //! - **A primary's failure (a cluster with a replica per primary).** With
 //!   `distributed.replicas = 1` every round that writes is followed by `WAIT 1 100` on
-//!   every primary (the connections that carried the writes): the process uses an answer (records a page, acknowledges its URL, crawls a lease) only
-//!   once a replica holds what produced it, so a primary killed and replaced by its replica
-//!   loses nothing acknowledged. What it may lose is a round in flight at the kill, which
-//!   the process sends again (every call is idempotent in effect, see `client.rs`): an
+//!   every primary (the connections that carried the writes), and `WAIT 1 1000` if that
+//!   found no replica: the process uses an answer (records a page, acknowledges its URL,
+//!   crawls a lease) only once a replica holds what produced it, so a primary killed and
+//!   replaced by its replica loses nothing acknowledged. A round no replica confirmed is
+//!   sent again before its answers are used (its writes may have died with their primary;
+//!   the second round lands on the promoted replica). What it may lose is a round in flight
+//!   at the kill, which the process sends again (every call is idempotent in effect, see
+//!   `client.rs`): an
 //!   admission finds its bits set or not and queues nothing twice, a claim whose effect
 //!   survived but whose answer did not leaves a lease that expires and is reclaimed
 //!   (counted, `reclaimed_urls`). Re-fetches are therefore at most the URLs reclaimed from
 //!   expired leases, plus `lease_urls` for each write a replica did not confirm within
-//!   100 ms (counted per process, `unreplicated_writes`: a primary left without its replica
+//!   1.1 s (counted per process, `unreplicated_writes`: a primary left without its replica
 //!   after a failover, where AOF `everysec` is what remains). Redis away longer than
 //!   `redis_timeout_secs` stops the processes as on a single server, resumably.
 //!
