@@ -20,22 +20,29 @@
 //! its arenas eagerly, so its purges only `MADV_FREE` pages that stay in the RSS: peak RSS
 //! 98–106 MB on the crawl bench, 163–174 MB on long-tailed pages. Set here, before its first
 //! allocation: arenas committed on demand (`arena_eager_commit` = 0, so a purge gives pages
-//! back) and freed memory purged after 10 ms (mimalloc v2's default). Measured 2026-11-27 on
-//! this machine, fat-LTO bench binaries, `cargo bench --bench crawl` (16 KiB pages, "pages.jsonl
-//! only" CPU; peak RSS of the whole bench, archive runs included) and `-- --long-tail`, each
-//! invocation alternated with main's glibc build, options set through `MIMALLOC_*`:
+//! back) and freed memory purged after 10 ms (mimalloc v2's default). And blocks from
+//! [`LARGE`] (128 KiB) up come from glibc, which maps each on its own, unmaps it when freed
+//! and grows it with `mremap`: response bodies of real size, where mimalloc held more memory
+//! (long-tailed pages: 76–82 MB against glibc's 47–52).
 //!
-//! | crawler's allocator | CPU µs per page | peak RSS, crawl bench | long-tailed pages |
-//! |---|---:|---:|---:|
-//! | glibc, 2 arenas (before) | 81–90 | 54–134 MB | 106 µs, 49 MB |
-//! | mimalloc as shipped | 65–71 | 98–106 MB | 163–174 MB |
-//! | mimalloc, purge 1 ms, lazy commit | 76–83 | 58–62 MB | 106 µs, 70 MB |
-//! | **mimalloc, purge 10 ms, lazy commit** | 71–72 | 56–58 MB | 96 µs, 79 MB |
-//! | mimalloc, purge 100 ms, lazy commit | 64–74 | 70–77 MB | 99 µs, 104 MB |
+//! Measured 2026-11-27 on this machine, fat-LTO bench binaries, `cargo bench --bench crawl`
+//! (16 KiB pages: the "pages.jsonl only" CPU; peak RSS of the whole bench, archive runs
+//! included), `-- --long-tail` and `-- --real-size`, the three allocators of one binary
+//! (`CRAWLER_ALLOCATOR=system`, `=mimalloc` for mimalloc for every block) alternated in one
+//! sitting (the machine's speed moves ±15% between sittings):
 //!
-//! Long-tailed pages (bodies up to several MB, which glibc maps and unmaps on their own) are
-//! the one place it holds more memory than glibc did. To compare again on another machine:
-//! `cargo bench --bench crawl` against `CRAWLER_ALLOCATOR=system cargo bench --bench crawl`.
+//! | crawler's allocator | 16 KiB pages: CPU µs per page, peak RSS | long-tailed pages | real-size pages (242 KB, https, gzip/br) |
+//! |---|---|---|---|
+//! | glibc, 2 arenas (before) | 99 / 98 µs, 76–119 MB | 139 µs, 52 MB | 0.92 / 0.87 ms, 48 MB |
+//! | mimalloc for every block | 88 / 93 µs, 61–62 MB | 135 µs, 76 MB | 1.02 ms, 75 MB |
+//! | **mimalloc, glibc from 128 KiB** | 84 / 89 µs, 52–59 MB | 136 µs, 54 MB | 1.03 / 0.98 ms, 51–53 MB |
+//!
+//! So: 10–15% less CPU per page on pages of ~16 KB and a steadier, lower peak RSS; the same on
+//! long-tailed sizes; **10–15% more on pages of real size** (sys time 0.36–0.42 ms a page
+//! against 0.22–0.26: not the purges, which cost the same at 1,000 ms; mimalloc's
+//! on-demand commit of the blocks below 128 KiB is the suspect, not yet measured). An
+//! earlier sitting, mimalloc as shipped with only the purge set through `MIMALLOC_*`:
+//! 65–71 µs on 16 KiB pages at 98–106 MB, 71–72 µs at 56–58 MB with the settings above.
 //!
 //! `CRAWLER_ALLOCATOR=system` in the environment makes the crawler use the system's allocator
 //! instead (glibc, with the tuning below): the choice is made once, at the process's first
@@ -81,12 +88,13 @@ static CHOICE: AtomicU8 = AtomicU8::new(UNCHOSEN);
 const UNCHOSEN: u8 = 0;
 const MIMALLOC: u8 = 1;
 const SYSTEM: u8 = 2;
+const MIMALLOC_ALL: u8 = 3;
 
 /// Whether the system's allocator serves the process (chosen at the first allocation).
 #[inline]
 fn system() -> bool {
     match CHOICE.load(Ordering::Relaxed) {
-        MIMALLOC => false,
+        MIMALLOC | MIMALLOC_ALL => false,
         SYSTEM => true,
         _ => choose(),
     }
@@ -100,7 +108,11 @@ fn choose() -> bool {
         SYSTEM
     } else {
         tune_mimalloc();
-        MIMALLOC
+        if env_is(c"CRAWLER_ALLOCATOR", b"mimalloc") {
+            MIMALLOC_ALL
+        } else {
+            MIMALLOC
+        }
     };
     // The first allocation runs before `main`, on one thread; should two race, both take the
     // first one's choice.
@@ -144,15 +156,18 @@ fn tune_mimalloc() {
     }
 }
 
-// SAFETY: every call goes to one allocator, the same for the whole process (`system()` is
-// settled at the first call and never changes), so each block is freed, grown or shrunk by
-// the allocator that made it; both uphold `GlobalAlloc`'s contract themselves.
+// SAFETY: which allocator serves a block depends only on the process's choice (settled at
+// the first call, never changed) and on the block's size (`from_system`), and Rust hands
+// `dealloc` and `realloc` the layout the block was allocated with, so each block is freed,
+// grown or shrunk by the allocator that made it; a block whose new size crosses
+// [`LARGE`] is moved (allocated by the other, copied, freed). Both allocators uphold
+// `GlobalAlloc`'s contract themselves.
 unsafe impl GlobalAlloc for CrawlerAllocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract, passed on.
         unsafe {
-            if system() {
+            if from_system(layout.size()) {
                 System.alloc(layout)
             } else {
                 mimalloc::MiMalloc.alloc(layout)
@@ -164,7 +179,7 @@ unsafe impl GlobalAlloc for CrawlerAllocator {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as above.
         unsafe {
-            if system() {
+            if from_system(layout.size()) {
                 System.alloc_zeroed(layout)
             } else {
                 mimalloc::MiMalloc.alloc_zeroed(layout)
@@ -174,9 +189,10 @@ unsafe impl GlobalAlloc for CrawlerAllocator {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above; `ptr` came from the same allocator (see the impl's comment).
+        // SAFETY: as above; `ptr` came from the allocator its size names (see the impl's
+        // comment).
         unsafe {
-            if system() {
+            if from_system(layout.size()) {
                 System.dealloc(ptr, layout)
             } else {
                 mimalloc::MiMalloc.dealloc(ptr, layout)
@@ -186,15 +202,44 @@ unsafe impl GlobalAlloc for CrawlerAllocator {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as above.
+        let (old_system, new_system) = (from_system(layout.size()), from_system(new_size));
+        // SAFETY: as above; a block crossing `LARGE` is moved with a layout of the new size
+        // and the same alignment, which the caller guarantees is valid.
         unsafe {
-            if system() {
-                System.realloc(ptr, layout, new_size)
-            } else {
-                mimalloc::MiMalloc.realloc(ptr, layout, new_size)
+            match (old_system, new_system) {
+                (true, true) => System.realloc(ptr, layout, new_size),
+                (false, false) => mimalloc::MiMalloc.realloc(ptr, layout, new_size),
+                _ => {
+                    let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
+                    let moved = self.alloc(new_layout);
+                    if !moved.is_null() {
+                        std::ptr::copy_nonoverlapping(ptr, moved, layout.size().min(new_size));
+                        self.dealloc(ptr, layout);
+                    }
+                    moved
+                }
             }
         }
     }
+}
+
+/// Blocks from this size up come from the system's allocator even where mimalloc serves the
+/// rest: glibc maps each on its own (its mmap threshold, fixed at this size by
+/// [`limit_malloc_arenas`]) and unmaps it when freed, and grows one with `mremap` rather
+/// than a copy. They are response bodies (a real page's 242 KB, growing as they are
+/// decoded), few per page, where mimalloc copied on every doubling and kept the pages it
+/// purged to fault them in again.
+const LARGE: usize = 128 << 10;
+
+/// Whether a block of `size` bytes comes from the system's allocator.
+#[inline]
+fn from_system(size: usize) -> bool {
+    system() || (size >= LARGE && !mimalloc_for_all())
+}
+
+/// `CRAWLER_ALLOCATOR=mimalloc`: every block from mimalloc, large ones too (for comparison).
+fn mimalloc_for_all() -> bool {
+    CHOICE.load(Ordering::Relaxed) == MIMALLOC_ALL
 }
 
 /// Caps glibc malloc at two arenas and fixes its mmap and trim thresholds: for the system's
@@ -225,7 +270,12 @@ pub fn describe() -> String {
             libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_EAGER_COMMIT),
         )
     };
-    format!("mimalloc (purge delay {delay} ms, eager commit {eager})")
+    let large = if mimalloc_for_all() {
+        "large blocks too".to_string()
+    } else {
+        format!("blocks from {} KiB the system's", LARGE >> 10)
+    };
+    format!("mimalloc (purge delay {delay} ms, eager commit {eager}; {large})")
 }
 
 /// Asks the kernel to back the 2 MiB-aligned part of `items` with 2 MiB pages. For a large
@@ -294,8 +344,14 @@ mod tests {
             Layout::from_size_align(24, 8).unwrap(),
             Layout::from_size_align(4096, 128).unwrap(),
             Layout::from_size_align(300_000, 16).unwrap(),
+            // Grown three times: across `LARGE`, so the crawler's allocator moves it.
+            Layout::from_size_align(LARGE / 2 - 8, 64).unwrap(),
         ];
-        for allocator in [&mimalloc::MiMalloc as &dyn GlobalAlloc, &System] {
+        for allocator in [
+            &mimalloc::MiMalloc as &dyn GlobalAlloc,
+            &System,
+            &CrawlerAllocator,
+        ] {
             for layout in layouts {
                 // SAFETY: non-zero sizes; each block is freed once, with its layout.
                 unsafe {
@@ -309,11 +365,16 @@ mod tests {
                     let grown = allocator.realloc(zeroed, layout, layout.size() * 3);
                     assert!(!grown.is_null());
                     assert_eq!(grown as usize % layout.align(), 0);
-                    assert_eq!(*grown.add(layout.size() - 1), 0xA5);
-                    allocator.dealloc(
-                        grown,
-                        Layout::from_size_align(layout.size() * 3, layout.align()).unwrap(),
-                    );
+                    let kept = std::slice::from_raw_parts(grown, layout.size());
+                    assert!(kept.iter().all(|&b| b == 0xA5));
+                    // And back: across `LARGE` again for the crawler's allocator.
+                    let big = Layout::from_size_align(layout.size() * 3, layout.align()).unwrap();
+                    let shrunk = allocator.realloc(grown, big, layout.size());
+                    assert!(!shrunk.is_null());
+                    assert_eq!(shrunk as usize % layout.align(), 0);
+                    let kept = std::slice::from_raw_parts(shrunk, layout.size());
+                    assert!(kept.iter().all(|&b| b == 0xA5));
+                    allocator.dealloc(shrunk, layout);
                 }
             }
         }
