@@ -33,12 +33,12 @@
 //!
 //! | crawler's allocator | 16 KiB pages: CPU µs per page, peak RSS | long-tailed pages | real-size pages (242 KB, https, gzip/br) |
 //! |---|---|---|---|
-//! | glibc, 2 arenas (before) | 99 / 98 µs, 76–119 MB | 139 µs, 52 MB | 0.92 / 0.87 ms, 48 MB |
+//! | glibc, 2 arenas (before) | 99 / 98 µs, 76–119 MB | 139 µs, 52 MB | 0.82 / 0.92 / 0.87 ms, 47–48 MB |
 //! | mimalloc for every block | 88 / 93 µs, 61–62 MB | 135 µs, 76 MB | 1.02 ms, 75 MB |
 //! | **mimalloc, glibc from 128 KiB** | 84 / 89 µs, 52–59 MB | 136 µs, 54 MB | 1.03 / 0.98 ms, 51–53 MB |
 //!
 //! So: 10–15% less CPU per page on pages of ~16 KB and a steadier, lower peak RSS; the same on
-//! long-tailed sizes; **10–15% more on pages of real size** (sys time 0.36–0.42 ms a page
+//! long-tailed sizes; **12–20% more on pages of real size** (sys time 0.36–0.42 ms a page
 //! against 0.22–0.26: not the purges, which cost the same at 1,000 ms; mimalloc's
 //! on-demand commit of the blocks below 128 KiB is the suspect, not yet measured). An
 //! earlier sitting, mimalloc as shipped with only the purge set through `MIMALLOC_*`:
