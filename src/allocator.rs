@@ -45,7 +45,8 @@
 //! 65–71 µs on 16 KiB pages at 98–106 MB, 71–72 µs at 56–58 MB with the settings above.
 //!
 //! `CRAWLER_ALLOCATOR=system` in the environment makes the crawler use the system's allocator
-//! instead (glibc, with the tuning below): the choice is made once, at the process's first
+//! alone (glibc, with the tuning below), `CRAWLER_ALLOCATOR=mimalloc` mimalloc alone (large
+//! blocks too, for comparison): the choice is made once, at the process's first
 //! allocation, and never changes, so every block is freed by the allocator that made it.
 //! `MIMALLOC_PURGE_DELAY` and `MIMALLOC_ARENA_EAGER_COMMIT`, when set, win over the values
 //! here (mimalloc's own environment variables).
@@ -63,7 +64,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The mmap threshold (glibc): blocks from this size up are mapped and unmapped on their own.
-const MMAP_THRESHOLD: i32 = 128 << 10;
+/// The size from which the crawler's allocator hands blocks to glibc ([`LARGE`]), so that
+/// every block glibc gets from it is one of those.
+const MMAP_THRESHOLD: i32 = LARGE as i32;
 
 /// Free memory a glibc arena keeps at its top before giving it back to the kernel.
 const TRIM_THRESHOLD: i32 = 4 << 20;
@@ -78,12 +81,14 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Milliseconds mimalloc keeps freed memory before giving it back.
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
-/// The global allocator of the crawler's binaries: mimalloc, tuned (see the module's doc),
-/// or the system's with `CRAWLER_ALLOCATOR=system`. Declare it with
+/// The global allocator of the crawler's binaries: mimalloc, tuned (see the module's doc), for
+/// blocks under [`LARGE`] and glibc from there up; the system's alone with
+/// `CRAWLER_ALLOCATOR=system`, mimalloc alone with `CRAWLER_ALLOCATOR=mimalloc`. Declare it with
 /// `#[global_allocator] static ALLOCATOR: CrawlerAllocator = CrawlerAllocator;`.
 pub struct CrawlerAllocator;
 
-/// Which allocator serves the process: not chosen yet, mimalloc, the system's.
+/// Which allocator serves the process: not chosen yet, mimalloc (glibc from [`LARGE`]), the
+/// system's alone, mimalloc alone.
 static CHOICE: AtomicU8 = AtomicU8::new(UNCHOSEN);
 const UNCHOSEN: u8 = 0;
 const MIMALLOC: u8 = 1;
