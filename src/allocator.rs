@@ -21,9 +21,10 @@
 //! 98–106 MB on the crawl bench, 163–174 MB on long-tailed pages. Set here, before its first
 //! allocation: arenas committed on demand (`arena_eager_commit` = 0, so a purge gives pages
 //! back) and freed memory purged after 10 ms (mimalloc v2's default). And blocks from
-//! [`LARGE`] (128 KiB) up come from glibc, which maps each on its own, unmaps it when freed
-//! and grows it with `mremap`: response bodies of real size, where mimalloc held more memory
-//! (long-tailed pages: 76–82 MB against glibc's 47–52).
+//! [`LARGE`] (128 KiB) up come from glibc: response bodies of real size (and the brotli
+//! decoder's window), where mimalloc held more memory (long-tailed pages: 76–82 MB against
+//! glibc's 47–52). glibc serves them from its heap up to [`MMAP_THRESHOLD`] (4 MiB), where
+//! the next page's body reuses the last one's memory, and maps only larger ones.
 //!
 //! Measured 2026-11-27 on this machine, fat-LTO bench binaries, `cargo bench --bench crawl`
 //! (16 KiB pages: the "pages.jsonl only" CPU; peak RSS of the whole bench, archive runs
@@ -35,14 +36,34 @@
 //! |---|---|---|---|
 //! | glibc, 2 arenas (before) | 99 / 98 µs, 76–119 MB | 139 µs, 52 MB | 0.82 / 0.92 / 0.87 ms, 47–48 MB |
 //! | mimalloc for every block | 88 / 93 µs, 61–62 MB | 135 µs, 76 MB | 1.02 ms, 75 MB |
-//! | **mimalloc, glibc from 128 KiB** | 84 / 89 µs, 52–59 MB | 136 µs, 54 MB | 1.03 / 0.98 ms, 51–53 MB |
+//! | mimalloc, glibc from 128 KiB (mapped from 128 KiB) | 84 / 89 µs, 52–59 MB | 136 µs, 54 MB | 1.03 / 0.98 ms, 51–53 MB |
 //!
 //! So: 10–15% less CPU per page on pages of ~16 KB and a steadier, lower peak RSS; the same on
-//! long-tailed sizes; **12–20% more on pages of real size** (sys time 0.36–0.42 ms a page
-//! against 0.22–0.26: not the purges, which cost the same at 1,000 ms; mimalloc's
-//! on-demand commit of the blocks below 128 KiB is the suspect, not yet measured). An
-//! earlier sitting, mimalloc as shipped with only the purge set through `MIMALLOC_*`:
-//! 65–71 µs on 16 KiB pages at 98–106 MB, 71–72 µs at 56–58 MB with the settings above.
+//! long-tailed sizes; but 12–20% more on pages of real size (sys time 0.36–0.42 ms a page
+//! against 0.22–0.26), with glibc's mmap threshold then at 128 KiB. An earlier sitting,
+//! mimalloc as shipped with only the purge set through `MIMALLOC_*`: 65–71 µs on 16 KiB
+//! pages at 98–106 MB, 71–72 µs at 56–58 MB with the settings above.
+//!
+//! The real-size loss was page faults: `perf record -e page-faults` of `-- --real-size`
+//! counted the fetch threads' faults under `memmove` (a decoded body growing into fresh
+//! memory) and under brotli's `ProcessCommands` (its window, allocated per response): each
+//! block of 128 KiB and more was mapped for one page, faulted in 4 KiB at a time, and
+//! unmapped. With glibc's mmap threshold at 4 MiB those blocks come from its heap and
+//! the next page reuses them (2026-11-27, another machine of this kind, three invocations
+//! of each alternated, medians; 16 KiB pages the "pages.jsonl only" CPU):
+//!
+//! | crawler's allocator | real-size pages: CPU per page (sys), peak RSS | 16 KiB pages: CPU per page, peak RSS | archive on/off, pages/s |
+//! |---|---|---|---|
+//! | mimalloc, glibc from 128 KiB, mapped from 128 KiB (before) | 0.83 / 0.86 / 0.78 ms (sys 0.27–0.30), 50–54 MB | 76 / 75 / 74 µs, 50–58 MB | 0.914 / 0.922 / 0.834 |
+//! | **mimalloc, glibc from 128 KiB, mapped from 4 MiB** | 0.70 / 0.70 / 0.73 ms (sys 0.15–0.16), 63–65 MB | 77 / 74 / 76 µs, 59–65 MB | 0.906 / 0.913 / 0.927 |
+//! | glibc alone, mapped from 4 MiB | 0.70 / 0.65 / 0.66 ms (sys 0.10–0.13), 50–53 MB | 84 / 81 / 80 µs, 55–69 MB | 0.844 / 0.853 / 0.892 |
+//! | glibc alone, mapped from 128 KiB | 0.72 / 0.69 / 0.72 ms (sys 0.18–0.19), 44–45 MB | 87 / 83 / 87 µs, 58–75 MB | 0.865 / 0.861 / 0.862 |
+//!
+//! So 16% less CPU on pages of real size for 10–12 MB more peak RSS (the heap's freed
+//! bodies, kept for the next ones), the same on 16 KiB pages. Moving the mimalloc/glibc
+//! boundary down instead (glibc from 64 or 32 KiB, still mapped from 128 KiB) gave
+//! 0.98 / 0.97 ms against 1.02 in a slower sitting: the mapping was the cost, not the
+//! boundary.
 //!
 //! `CRAWLER_ALLOCATOR=system` in the environment makes the crawler use the system's allocator
 //! alone (glibc, with the tuning below), `CRAWLER_ALLOCATOR=mimalloc` mimalloc alone (large
@@ -54,19 +75,20 @@
 //! # glibc's tuning (with `CRAWLER_ALLOCATOR=system`, and for C libraries' own allocations)
 //! glibc's malloc answers bodies freed on another thread by growing one arena per thread and
 //! keeping freed memory in each: 86 MB peak RSS on the crawl benchmark, 21 MB with two
-//! arenas at the same throughput. Its mmap threshold is fixed at 128 KiB: glibc otherwise
-//! raises it each time a large block is freed (up to 32 MiB), after which large bodies come
-//! from the heap and their freed space is kept. Its trim threshold is 4 MiB: glibc's 128 KiB
+//! arenas at the same throughput. Its mmap threshold is fixed at 4 MiB (see above: bodies up
+//! to that size come from the heap and their memory serves the next ones; a fixed
+//! threshold also stops glibc from raising it, up to 32 MiB, each time a mapped block is
+//! freed, so a rare huge body is still mapped and given back). Its trim threshold is 4 MiB: glibc's 128 KiB
 //! is less than the bodies in flight (64 × 16 KiB), so the heap's top was given back and
 //! faulted in again all the time (40,500 page faults for 30,000 pages; 10,100 with 4 MiB).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// The mmap threshold (glibc): blocks from this size up are mapped and unmapped on their own.
-/// The size from which the crawler's allocator hands blocks to glibc ([`LARGE`]), so that
-/// every block glibc gets from it is one of those.
-const MMAP_THRESHOLD: i32 = LARGE as i32;
+/// The mmap threshold (glibc): blocks from this size up are mapped and unmapped on their own;
+/// smaller ones come from the heap, whose freed memory the next block reuses without page
+/// faults (the module doc's second table).
+const MMAP_THRESHOLD: i32 = 4 << 20;
 
 /// Free memory a glibc arena keeps at its top before giving it back to the kernel.
 const TRIM_THRESHOLD: i32 = 4 << 20;
@@ -229,11 +251,10 @@ unsafe impl GlobalAlloc for CrawlerAllocator {
 }
 
 /// Blocks from this size up come from the system's allocator even where mimalloc serves the
-/// rest: glibc maps each on its own (its mmap threshold, fixed at this size by
-/// [`limit_malloc_arenas`]) and unmaps it when freed, and grows one with `mremap` rather
-/// than a copy. They are response bodies (a real page's 242 KB, growing as they are
-/// decoded), few per page, where mimalloc copied on every doubling and kept the pages it
-/// purged to fault them in again.
+/// rest: glibc's heap (up to [`MMAP_THRESHOLD`], set by [`limit_malloc_arenas`]), where a
+/// block freed by one page serves the next. They are response bodies (a real page's 242 KB,
+/// growing as they are decoded) and decoders' windows, few per page, where mimalloc copied
+/// on every doubling and kept the pages it purged to fault them in again.
 const LARGE: usize = 128 << 10;
 
 /// Whether a block of `size` bytes comes from the system's allocator.
