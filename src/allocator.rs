@@ -60,7 +60,9 @@
 //! | glibc alone, mapped from 128 KiB | 0.72 / 0.69 / 0.72 ms (sys 0.18–0.19), 44–45 MB | 87 / 83 / 87 µs, 58–75 MB | 0.865 / 0.861 / 0.862 |
 //!
 //! So 16% less CPU on pages of real size for 10–12 MB more peak RSS (the heap's freed
-//! bodies, kept for the next ones), the same on 16 KiB pages. Moving the mimalloc/glibc
+//! bodies, kept for the next ones), the same on 16 KiB pages. On long-tailed sizes
+//! (`-- --long-tail --runs 2`, the two mmap thresholds alternated twice): 96 / 96 µs a page
+//! against 106 / 106, peak RSS 65–73 MB against 50–57. Moving the mimalloc/glibc
 //! boundary down instead (glibc from 64 or 32 KiB, still mapped from 128 KiB) gave
 //! 0.98 / 0.97 ms against 1.02 in a slower sitting: the mapping was the cost, not the
 //! boundary.
