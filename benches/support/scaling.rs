@@ -14,6 +14,9 @@
 //!   the crawl's `block_on`, which is the dispatcher: 1 / its CPU per page is the
 //!   ceiling of pages/s whatever the cores), the tokio workers, the parse threads, the
 //!   output thread, and the rest;
+//! - of the driver's CPU, its system time and its sleeps per page (`getrusage(RUSAGE_THREAD)`
+//!   on the thread running `block_on`): how much of the serial part is the kernel putting
+//!   it to sleep, waking it, and waking the workers it hands rounds to;
 //! - with `--features bench-counters`, the cross-thread hand-offs per page
 //!   (`crawler::crawl::handoffs`): spawns, parse jobs, completions, output messages, joins,
 //!   and locks on shared state.
@@ -188,6 +191,10 @@ struct PinnedRun {
     threads: [usize; 5],
     sleeps: [u64; 5],
     driver_exact: f64,
+    /// The driver thread's system time (s) and voluntary context switches (its sleeps):
+    /// `getrusage(RUSAGE_THREAD)` around `block_on`, on the thread that runs it.
+    driver_sys: f64,
+    driver_sleeps: u64,
     handoffs: Option<HandoffCounts>,
 }
 
@@ -208,6 +215,7 @@ fn crawl_pinned(spec: &WebSpec, server: &ServerProcess, cores: usize) -> PinnedR
     let handoffs_before = handoffs::snapshot();
     let sampler = Sampler::start();
     let main_before = thread_cpu_ns();
+    let driver_before = rusage(libc::RUSAGE_THREAD);
     let started = Instant::now();
     let summary = runtime
         .block_on(run_crawl(CrawlRequest {
@@ -220,6 +228,7 @@ fn crawl_pinned(spec: &WebSpec, server: &ServerProcess, cores: usize) -> PinnedR
         .expect("crawl");
     let secs = started.elapsed().as_secs_f64();
     let driver_exact = (thread_cpu_ns() - main_before) as f64 / 1e9;
+    let driver_after = rusage(libc::RUSAGE_THREAD);
     let handoffs_after = handoffs::snapshot();
     let (last, sampler_cpu) = sampler.stop();
     drop(runtime);
@@ -246,6 +255,8 @@ fn crawl_pinned(spec: &WebSpec, server: &ServerProcess, cores: usize) -> PinnedR
         threads,
         sleeps,
         driver_exact,
+        driver_sys: tv(driver_after.ru_stime) - tv(driver_before.ru_stime),
+        driver_sleeps: (driver_after.ru_nvcsw - driver_before.ru_nvcsw) as u64,
         handoffs: handoffs_after
             .zip(handoffs_before)
             .map(|(after, before)| after.since(&before)),
@@ -340,8 +351,11 @@ pub fn report(spec: &WebSpec, features: &str, cores: usize, runs: usize) {
     );
     let driver = per(&|r| r.driver_exact);
     println!(
-        "driver (dispatcher) CPU µs/page: {driver:.2} (a ceiling of {:.0} pages/s)",
-        1e6 / driver
+        "driver (dispatcher) CPU µs/page: {driver:.2} (a ceiling of {:.0} pages/s); of it sys {:.2} \
+         (the kernel's: its sleeps and the wake-ups it sends), {:.3} sleeps per page",
+        1e6 / driver,
+        per(&|r| r.driver_sys),
+        med(&|r| r.driver_sleeps as f64 / r.pages as f64)
     );
     println!(
         "context switches per page: {:.2} voluntary, {:.2} involuntary",
