@@ -77,8 +77,12 @@
 //! (the bench now prints the driver's system time and sleeps). A parse thread now holds its
 //! completions up to 300 µs from the first (`parse_pool::HOLD`). Measured 2026-11-27
 //! (`-- --cores 2 --runs 3`, three invocations of each build alternated): the driver
-//! 4.54 / 4.33 / 4.52 µs a page at 0.057–0.062 sleeps a page, against 5.52 / 4.89 / 4.71 at
-//! 0.091–0.164; pages/s 17,615 / 18,277 / 17,957 against 14,948 / 18,235 / 18,384.
+//! 4.36 / 4.83 / 4.79 µs a page at 0.057–0.062 sleeps a page, against 5.37 / 5.63 / 6.07 at
+//! 0.142–0.179; pages/s 18,103 / 16,488 / 17,232 against 15,161 / 15,178 / 14,541. The plain
+//! bench (`--runs 3`, three each): 17,088 / 17,318 / 16,380 pages/s at 68 / 66 / 70 µs of
+//! crawler CPU a page, against 15,353 / 15,076 / 15,164 at 71 / 74 / 72; with the archive on,
+//! pages/s unchanged (13,205 / 13,291 / 13,159 against 13,495 / 12,946 / 13,084), so its
+//! on/off ratio fell to 0.77–0.81 from 0.83–0.89: the archive's cost, not a loss.
 
 mod admission;
 mod checkpoints;

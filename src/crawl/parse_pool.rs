@@ -211,9 +211,9 @@ const MAX_BATCH: usize = 16;
 /// driver ~0.17 times a page on a quiet machine (bursts of ~6 pages: the parse threads
 /// drain their queue faster than fetches refill it), each wake-up a sleep of the driver and
 /// a round that wakes a tokio worker: 30–50% of the driver's CPU was the kernel's
-/// (`cargo bench --bench crawl -- --cores 2`). Held 300 µs, 0.06 wake-ups a page and
-/// the driver's CPU per page 4.3–4.5 µs against 4.7–5.5, pages/s the same (module doc of
-/// `crate::crawl`). 300 µs is a fetch slot kept a little longer: nothing next to a
+/// (`cargo bench --bench crawl -- --cores 2`). Held 300 µs: 0.06 wake-ups a page, the
+/// driver's CPU per page 4.4–4.8 µs against 5.4–6.1, and 8–19% more pages/s (figures in
+/// the module doc of `crate::crawl`). 300 µs is a fetch slot kept a little longer: nothing next to a
 /// page's round trip on the web, and at most ~5 slots of 64 at the bench's 18,000 pages/s.
 const HOLD: Duration = Duration::from_micros(300);
 
