@@ -80,9 +80,10 @@
 //! arenas at the same throughput. Its mmap threshold is fixed at 4 MiB (see above: bodies up
 //! to that size come from the heap and their memory serves the next ones; a fixed
 //! threshold also stops glibc from raising it, up to 32 MiB, each time a mapped block is
-//! freed, so a rare huge body is still mapped and given back). Its trim threshold is 4 MiB: glibc's 128 KiB
-//! is less than the bodies in flight (64 × 16 KiB), so the heap's top was given back and
-//! faulted in again all the time (40,500 page faults for 30,000 pages; 10,100 with 4 MiB).
+//! freed, so a rare huge body is still mapped and given back). Its trim threshold is 4 MiB:
+//! glibc's 128 KiB is less than the bodies in flight (64 × 16 KiB), so the heap's top was
+//! given back and faulted in again all the time (40,500 page faults for 30,000 pages; 10,100
+//! with 4 MiB).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -93,17 +93,16 @@ fn parse_loop(jobs: crossbeam_channel::Receiver<ParseJob>, shared: Arc<ParseShar
         // Completions gather while jobs keep coming; they go to the driver when the queue
         // has stayed dry until `HOLD` after the first of them, or the batch is full
         // (`MAX_BATCH`).
-        let next = match next_job(&jobs, (!done.is_empty()).then_some(held_since)) {
-            Next::Job(job) => Some(job),
+        let job = match next_job(&jobs, (!done.is_empty()).then_some(held_since)) {
+            Next::Job(job) => job,
             Next::HandOver => {
                 hand_over(&shared, &mut done);
                 continue;
             }
-            Next::Closed => None,
-        };
-        let Some(job) = next else {
-            hand_over(&shared, &mut done);
-            break;
+            Next::Closed => {
+                hand_over(&shared, &mut done);
+                break;
+            }
         };
         let ParseJob {
             dispatch,
@@ -213,8 +212,9 @@ const MAX_BATCH: usize = 16;
 /// a round that wakes a tokio worker: 30–50% of the driver's CPU was the kernel's
 /// (`cargo bench --bench crawl -- --cores 2`). Held 300 µs: 0.06 wake-ups a page, the
 /// driver's CPU per page 4.4–4.8 µs against 5.4–6.1, and 8–19% more pages/s (figures in
-/// the module doc of `crate::crawl`). 300 µs is a fetch slot kept a little longer: nothing next to a
-/// page's round trip on the web, and at most ~5 slots of 64 at the bench's 18,000 pages/s.
+/// the module doc of `crate::crawl`). 300 µs is a fetch slot kept a little longer: nothing
+/// next to a page's round trip on the web, and at most ~5 slots of 64 at the bench's
+/// 18,000 pages/s.
 const HOLD: Duration = Duration::from_micros(300);
 
 /// What a parse thread does next.
