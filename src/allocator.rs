@@ -21,35 +21,25 @@
 //! 98–106 MB on the crawl bench, 163–174 MB on long-tailed pages. Set here, before its first
 //! allocation: arenas committed on demand (`arena_eager_commit` = 0, so a purge gives pages
 //! back) and freed memory purged after 10 ms (mimalloc v2's default). And blocks from
-//! [`LARGE`] (128 KiB) up come from glibc: response bodies of real size (and the brotli
+//! `LARGE` (128 KiB) up come from glibc: response bodies of real size (and the brotli
 //! decoder's window), where mimalloc held more memory (long-tailed pages: 76–82 MB against
-//! glibc's 47–52). glibc serves them from its heap up to [`MMAP_THRESHOLD`] (4 MiB), where
+//! glibc's 47–52). glibc serves them from its heap up to `MMAP_THRESHOLD` (4 MiB), where
 //! the next page's body reuses the last one's memory, and maps only larger ones.
 //!
-//! Measured 2026-11-27 on this machine, fat-LTO bench binaries, `cargo bench --bench crawl`
-//! (16 KiB pages: the "pages.jsonl only" CPU; peak RSS of the whole bench, archive runs
-//! included), `-- --long-tail` and `-- --real-size`, the three allocators of one binary
-//! (`CRAWLER_ALLOCATOR=system`, `=mimalloc` for mimalloc for every block) alternated in one
-//! sitting (the machine's speed moves ±15% between sittings):
-//!
-//! | crawler's allocator | 16 KiB pages: CPU µs per page, peak RSS | long-tailed pages | real-size pages (242 KB, https, gzip/br) |
-//! |---|---|---|---|
-//! | glibc, 2 arenas (before) | 99 / 98 µs, 76–119 MB | 139 µs, 52 MB | 0.82 / 0.92 / 0.87 ms, 47–48 MB |
-//! | mimalloc for every block | 88 / 93 µs, 61–62 MB | 135 µs, 76 MB | 1.02 ms, 75 MB |
-//! | mimalloc, glibc from 128 KiB (mapped from 128 KiB) | 84 / 89 µs, 52–59 MB | 136 µs, 54 MB | 1.03 / 0.98 ms, 51–53 MB |
-//!
-//! So: 10–15% less CPU per page on pages of ~16 KB and a steadier, lower peak RSS; the same on
-//! long-tailed sizes; but 12–20% more on pages of real size (sys time 0.36–0.42 ms a page
-//! against 0.22–0.26), with glibc's mmap threshold then at 128 KiB. An earlier sitting,
-//! mimalloc as shipped with only the purge set through `MIMALLOC_*`: 65–71 µs on 16 KiB
-//! pages at 98–106 MB, 71–72 µs at 56–58 MB with the settings above.
+//! Against glibc alone (two arenas), measured 2026-11-27 with fat-LTO bench binaries
+//! (`cargo bench --bench crawl`, `-- --long-tail`, `-- --real-size`; the allocators of one
+//! binary alternated in one sitting): 84–89 µs of CPU per 16 KiB page against 98–99, and a
+//! peak RSS of 52–59 MB against 76–119 (mimalloc for every block: 88–93 µs, 61–62 MB); the
+//! same on long-tailed sizes (136 against 139 µs); but with glibc's mmap threshold then at
+//! 128 KiB, pages of real size cost 12–20% more (0.98–1.03 against 0.82–0.92 ms, the sys
+//! time 0.36–0.42 ms a page against 0.22–0.26).
 //!
 //! The real-size loss was page faults: `perf record -e page-faults` of `-- --real-size`
 //! counted the fetch threads' faults under `memmove` (a decoded body growing into fresh
 //! memory) and under brotli's `ProcessCommands` (its window, allocated per response): each
 //! block of 128 KiB and more was mapped for one page, faulted in 4 KiB at a time, and
 //! unmapped. With glibc's mmap threshold at 4 MiB those blocks come from its heap and
-//! the next page reuses them (2026-11-27, another machine of this kind, three invocations
+//! the next page reuses them (the current setting; 2026-11-27, another machine of this kind, three invocations
 //! of each alternated, medians; 16 KiB pages the "pages.jsonl only" CPU):
 //!
 //! | crawler's allocator | real-size pages: CPU per page (sys), peak RSS | 16 KiB pages: CPU per page, peak RSS | archive on/off, pages/s |
@@ -90,7 +80,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The mmap threshold (glibc): blocks from this size up are mapped and unmapped on their own;
 /// smaller ones come from the heap, whose freed memory the next block reuses without page
-/// faults (the module doc's second table).
+/// faults (the module doc's table).
 const MMAP_THRESHOLD: i32 = 4 << 20;
 
 /// Free memory a glibc arena keeps at its top before giving it back to the kernel.
@@ -107,12 +97,12 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
 /// The global allocator of the crawler's binaries: mimalloc, tuned (see the module's doc), for
-/// blocks under [`LARGE`] and glibc from there up; the system's alone with
+/// blocks under `LARGE` and glibc from there up; the system's alone with
 /// `CRAWLER_ALLOCATOR=system`, mimalloc alone with `CRAWLER_ALLOCATOR=mimalloc`. Declare it with
 /// `#[global_allocator] static ALLOCATOR: CrawlerAllocator = CrawlerAllocator;`.
 pub struct CrawlerAllocator;
 
-/// Which allocator serves the process: not chosen yet, mimalloc (glibc from [`LARGE`]), the
+/// Which allocator serves the process: not chosen yet, mimalloc (glibc from `LARGE`), the
 /// system's alone, mimalloc alone.
 static CHOICE: AtomicU8 = AtomicU8::new(UNCHOSEN);
 const UNCHOSEN: u8 = 0;
