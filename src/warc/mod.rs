@@ -177,6 +177,25 @@
 //!   each under load) with one deflate thread, with the deflate threads only digesting, or
 //!   at nice 19: contention, it seems, for the caches and memory the archive's bytes go
 //!   through, not CPU that moving work off these threads could save.
+//! - **What the crawl waited for** (2026-11-27, evening, an idle 2-core Xeon, `-- --runs
+//!   3`, the bench now printing the ratio pages/s would have if the crawl were CPU-bound):
+//!   measured on/off 0.78–0.82 where the CPU alone predicted 0.86–0.88, the machine 93–95%
+//!   busy without the archive and 85–87% (without the deflate threads) with it. Of the
+//!   wait: each fsync of the archive (the background sync's every second, a checkpoint's,
+//!   the file's close) wrote a second's archive at once, 67–97 ms (`perf trace -e
+//!   fdatasync`), and the crawl's end waited for the last one. The output thread now starts
+//!   the disk's writes every 8 MiB (`writer.rs`'s `WRITEBACK_STEP`): fsyncs take 1–10 ms,
+//!   the end's 5 + 2 ms against 69 + 7; on/off 0.795 / 0.839 / 0.858 against 0.802 / 0.820
+//!   / 0.807 (alternated, three invocations each), the CPU-bound figure 0.84–0.89. What is
+//!   left is CPU: the archive adds 16–19 µs of the crawl's own CPU a page (the output
+//!   thread +10–12: SHA-1 in lanes for the records the idle threads did not reach ~3 µs,
+//!   the kernel's copy into the page cache ~3 µs, ext4 and slab ~2 µs; the parse threads
+//!   +2–4, the fetch threads +1–2). Tried in the same sitting and not kept (medians of per-run
+//!   ratios): the archive on tmpfs (0.78 / 0.81 against 0.79 / 0.79 on ext4), the deflate
+//!   threads only digesting (0.85 / 0.81 / 0.76), nice 19 instead of `SCHED_IDLE` (0.89 /
+//!   0.84), one deflate thread (0.81 / 0.76 / 0.75), none (0.76 / 0.63: every digest on the
+//!   output thread). On a web that sends its HTML compressed (`-- --encodings`: gzip and br
+//!   stored as sent) on/off is 0.939 / 0.931.
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.
