@@ -98,6 +98,9 @@ struct BaseParts<'a> {
     dir_count: u8,
     /// Whether `dirs` holds every `/` of the path (a path of at most [`DIRS`] of them).
     dirs_complete: bool,
+    /// Whether a segment of the path looks like a Windows drive letter (`c:`), which `..`
+    /// does not remove in the `url` crate's hands (see [`is_drive_letter`]).
+    drive_segment: bool,
 }
 
 /// The directories above a base that [`BaseParts`] keeps: a link that climbs higher in a
@@ -238,6 +241,7 @@ impl<'a> BaseParts<'a> {
             dirs,
             dir_count,
             dirs_complete,
+            drive_segment: path.split('/').any(is_drive_letter),
         })
     }
 
@@ -331,6 +335,10 @@ impl<'a> BaseParts<'a> {
                 // rest is relative to, which is copied once. They are not the path's last
                 // segment (a `/` follows), so no trailing `/` is due for them.
                 let (ups, rest) = leading_dot_segments(href);
+                if ups > 0 && self.drive_segment {
+                    // A `..` may meet a segment the parser keeps: its answer, not ours.
+                    return None;
+                }
                 let (dir, from) = match self.dir_above(ups) {
                     Some(dir) => (dir, href.len() - rest.len()),
                     None => (self.last_segment, 0),
@@ -379,7 +387,7 @@ impl<'a> BaseParts<'a> {
             .unwrap_or(href.len());
         let path = href.get(from..path_end)?;
         if shape.may_have_dot_segment(from, path_end) {
-            push_path(out, start + self.path_start, path);
+            push_path(out, start + self.path_start, path)?;
         } else {
             // Nearly every link: each segment appended as it is.
             out.push('/');
@@ -439,7 +447,7 @@ fn absolute(
     match href.get(authority_end..path_end)?.strip_prefix('/') {
         Some(path) => {
             if shape.may_have_dot_segment(authority_end + 1, path_end) {
-                push_path(out, start + path_start, path);
+                push_path(out, start + path_start, path)?;
             } else {
                 out.push('/');
                 out.push_str(path);
@@ -683,8 +691,9 @@ fn is_tab_or_newline(b: u8) -> bool {
 /// Appends the segments of `path` (a relative path, or an absolute one without its first
 /// `/`) to `out`, whose path starts at `floor`, resolving dot segments as the URL standard's
 /// path state does: `..` removes the last segment (never the origin), `.` nothing, and
-/// either as the last segment leaves the path ending in `/`.
-fn push_path(out: &mut String, floor: usize, mut path: &str) {
+/// either as the last segment leaves the path ending in `/`. `None` where a `..` meets a
+/// segment the parser would keep (a drive letter, see [`is_drive_letter`]).
+fn push_path(out: &mut String, floor: usize, mut path: &str) -> Option<()> {
     // A relative link's leading `../` and `./` (half the links of a documentation site:
     // `../../core/str/index.html`): each `../` drops the directory's last segment, at
     // once, without the segment loop below. They are not the path's last segment (a `/`
@@ -697,7 +706,7 @@ fn push_path(out: &mut String, floor: usize, mut path: &str) {
                     .get(floor..)
                     .and_then(|p| memchr::memrchr(b'/', p))
                     .map_or(floor, |i| floor + i);
-                out.truncate(cut);
+                pop_segment(out, cut)?;
             }
             path = rest;
         } else if let Some(rest) = path.strip_prefix("./") {
@@ -710,7 +719,7 @@ fn push_path(out: &mut String, floor: usize, mut path: &str) {
         // Nearly every link: each segment would be appended as it is.
         out.push('/');
         out.push_str(path);
-        return;
+        return Some(());
     }
     let mut segments = path.split('/').peekable();
     while let Some(segment) = segments.next() {
@@ -722,7 +731,7 @@ fn push_path(out: &mut String, floor: usize, mut path: &str) {
                         .get(floor..)
                         .and_then(|p| p.rfind('/'))
                         .map_or(floor, |i| floor + i);
-                    out.truncate(cut);
+                    pop_segment(out, cut)?;
                 }
                 if last {
                     out.push('/');
@@ -739,6 +748,28 @@ fn push_path(out: &mut String, floor: usize, mut path: &str) {
             }
         }
     }
+    Some(())
+}
+
+/// Removes `out`'s last segment, which starts after the `/` at `cut`; `None`, `out` as it
+/// was, if that segment is a drive letter (see [`is_drive_letter`]).
+fn pop_segment(out: &mut String, cut: usize) -> Option<()> {
+    if out.get(cut + 1..).is_some_and(is_drive_letter) {
+        return None;
+    }
+    out.truncate(cut);
+    Some(())
+}
+
+/// Whether a path segment is a Windows drive letter (`c:` or `c|`). The `url` crate (2.5,
+/// `Parser::last_slash_can_be_removed`) keeps such a segment when a `..` would remove it,
+/// in every scheme, where the URL standard does so for `file:` URLs only: for an http URL,
+/// `http://h/a:/` joined with `../` is `http://h/a:/` there, not `http://h/`. The fast path
+/// must give what `Url::join` gives (the crawl compares URLs resolved either way), so it
+/// leaves any `..` that meets one to the parser. Found by the property test against
+/// `Url::join` (`tests/api/normalize_props.rs`).
+fn is_drive_letter(segment: &str) -> bool {
+    matches!(segment.as_bytes(), [letter, b':' | b'|'] if letter.is_ascii_alphabetic())
 }
 
 /// The `../` segments `href` starts with, counted, and what follows them and any `./`
@@ -1048,10 +1079,23 @@ mod tests {
         "http://xn--bcher-kva.test/a;b/c",
         "mailto:someone@example.test",
         "file:///etc/x",
+        // Segments the `url` crate takes for drive letters (see `is_drive_letter`).
+        "http://example.test/a:/",
+        "http://example.test/x/c|/y/p.html",
+        "http://example.test/x/Z:",
+        "http://example.test/x/ab:/y",
     ];
 
     const HREFS: &[&str] = &[
         "",
+        "../",
+        "../../x",
+        "./../y",
+        "b/c:/../d",
+        "b/c:/./../../d",
+        "/a:/../x",
+        "/q/%2e%2e/a|/../x",
+        "https://abs.test/z:/../y",
         "a",
         "a/b.html",
         "/root",
@@ -1270,6 +1314,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_dot_dot_that_meets_a_drive_letter_segment_is_the_parsers() {
+        // What the property test found: the `url` crate keeps `a:` where `..` meets it.
+        let base = Url::parse("http://example.com/a:/").unwrap();
+        let prepared = PreparedBase::new(&base);
+        assert!(prepared.is_fast());
+        let want = base.join("../").unwrap();
+        assert_eq!(want.as_str(), "http://example.com/a:/");
+        assert_eq!(prepared.join("../").unwrap(), want);
+        assert_eq!(prepared.join_link("../").unwrap().as_str(), want.as_str());
+        assert!(prepared.join_fast("../").is_none());
+        // A link's own drive-letter segment, on a base without one.
+        let base = Url::parse("http://example.com/d/p").unwrap();
+        let prepared = PreparedBase::new(&base);
+        let want = base.join("b:/../x").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(prepared.join("b:/../x").ok(), Some(want));
+        let want = base.join("y/b:/../x").unwrap();
+        assert_eq!(want.as_str(), "http://example.com/d/y/b:/x");
+        assert_eq!(prepared.join("y/b:/../x").unwrap(), want);
+        assert!(prepared.join_fast("y/b:/../x").is_none());
+        // Segments that only look alike stay on the fast path.
+        assert!(prepared.join_fast("y/bc:/../x").is_some());
+        assert!(prepared.join_fast("y/1:/../x").is_some());
+        assert!(prepared.join_fast("y/b:/x").is_some());
     }
 
     #[test]

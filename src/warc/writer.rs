@@ -216,13 +216,9 @@ impl ArchiveWriter {
     /// once [`WRITEBACK_STEP`] of it waits.
     pub(crate) fn flush(&mut self) -> Result<(), IoAt> {
         self.file.flush().at("write", &self.path)?;
-        if self.length - self.writeback_from >= WRITEBACK_STEP {
-            start_writeback(
-                self.file.get_ref(),
-                self.writeback_from,
-                self.length - self.writeback_from,
-            );
-            self.writeback_from = self.length;
+        if let Some((offset, len)) = writeback_due(self.writeback_from, self.length) {
+            start_writeback(self.file.get_ref(), offset, len);
+            self.writeback_from = offset + len;
         }
         Ok(())
     }
@@ -544,6 +540,14 @@ fn reserve_blocks(_file: &File, _offset: u64, _len: u64) -> bool {
     false
 }
 
+/// The bytes whose writeback is to start, once the file's first `length` bytes are with the
+/// OS and it was started up to `from`: all those after `from`, once they are
+/// [`WRITEBACK_STEP`] or more (as `(offset, len)`).
+fn writeback_due(from: u64, length: u64) -> Option<(u64, u64)> {
+    let waiting = length.checked_sub(from)?;
+    (waiting >= WRITEBACK_STEP).then_some((from, waiting))
+}
+
 /// Starts the disk's writes of `len` bytes of `file` from `offset` (see [`WRITEBACK_STEP`]).
 /// Best effort: where the kernel refuses, the next fsync writes them, as without.
 #[cfg(target_os = "linux")]
@@ -636,6 +640,22 @@ mod tests {
                 allocated(&file)
             );
         }
+    }
+
+    #[test]
+    fn writeback_starts_once_a_step_waits_and_covers_all_that_waits() {
+        assert_eq!(writeback_due(0, WRITEBACK_STEP - 1), None);
+        assert_eq!(writeback_due(0, WRITEBACK_STEP), Some((0, WRITEBACK_STEP)));
+        // A burst that crosses the step by much: all of it, from where the last one ended.
+        let from = 3 * WRITEBACK_STEP + 17;
+        assert_eq!(
+            writeback_due(from, from + WRITEBACK_STEP + 1000),
+            Some((from, WRITEBACK_STEP + 1000))
+        );
+        assert_eq!(writeback_due(from, from + WRITEBACK_STEP - 1), None);
+        // A new file (its length reset below where the last one's writeback ended): nothing
+        // until the step is reached in it.
+        assert_eq!(writeback_due(from, 4096), None);
     }
 
     #[test]
