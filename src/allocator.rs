@@ -39,8 +39,9 @@
 //! memory) and under brotli's `ProcessCommands` (its window, allocated per response): each
 //! block of 128 KiB and more was mapped for one page, faulted in 4 KiB at a time, and
 //! unmapped. With glibc's mmap threshold at 4 MiB those blocks come from its heap and
-//! the next page reuses them (the current setting; 2026-11-27, another machine of this kind, three invocations
-//! of each alternated, medians; 16 KiB pages the "pages.jsonl only" CPU):
+//! the next page reuses them (the current setting; 2026-11-27, another machine of this
+//! kind, three invocations of each alternated, medians; 16 KiB pages the "pages.jsonl
+//! only" CPU):
 //!
 //! | crawler's allocator | real-size pages: CPU per page (sys), peak RSS | 16 KiB pages: CPU per page, peak RSS | archive on/off, pages/s |
 //! |---|---|---|---|
