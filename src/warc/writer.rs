@@ -132,6 +132,11 @@ pub(crate) struct ArchiveWriter {
     reserving: bool,
     /// Where the bytes whose writeback has not been started begin (see [`WRITEBACK_STEP`]).
     writeback_from: u64,
+    /// Where the last writeback started begins: the bytes before it were started a step or
+    /// more ago, and are let go of at the next step (see [`release_due`]).
+    last_writeback_from: u64,
+    /// The bytes before this are out of the page cache (see [`release_due`]).
+    released_to: u64,
     /// Fetches written to the file: a file always takes at least one, so a fetch bigger
     /// than `max_bytes` gets a file of its own rather than an endless rotation.
     fetches_in_file: u64,
@@ -170,6 +175,8 @@ impl ArchiveWriter {
             reserved_to: 0,
             reserving: true,
             writeback_from: 0,
+            last_writeback_from: 0,
+            released_to: 0,
             fetches_in_file: 0,
             current,
             index,
@@ -195,6 +202,8 @@ impl ArchiveWriter {
         self.length = member.len() as u64;
         self.reserved_to = 0;
         self.writeback_from = 0;
+        self.last_writeback_from = 0;
+        self.released_to = 0;
         self.fetches_in_file = 0;
         self.current.set(id, self.path.clone());
         Ok(())
@@ -213,11 +222,16 @@ impl ArchiveWriter {
     }
 
     /// Hands buffered records to the OS, and starts the disk's writes of what it holds
-    /// once [`WRITEBACK_STEP`] of it waits.
+    /// once [`WRITEBACK_STEP`] of it waits; then lets go of the pages written a step before.
     pub(crate) fn flush(&mut self) -> Result<(), IoAt> {
         self.file.flush().at("write", &self.path)?;
         if let Some((offset, len)) = writeback_due(self.writeback_from, self.length) {
+            if let Some((from, len)) = release_due(self.released_to, self.last_writeback_from) {
+                release_pages(self.file.get_ref(), from, len, true);
+                self.released_to = self.last_writeback_from;
+            }
             start_writeback(self.file.get_ref(), offset, len);
+            self.last_writeback_from = offset;
             self.writeback_from = offset + len;
         }
         Ok(())
@@ -240,7 +254,13 @@ impl ArchiveWriter {
                 .at("let go of the blocks reserved past the end of", &self.path)?;
             self.reserved_to = self.length;
         }
-        self.sync()
+        self.sync()?;
+        // Every byte is on disk now: none of the file need stay in memory.
+        if let Some((from, len)) = release_due(self.released_to, self.length) {
+            release_pages(self.file.get_ref(), from, len, false);
+            self.released_to = self.length;
+        }
+        Ok(())
     }
 
     /// Reserves the file's blocks up to `end` and [`PREALLOCATE`] past it, if they are not
@@ -523,6 +543,65 @@ const PREALLOCATE: u64 = 16 << 20;
 /// and PostgreSQL's `backend_flush_after` do this for the same reason.
 const WRITEBACK_STEP: u64 = 8 << 20;
 
+/// The bytes to let go of from the page cache, when those before `to` are written back or
+/// their writeback was started a step ago, and those before `released_to` are let go of
+/// already (as `(offset, len)`).
+///
+/// An archive is written once and read by nobody while the crawl runs (a revisit reads its
+/// original's line in `pages.jsonl`, not the archive; a resume reads the file from disk).
+/// Left to the kernel, its pages stay cached until memory runs short: a crawl writing
+/// ~200 MB of archive a second fills the page cache with it in minutes, evicting what the
+/// crawl does read again (the frontier's spilled blocks, `pages.jsonl`), and in a container
+/// the cache counts against the crawl's memory limit. So, as PostgreSQL does with the WAL
+/// segments it will not read back, the writer asks the kernel to drop the pages whose
+/// writeback it started a step ago ([`WRITEBACK_STEP`]: by then the disk has had ~50 ms for
+/// 8 MiB) once it waited for the rest of their writes, and a closed file's pages once it
+/// is fsynced: the archive holds at most two steps of the page cache, not gigabytes.
+///
+/// The range starts at [`RELEASE_ALIGN`] below `released_to`: the kernel drops whole pages
+/// only, so the page the last range ended in is dropped with the next.
+fn release_due(released_to: u64, to: u64) -> Option<(u64, u64)> {
+    let from = released_to - released_to % RELEASE_ALIGN;
+    (to > released_to).then_some((from, to - from))
+}
+
+/// A multiple of every page size (4 KiB on x86-64, up to 64 KiB on arm64).
+const RELEASE_ALIGN: u64 = 64 << 10;
+
+/// Waits for the disk's writes of `len` bytes of `file` from `offset` (unless `written`
+/// says an fsync did), then lets the kernel drop those bytes' pages from the page cache
+/// (`POSIX_FADV_DONTNEED`, whole pages only: the page the next bytes go to stays). Best
+/// effort: where the kernel refuses, the pages stay cached, as without.
+#[cfg(target_os = "linux")]
+fn release_pages(file: &File, offset: u64, len: u64, wait: bool) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (
+        libc::off64_t::try_from(offset),
+        libc::off64_t::try_from(len),
+    ) else {
+        return;
+    };
+    // SAFETY: `sync_file_range` and `posix_fadvise` on a descriptor this `File` owns, with
+    // no pointers.
+    unsafe {
+        if wait {
+            // Dirty or under writeback, a page would not be dropped.
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                offset,
+                len,
+                libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                    | libc::SYNC_FILE_RANGE_WRITE
+                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+            );
+        }
+        libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn release_pages(_file: &File, _offset: u64, _len: u64, _wait: bool) {}
+
 /// Reserves `len` bytes of `file`'s blocks from `offset` without changing its length;
 /// whether the file system did.
 #[cfg(target_os = "linux")]
@@ -656,6 +735,113 @@ mod tests {
         // A new file (its length reset below where the last one's writeback ended): nothing
         // until the step is reached in it.
         assert_eq!(writeback_due(from, 4096), None);
+    }
+
+    #[test]
+    fn release_covers_all_before_its_end_from_the_page_the_last_one_ended_in() {
+        assert_eq!(release_due(0, 0), None);
+        assert_eq!(release_due(0, WRITEBACK_STEP), Some((0, WRITEBACK_STEP)));
+        // The last release ended mid-page: that page goes with the next.
+        let to = 2 * WRITEBACK_STEP + 17;
+        assert_eq!(
+            release_due(to, 3 * WRITEBACK_STEP),
+            Some((2 * WRITEBACK_STEP, WRITEBACK_STEP))
+        );
+        assert_eq!(release_due(to, to), None);
+        assert_eq!(release_due(to, to - 1), None);
+    }
+
+    /// How many of `path`'s pages in `range` are in the page cache, and how many there are;
+    /// `None` where the file system keeps a file's pages as its storage (tmpfs), so that
+    /// none can be let go of.
+    #[cfg(target_os = "linux")]
+    fn resident_pages(path: &Path, range: std::ops::Range<u64>) -> Option<(usize, usize)> {
+        use std::os::fd::AsRawFd;
+        let file = File::open(path).unwrap();
+        // SAFETY: `statfs` writes into the struct given, for a path that is a C string.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::statfs(c_path.as_ptr(), &mut fs) }, 0);
+        if fs.f_type == libc::TMPFS_MAGIC {
+            return None;
+        }
+        let page = 4096u64;
+        let (from, to) = (range.start / page * page, range.end / page * page);
+        let len = (to - from) as usize;
+        let pages = len / page as usize;
+        let mut vec = vec![0u8; pages];
+        // SAFETY: a shared read-only mapping of a file this test opened, never touched, only
+        // asked which of its pages are resident, and unmapped.
+        unsafe {
+            let at = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                from as libc::off_t,
+            );
+            assert_ne!(at, libc::MAP_FAILED);
+            assert_eq!(libc::mincore(at, len, vec.as_mut_ptr()), 0);
+            libc::munmap(at, len);
+        }
+        Some((vec.iter().filter(|&&b| b & 1 == 1).count(), pages))
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_archive_holds_at_most_two_steps_of_the_page_cache_and_a_closed_file_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = ArchiveWriter::start(
+            ArchiveOptions {
+                dir: dir.path().join("warc"),
+                prefix: "test".into(),
+                max_bytes: 1 << 30,
+                gzip_level: 0,
+                info: vec![("software", "test".into())],
+            },
+            0,
+            PayloadIndex::with_memory(1 << 16),
+            dir.path().join("pages.jsonl"),
+            Arc::new(CurrentFile::default()),
+        )
+        .unwrap();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut payload: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for i in 0..5 * WRITEBACK_STEP / (1 << 20) {
+            // Incompressible, and a different payload each time (no revisit): ~1 MiB a record.
+            payload[..8].copy_from_slice(&i.to_le_bytes());
+            crate::warc::fixture::archive_fetch(
+                &mut writer,
+                &format!("http://a.test/{i}"),
+                &payload,
+                0,
+            );
+        }
+        let path = writer.path.clone();
+        let length = writer.length;
+        assert!(length >= 5 * WRITEBACK_STEP, "{length}");
+        let Some((resident, pages)) = resident_pages(&path, 0..length - 3 * WRITEBACK_STEP) else {
+            eprintln!("skipped: the archive is on tmpfs, whose pages are the file");
+            return;
+        };
+        assert!(
+            resident <= 1,
+            "{resident} of the first {pages} pages still cached"
+        );
+        writer.finish().unwrap();
+        let (resident, pages) = resident_pages(&path, 0..length).unwrap();
+        assert!(
+            resident <= 1,
+            "{resident} of {pages} pages of a closed file cached"
+        );
     }
 
     #[test]
