@@ -129,7 +129,7 @@ pub struct Manifest {
     #[serde(default)]
     pub crawl_secs: f64,
     /// Pages whose new links a lost record had queued, not fetched again yet, with how many
-    /// (see [`Loaded::orphans`]): kept from resume to resume until each is fetched.
+    /// (see `Loaded::orphans`): kept from resume to resume until each is fetched.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub orphans: BTreeMap<String, u64>,
 }
@@ -915,7 +915,7 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 /// - `pages`: writing a record to `pages.jsonl` fails with `ENOSPC` (the output writer stops);
 /// - `links-logged`: a page's new links are in the queue log (handed to the OS) and its
 ///   record is not sent yet: the process kills itself, and the resume finds links whose
-///   page has no record (see [`Loaded::orphans`]).
+///   page has no record (see `Loaded::orphans`).
 pub mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
@@ -973,7 +973,7 @@ pub mod fault {
 
 /// The seed list of the crawl checkpointed under `out`: written once when a crawl starts
 /// fresh, so that `--resume` needs no `--seeds` (the manifest's `seeds_xxh3` still checks
-/// it). One URL per line, as normalized then: its bytes are what [`seeds_hash`] hashes.
+/// it). One URL per line, as normalized then: its bytes are what `seeds_hash` hashes.
 pub fn seeds_path(out: &Path) -> PathBuf {
     checkpoint_dir(out).join("seeds.txt")
 }
@@ -992,7 +992,7 @@ pub(crate) fn save_seeds(out: &Path, seeds: &[url::Url]) -> Result<(), Checkpoin
     Ok(())
 }
 
-/// The seed list saved by [`save_seeds`]; `None` when there is none (a crawl checkpointed
+/// The seed list saved by `save_seeds`; `None` when there is none (a crawl checkpointed
 /// by a crawler from before it was saved).
 pub fn load_seeds(out: &Path) -> Result<Option<Vec<url::Url>>, CheckpointError> {
     let path = seeds_path(out);

@@ -376,12 +376,12 @@ pub struct NetworkSection {
     pub dns_min_ttl_secs: f64,
     pub dns_max_ttl_secs: f64,
     /// The content codings offered in `Accept-Encoding`, in order: some of `gzip`,
-    /// `deflate` and `br` (the ones [`crate::content_coding`] decodes). `br` is left out by
+    /// `deflate` and `br` (the ones `crate::content_coding` decodes). `br` is left out by
     /// default, as Heritrix does: archived `br` records break common WARC readers (warcio
     /// 1.8.1 with brotli 1.2 fails on every one, and pywb with it).
     pub accept_encoding: Vec<String>,
     /// Headers sent with every request besides the client's own (see
-    /// [`Config::extra_headers`] for those that may not be set this way).
+    /// `Config::extra_headers` for those that may not be set this way).
     pub headers: BTreeMap<String, String>,
     /// Keep the cookies hosts set and send them back (RFC 6265), kept across `--resume`.
     pub cookies: bool,

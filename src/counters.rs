@@ -1,7 +1,7 @@
 //! The crawl's counters: what every stage counts, for the progress display, the
 //! checkpoints and the summary.
 //!
-//! Each counter is named ONCE, in the [`counters!`] list below, with its meaning. The list
+//! Each counter is named ONCE, in the `counters!` list below, with its meaning. The list
 //! generates the shared atomic counters ([`CrawlCounters`]), their plain values for
 //! `summary.json` ([`CounterValues`], same names), one URL's share of them ([`PageCounts`],
 //! the `counts` of its record in `pages.jsonl`), and the by-name map a checkpoint stores and

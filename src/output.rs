@@ -6,7 +6,7 @@
 //! record. The writer owns the file and buffers it, hands each burst to the OS as soon as
 //! the channel runs dry (so `kill -9` loses nothing written), and on request flushes and
 //! fsyncs, which is what a checkpoint needs to know how much of the file is durable. It
-//! also counts the records it has handed to the OS ([`Handed`]), which a distributed
+//! also counts the records it has handed to the OS (`Handed`), which a distributed
 //! process reads to acknowledge URLs without a round trip to this thread. After a burst
 //! it lingers a millisecond before waiting on the channel again, so that a busy
 //! crawl hands it records in batches instead of waking it once per record (see `LINGER`).
@@ -40,7 +40,7 @@ use crate::warc::record::{ArchivedFetch, ResponseRecord};
 /// | parse pool (`crawl/parse_pool.rs`, `crawl/sitemaps.rs`) | `links`, `canonical` (from the page), `sitemap` |
 /// | the source of work (`crawl/local_source.rs`, `crawl/lease_source.rs`) | `new_links`, once the links are admitted |
 /// | the driver's recorder, for a URL not fetched (`crawl/driver.rs`) | `error`, `attempts` (0), `fetched_at` |
-/// | an archive sink, on the output thread ([`Sink`]) | `payload_digest`, `warc` |
+/// | an archive sink, on the output thread (`Sink`) | `payload_digest`, `warc` |
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PageRecord {
     /// The canonical URL that was requested.

@@ -18,7 +18,7 @@
 //! - **Kinds of holders.** A single-process crawl and `crawler demo` hold it exclusively.
 //!   The processes of one distributed crawl may share an output directory (each writes files
 //!   named after its own process id, each holding its own pages file's lock, see
-//!   [`crate::distributed::seal`]), so they hold it shared: they exclude a local crawl and it
+//!   `crate::distributed::seal`), so they hold it shared: they exclude a local crawl and it
 //!   excludes them, but not each other.
 //! - **The file stays.** `OUT/lock` is never removed: unlinking it while another process
 //!   opens it would let two processes lock two different files of the same name.

@@ -16,7 +16,7 @@
 //!   lookups, one public-suffix lookup (`seed-domains`), at most two [`regex::RegexSet`]
 //!   scans and one pass over the path. The crawl's screening calls `check_link`, which
 //!   gives the same answers and skips the host lookups for a host it checked recently (a
-//!   [`SiteMemo`] per screening thread). `Scope` is `Send + Sync`, so every parse thread can
+//!   `SiteMemo` per screening thread). `Scope` is `Send + Sync`, so every parse thread can
 //!   share one.
 //! - The rules are checked in a fixed order and the first that fails is reported:
 //!   [`TooLong`](OutOfScope::TooLong), [`PrivateAddress`](OutOfScope::PrivateAddress),
@@ -349,7 +349,7 @@ impl Scope {
         self.check_parts(parts, Some(memo))
     }
 
-    /// [`Self::check_with`] of a [`Link`], read through its offsets: no `Url` is built.
+    /// `Self::check_with` of a [`Link`], read through its offsets: no `Url` is built.
     pub(crate) fn check_link(&self, link: &Link, memo: &mut SiteMemo) -> Result<(), OutOfScope> {
         let parts = (link.as_str(), link.host(), link.host_str(), link.path());
         self.check_parts(parts, Some(memo))

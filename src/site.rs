@@ -2,7 +2,7 @@
 //! and what each overrides for the hosts it matches.
 //!
 //! A section names a host pattern (`host = "example.com"` or `"*.example.com"`, the same
-//! matcher as `[network] resolve`: [`crate::config::host_matches`]) and overrides, for the
+//! matcher as `[network] resolve`: `crate::config::host_matches`) and overrides, for the
 //! hosts it matches, `per_host_rps`, `per_host_burst`, `per_host_concurrency` (the frontier
 //! gives the host name's budget these limits when it makes it), `user_agent`, extra request
 //! `headers` and HTTP basic `auth` (the fetcher adds them to every request to the host,

@@ -1,12 +1,12 @@
 //! The local source of work: a crawl in one process, its frontier on disk, resumable from
 //! its checkpoints.
 //!
-//! Being the only writer of the frontier and the seen-set (through
-//! [`Acceptance`](super::admission::Acceptance)), on the driver's one task, is what makes
-//! the crawl's promises exact: no URL queued twice, never more than `max_urls` accepted, and
-//! a checkpoint that is one consistent state taken between two steps of the driver's loop.
-//! A page's new links reach the queue log (and the OS, once per step) before its record is
-//! sent, so a crash never leaves a page done and its links forgotten.
+//! Being the only writer of the frontier and the seen-set (through [`Acceptance`]), on the
+//! driver's one task, is what makes the crawl's promises exact: no URL queued twice, never
+//! more than `max_urls` accepted, and a checkpoint that is one consistent state taken
+//! between two steps of the driver's loop. A page's new links reach the queue log (and the
+//! OS, once per step) before its record is sent, so a crash never leaves a page done and
+//! its links forgotten.
 //!
 //! The crawl is over when the frontier has nothing queued and nothing in flight; its end
 //! (or stop) takes a final checkpoint, what a resume starts from.

@@ -37,7 +37,7 @@
 //! crawl is under way), the queue log's line for each, and the record's numbering. Everything
 //! per byte or per link runs elsewhere, sharded by page across threads: fetching (tokio
 //! tasks sharing one client), decoding, extraction, normalization, scope and the lock-free
-//! "certainly seen" check (the parse pool, [`admission`]'s screening half), archive records
+//! "certainly seen" check (the parse pool, `admission`'s screening half), archive records
 //! (the parse pool), writing (the output thread), checkpoints' writes (background threads).
 //!
 //! What crosses threads per page, and how often (`cargo bench --bench crawl --features

@@ -2,7 +2,7 @@
 //!
 //! On a terminal: an indicatif bar; off a terminal (a log file, CI): one plain line every
 //! `output.progress_interval_secs`, because a redrawn bar in a log is noise. Both say the
-//! same thing in plain words ([`describe`]): pages done of the work known so far (done,
+//! same thing in plain words (`describe`): pages done of the work known so far (done,
 //! queued, in flight: the crawl cannot know more, and `max_urls` is a cap, not a goal),
 //! the rate, failures, and how full the seen-set is against the `max_urls` it was sized
 //! for. indicatif is used rather than hand-drawn escape codes: it handles terminal width,

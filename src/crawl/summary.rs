@@ -39,7 +39,7 @@ pub struct CrawlSummary {
     pub crawl_elapsed_secs: f64,
     pub crawl_pages_per_sec: f64,
     pub(crate) max_urls: u64,
-    /// Every counter, under its own name (see [`CrawlCounters`](super::CrawlCounters)).
+    /// Every counter, under its own name (see [`CrawlCounters`]).
     #[serde(flatten)]
     pub counts: CounterValues,
     pub queued_left: u64,

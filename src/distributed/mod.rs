@@ -38,7 +38,7 @@
 //! Per shard (`crawl:{id:shard}:`):
 //! - `seen:<part>`: the shard's part of the Bloom filter, laid out and hashed as the local
 //!   one ([`crate::seen`]: MurmurHash3 x64_128, the same [`Plan`], 512-bit blocks) with the
-//!   plan's blocks split evenly over the shards ([`shard_blocks`]), in strings of at most
+//!   plan's blocks split evenly over the shards (`shard_blocks`), in strings of at most
 //!   [`BLOCKS_PER_SHARD`] blocks (a Redis string holds at most 2^32 bits). A URL's k bits
 //!   are in one 64-byte block of its host's shard: `admit.lua` reads the block
 //!   (`GETRANGE`), tests the bits in Lua and writes the block back with them set
@@ -52,7 +52,7 @@
 //!   lease's unacknowledged URLs), `leased` (host → token): a host is leased to one process
 //!   at a time, which tops its lease up while the host has URLs queued (and for half a
 //!   lease period at most: then the host goes back to the schedule, so hosts change hands). A token is
-//!   `<shard>/<sequence>/<host>` ([`token_parts`]): the keys of a lease held follow from it.
+//!   `<shard>/<sequence>/<host>` (`token_parts`): the keys of a lease held follow from it.
 //! - `meta`: the plan (every script checks it is there), accepted, queued, lease
 //!   numbers, `budget` (a cluster's: what `grant.lua` gave the shard), `ver` (grows with
 //!   every change of the shard's queues or leases: see Termination).
@@ -111,7 +111,7 @@
 //! - **Termination.** The crawl is over when no host is scheduled and no lease is
 //!   outstanding (expired leases are reclaimed first); a process with nothing to do waits
 //!   while others hold leases, since their pages may add URLs. Most claims ask only some
-//!   shards ([`shard_views`]); only a sweep (a claim of every shard) can conclude. The
+//!   shards (`shard_views`); only a sweep (a claim of every shard) can conclude. The
 //!   shards are read one by one, not at one instant, so a sweep that finds them all empty
 //!   concludes only if the previous sweep did too with every shard's `ver` unchanged (a
 //!   claim between them that changed a shard changed its `ver`): then each shard was empty
@@ -167,7 +167,7 @@
 //! Why 64 shards by default: shards ≫ primaries spreads the keys evenly (3 primaries get
 //! 21 ± 4 shards each; by hash-slot arithmetic a primary's share of keys is its share of
 //! shards when hosts are many), while every shard holds a few fixed keys and a sweep (a
-//! claim of every shard, when a process knows of no due host: see [`shard_views`]) costs
+//! claim of every shard, when a process knows of no due host: see `shard_views`) costs
 //! `shards` small scripts. For 8 or more primaries take 256. The seen-set is split the same way, so its false-positive rate holds per
 //! shard when a shard's hosts bring about their share of URLs; a shard whose hosts bring k
 //! times their share has the fpp of a filter k times too full (a crawl of few, huge hosts

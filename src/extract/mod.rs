@@ -105,7 +105,7 @@
 //! A crawl has little CPU per page for everything (`cargo bench --bench crawl`), and real
 //! pages average ~240 KB, so extraction must run at memory speed. It does not build a DOM
 //! (scraper: ~220 µs per 12 KB page) and no longer streams through lol_html (~250 MB/s: a
-//! rewriter lexes every tag and runs its selectors on it): [`scanner`] is a purpose-built
+//! rewriter lexes every tag and runs its selectors on it): `scanner` is a purpose-built
 //! tokenizer for the few link-carrying tags, which crosses scripts, styles and text with
 //! `memchr` and does not allocate. Its module doc says what it follows of the HTML rules and
 //! what it approximates; the differential test keeps it honest against scraper, and

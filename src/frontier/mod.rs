@@ -8,7 +8,7 @@
 //! XXH3-64 of that key). Hosts, not URLs, are scheduled: a min-heap orders the hosts that
 //! have work by the instant each may next be fetched, so one host with a million queued URLs
 //! never starves a host with ten, and a host that must wait costs nothing until its time
-//! comes. Politeness is kept in budgets that several queues share ([`budget`]): a host
+//! comes. Politeness is kept in budgets that several queues share (`budget`): a host
 //! *name*'s GCRA rate (`per_host_rps`, `per_host_burst`) and in-flight cap
 //! (`per_host_concurrency`), shared by its schemes and ports, and with `per_ip_rps` /
 //! `per_ip_concurrency` on, a server *address*'s, shared by every name on it (the address is
@@ -1154,7 +1154,7 @@ impl Frontier {
 pub(crate) use crate::host::key_of;
 
 /// The length of a canonical link's host key (what [`Link::host_key`] gives) when its text
-/// plainly starts with it (see [`plain_key`]): then [`Frontier::push_keyed_by_prefix`] takes
+/// plainly starts with it (see `plain_key`): then [`Frontier::push_keyed_by_prefix`] takes
 /// the key from the queued URL's text. `None`: ask `Link::host_key`. Why: the admitting thread
 /// needs the key once per queued URL, and `host_key`'s `format!` was an allocation and a free
 /// per URL (~2 % of the scale bench's samples at 3e6 URLs).

@@ -17,7 +17,7 @@
 //! `[state] enabled = false`; the records after its durable point re-applied otherwise),
 //! writes it as its own records are written and makes it durable with each checkpoint (the
 //! store's sink), so a `kill -9` resumes it like the rest of the crawl. Nothing of it is kept
-//! in memory per URL: fetches look their URL up in the store ([`KnownUrls`]); a generation's
+//! in memory per URL: fetches look their URL up in the store (`KnownUrls`); a generation's
 //! due URLs come out of one pass over the store sorted by due time on disk
 //! (`state_store::DueOrder`) and go into the frontier, on disk, in batches. What stays in
 //! RAM per URL: nothing for a one-shot recrawl (the Bloom filter's bits aside, as in any

@@ -112,7 +112,7 @@ pub enum RobotsOutcome {
     },
     /// Unreachable (5xx, 429, network error): allow nothing for now. `permanent`: asking
     /// again cannot help (the host's TLS certificate is not trusted), so the host's URLs are
-    /// given up at once instead of after [`MAX_UNAVAILABLE_ATTEMPTS`] backed-off attempts.
+    /// given up at once instead of after `MAX_UNAVAILABLE_ATTEMPTS` backed-off attempts.
     Unavailable { reason: String, permanent: bool },
     /// A redirect to `to`: the next hop, a request of its own (the frontier follows up to
     /// `ROBOTS_MAX_REDIRECTS` hops, then treats robots.txt as missing).

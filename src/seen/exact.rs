@@ -4,8 +4,8 @@
 //! The filter keeps answering first, in RAM: a key it has never seen is new without a
 //! lookup (no false negatives), so the exact set is consulted only for its "maybe seen":
 //! - on the parse threads, a page's links that the filter calls maybe seen are confirmed in
-//!   one batch ([`SeenBackend::confirm_seen_batch`]); those the exact set does not hold go
-//!   on to the driver as candidates;
+//!   one batch ([`SeenBackend::confirm_seen_batch`](super::SeenBackend::confirm_seen_batch));
+//!   those the exact set does not hold go on to the driver as candidates;
 //! - on the driver, the single writer, an insert the filter answers "seen" is checked
 //!   against the exact set before it is refused: between the parse thread's confirmation
 //!   and the insert another page may have admitted the URL (then it is in the exact set's

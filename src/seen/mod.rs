@@ -304,7 +304,7 @@ impl SeenSet {
     }
 
     /// `contains` for each key in order, answers pushed onto `out` (cleared first). Keys are
-    /// hashed and their blocks prefetched [`BATCH_WINDOW`] at a time before any is read, so
+    /// hashed and their blocks prefetched `BATCH_WINDOW` at a time before any is read, so
     /// the cache misses overlap (one by one, each `contains` waits for its own miss: the
     /// parse threads' screening spent ~10% of its time there in the crawl bench's profile).
     pub fn contains_batch(&self, keys: &[&[u8]], out: &mut Vec<bool>) {

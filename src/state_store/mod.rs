@@ -1,12 +1,12 @@
 //! The per-URL state store on disk, and the exact set of admitted URLs behind the Bloom
 //! filter (`[seen] exact`).
 //!
-//! Two stores on one engine ([`table`]: a memtable, immutable sorted runs merged in the
+//! Two stores on one engine (`table`: a memtable, immutable sorted runs merged in the
 //! background, manifests naming durable states), both keyed by a [`UrlFingerprint`]:
 //! - [`StateStore`]: what a recrawl needs to know of each URL it fetched ([`UrlState`]: last
 //!   fetch, status, validators, payload digest and the archive record a revisit refers to,
 //!   how often it changed, when it is due). It is written from the crawl's records as the
-//!   output thread writes them ([`StateSink`]), so it follows `pages.jsonl`, the crawl's
+//!   output thread writes them (`StateSink`), so it follows `pages.jsonl`, the crawl's
 //!   journal; its manifest says how far into that journal it goes, and opening it re-applies
 //!   the records after that point ([`StateStore::open_for_journal`]), or rebuilds the whole
 //!   store from the journal when it is missing or ahead of it.
@@ -29,7 +29,7 @@
 //! a filter false positive and a fingerprint collision independent events, and XXH3 is the
 //! faster of the two on short keys.
 //!
-//! # Why sorted runs (see [`table`] for the engine's guarantees)
+//! # Why sorted runs (see `table` for the engine's guarantees)
 //!
 //! The crawl's access pattern is DRUM's: one writer in bursts (a page's new links, a burst of
 //! records), many batched readers, durability only at the crawl's checkpoints, and its own

@@ -25,13 +25,13 @@
 //! - **The bytes as received.** The response block is the status line and headers as the
 //!   server sent them (`Transfer-Encoding` renamed `X-Crawler-Transfer-Encoding`, since the
 //!   body kept is de-chunked) and the entity body as sent, still content-coded: the crawler
-//!   decodes for parsing itself ([`crate::content_coding`]). A body cut at `max_body_bytes`
+//!   decodes for parsing itself (`crate::content_coding`). A body cut at `max_body_bytes`
 //!   is marked `WARC-Truncated: length`. The payload digest is over the body as sent.
 //! - **The archive and `pages.jsonl` agree.** Every record pair has exactly one line, which
 //!   carries the payload digest and the record's file, offset and length; with the archive
 //!   on, robots.txt fetches get a line too (`"kind": "robots"`). A response that is answered
 //!   by a retry (a 503 tried again) is not archived: the attempt that ends the URL is. A crash
-//!   leaves at most records in excess, which resume cuts ([`recovery`]).
+//!   leaves at most records in excess, which resume cuts (`recovery`).
 //! - **Off the driver's path.** In a local crawl the digests and compression run on threads
 //!   of idle priority; the output thread computes the digests of a response nobody got to
 //!   and writes it stored. Where the crawl needs the payload digest before the output
@@ -48,7 +48,7 @@
 //! --bench warc`, medians of 3, 2-core EPYC under others' builds):
 //! - **Digests.** The block digest (HTTP head and payload) and the payload digest run over
 //!   the same bytes; the `sha1` crate already uses the SHA extensions, but one SHA-1 stream
-//!   is bound by the latency of its rounds. Two streams interleaved ([`digest`]) cost
+//!   is bound by the latency of its rounds. Two streams interleaved (`digest`) cost
 //!   10.4 µs for both, against 17.4 µs one after the other (1,585 against 951 MB/s, the
 //!   same on real-size pages).
 //! - **Deflate.** zlib-rs level 1 (zlib-ng's `deflate_quick`) is the fastest gzip encoder
@@ -64,7 +64,7 @@
 //! - **So deflate can run on CPU the crawl does not want** (`output.warc_deflate =
 //!   "spare-cpu"`, the default; records held back from `pages.jsonl` are lost by a
 //!   `kill -9` and fetched again, like the pages in flight, which the recrawl kill -9 test
-//!   checks page by page; [`deflate_pool`]): one thread per core at `SCHED_IDLE`,
+//!   checks page by page; `deflate_pool`): one thread per core at `SCHED_IDLE`,
 //!   taking records newest first while the output thread holds them (up to
 //!   `output.warc_deflate_window`, 16 MiB, and 5 ms). A record they have not deflated
 //!   when it must be written is written stored: the crawl never waits and never pays for
@@ -103,12 +103,12 @@
 //!   fields and the request record are built; the deflate threads compute the digests of
 //!   every record waiting before they deflate any (per µs of idle CPU a digest saves the
 //!   crawl 1 µs, a deflate ~0.35: the write cost above), and the output thread computes
-//!   them for a record nobody got to ([`record::ResponseRecord::seal`]). Both digest up to
+//!   them for a record nobody got to (`record::ResponseRecord::seal`). Both digest up to
 //!   eight records at once, the newest waiting for a deflate thread, the oldest due for the
-//!   output thread ([`record::ResponseRecord::seal_many`]: sixteen streams side by side in
+//!   output thread (`record::ResponseRecord::seal_many`: sixteen streams side by side in
 //!   AVX-512 lanes, 7.1 µs a page on this Xeon, where SHA-NI does 15–17; two records at a
 //!   time, four SHA-NI streams, where the lanes lose a race timed once at the start, as on
-//!   an EPYC: 7.1 µs a 16 KiB page instead of 10.8, see [`digest`]). On a saturated machine
+//!   an EPYC: 7.1 µs a 16 KiB page instead of 10.8, see `digest`). On a saturated machine
 //!   the output thread digests nearly every record, whole bursts of them at a time.
 //! - **Writing the bytes** is the output thread's other half (perf of the output thread
 //!   with the archive on, most records stored: SHA-1 ~45%, the `write`s ~37%, of which
@@ -129,8 +129,8 @@
 //!   23%, copying each stored payload into the file's buffer ~10%, page faults on the
 //!   digest index ~10% (its 32 MiB touched 4 KiB at a time, twice per page), freeing the
 //!   payloads ~8%, the `pages.jsonl` line ~8%. The copy is gone: a burst's bytes go to the
-//!   OS in one `writev` from the records themselves ([`gather`]); the index asks for 2 MiB
-//!   pages ([`digest_index`]). Where the fetch ends, building the records was ~9% of the
+//!   OS in one `writev` from the records themselves (`gather`); the index asks for 2 MiB
+//!   pages (`digest_index`). Where the fetch ends, building the records was ~9% of the
 //!   parse threads' CPU, mostly `format!` of record ids: now written in place. Crawl bench
 //!   (`-- --runs 3`, three invocations each, before (fat LTO, 9933925) and after (thin
 //!   LTO) alternated, load 10–17): crawler CPU per page on/off without the deflate threads
@@ -140,7 +140,7 @@
 //! - **The digests in lanes** (2026-11-27, a 2-core Xeon under four engineers' builds, load
 //!   ~10): `perf record -a -g` of `-- --warc-only` (fat LTO, main at d1bb9bc) had SHA-1 at
 //!   ~64% of the output thread, the page-cache copy ~14%, zeroing pages ~5%; on this Xeon
-//!   SHA-NI's four streams are slower than two (see [`digest`]), so the output thread now
+//!   SHA-NI's four streams are slower than two (see `digest`), so the output thread now
 //!   digests up to eight records at once in AVX-512 lanes. Crawl bench (`-- --runs 3`,
 //!   fat LTO, before (d1bb9bc) and after alternated, three invocations each): the output
 //!   thread (`rest`, archive on) 35 / 36 / 42 → 27 / 30 / 25 µs a page; crawler CPU per
@@ -158,10 +158,10 @@
 //!   of the lanes), and of the output thread's 2,047 samples 175 were `clear_page_erms`
 //!   (the digest index's 32 MiB zeroed on first touch: slow on this VM, whose host takes
 //!   back freed memory) and 57 the stored member's CRC. Now the deflate threads digest up to
-//!   eight records at once as the output thread does ([`deflate_pool`]), a record's CRC is
+//!   eight records at once as the output thread does (`deflate_pool`), a record's CRC is
 //!   computed with its digests (where an idle thread sealed it, the output thread only
-//!   writes; a deflate reuses it: [`record::Sealed::crc`]), and the index starts at 1 MiB
-//!   and doubles as it must ([`digest_index`]): output thread `clear_page_erms` 175 → 9
+//!   writes; a deflate reuses it: `record::Sealed::crc`), and the index starts at 1 MiB
+//!   and doubles as it must (`digest_index`): output thread `clear_page_erms` 175 → 9
 //!   samples, CRC 57 → 32 (the rest are records it sealed itself). Crawl bench (`-- --runs
 //!   3`, fat LTO, 5897a92 and this change alternated, six invocations each in two sittings,
 //!   at load 8–16 from others' builds): the output thread and the rest, archive on, median
@@ -250,7 +250,7 @@ use record::{warc_date, ArchivedFetch, FetchParts};
 #[serde(rename_all = "kebab-case")]
 pub enum WarcDeflate {
     /// On threads of idle priority while the output thread holds the records
-    /// ([`deflate_pool`]), with the digests in a local crawl; a record they have not
+    /// (`deflate_pool`), with the digests in a local crawl; a record they have not
     /// deflated when it must be written is stored. The default: the crawl never pays for
     /// compression; the archive is bigger on a busy machine, and a `kill -9` also loses the
     /// records waiting (their pages are fetched again on resume, like those in flight).
