@@ -197,14 +197,14 @@
 //!   output thread). On a web that sends its HTML compressed (`-- --encodings`: gzip and br
 //!   stored as sent) on/off is 0.939 / 0.931.
 //! - **The page cache**: a written archive is let go of from the page cache as its writes
-//!   reach the disk (`writer.rs`'s `release_due`: the pages whose writeback started a step
-//!   before, and a closed file's), as PostgreSQL does with its WAL: nothing reads it back
-//!   while the crawl runs, and the cache is better spent on what the crawl does read (the
-//!   frontier's blocks, `pages.jsonl`) and, in a container, counts against the crawl's
-//!   memory. The crawl bench's 30,000 pages (~390 MB of archive a run; the peak of
-//!   `/proc/meminfo`'s `Cached` above its start while `--runs 3` ran, three invocations of each
-//!   build alternated, 2026-11-27): 12–50 MB against 374–398 MB; on/off 0.843 / 0.797 / 0.855
-//!   against 0.812 / 0.832 / 0.883 (no difference beyond the machine's noise).
+//!   reach the disk (`writer.rs`'s `release_due`: the pages on disk whose writeback started
+//!   a step before, never waiting for the disk; a closed file's all), as PostgreSQL does with
+//!   its WAL: nothing reads it back while the crawl runs, and the cache is better spent on
+//!   what the crawl does read (the frontier's blocks, `pages.jsonl`) and, in a container,
+//!   counts against the crawl's memory. The crawl bench's 30,000 pages (~400 MB of archive a
+//!   run; the peak of `/proc/meminfo`'s `Cached` above its start while `--runs 3` ran, three
+//!   invocations of each build alternated, 2026-11-27): 29–50 MB against 346–404 MB; on/off
+//!   0.877 / 0.808 / 0.806 against 0.812 / 0.836 / 0.817 (no difference beyond the noise).
 //! - **Payloads sent compressed** (`Content-Encoding`, images, archives) are stored, not
 //!   deflated again (`output.warc_store_compressed`): on the open web most HTML arrives
 //!   gzip- or br-coded, so there the archive's CPU is the digests and a copy.

@@ -135,7 +135,7 @@ pub(crate) struct ArchiveWriter {
     /// Where the last writeback started begins: the bytes before it were started a step or
     /// more ago, and are let go of at the next step (see [`release_due`]).
     last_writeback_from: u64,
-    /// The bytes before this are out of the page cache (see [`release_due`]).
+    /// The bytes before this were let go of at least once (see [`release_due`]).
     released_to: u64,
     /// Fetches written to the file: a file always takes at least one, so a fetch bigger
     /// than `max_bytes` gets a file of its own rather than an endless rotation.
@@ -222,12 +222,12 @@ impl ArchiveWriter {
     }
 
     /// Hands buffered records to the OS, and starts the disk's writes of what it holds
-    /// once [`WRITEBACK_STEP`] of it waits; then lets go of the pages written a step before.
+    /// once [`WRITEBACK_STEP`] of it waits; then lets go of the pages written back before.
     pub(crate) fn flush(&mut self) -> Result<(), IoAt> {
         self.file.flush().at("write", &self.path)?;
         if let Some((offset, len)) = writeback_due(self.writeback_from, self.length) {
             if let Some((from, len)) = release_due(self.released_to, self.last_writeback_from) {
-                release_pages(self.file.get_ref(), from, len, true);
+                release_pages(self.file.get_ref(), from, len);
                 self.released_to = self.last_writeback_from;
             }
             start_writeback(self.file.get_ref(), offset, len);
@@ -256,10 +256,8 @@ impl ArchiveWriter {
         }
         self.sync()?;
         // Every byte is on disk now: none of the file need stay in memory.
-        if let Some((from, len)) = release_due(self.released_to, self.length) {
-            release_pages(self.file.get_ref(), from, len, false);
-            self.released_to = self.length;
-        }
+        release_pages(self.file.get_ref(), 0, self.length);
+        self.released_to = self.length;
         Ok(())
     }
 
@@ -543,9 +541,9 @@ const PREALLOCATE: u64 = 16 << 20;
 /// and PostgreSQL's `backend_flush_after` do this for the same reason.
 const WRITEBACK_STEP: u64 = 8 << 20;
 
-/// The bytes to let go of from the page cache, when those before `to` are written back or
-/// their writeback was started a step ago, and those before `released_to` are let go of
-/// already (as `(offset, len)`).
+/// The bytes to let go of from the page cache (as `(offset, len)`), when the writeback of
+/// those before `to` was started a step or more ago and those before `released_to` were
+/// let go of once already.
 ///
 /// An archive is written once and read by nobody while the crawl runs (a revisit reads its
 /// original's line in `pages.jsonl`, not the archive; a resume reads the file from disk).
@@ -554,26 +552,36 @@ const WRITEBACK_STEP: u64 = 8 << 20;
 /// crawl does read again (the frontier's spilled blocks, `pages.jsonl`), and in a container
 /// the cache counts against the crawl's memory limit. So, as PostgreSQL does with the WAL
 /// segments it will not read back, the writer asks the kernel to drop the pages whose
-/// writeback it started a step ago ([`WRITEBACK_STEP`]: by then the disk has had ~50 ms for
-/// 8 MiB) once it waited for the rest of their writes, and a closed file's pages once it
-/// is fsynced: the archive holds at most two steps of the page cache, not gigabytes.
+/// writeback it started a step or more ago ([`WRITEBACK_STEP`]: by then the disk has had
+/// ~50 ms for 8 MiB at the crawl bench's rate), and a closed file's pages once it is
+/// fsynced. It never waits for the disk to do so: the kernel drops only the pages already
+/// written back (a dirty page or one being written stays), so each step asks again for the
+/// [`RELEASE_WINDOW`] before the bytes it lets go of, and a page a slow disk had not written
+/// yet goes with a later step. With a disk that keeps up, the archive holds two steps of
+/// the page cache, not gigabytes; with one that does not, what it has not written stays
+/// until the kernel writes it, as without (a wait here would stall the crawl on every
+/// burst the page cache used to absorb).
 ///
-/// The range starts at [`RELEASE_ALIGN`] below `released_to`: the kernel drops whole pages
-/// only, so the page the last range ended in is dropped with the next.
+/// The range starts on a [`RELEASE_ALIGN`] boundary: the kernel drops whole pages only, so
+/// the page the last range ended in is in the next.
 fn release_due(released_to: u64, to: u64) -> Option<(u64, u64)> {
-    let from = released_to - released_to % RELEASE_ALIGN;
+    let from = released_to.min(to.saturating_sub(RELEASE_WINDOW));
+    let from = from - from % RELEASE_ALIGN;
     (to > released_to).then_some((from, to - from))
 }
+
+/// How far back each step asks again for pages to be dropped (see [`release_due`]).
+const RELEASE_WINDOW: u64 = 4 * WRITEBACK_STEP;
 
 /// A multiple of every page size (4 KiB on x86-64, up to 64 KiB on arm64).
 const RELEASE_ALIGN: u64 = 64 << 10;
 
-/// Waits for the disk's writes of `len` bytes of `file` from `offset` (unless `written`
-/// says an fsync did), then lets the kernel drop those bytes' pages from the page cache
-/// (`POSIX_FADV_DONTNEED`, whole pages only: the page the next bytes go to stays). Best
-/// effort: where the kernel refuses, the pages stay cached, as without.
+/// Lets the kernel drop from the page cache the pages of `len` bytes of `file` from `offset`
+/// that are on disk (`POSIX_FADV_DONTNEED`: whole pages only, so the page the next bytes go
+/// to stays; dirty pages and those being written stay too). Best effort: where the kernel
+/// refuses, the pages stay cached, as without.
 #[cfg(target_os = "linux")]
-fn release_pages(file: &File, offset: u64, len: u64, wait: bool) {
+fn release_pages(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     let (Ok(offset), Ok(len)) = (
         libc::off64_t::try_from(offset),
@@ -581,26 +589,14 @@ fn release_pages(file: &File, offset: u64, len: u64, wait: bool) {
     ) else {
         return;
     };
-    // SAFETY: `sync_file_range` and `posix_fadvise` on a descriptor this `File` owns, with
-    // no pointers.
+    // SAFETY: `posix_fadvise` on a descriptor this `File` owns, with no pointers.
     unsafe {
-        if wait {
-            // Dirty or under writeback, a page would not be dropped.
-            libc::sync_file_range(
-                file.as_raw_fd(),
-                offset,
-                len,
-                libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                    | libc::SYNC_FILE_RANGE_WRITE
-                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-            );
-        }
         libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED);
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn release_pages(_file: &File, _offset: u64, _len: u64, _wait: bool) {}
+fn release_pages(_file: &File, _offset: u64, _len: u64) {}
 
 /// Reserves `len` bytes of `file`'s blocks from `offset` without changing its length;
 /// whether the file system did.
@@ -738,14 +734,26 @@ mod tests {
     }
 
     #[test]
-    fn release_covers_all_before_its_end_from_the_page_the_last_one_ended_in() {
+    fn release_covers_all_not_released_and_the_window_before() {
         assert_eq!(release_due(0, 0), None);
         assert_eq!(release_due(0, WRITEBACK_STEP), Some((0, WRITEBACK_STEP)));
-        // The last release ended mid-page: that page goes with the next.
-        let to = 2 * WRITEBACK_STEP + 17;
+        // Steps after the window: the window again, for what was being written then.
+        let to = 10 * WRITEBACK_STEP;
+        let from = to - RELEASE_WINDOW;
         assert_eq!(
-            release_due(to, 3 * WRITEBACK_STEP),
-            Some((2 * WRITEBACK_STEP, WRITEBACK_STEP))
+            release_due(9 * WRITEBACK_STEP, to),
+            Some((from, RELEASE_WINDOW))
+        );
+        // A burst that took many steps at once: all of it, whatever the window.
+        assert_eq!(
+            release_due(WRITEBACK_STEP, to),
+            Some((WRITEBACK_STEP, to - WRITEBACK_STEP))
+        );
+        // On a page boundary, so the page the last range ended in is in this one.
+        let odd = from + 17;
+        assert_eq!(
+            release_due(odd + RELEASE_WINDOW, odd + RELEASE_WINDOW + 4096),
+            Some((from, RELEASE_WINDOW + 4096 + 17))
         );
         assert_eq!(release_due(to, to), None);
         assert_eq!(release_due(to, to - 1), None);
@@ -790,7 +798,7 @@ mod tests {
 
     #[test]
     #[cfg(target_os = "linux")]
-    fn the_archive_holds_at_most_two_steps_of_the_page_cache_and_a_closed_file_none() {
+    fn the_archive_lets_go_of_its_pages_on_disk_a_step_later_and_a_closed_files_all() {
         let dir = tempfile::tempdir().unwrap();
         let mut writer = ArchiveWriter::start(
             ArchiveOptions {
@@ -824,6 +832,11 @@ mod tests {
                 &payload,
                 0,
             );
+            if i == 3 * WRITEBACK_STEP / (1 << 20) {
+                // All on disk (the test does not wait for the disk as the crawl does not):
+                // the next two steps let go of the first three's pages.
+                writer.sync().unwrap();
+            }
         }
         let path = writer.path.clone();
         let length = writer.length;
