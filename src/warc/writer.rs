@@ -557,8 +557,9 @@ const WRITEBACK_STEP: u64 = 8 << 20;
 /// fsynced. It never waits for the disk to do so: the kernel drops only the pages already
 /// written back (a dirty page or one being written stays), so each step asks again for the
 /// [`RELEASE_WINDOW`] before the bytes it lets go of, and a page a slow disk had not written
-/// yet goes with a later step. With a disk that keeps up, the archive holds two steps of
-/// the page cache, not gigabytes; with one that does not, what it has not written stays
+/// yet goes with a later step. With a disk that keeps up, the archive holds a few steps of
+/// the page cache (29–50 MB at the crawl bench's peaks, see `super`'s doc), not gigabytes;
+/// with one that does not, what it has not written stays
 /// until the kernel writes it, as without (a wait here would stall the crawl on every
 /// burst the page cache used to absorb).
 ///
