@@ -577,6 +577,13 @@ const RELEASE_WINDOW: u64 = 4 * WRITEBACK_STEP;
 /// A multiple of every page size (4 KiB on x86-64, up to 64 KiB on arm64).
 const RELEASE_ALIGN: u64 = 64 << 10;
 
+/// A range of a file as the system call taking it counts bytes (`off_t`, `off64_t`), or
+/// `None` where it does not fit (the callers then leave the range to the kernel, as without).
+#[cfg(target_os = "linux")]
+fn kernel_range<T: TryFrom<u64>>(offset: u64, len: u64) -> Option<(T, T)> {
+    Some((T::try_from(offset).ok()?, T::try_from(len).ok()?))
+}
+
 /// Lets the kernel drop from the page cache the pages of `len` bytes of `file` from `offset`
 /// that are on disk (`POSIX_FADV_DONTNEED`: whole pages only, so the page the next bytes go
 /// to stays; dirty pages and those being written stay too). Best effort: where the kernel
@@ -584,10 +591,7 @@ const RELEASE_ALIGN: u64 = 64 << 10;
 #[cfg(target_os = "linux")]
 fn release_pages(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
-    let (Ok(offset), Ok(len)) = (
-        libc::off64_t::try_from(offset),
-        libc::off64_t::try_from(len),
-    ) else {
+    let Some((offset, len)) = kernel_range(offset, len) else {
         return;
     };
     // SAFETY: `posix_fadvise` on a descriptor this `File` owns, with no pointers.
@@ -604,7 +608,7 @@ fn release_pages(_file: &File, _offset: u64, _len: u64) {}
 #[cfg(target_os = "linux")]
 fn reserve_blocks(file: &File, offset: u64, len: u64) -> bool {
     use std::os::fd::AsRawFd;
-    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+    let Some((offset, len)) = kernel_range(offset, len) else {
         return false;
     };
     // SAFETY: `fallocate` on a descriptor this `File` owns, with no pointers.
@@ -629,10 +633,7 @@ fn writeback_due(from: u64, length: u64) -> Option<(u64, u64)> {
 #[cfg(target_os = "linux")]
 fn start_writeback(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
-    let (Ok(offset), Ok(len)) = (
-        libc::off64_t::try_from(offset),
-        libc::off64_t::try_from(len),
-    ) else {
+    let Some((offset, len)) = kernel_range(offset, len) else {
         return;
     };
     // SAFETY: `sync_file_range` on a descriptor this `File` owns, with no pointers.
