@@ -361,8 +361,19 @@ fn old_extract(html: &[u8], url: &Url, opts: &ExtractOptions) -> Extracted {
         digest: opts.digest,
     };
     let old = extract_baseline::extract_links(html, url, None, &old_opts);
+    // It resolves with fragments; the crawl's options want its links without.
+    let drop_fragments = opts.drop_fragments;
     Extracted {
-        links: old.links.into_iter().map(Link::from).collect(),
+        links: old
+            .links
+            .into_iter()
+            .map(|mut url| {
+                if drop_fragments {
+                    url.set_fragment(None);
+                }
+                Link::from(url)
+            })
+            .collect(),
         nofollow_skipped: old.nofollow_skipped,
         invalid: old.invalid,
         over_limit: old.over_limit,

@@ -3,8 +3,8 @@
 //! streamed in chunks, or differ only in a documented way (`Outcome::KnownDifference`), and
 //! must never panic.
 //!
-//! The first input byte picks the options (bit 7: follow_nofollow; bits 0-1: the charset
-//! label), the rest is the document.
+//! The first input byte picks the options (bit 7: follow_nofollow; bit 6: drop_fragments, as
+//! the crawl extracts; bits 0-1: the charset label), the rest is the document.
 
 #![no_main]
 
@@ -29,6 +29,7 @@ fn check(data: &[u8]) {
     };
     let opts = ExtractOptions {
         follow_nofollow: options & 0x80 != 0,
+        drop_fragments: options & 0x40 != 0,
         ..ExtractOptions::default()
     };
     let Ok(page) = Url::parse("http://example.test/dir/page.html?q=1#top") else {

@@ -6,7 +6,8 @@
 //! gives what canonicalizing the `Url` gives.
 //!
 //! The first input byte picks the options (bits 0-1: the charset label; bits 2-3: the page
-//! URL, one of them over-long), the rest is the body.
+//! URL, one of them over-long; bit 4: links resolved with their fragments, where the crawl
+//! drops them), the rest is the body.
 
 #![no_main]
 
@@ -44,6 +45,7 @@ fn check(data: &[u8]) {
     let opts = ExtractOptions {
         max_links: MAX_LINKS,
         max_url_length: MAX_URL_LENGTH,
+        drop_fragments: options & 0x10 == 0,
         ..ExtractOptions::default()
     };
     let extracted = extract_links(body, &page, encoding, &opts);

@@ -4,8 +4,9 @@
 //! [`extract_links`] (or the streaming [`LinkExtractor`]) reads one HTML document and reports
 //! the targets of `a[href]`, `area[href]`, `frame[src]` (inside a `<frameset>`) and
 //! `iframe[src]`, in document order, resolved against the page's effective base URL.
-//! Duplicates are kept (the crawl's seen-set deduplicates), fragments are left in place (the
-//! normalizer drops them), and every scheme the URL parser accepts is returned
+//! Duplicates are kept (the crawl's seen-set deduplicates), fragments are left in place, or
+//! not resolved at all for the crawl, whose normalizer drops them
+//! ([`ExtractOptions::drop_fragments`]), and every scheme the URL parser accepts is returned
 //! (`javascript:`, `mailto:`, `data:` …: the normalizer keeps only http(s)); only values the
 //! URL parser rejects are dropped, and counted in [`Extracted::invalid`].
 //!
@@ -127,9 +128,14 @@
 //! An `href` the page already had is not resolved again: its link is the first one's, text
 //! shared (`Repeats`; 40% of the links of the doc corpus's first 500 pages, as `cargo bench
 //! --bench extract` counts them), which is what resolving it would
-//! give, so the links handed on are the same, in the same order, duplicates kept. A
-//! fragment-only `href` (`#section`) is not looked up: written again it costs about what the
-//! lookup does.
+//! give, so the links handed on are the same, in the same order, duplicates kept. Keeping
+//! fragments, a fragment-only `href` (`#section`) is not looked up: written again it costs
+//! about what the lookup does. Without them (the crawl), each value is cut before its `#`
+//! as it is buffered (`crate::normalize::fragment_cut`, at the `#` found by the pass that
+//! classes the value's bytes), so that a page's links to parts of one target
+//! (`struct.Vec.html#method.len`, `…#method.push`) and all its fragment-only links are
+//! repeats, resolved once: the doc corpus's extraction 3–7% less CPU (`EXTRACT_BENCH_PROFILE=corpus`, four
+//! alternated runs each), ~7% of which a search of its own for the `#` had cost.
 
 mod scanner;
 
@@ -142,7 +148,7 @@ use encoding_rs::{Decoder, Encoding, UTF_8};
 use url::Url;
 
 use crate::near_duplicate::DigitlessDigest;
-use crate::normalize::{Link, LinkBatch, PreparedBase};
+use crate::normalize::{before_fragment, fragment_cut, Link, LinkBatch, PreparedBase};
 
 use self::scanner::{Attrs, LinkTag, TagSink};
 
@@ -161,6 +167,13 @@ pub struct ExtractOptions {
     pub max_url_length: usize,
     /// Compute [`Extracted::digest`], the page's digest for near-duplicate detection.
     pub digest: bool,
+    /// Resolve links without their fragments (what the crawl wants: its normalizer drops
+    /// them, as they never reach the server). Each `href` is resolved up to its `#`
+    /// ([`crate::normalize::before_fragment`]), so the links of a page to parts of one
+    /// target are resolved once and shared, and a fragment-only link is the page itself.
+    /// An `href` is then measured against [`Self::max_url_length`] without its fragment.
+    /// Default `false`: the links are `Url::join`'s, fragments included.
+    pub drop_fragments: bool,
 }
 
 impl ExtractOptions {
@@ -171,6 +184,8 @@ impl ExtractOptions {
             max_links: config.crawl.max_links_per_page,
             max_url_length: config.scope.max_url_length,
             digest: config.crawl.near_duplicates,
+            // The normalizer drops every fragment (`crate::normalize`, rule 3).
+            drop_fragments: true,
         }
     }
 }
@@ -185,8 +200,9 @@ pub const BUDGET_BASE: usize = 1 << 20;
 #[derive(Debug, Default, Clone)]
 pub struct Extracted {
     /// Absolute URLs, resolved against the effective base, in document order, duplicates
-    /// kept, fragments left as they are: as [`Link`]s, text and offsets, which the common
-    /// forms of links are built as without a `Url` ([`crate::normalize::Link`]).
+    /// kept, fragments left as they are (or dropped: [`ExtractOptions::drop_fragments`]):
+    /// as [`Link`]s, text and offsets, which the common forms of links are built as without
+    /// a `Url` ([`crate::normalize::Link`]).
     pub links: Vec<Link>,
     /// Links skipped because of `rel=nofollow`.
     pub nofollow_skipped: usize,
@@ -440,6 +456,7 @@ fn collect(
         canonical: None,
         max_links: opts.max_links,
         over_limit: 0,
+        drop_fragments: opts.drop_fragments,
     };
     scanner::scan(text, &mut collector);
     let extracted = collector.resolve(
@@ -482,6 +499,9 @@ struct Span {
     range: Range<usize>,
     decoded: bool,
     url_plain: bool,
+    /// The value was not cut before its `#` ([`crate::normalize::before_fragment`]): its
+    /// link's fragment is dropped once resolved.
+    fragment_left: bool,
 }
 
 /// The largest buffers a thread keeps between extractions, in bytes (each of the three).
@@ -652,6 +672,8 @@ struct Collector<'a> {
     max_links: usize,
     /// Links seen past `max_links`.
     over_limit: usize,
+    /// [`ExtractOptions::drop_fragments`].
+    drop_fragments: bool,
 }
 
 impl TagSink for Collector<'_> {
@@ -727,7 +749,7 @@ impl Collector<'_> {
             Some(raw) => (raw, range),
             None => (&[][..], 0..0),
         };
-        let class = value_class(raw);
+        let (class, hash) = value_class(raw);
         let span = match class & NOT_PLAIN_ASCII {
             // Nearly every link: the value is its own decoding (checked in one pass, instead
             // of validating UTF-8 and then searching for `&` and NUL), so it stays where it
@@ -735,23 +757,52 @@ impl Collector<'_> {
             // link), and the same pass said whether resolving may skip its own check of the
             // bytes. The scanned bytes are in an ASCII-compatible encoding or transcoded to
             // UTF-8, so ASCII reads as ASCII.
-            0 => Span {
-                range,
-                decoded: false,
-                url_plain: class & NOT_PLAIN_URL == 0,
-            },
+            0 => {
+                // Without fragments, cut before the `#` the class's pass found (see
+                // `Self::without_fragment`).
+                let (len, fragment_left) = if self.drop_fragments {
+                    fragment_cut(raw, hash)
+                } else {
+                    (raw.len(), false)
+                };
+                Span {
+                    range: range.start..range.start + len.min(raw.len()),
+                    decoded: false,
+                    url_plain: class & NOT_PLAIN_URL == 0,
+                    fragment_left,
+                }
+            }
             _ => {
                 let start = self.arena.len();
                 push_decoded(&mut self.arena, &text(raw, self.encoding));
-                Span {
+                let span = Span {
                     range: start..self.arena.len(),
                     decoded: true,
                     url_plain: false,
+                    fragment_left: false,
+                };
+                if self.drop_fragments {
+                    self.without_fragment(span)
+                } else {
+                    span
                 }
             }
         };
         self.values_len = self.values_len.saturating_add(span.range.len());
         self.spans.push(span);
+    }
+
+    /// `span` cut before its fragment, when that resolves to its link without the fragment
+    /// ([`crate::normalize::before_fragment`]); once per value, when it is buffered, rather
+    /// than in each lookup of the page's repeats.
+    fn without_fragment(&self, mut span: Span) -> Span {
+        if let Some(value) = self.value(&span) {
+            let (cut, fragment_left) = before_fragment(value);
+            // `cut` is a prefix of `value`.
+            span.range.end = span.range.start + cut.len().min(value.len());
+            span.fragment_left = fragment_left;
+        }
+        span
     }
 
     /// The text of a link value.
@@ -846,7 +897,10 @@ impl Collector<'_> {
             }
             let resolved = match &prepared {
                 Some(prepared) => {
-                    let found = if href.starts_with('#') {
+                    // Without fragments, values were cut before their `#` (`push_link`): the
+                    // links to one target's parts are repeats of the first, and so is every
+                    // fragment-only `href` (a fifth of a documentation page's): the page.
+                    let found = if !self.drop_fragments && href.starts_with('#') {
                         // A fragment-only `href` (a third of a documentation page's distinct
                         // ones) is written as the base's text and itself, about what looking
                         // it up costs: it skips the table (measured: a doc corpus page 2%
@@ -880,6 +934,10 @@ impl Collector<'_> {
                     len
                 }),
             };
+            if span.fragment_left && resolved.is_some() {
+                // An `href` with a space or control before its `#`, resolved whole.
+                batch.drop_last_fragment();
+            }
             match resolved {
                 Some(len) => {
                     used = used.saturating_add(len + std::mem::size_of::<Link>());
@@ -1041,8 +1099,11 @@ fn meta_robots_nofollow(name: &str, content: &str) -> bool {
 /// needs decoding and it reads the same in every ASCII-compatible encoding; then, without
 /// [`NOT_PLAIN_URL`], every byte is one the URL parser keeps as it is
 /// ([`crate::normalize::is_plain_url_byte`]), which resolution would check again. (With
-/// [`NOT_PLAIN_ASCII`], the other bit may be missing.)
-fn value_class(raw: &[u8]) -> u8 {
+/// [`NOT_PLAIN_ASCII`], the other bit may be missing.) And, in the same pass, where its
+/// first `#` is (for a value without [`NOT_PLAIN_ASCII`]: a link resolved without its
+/// fragment is cut there, see [`crate::normalize::fragment_cut`]; a search of its own was
+/// 7% of the doc corpus's extraction).
+fn value_class(raw: &[u8]) -> (u8, Option<usize>) {
     #[cfg(target_arch = "x86_64")]
     return sse2_value_class(raw);
     #[cfg(not(target_arch = "x86_64"))]
@@ -1052,22 +1113,23 @@ fn value_class(raw: &[u8]) -> u8 {
 /// [`value_class`] by table lookups: what other CPUs run, and what the SSE2 code is tested
 /// against.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-fn table_value_class(raw: &[u8]) -> u8 {
+fn table_value_class(raw: &[u8]) -> (u8, Option<usize>) {
     // Eight bytes per step: a value is ~35 bytes, and the table lookups are independent.
     let class = |bytes: &[u8]| {
         bytes
             .iter()
             .fold(0u8, |class, &b| class | BYTE_CLASS[usize::from(b)])
     };
+    let hash = || raw.iter().position(|&b| b == b'#');
     let mut chunks = raw.chunks_exact(8);
     let mut seen = 0u8;
     for chunk in &mut chunks {
         seen |= class(chunk);
         if seen & NOT_PLAIN_ASCII != 0 {
-            return seen;
+            return (seen, hash());
         }
     }
-    seen | class(chunks.remainder())
+    (seen | class(chunks.remainder()), hash())
 }
 
 /// [`value_class`] with SSE2 (part of x86-64 itself), 16 bytes per step: a handful of
@@ -1079,7 +1141,7 @@ fn table_value_class(raw: &[u8]) -> u8 {
 // The intrinsics below are safe functions from Rust 1.87 on (SSE2 is always enabled on
 // x86-64), unsafe before: the blocks are needed for the oldest Rust this builds with.
 #[allow(unused_unsafe)]
-fn sse2_value_class(raw: &[u8]) -> u8 {
+fn sse2_value_class(raw: &[u8]) -> (u8, Option<usize>) {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
         _mm_or_si128, _mm_set1_epi8, _mm_set_epi64x, _mm_sub_epi8,
@@ -1087,6 +1149,9 @@ fn sse2_value_class(raw: &[u8]) -> u8 {
     // SAFETY (every block below): SSE2 is part of x86-64; a load reads the 16 bytes of a
     // 16-byte array (an unaligned load is allowed).
     let load = |bytes: &[u8; 16]| unsafe { _mm_loadu_si128(bytes.as_ptr().cast::<__m128i>()) };
+    // SAFETY: SSE2 is part of x86-64.
+    let hashes =
+        |v: __m128i| unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'#' as i8))) };
     let classify = |v: __m128i| -> (i32, i32) {
         unsafe {
             let is = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
@@ -1109,14 +1174,22 @@ fn sse2_value_class(raw: &[u8]) -> u8 {
         }
     };
     let (mut not_ascii, mut not_url) = (0, 0);
+    let mut hash = None;
     let mut chunks = raw.chunks_exact(16);
-    for chunk in &mut chunks {
+    for (at, chunk) in (&mut chunks).enumerate() {
         let Ok(block) = <&[u8; 16]>::try_from(chunk) else {
             continue;
         };
-        let (ascii, url) = classify(load(block));
+        let v = load(block);
+        let (ascii, url) = classify(v);
         not_ascii |= ascii;
         not_url |= url;
+        if hash.is_none() {
+            let found = hashes(v);
+            if found != 0 {
+                hash = Some(at * 16 + found.trailing_zeros() as usize);
+            }
+        }
     }
     // The rest: the last 16 bytes again when there are that many (classes are a union, so
     // the overlap does not matter), else the first and last 8 (overlapping) as two
@@ -1129,26 +1202,38 @@ fn sse2_value_class(raw: &[u8]) -> u8 {
             .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
             .map(i64::from_le_bytes)
     };
+    // Where the tail's lanes are in `raw`: the last 16 bytes, or the first 8 then the last 8.
+    // A `#` in what the tail shares with the blocks before was found there first.
     let tail = if chunks.remainder().is_empty() {
         None
     } else if len >= 16 {
         raw.get(len - 16..)
             .and_then(|tail| <&[u8; 16]>::try_from(tail).ok())
-            .map(load)
+            .map(|tail| (load(tail), len - 16, len - 16 + 8))
     } else {
         match (word(0), word(len.saturating_sub(8))) {
             // SAFETY: SSE2 is part of x86-64.
-            (Some(first), Some(last)) => Some(unsafe { _mm_set_epi64x(last, first) }),
+            (Some(first), Some(last)) => Some((unsafe { _mm_set_epi64x(last, first) }, 0, len - 8)),
             _ => return table_value_class(raw),
         }
     };
-    if let Some(v) = tail {
+    if let Some((v, low, high)) = tail {
         let (ascii, url) = classify(v);
         not_ascii |= ascii;
         not_url |= url;
+        let found = hashes(v);
+        if hash.is_none() && found != 0 {
+            let lane = found.trailing_zeros() as usize;
+            hash = Some(if lane < 8 {
+                low + lane
+            } else {
+                high + lane - 8
+            });
+        }
     }
-    (if not_ascii != 0 { NOT_PLAIN_ASCII } else { 0 })
-        | (if not_url != 0 { NOT_PLAIN_URL } else { 0 })
+    let class = (if not_ascii != 0 { NOT_PLAIN_ASCII } else { 0 })
+        | (if not_url != 0 { NOT_PLAIN_URL } else { 0 });
+    (class, hash)
 }
 
 /// [`BYTE_CLASS`]: the byte keeps a value from being its own decoding (non-ASCII, `&` or
@@ -1661,12 +1746,17 @@ mod tests {
                     let mut raw = vec![b'a'; len];
                     raw[at] = b;
                     let want = BYTE_CLASS[usize::from(b)];
-                    assert_eq!(value_class(&raw), want, "{b:#x} at {at} of {len}");
-                    assert_eq!(table_value_class(&raw), want, "{b:#x} at {at} of {len}");
+                    let hash = (b == b'#').then_some(at);
+                    assert_eq!(value_class(&raw), (want, hash), "{b:#x} at {at} of {len}");
+                    assert_eq!(
+                        table_value_class(&raw),
+                        (want, hash),
+                        "{b:#x} at {at} of {len}"
+                    );
                 }
             }
         }
-        assert_eq!(value_class(b""), 0);
+        assert_eq!(value_class(b""), (0, None));
     }
 
     proptest::proptest! {
@@ -1680,9 +1770,10 @@ mod tests {
             ], 0..80)
         ) {
             let (fast, table) = (value_class(&raw), table_value_class(&raw));
-            proptest::prop_assert_eq!(fast & NOT_PLAIN_ASCII, table & NOT_PLAIN_ASCII);
-            if table & NOT_PLAIN_ASCII == 0 {
+            proptest::prop_assert_eq!(fast.0 & NOT_PLAIN_ASCII, table.0 & NOT_PLAIN_ASCII);
+            if table.0 & NOT_PLAIN_ASCII == 0 {
                 proptest::prop_assert_eq!(fast, table);
+                proptest::prop_assert_eq!(fast.1, raw.iter().position(|&b| b == b'#'));
             }
         }
     }

@@ -818,6 +818,44 @@ fn tail_offsets(at: usize, tail: &str) -> (Option<usize>, Option<usize>) {
     (query, fragment.map(|i| at + i))
 }
 
+/// What to resolve for the link `href` names, when that link is wanted without its
+/// fragment (the crawl drops every fragment: it never reaches the server): `href` up to its
+/// first `#`, and whether the link resolved from that may still have a fragment to drop
+/// ([`LinkBatch::drop_last_fragment`]).
+///
+/// The parser reads a link left to right and meets its first `#` as it would the end of
+/// the input: everything before it is decided as if the link ended there, and the fragment
+/// after it changes no other part of the URL and never makes it fail. So `href` cut at its
+/// first `#` resolves to the URL `href` resolves to, but for the fragment. Two exceptions:
+/// - the parser trims C0 controls and spaces from the end of the whole `href` only, so a
+///   cut that left such a byte at the end would lose it where the whole `href` keeps it
+///   (percent-encoded): such an `href` is resolved whole (`true`);
+/// - a link that *starts* with `#` is the one thing a base with an opaque path
+///   (`javascript:void(0)`, `mailto:…`) resolves, where the empty link fails: a
+///   fragment-only `href` is resolved as `#` (`true`), the same for every one of them.
+///
+/// Cutting makes the page's links to parts of one target (`struct.Vec.html#method.len`,
+/// `struct.Vec.html#method.insert`) one link, resolved once ([`LinkBatch::repeat`]), and
+/// every fragment-only link one, the page itself; the property test
+/// `prepared_base_joins_without_fragment_as_the_parser_does` checks it.
+pub fn before_fragment(href: &str) -> (&str, bool) {
+    let (len, fragment_left) = fragment_cut(href.as_bytes(), find_byte(href, |b| b == b'#'));
+    (href.get(..len).unwrap_or(href), fragment_left)
+}
+
+/// [`before_fragment`] as a length, for an `href` whose first `#` is known to be at `hash`
+/// (the extractor finds it in the pass that classes the value's bytes).
+pub fn fragment_cut(href: &[u8], hash: Option<usize>) -> (usize, bool) {
+    match hash {
+        None => (href.len(), false),
+        Some(0) => (1, true),
+        Some(at) => match href.get(at - 1) {
+            Some(&before) if before > b' ' => (at, false),
+            _ => (href.len(), true),
+        },
+    }
+}
+
 /// Whether the parser keeps byte `b` as it is in a path, a query and a fragment of an
 /// http(s) URL (for a UTF-8 document), so that a link of these bytes needs no encoding:
 /// ASCII letters and digits, `-._~!$&()*+,;=:@/?#%`. Not `'` (escaped in a query), nor
@@ -1061,6 +1099,26 @@ pub(crate) fn same_url(a: &Url, b: &Url) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_href_is_cut_before_its_fragment_unless_a_space_or_control_would_end_it() {
+        for (href, want) in [
+            ("a.html#x", ("a.html", false)),
+            ("#x", ("#", true)),
+            ("#", ("#", true)),
+            ("", ("", false)),
+            ("a.html", ("a.html", false)),
+            ("a#b#c", ("a", false)),
+            ("?q#f", ("?q", false)),
+            ("a.html #x", ("a.html #x", true)),
+            ("a.html\t#x", ("a.html\t#x", true)),
+            ("a.html\u{1}#x", ("a.html\u{1}#x", true)),
+            (" #x", (" #x", true)),
+            ("a.html#x ", ("a.html", false)),
+        ] {
+            assert_eq!(before_fragment(href), want, "{href:?}");
+        }
+    }
 
     const BASES: &[&str] = &[
         "http://example.test/dir/page.html",

@@ -486,6 +486,24 @@ impl LinkBatch {
         }
     }
 
+    /// Drops the fragment of the last link added, if it has one: a link resolved from an
+    /// `href` that could not be cut before its fragment ([`super::before_fragment`]).
+    pub fn drop_last_fragment(&mut self) {
+        let index = self.pending.len().checked_sub(1);
+        match self.pending.last_mut() {
+            Some(Pending::Plain { start, end, parts }) => {
+                if let Some(at) = parts.take_fragment_start() {
+                    *end = start.saturating_add(at).min(*end);
+                    if index == self.last_written && self.text.is_char_boundary(*end as usize) {
+                        self.text.truncate(*end as usize);
+                    }
+                }
+            }
+            Some(Pending::Other(link)) => link.set_fragment(None),
+            None => {}
+        }
+    }
+
     /// Removes the last link added (and its text, unless that text is another link's too).
     pub fn pop(&mut self) {
         let index = self.pending.len().checked_sub(1);

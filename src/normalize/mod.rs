@@ -98,7 +98,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-pub use join::{is_plain_url_byte, PreparedBase};
+pub use join::{before_fragment, fragment_cut, is_plain_url_byte, PreparedBase};
 pub use link::{reads_as, Link, LinkBatch};
 use pattern::PatternSet;
 

@@ -34,6 +34,12 @@ pub(crate) const CASES: &[&str] = &[
     r#"<script></script x><a href="after-script-end-attr">"#,
     r#"<textarea></textarea/><a href="after-textarea">"#,
     r#"<title><!--</title><a href="title-not-comment">--></title>"#,
+    // Fragments: cut before resolving, when the links are wanted without them, except where
+    // the parser would keep what comes before the `#` (a space or control at the cut).
+    r##"<a href="#top">t</a><a href="#">e</a><a href="">n</a><a href="#top">t</a><a href="x.html#a">a</a><a href="x.html#b">b</a><a href="x.html">x</a>"##,
+    "<a href=\"x.html #a\">sp</a><a href=\"x.html\t#a\">tab</a><a href=\"x.html \t#a\">sp-tab</a><a href=\" #a\">lead</a><a href=\"x.html&#1;#a\">c0</a><a href=\"x.html#a \">trail</a>",
+    r##"<a href="?q=1#f">q</a><a href="//h.test#f">sr</a><a href="http://h.test:80/a/../b?x#y#z">abs</a><a href="mailto:a@b#c">m</a><a href="javascript:x#y">j</a><a href="../up#%zz">up</a>"##,
+    r##"<base href="/b/page.html?bq#bf"><a href="#f">f</a><a href="">e</a><a href="c.html#g">c</a><a href="?n#m">q</a>"##,
     // Misnested and nested anchors.
     r#"<a href="mis"><div>block</a></div>"#,
     r#"<p><a href="p1">one</p><p>two</p><p>three"#,
@@ -141,9 +147,10 @@ pub(crate) const CASES: &[&str] = &[
 
 /// Hand-written cases must agree outright: no known difference allowed.
 fn run_case(html: &[u8], encoding: Option<&str>) {
-    for follow in [false, true] {
+    for (follow, drop_fragments) in [(false, false), (true, false), (false, true), (true, true)] {
         let opts = ExtractOptions {
             follow_nofollow: follow,
+            drop_fragments,
             ..ExtractOptions::default()
         };
         match differential(html, &page(), encoding, &opts) {
@@ -158,7 +165,7 @@ fn run_case(html: &[u8], encoding: Option<&str>) {
                 compare(&fast, &reference).err().unwrap_or_default()
             ),
             Err(m) => panic!(
-                "mismatch (follow_nofollow={follow}, encoding={encoding:?}) on {:?}:\n{m}",
+                "mismatch (follow_nofollow={follow}, drop_fragments={drop_fragments}, encoding={encoding:?}) on {:?}:\n{m}",
                 String::from_utf8_lossy(html)
             ),
         }
@@ -530,10 +537,11 @@ fn extract_differential_generated() {
     let (agreed, known, links) = (Cell::new(0usize), Cell::new(0usize), Cell::new(0usize));
     let framesets = Cell::new(0usize);
     let result = runner.run(
-        &(document(), encoding_label(), any::<bool>()),
-        |(html, encoding, follow)| {
+        &(document(), encoding_label(), any::<bool>(), any::<bool>()),
+        |(html, encoding, follow, drop_fragments)| {
             let opts = ExtractOptions {
                 follow_nofollow: follow,
+                drop_fragments,
                 ..ExtractOptions::default()
             };
             if html.windows(10).any(|w| w == b"<frameset>") {
@@ -549,7 +557,7 @@ fn extract_differential_generated() {
                 Ok(Outcome::KnownDifference { .. }) => known.set(known.get() + 1),
                 Err(m) => {
                     return Err(TestCaseError::fail(format!(
-                        "mismatch on {:?} (encoding {encoding:?}, follow {follow}):\n{m}",
+                        "mismatch on {:?} (encoding {encoding:?}, follow {follow}, drop_fragments {drop_fragments}):\n{m}",
                         String::from_utf8_lossy(&html)
                     )));
                 }

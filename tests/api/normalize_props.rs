@@ -5,7 +5,9 @@
 //! inputs are what `fuzz-normalize/` throws at it without a bound. (The hot path's speed is
 //! measured by `cargo bench --bench normalize`.)
 
-use crawler::normalize::{reads_as, NormalizeOptions, Normalizer, PreparedBase, Rejected};
+use crawler::normalize::{
+    before_fragment, reads_as, LinkBatch, NormalizeOptions, Normalizer, PreparedBase, Rejected,
+};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
@@ -556,6 +558,44 @@ proptest! {
                 prop_assert_eq!(&want, &got, "{} + {:?}", base, href);
                 prop_assert_eq!(want.err(), link.err(), "{} + {:?}", base, href);
             }
+        }
+    }
+
+    /// Resolved without its fragment (the extractor's way for the crawl: the `href` up to its
+    /// `#`, or the whole `href` and its link's fragment dropped after), a link is
+    /// `Url::join`'s without the fragment: the same URL, component by component, or the same
+    /// error.
+    #[test]
+    fn prepared_base_joins_without_fragment_as_the_parser_does(
+        base in url_like(),
+        href in link(),
+        fragment in link(),
+    ) {
+        let Ok(base) = Url::parse(&base) else { return Ok(()) };
+        let prepared = PreparedBase::new(&base);
+        // A fragment of its own, more often than the pieces give one.
+        let href = format!("{href}#{fragment}");
+        let want = base.join(&href).map(|mut url| {
+            url.set_fragment(None);
+            url
+        });
+        let (cut, fragment_left) = before_fragment(&href);
+        let mut batch = LinkBatch::default();
+        let got = prepared.join_into(cut, &mut batch);
+        if fragment_left && got.is_ok() {
+            batch.drop_last_fragment();
+        }
+        let mut links = Vec::new();
+        batch.finish_into(&mut links);
+        match (want, got) {
+            (Ok(want), Ok(_)) => {
+                prop_assert_eq!(links.len(), 1);
+                let link = &links[0];
+                prop_assert!(reads_as(link, &want), "{} + {:?}: {:?} for {}", base, href, link, want);
+                let parsed = link.to_url().map_err(|e| TestCaseError::fail(format!("{e}")))?;
+                prop_assert_eq!(components(&parsed), components(&want), "{} + {:?}", base, href);
+            }
+            (want, got) => prop_assert_eq!(want.err(), got.err(), "{} + {:?}", base, href),
         }
     }
 

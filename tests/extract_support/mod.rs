@@ -282,7 +282,12 @@ fn extract_from_dom(
         };
         let Some(value) = value else { continue };
         match resolve(&effective, value, enc) {
-            Some(url) => out.links.push(url.into()),
+            Some(mut url) => {
+                if opts.drop_fragments {
+                    url.set_fragment(None);
+                }
+                out.links.push(url.into());
+            }
             None => out.invalid += 1,
         }
     }
