@@ -215,6 +215,7 @@ pub(crate) fn soak(budget: Duration, seed: u64) -> SoakReport {
         };
         let opts = ExtractOptions {
             follow_nofollow: rng.random_bool(0.5),
+            drop_fragments: rng.random_bool(0.5),
             ..ExtractOptions::default()
         };
         report.inputs += 1;
