@@ -193,6 +193,23 @@ impl<'a> PreparedBase<'a> {
         batch.push(link);
         Ok(len)
     }
+
+    /// [`Self::join_into`] of `href`'s link without its fragment, as the crawl's extractor
+    /// resolves it ([`before_fragment`]; the extractor cuts each value once, for its table
+    /// of repeats, and then does the same): `Url::join`'s URL without the fragment, or the
+    /// same error.
+    pub fn join_into_without_fragment(
+        &self,
+        href: &str,
+        batch: &mut LinkBatch,
+    ) -> Result<usize, url::ParseError> {
+        let (cut, fragment_left) = before_fragment(href);
+        let len = self.join_into(cut, batch)?;
+        if fragment_left {
+            batch.drop_last_fragment();
+        }
+        Ok(len)
+    }
 }
 
 impl<'a> BaseParts<'a> {
@@ -826,13 +843,20 @@ fn tail_offsets(at: usize, tail: &str) -> (Option<usize>, Option<usize>) {
 /// The parser reads a link left to right and meets its first `#` as it would the end of
 /// the input: everything before it is decided as if the link ended there, and the fragment
 /// after it changes no other part of the URL and never makes it fail. So `href` cut at its
-/// first `#` resolves to the URL `href` resolves to, but for the fragment. Two exceptions:
+/// first `#` resolves to the URL `href` resolves to, but for the fragment. Exceptions:
 /// - the parser trims C0 controls and spaces from the end of the whole `href` only, so a
 ///   cut that left such a byte at the end would lose it where the whole `href` keeps it
-///   (percent-encoded): such an `href` is resolved whole (`true`);
+///   (percent-encoded);
+/// - the `url` crate, whose answer is the contract, reads an input that *ends* in some
+///   bytes otherwise than one where a `#` follows them: `ahttp://@` is `ahttp://` to it,
+///   `ahttp://@#x` an empty-host error (the property test below found it);
 /// - a link that *starts* with `#` is the one thing a base with an opaque path
-///   (`javascript:void(0)`, `mailto:…`) resolves, where the empty link fails: a
-///   fragment-only `href` is resolved as `#` (`true`), the same for every one of them.
+///   (`javascript:void(0)`, `mailto:…`) resolves, where the empty link fails.
+///
+/// So an `href` is cut only where the byte before its `#` is one that ends a path
+/// segment or a query value (an ASCII letter or digit, `/`, `.`, `-`, `_`, `~`: nearly
+/// every real `href`'s); any other is resolved whole (`true`); and a fragment-only `href`
+/// is resolved as `#` (`true`), the same for every one of them.
 ///
 /// Cutting makes the page's links to parts of one target (`struct.Vec.html#method.len`,
 /// `struct.Vec.html#method.insert`) one link, resolved once ([`LinkBatch::repeat`]), and
@@ -850,10 +874,15 @@ pub fn fragment_cut(href: &[u8], hash: Option<usize>) -> (usize, bool) {
         None => (href.len(), false),
         Some(0) => (1, true),
         Some(at) => match href.get(at - 1) {
-            Some(&before) if before > b' ' => (at, false),
+            Some(&before) if ends_a_segment(before) => (at, false),
             _ => (href.len(), true),
         },
     }
+}
+
+/// The bytes an `href` is cut after, before its `#` ([`fragment_cut`]).
+fn ends_a_segment(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'-' | b'_' | b'~')
 }
 
 /// Whether the parser keeps byte `b` as it is in a path, a query and a fragment of an
@@ -1101,7 +1130,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_href_is_cut_before_its_fragment_unless_a_space_or_control_would_end_it() {
+    fn an_href_is_cut_before_its_fragment_only_after_a_byte_that_ends_a_segment() {
         for (href, want) in [
             ("a.html#x", ("a.html", false)),
             ("#x", ("#", true)),
@@ -1115,6 +1144,11 @@ mod tests {
             ("a.html\u{1}#x", ("a.html\u{1}#x", true)),
             (" #x", (" #x", true)),
             ("a.html#x ", ("a.html", false)),
+            ("dir/#x", ("dir/", false)),
+            ("?q=1#x", ("?q=1", false)),
+            ("ahttp://@#x", ("ahttp://@#x", true)),
+            ("?q=#x", ("?q=#x", true)),
+            ("h:#x", ("h:#x", true)),
         ] {
             assert_eq!(before_fragment(href), want, "{href:?}");
         }

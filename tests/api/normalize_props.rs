@@ -6,7 +6,7 @@
 //! measured by `cargo bench --bench normalize`.)
 
 use crawler::normalize::{
-    before_fragment, reads_as, LinkBatch, NormalizeOptions, Normalizer, PreparedBase, Rejected,
+    reads_as, LinkBatch, NormalizeOptions, Normalizer, PreparedBase, Rejected,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -579,12 +579,8 @@ proptest! {
             url.set_fragment(None);
             url
         });
-        let (cut, fragment_left) = before_fragment(&href);
         let mut batch = LinkBatch::default();
-        let got = prepared.join_into(cut, &mut batch);
-        if fragment_left && got.is_ok() {
-            batch.drop_last_fragment();
-        }
+        let got = prepared.join_into_without_fragment(&href, &mut batch);
         let mut links = Vec::new();
         batch.finish_into(&mut links);
         match (want, got) {
