@@ -673,27 +673,19 @@ fn resolve_cost(name: &str, pages: &[(Url, Vec<String>)], rounds: usize) {
          join_link + canonicalize_link {:.0} ({:.2}), Url::join + canonicalize {:.0} ({:.2})",
         ns[3], allocs[3], ns[4], allocs[4],
     );
-    let repeated: usize = pages
-        .iter()
-        .map(|(_, hrefs)| {
-            let mut seen = std::collections::HashSet::new();
-            hrefs
-                .iter()
-                .filter(|href| !seen.insert(href.as_str()))
-                .count()
-        })
-        .sum();
+    // The hrefs whose `key` an earlier one of their page has.
+    let repeats = |key: fn(&str) -> &str| -> usize {
+        pages
+            .iter()
+            .map(|(_, hrefs)| {
+                let mut seen = std::collections::HashSet::new();
+                hrefs.iter().filter(|href| !seen.insert(key(href))).count()
+            })
+            .sum()
+    };
+    let repeated = repeats(|href| href);
     // The crawl's extractor cuts each `href` before its `#`: more of them repeat.
-    let repeated_cut: usize = pages
-        .iter()
-        .map(|(_, hrefs)| {
-            let mut seen = std::collections::HashSet::new();
-            hrefs
-                .iter()
-                .filter(|href| !seen.insert(before_fragment(href).0))
-                .count()
-        })
-        .sum();
+    let repeated_cut = repeats(|href| before_fragment(href).0);
     let fragments = pages
         .iter()
         .flat_map(|(_, hrefs)| hrefs)

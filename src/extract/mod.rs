@@ -760,8 +760,8 @@ impl Collector<'_> {
             // bytes. The scanned bytes are in an ASCII-compatible encoding or transcoded to
             // UTF-8, so ASCII reads as ASCII.
             0 => {
-                // Without fragments, cut before the `#` the class's pass found (see
-                // `Self::without_fragment`).
+                // Without fragments, cut before the `#` the class's pass found (as
+                // `Self::without_fragment` does for a decoded value).
                 let (len, fragment_left) = if self.drop_fragments {
                     fragment_cut(raw, hash)
                 } else {
@@ -937,7 +937,8 @@ impl Collector<'_> {
                 }),
             };
             if span.fragment_left && resolved.is_some() {
-                // An `href` with a space or control before its `#`, resolved whole.
+                // An `href` resolved whole, or as `#`, where the cut would not give its link
+                // (`crate::normalize::fragment_cut`): its fragment goes now.
                 batch.drop_last_fragment();
             }
             match resolved {
