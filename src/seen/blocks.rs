@@ -9,8 +9,8 @@
 //! [`crate::seen`]).
 //!
 //! The advice covers whole huge pages: the mapping is rounded up to the next 2 MiB (at most
-//! 2 MiB more address space, and the last huge page's tail is never touched by a probe, so
-//! costs no more than the 4 KiB pages it replaces). Advised over `bytes` only, a filter under
+//! 2 MiB more address space, and at most the rest of one huge page more memory, once the
+//! filter's last block is written). Advised over `bytes` only, a filter under
 //! 2 MiB (the default `max_urls = 1_000_000` at p = 0.001 gives 1.8 MB) or the tail of any
 //! filter got 4 KiB pages, and each of those was faulted twice: a lookup's read maps the
 //! shared zero page, the first insert's write then copies it and, the process's threads
