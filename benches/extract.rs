@@ -16,10 +16,10 @@
 //! `PreparedBase::join` and `Url::join`: ns and allocations per link) and of resolving plus
 //! canonicalizing (`join_link` + `canonicalize_link` against `Url::join` + `canonicalize`,
 //! what a link costs before admission's scope rules); then allocations per link (a counting
-//! allocator wraps the system one) for the whole extraction and for normalizing
-//! (`Normalizer::canonicalize`). Every page of the 16 KB and real-size sets is first checked
-//! against the scraper reference (`tests/extract_support`): the bench refuses to time
-//! extractors that disagree. `-- --soak SECS [--seed N]` runs the differential soak of
+//! allocator wraps the crawler's, mimalloc, as the crawl runs it) for the whole extraction and
+//! for normalizing (`Normalizer::canonicalize`). Every page of the 16 KB and real-size sets
+//! is first checked against the scraper reference (`tests/extract_support`): the bench
+//! refuses to time extractors that disagree. `-- --soak SECS [--seed N]` runs the differential soak of
 //! `tests/api/extract_soak.rs` instead (optimized, so many more inputs per second than the
 //! ignored test). `EXTRACT_BENCH_ROUNDS` sets the rounds of the 16 KB page (the real-size
 //! set gets 1/40 of them, the corpus 1/400); `EXTRACT_BENCH_PROFILE=16k|corpus|real` runs
@@ -42,7 +42,7 @@ mod extract_differential;
 #[path = "../tests/api/extract_soak.rs"]
 mod extract_soak;
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -53,31 +53,36 @@ use std::cell::RefCell;
 use crawler::normalize::{before_fragment, Link, LinkBatch, Normalizer, PreparedBase};
 use url::Url;
 
-/// Counts allocations (and reallocations, which allocate too), for allocations per link.
+/// Counts allocations (and reallocations, which allocate too), for allocations per link,
+/// and passes them to the crawler's allocator, as the crawler binary and the other benches
+/// use it (the extractor's figures are those of the parse threads that run it).
 struct Counting;
+
+/// Where [`Counting`] sends every call.
+static INNER: crawler::allocator::CrawlerAllocator = crawler::allocator::CrawlerAllocator;
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
-// SAFETY: every call is forwarded to the system allocator unchanged; only a counter is added.
+// SAFETY: every call is forwarded to the crawler's allocator unchanged; only a counter is added.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the caller's contract is passed on as it is.
-        unsafe { System.alloc(layout) }
+        unsafe { INNER.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { INNER.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { INNER.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { INNER.dealloc(ptr, layout) }
     }
 }
 
@@ -706,6 +711,10 @@ fn resolve_cost(name: &str, pages: &[(Url, Vec<String>)], rounds: usize) {
 
 fn main() {
     crawler::allocator::limit_malloc_arenas();
+    println!(
+        "crawler's allocator: {} (CRAWLER_ALLOCATOR=system for the system's)",
+        crawler::allocator::describe()
+    );
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
         args.iter()
