@@ -19,9 +19,9 @@
 //! allocator wraps the crawler's, mimalloc, as the crawl runs it) for the whole extraction and
 //! for normalizing (`Normalizer::canonicalize`). Every page of the 16 KB and real-size sets
 //! is first checked against the scraper reference (`tests/extract_support`): the bench
-//! refuses to time extractors that disagree. `-- --soak SECS [--seed N]` runs the differential soak of
-//! `tests/api/extract_soak.rs` instead (optimized, so many more inputs per second than the
-//! ignored test). `EXTRACT_BENCH_ROUNDS` sets the rounds of the 16 KB page (the real-size
+//! refuses to time extractors that disagree. `-- --soak SECS [--seed N]` runs the
+//! differential soak of `tests/api/extract_soak.rs` instead (optimized, so many more inputs
+//! per second than the ignored test). `EXTRACT_BENCH_ROUNDS` sets the rounds of the 16 KB page (the real-size
 //! set gets 1/40 of them, the corpus 1/400); `EXTRACT_BENCH_PROFILE=16k|corpus|real` runs
 //! only the new extractor on that set, for `perf record`. The extractor is also timed
 //! without the near-duplicate digest: the digest's share must stay under 3%. Each set is also

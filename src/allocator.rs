@@ -298,7 +298,14 @@ pub fn describe() -> String {
     format!("mimalloc (purge delay {delay} ms, eager commit {eager}; {large})")
 }
 
-/// Asks the kernel to back the 2 MiB-aligned part of `items` with 2 MiB pages. For a large
+/// A transparent huge page on x86-64 and arm64 with 4 KiB base pages: what
+/// [`advise_huge_pages`] and the seen-set's own mapping (`seen/blocks.rs`) align to.
+#[cfg(target_os = "linux")]
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks the kernel to back the 2 MiB-aligned part of `items` with 2 MiB pages. It advises
+/// only within `items`, whose neighbours belong to the allocator; the seen-set, which maps
+/// its own memory, rounds its mapping up to whole huge pages instead. For a large
 /// array read at random (a hash table of ~1e6 entries, the seen-set) each lookup otherwise
 /// misses the TLB too, and for one touched at random as it fills, each 4 KiB page costs a
 /// fault. Call it before the array is written: a page already faulted in stays as it is.
@@ -306,7 +313,6 @@ pub fn describe() -> String {
 pub(crate) fn advise_huge_pages<T>(items: &mut [T]) {
     #[cfg(target_os = "linux")]
     {
-        const HUGE_PAGE: usize = 2 << 20;
         let start = items.as_mut_ptr() as usize;
         let end = start + std::mem::size_of_val(items);
         let aligned = start.next_multiple_of(HUGE_PAGE);

@@ -23,6 +23,9 @@
 
 use std::sync::atomic::AtomicU64;
 
+#[cfg(target_os = "linux")]
+use crate::allocator::HUGE_PAGE;
+
 /// One cache line of the filter: words 0..8, bit 63 of word 7 the block's insert lock.
 #[repr(C, align(64))]
 pub(crate) struct Block(pub [AtomicU64; 8]);
@@ -44,8 +47,6 @@ struct Mapping {
     mapping: (*mut libc::c_void, usize),
 }
 
-#[cfg(target_os = "linux")]
-const HUGE_PAGE: usize = 2 << 20;
 /// Below this a mapping is faulted in writable at once rather than given huge pages.
 #[cfg(target_os = "linux")]
 const SMALL_MAPPING: usize = HUGE_PAGE / 2;
