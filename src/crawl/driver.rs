@@ -25,8 +25,9 @@ use url::Url;
 use super::admission::Admission;
 use super::checkpoints::CrawlTime;
 use super::faults;
-use super::fetch_task::{base_record, fetch_task, robots_task, FetchShared};
+use super::fetch_task::{base_record, FetchShared};
 use super::handoffs::{self, Handoff};
+use super::launcher::{Launch, Launcher};
 use super::messages::{Completion, Outcome, ParseJob};
 use super::parse_pool::{ParsePool, ParseShared};
 use super::progress::{Progress, ProgressFigures, ProgressMode};
@@ -40,7 +41,7 @@ use crate::counters::{CrawlCounters, PageCounts};
 use crate::descriptors::{Descriptors, RECOUNT_AFTER};
 use crate::extract::ExtractOptions;
 use crate::fetch::Fetcher;
-use crate::frontier::{Dispatch, FrontierBackend, QueuedUrl, RobotsFetch, Work};
+use crate::frontier::{FrontierBackend, QueuedUrl, Work};
 use crate::gate::RequestGate;
 use crate::monitor::Monitor;
 use crate::output::{rfc3339, BackgroundSync, OutputError, OutputSender, OutputWriter, PageRecord};
@@ -465,14 +466,16 @@ impl Pump<'_> {
         let mut stopping = self.shutdown.is_stopping();
         let mut grace_deadline: Option<Instant> = None;
         // Fetch tasks are started by a launcher task on the runtime, a round of hand-outs
-        // at a time (see `launch`); dropping `launches` (returning) aborts those in flight.
-        let (launches, launch_rx) = mpsc::unbounded_channel();
-        tokio::spawn(launch(fetch.clone(), launch_rx));
+        // at a time (see `launcher`); dropping it (returning) aborts those in flight.
+        let mut launcher = Launcher::start(fetch.clone());
         let mut round = Vec::new();
         let mut tick = tokio::time::interval(self.display.interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut monitor_tick = tokio::time::interval(crate::monitor::REFRESH);
         monitor_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Only polled while a round may wait for the launcher (see `launcher`).
+        let mut pickup_tick = tokio::time::interval(super::launcher::PICKUP_CHECK);
+        pickup_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (answers_tx, mut answers) = mpsc::unbounded_channel();
         loop {
             let pauses = self.descriptors.pauses;
@@ -509,12 +512,7 @@ impl Pump<'_> {
                         }
                     }
                 }
-                if !round.is_empty() {
-                    handoffs::count(Handoff::Spawn, 1);
-                    // The launcher ends only with the crawl (or a panic: then the fetches
-                    // never come back and the stop's grace ends the crawl).
-                    let _ = launches.send(std::mem::take(&mut round));
-                }
+                launcher.hand_out(&mut round);
                 for lookup in cx.frontier.take_lookups() {
                     let resolver = fetch.resolver.clone();
                     let answers = answers_tx.clone();
@@ -587,6 +585,9 @@ impl Pump<'_> {
                 }
                 event = source.next_event(stopping) => {
                     source.on_event(cx, event).await?;
+                }
+                _ = pickup_tick.tick(), if launcher.may_wait() => {
+                    launcher.check_pickup();
                 }
                 _ = tick.tick() => {
                     let max_urls = fetch.config.crawl.max_urls.0;
@@ -675,41 +676,6 @@ impl Pump<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// A dispatched URL for the launcher to start a task for.
-enum Launch {
-    Fetch(Dispatch),
-    Robots(RobotsFetch),
-}
-
-/// The launcher: starts a task for each URL of each round of hand-outs the driver sends,
-/// and keeps them until they end. One message per round rather than one spawn per URL:
-/// a spawn from the driver's thread goes through the runtime's shared injection queue
-/// (a lock) and wakes a worker, once per page; the launcher runs on a worker, so its
-/// spawns go to that worker's own queue, where the others steal them when idle. When the
-/// driver drops its sender (the crawl is over, or a stop's grace ran out) the launcher
-/// ends, and the tasks still running are aborted with its set.
-async fn launch(fetch: Arc<FetchShared>, mut rounds: mpsc::UnboundedReceiver<Vec<Launch>>) {
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        tokio::select! {
-            round = rounds.recv() => {
-                let Some(round) = round else { break };
-                for launch in round {
-                    // The set's bookkeeping takes its mutex, on this worker.
-                    handoffs::count(Handoff::Lock, 1);
-                    match launch {
-                        Launch::Fetch(dispatch) => tasks.spawn(fetch_task(fetch.clone(), dispatch)),
-                        Launch::Robots(robots) => tasks.spawn(robots_task(fetch.clone(), robots)),
-                    };
-                }
-            }
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {
-                handoffs::count(Handoff::Lock, 1);
-            }
-        }
     }
 }
 

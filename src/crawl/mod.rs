@@ -101,6 +101,7 @@ mod driver;
 mod faults;
 mod fetch_task;
 pub mod handoffs;
+mod launcher;
 mod lease_source;
 mod local_source;
 mod messages;
