@@ -213,11 +213,14 @@ async fn run(
 mod tests {
     use super::*;
 
-    /// A launcher of numbers, with no task behind it: its wake-ups are what the tests see.
-    fn launcher_without_task() -> (Launcher<u32>, mpsc::UnboundedReceiver<()>) {
+    /// A launcher of numbers with `running` tasks, and no task behind it: its wake-ups are
+    /// what the tests see.
+    fn launcher_without_task(running: usize) -> (Launcher<u32>, mpsc::UnboundedReceiver<()>) {
         let (wake, wakes) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared::new());
+        shared.running.store(running, Ordering::Relaxed);
         let launcher = Launcher {
-            shared: Arc::new(Shared::new()),
+            shared,
             wake,
             may_wait: false,
             taken_at_last_look: None,
@@ -227,11 +230,7 @@ mod tests {
 
     #[tokio::test]
     async fn few_tasks_running_wake_the_launcher_at_once() {
-        let (mut launcher, mut wakes) = launcher_without_task();
-        launcher
-            .shared
-            .running
-            .store(PICKUP_RUNNING - 1, Ordering::Relaxed);
+        let (mut launcher, mut wakes) = launcher_without_task(PICKUP_RUNNING - 1);
         launcher.hand_out(&mut vec![1]);
         assert!(wakes.try_recv().is_ok());
         assert!(!launcher.may_wait());
@@ -239,11 +238,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_round_not_picked_up_by_the_next_look_wakes_the_launcher() {
-        let (mut launcher, mut wakes) = launcher_without_task();
-        launcher
-            .shared
-            .running
-            .store(PICKUP_RUNNING, Ordering::Relaxed);
+        let (mut launcher, mut wakes) = launcher_without_task(PICKUP_RUNNING);
         let mut round = vec![1, 2];
         launcher.hand_out(&mut round);
         launcher.hand_out(&mut vec![3]);
@@ -266,11 +261,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_launcher_taking_rounds_is_not_woken_while_rounds_keep_coming() {
-        let (mut launcher, mut wakes) = launcher_without_task();
-        launcher
-            .shared
-            .running
-            .store(PICKUP_RUNNING, Ordering::Relaxed);
+        let (mut launcher, mut wakes) = launcher_without_task(PICKUP_RUNNING);
         for round in 0..5 {
             launcher.hand_out(&mut vec![round]);
             launcher.check_pickup();
@@ -284,11 +275,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_round_picked_up_by_a_task_end_needs_no_wake_up() {
-        let (mut launcher, mut wakes) = launcher_without_task();
-        launcher
-            .shared
-            .running
-            .store(PICKUP_RUNNING, Ordering::Relaxed);
+        let (mut launcher, mut wakes) = launcher_without_task(PICKUP_RUNNING);
         launcher.hand_out(&mut vec![1]);
         // What the launcher does when a task's end wakes it.
         launcher.shared.any_waiting.store(false, Ordering::Release);
