@@ -117,6 +117,11 @@ const FLUSH_BYTES: usize = 8192;
 /// reading included, against none: 512 B +0.5%, 2 KiB −2.5 to −3%, 4 KiB −2.3%, 8 KiB
 /// −1.8%); the bench's doc corpus figures, alternated: 837 / 841 / 842 → 846 / 853 / 854 MB/s
 /// interleaved, 914 / 920 / 919 → 934 / 945 / 942 alone.
+/// Running the digest after the scanner instead, the scanner asking for the bytes 1 KiB
+/// ahead of itself once per tag (2026-11-28, alternated, medians of 3): doc corpus 879 / 926
+/// → 892 / 959 MB/s (interleaved / alone), but the 16 KB page 992 → 951 and the real-size
+/// pages 3,731 → 3,438 alone: the misses move into the scanner's chain of searches, and the
+/// hints cost where the page is in the cache already.
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 2048;
 /// Room past [`FLUSH_BYTES`] for the last block's store, which writes a whole block and

@@ -65,11 +65,26 @@
 //! start, and a `<span class="…">` or `<div class="…">` goes to the attribute lexer without
 //! first searching for its `>`: corpus 7.65 → 7.31 µs per page (median of 7, old and new
 //! scanner alternated in one binary).
+//! ` title="` and ` id="` are taken the same way, and so are the unquoted ` href=` and
+//! ` id=` of minified pages (rustdoc numbers its source pages' lines with
+//! `<a href=#12 id=12 data-nosnippet>`: nearly a third of the doc corpus's links), ~77% of a
+//! documentation page's ~280 attributes in all, an unquoted value's end found with one
+//! 16-byte compare; all are looked for only where the byte is a space, not at every tag's
+//! `>` (without that check the 16 KB page lost 1-4%). `cargo bench --bench extract`, before
+//! and after alternated, three runs each, medians: doc corpus 878 → 907 MB/s interleaved,
+//! 930 → 958 alone; 16 KB page 938 → 945, 968 → 983 alone; real-size pages 3,401 → 3,462,
+//! 3,695 → 3,717 alone.
 //! (Bitmasks of 64-byte blocks searched instead of the inline searches measured slower
 //! here, 0.77-0.87×: the masks cost more than the searches they replace. So did lexing
 //! each attribute from a 16-byte block's masks of whitespace, `=`, `/`, `>` and quotes:
 //! 0.89×, the loads and masks a chain of data dependencies where the byte loops are
-//! predicted branches.)
+//! predicted branches. Nor did these, tried on top of the attributes above before they
+//! were looked for at spaces only (same bench, alternated, medians of 3): letting a start tag through by its first two
+//! letters rather than its first, so that `span` and `section` are skipped unclassified,
+//! gained nothing on the doc corpus and cost the 16 KB page (a skipped `<span class>` pays
+//! `skip_tag`'s call and then the lexer's, where the inlined start-tag path paid one);
+//! finding every attribute name's end, and a skipped tag's, with a 16-byte compare as well
+//! cost the 16 KB page another 4% and the doc corpus 1%.)
 //! `memchr` is the well-kept crate for the SIMD search (already in the build through
 //! regex); the tokenizer rules are hand-written because no crate offers a lexer that skips
 //! what it does not need, which is the whole point.
@@ -777,20 +792,33 @@ impl Scanner<'_> {
     ) -> Option<Lexed> {
         let b = self.b;
         loop {
-            if GUESS {
-                if let Some((attribute, start)) = common_attribute(b, at) {
-                    let end = find(b, start, b'"')?;
-                    if let (Some(attrs), CommonAttribute::Href) = (attrs.as_deref_mut(), attribute)
-                    {
-                        attrs.href.get_or_insert(start..end);
-                    }
-                    at = end + 1;
-                    continue;
-                }
-            }
             // Before attribute name.
             let c = *b.get(at)?;
             if is_space(c) {
+                // The attributes taken whole start with a space: only there are they looked
+                // for (at the `>` of every tag they were two loads and six compares more).
+                if GUESS && c == b' ' {
+                    if let Some((attribute, start)) = common_attribute(b, at) {
+                        let end = find(b, start, b'"')?;
+                        if let (Some(attrs), CommonAttribute::Href) =
+                            (attrs.as_deref_mut(), attribute)
+                        {
+                            attrs.href.get_or_insert(start..end);
+                        }
+                        at = end + 1;
+                        continue;
+                    }
+                    if let Some((attribute, start)) = unquoted_attribute(b, at) {
+                        let end = find_value_end(b, start)?;
+                        if let (Some(attrs), CommonAttribute::Href) =
+                            (attrs.as_deref_mut(), attribute)
+                        {
+                            attrs.href.get_or_insert(start..end);
+                        }
+                        at = end;
+                        continue;
+                    }
+                }
                 at += 1;
                 continue;
             }
@@ -1071,29 +1099,82 @@ impl Scanner<'_> {
 /// An attribute whose name and opening quote [`common_attribute`] checks in one compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CommonAttribute {
-    Class,
+    /// `class`, `title` or `id`: not read, only crossed.
+    Crossed,
     Href,
 }
 
-/// ` class="` or ` href="` at `at` (lowercase, one space: how nearly every page spells them;
-/// ~60% of a documentation page's attributes): which, and where its value starts. Where an
-/// attribute may start (after a tag name or a value, or in whitespace) these bytes are
-/// exactly whitespace, the name, `=` and an opening quote to the tokenizer, so the lexer
-/// takes them in one 8-byte compare, a branch the CPU predicts and runs ahead of, instead
-/// of a branch per byte.
+/// ` class="`, ` href="`, ` id="` or ` title="` at `at` (lowercase, one space: how nearly
+/// every page spells them; 63% of a documentation page's attributes, `class` and `href`
+/// most of them): which, and where its value starts. Where an attribute may start (after a
+/// tag name or a value, or in whitespace) these bytes are exactly whitespace, the name, `=`
+/// and an opening quote to the tokenizer, so the lexer takes them in one 8-byte compare, a
+/// branch the CPU predicts and runs ahead of, instead of a branch per byte.
 #[inline(always)]
 fn common_attribute(b: &[u8], at: usize) -> Option<(CommonAttribute, usize)> {
     const CLASS: u64 = u64::from_le_bytes(*b" class=\"");
+    const TITLE: u64 = u64::from_le_bytes(*b" title=\"");
     const HREF: u64 = u64::from_le_bytes(*b" href=\"\0");
+    const ID: u64 = u64::from_le_bytes(*b" id=\"\0\0\0");
     const SEVEN: u64 = u64::MAX >> 8;
+    const FIVE: u64 = u64::MAX >> 24;
     let word = u64::from_le_bytes(*b.get(at..at + 8)?.first_chunk()?);
-    if word == CLASS {
-        Some((CommonAttribute::Class, at + 8))
+    if word == CLASS || word == TITLE {
+        Some((CommonAttribute::Crossed, at + 8))
     } else if word & SEVEN == HREF {
         Some((CommonAttribute::Href, at + 7))
+    } else if word & FIVE == ID {
+        Some((CommonAttribute::Crossed, at + 5))
     } else {
         None
     }
+}
+
+/// ` href=` or ` id=` at `at` followed by an unquoted value (a minified page's way, and
+/// rustdoc's for the line anchors of its source pages, `<a href=#12 id=12 …>`, nearly a
+/// third of the doc corpus's links): which, and where its value starts. As for
+/// [`common_attribute`], these bytes are whitespace, the name and `=` to the tokenizer, and
+/// a first byte that is not whitespace, a quote or `>` starts an unquoted value, which
+/// [`find_value_end`] ends.
+#[inline(always)]
+fn unquoted_attribute(b: &[u8], at: usize) -> Option<(CommonAttribute, usize)> {
+    const HREF: u64 = u64::from_le_bytes(*b" href=\0\0");
+    const ID: u64 = u64::from_le_bytes(*b" id=\0\0\0\0");
+    const SIX: u64 = u64::MAX >> 16;
+    const FOUR: u64 = u64::MAX >> 32;
+    let word = u64::from_le_bytes(*b.get(at..at + 8)?.first_chunk()?);
+    let (attribute, start) = if word & SIX == HREF {
+        (CommonAttribute::Href, at + 6)
+    } else if word & FOUR == ID {
+        (CommonAttribute::Crossed, at + 4)
+    } else {
+        return None;
+    };
+    let first = *b.get(start)?;
+    (!is_space(first) && !matches!(first, b'"' | b'\'' | b'>')).then_some((attribute, start))
+}
+
+/// Where an unquoted attribute value starting at `at` ends: the first whitespace or `>`
+/// (`None` if the document ends first). The next 16 bytes are classed at once (a value's
+/// length varies, and a byte loop's exit from it was a mispredicted branch per value).
+#[inline(always)]
+fn find_value_end(b: &[u8], at: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(head) = block16(b, at) {
+        let mask = sse2::eq_mask(head, b' ')
+            | sse2::eq_mask(head, b'>')
+            | sse2::eq_mask(head, b'\n')
+            | sse2::eq_mask(head, b'\t')
+            | sse2::eq_mask(head, b'\r')
+            | sse2::eq_mask(head, b'\x0c');
+        if mask != 0 {
+            return Some(at + mask.trailing_zeros() as usize);
+        }
+    }
+    let rest = b.get(at..)?;
+    rest.iter()
+        .position(|&c| is_space(c) || c == b'>')
+        .map(|i| at + i)
 }
 
 /// Records attribute `name`'s value if it is one the extractor reads and the first of its
@@ -1154,7 +1235,7 @@ mod tests {
         // past them, in inputs of every length around those steps.
         for len in 0..80 {
             for place in 0..len {
-                for needle in [b'<', b'>', b'"', b'\''] {
+                for needle in [b'<', b'>', b'"', b'\'', b' ', b'\x0c'] {
                     let mut b = vec![b'x'; len];
                     b[place] = needle;
                     if place + 7 < len {
@@ -1171,6 +1252,7 @@ mod tests {
                             find_tag_end(&b, at),
                             naive(&|c| matches!(c, b'>' | b'"' | b'\''))
                         );
+                        assert_eq!(find_value_end(&b, at), naive(&|c| is_space(c) || c == b'>'));
                     }
                 }
             }
@@ -1184,7 +1266,8 @@ mod tests {
         let pieces = prop_oneof![
             4 => prop::sample::select(vec![
                 " ", "\t", "\n", "\x0c", "\r", "=", "\"", "'", ">", "/", "<", "href", "HREF",
-                "rel", "src", "name", "content", "color", "x", "y-z", " class=\"", "=\"", "='",
+                "rel", "src", "name", "content", "color", "x", "y-z", " class=\"", " title=\"",
+                " id=\"", " ID=\"", " href=", " id=", "#1", "=\"", "='",
                 "\" ", "\">", "\"/>",
             ]).prop_map(|piece: &str| piece.as_bytes().to_vec()),
             1 => any::<u8>().prop_map(|b| vec![b]),
