@@ -107,7 +107,9 @@
 //! Driver µs a page, `-- --cores 2
 //! --runs 3`, alternated with the build before: 4.44 / 4.32 before, 4.15 / 3.77 after on an
 //! idle machine (3.89 against 3.69 / 3.86 under another engineer's build); system time
-//! 1.07–1.20 → 0.64–0.92. The seen-set's fpp estimate (a series of powers, 1.9% of the
+//! 1.07–1.20 → 0.64–0.92. A slower sitting later that day, five invocations each,
+//! alternated: 4.87 / 5.37 / 4.61 / 4.74 / 4.61 before, 5.09 / 4.30 / 4.04 / 4.25 / 5.01
+//! after (medians 4.74 → 4.30): below 5 µs as a rule, not yet in every invocation. The seen-set's fpp estimate (a series of powers, 1.9% of the
 //! driver's samples when read for every page) is now read every 1/4,096 of `max_urls`.
 //! What is left, by the same profile (841 samples): admitting links 23% (of it the queue's
 //! disk tail 5%), handing out 15%, completions 9%, malloc 8%, waking the output thread for
