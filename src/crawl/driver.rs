@@ -473,9 +473,6 @@ impl Pump<'_> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut monitor_tick = tokio::time::interval(crate::monitor::REFRESH);
         monitor_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Only polled while a round may wait for the launcher (see `launcher`).
-        let mut pickup_tick = tokio::time::interval(super::launcher::PICKUP_CHECK);
-        pickup_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (answers_tx, mut answers) = mpsc::unbounded_channel();
         loop {
             let pauses = self.descriptors.pauses;
@@ -586,9 +583,8 @@ impl Pump<'_> {
                 event = source.next_event(stopping) => {
                     source.on_event(cx, event).await?;
                 }
-                _ = pickup_tick.tick(), if launcher.may_wait() => {
-                    launcher.check_pickup();
-                }
+                // Only while a round may wait for the launcher (see `launcher`).
+                _ = launcher.next_look(), if launcher.may_wait() => {}
                 _ = tick.tick() => {
                     let max_urls = fetch.config.crawl.max_urls.0;
                     self.display.update(&figures(&self.counters, max_urls, cx.frontier, true));

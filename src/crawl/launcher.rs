@@ -52,7 +52,7 @@ use crate::frontier::{Dispatch, RobotsFetch};
 const PICKUP_RUNNING: usize = 8;
 
 /// How often the driver looks for a round no task's end picked up, while one may wait.
-pub(super) const PICKUP_CHECK: Duration = Duration::from_millis(20);
+const PICKUP_CHECK: Duration = Duration::from_millis(20);
 
 /// A dispatched URL for the launcher to start a task for.
 pub(super) enum Launch {
@@ -92,6 +92,8 @@ pub(super) struct Launcher<T = Launch> {
     may_wait: bool,
     /// The launcher's [`Shared::taken`] at the last look that saw a round waiting.
     taken_at_last_look: Option<u64>,
+    /// The looks' period: one timer re-armed once a period (see the module doc).
+    looks: tokio::time::Interval,
 }
 
 impl Launcher {
@@ -100,16 +102,24 @@ impl Launcher {
         let shared = Arc::new(Shared::new());
         let (wake, wakes) = mpsc::unbounded_channel();
         tokio::spawn(run(fetch, shared.clone(), wakes));
+        Launcher::with(shared, wake)
+    }
+}
+
+impl<T> Launcher<T> {
+    /// The driver's side of `shared`, waking the launcher through `wake`.
+    fn with(shared: Arc<Shared<T>>, wake: mpsc::UnboundedSender<()>) -> Launcher<T> {
+        let mut looks = tokio::time::interval(PICKUP_CHECK);
+        looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Launcher {
             shared,
             wake,
             may_wait: false,
             taken_at_last_look: None,
+            looks,
         }
     }
-}
 
-impl<T> Launcher<T> {
     /// Hands `round` (left empty) to the launcher, waking it only if no task's end is
     /// likely to come soon (see the module doc).
     pub(super) fn hand_out(&mut self, round: &mut Vec<T>) {
@@ -134,7 +144,7 @@ impl<T> Launcher<T> {
         }
     }
 
-    /// The driver's periodic look (every [`PICKUP_CHECK`] while [`Launcher::may_wait`]): a
+    /// The driver's periodic look ([`Launcher::next_look`]): a
     /// round waiting while the launcher has taken nothing since the last look is handed
     /// over with a wake-up.
     pub(super) fn check_pickup(&mut self) {
@@ -151,10 +161,17 @@ impl<T> Launcher<T> {
         }
     }
 
-    /// Whether a round handed out without a wake-up may still wait: the driver then looks
-    /// every [`PICKUP_CHECK`].
+    /// Whether a round handed out without a wake-up may still wait: the driver then awaits
+    /// [`Launcher::next_look`].
     pub(super) fn may_wait(&self) -> bool {
         self.may_wait
+    }
+
+    /// The next look, every [`PICKUP_CHECK`] ([`Launcher::check_pickup`]). The driver
+    /// awaits it only while [`Launcher::may_wait`].
+    pub(super) async fn next_look(&mut self) {
+        self.looks.tick().await;
+        self.check_pickup();
     }
 
     fn wake_launcher(&mut self) {
@@ -219,12 +236,7 @@ mod tests {
         let (wake, wakes) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared::new());
         shared.running.store(running, Ordering::Relaxed);
-        let launcher = Launcher {
-            shared,
-            wake,
-            may_wait: false,
-            taken_at_last_look: None,
-        };
+        let launcher = Launcher::with(shared, wake);
         (launcher, wakes)
     }
 
@@ -255,6 +267,25 @@ mod tests {
         assert!(wakes.try_recv().is_err());
         assert!(launcher.may_wait());
         launcher.check_pickup();
+        assert!(wakes.try_recv().is_ok());
+        assert!(!launcher.may_wait());
+    }
+
+    #[tokio::test]
+    async fn the_looks_come_every_period_and_the_second_wakes_the_launcher() {
+        let (mut launcher, mut wakes) = launcher_without_task(PICKUP_RUNNING);
+        launcher.hand_out(&mut vec![1]);
+        let start = tokio::time::Instant::now();
+        launcher.next_look().await;
+        assert!(
+            wakes.try_recv().is_err(),
+            "the first look only notes the round"
+        );
+        launcher.next_look().await;
+        assert!(
+            start.elapsed() >= PICKUP_CHECK,
+            "the second look a period later"
+        );
         assert!(wakes.try_recv().is_ok());
         assert!(!launcher.may_wait());
     }
